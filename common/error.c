@@ -1,0 +1,74 @@
+/* Error values: fill, prefix, and convert to and from the API's JSON error shape. */
+#include "common/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int hc_error_set(struct hc_error *err, int status, const char *code, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    err->status = status;
+    snprintf(err->code, sizeof(err->code), "%s", code ? code : HC_ERR_INTERNAL);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    err->hint[0] = '\0';
+    return -1;
+}
+
+int hc_error_hint(struct hc_error *err, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->hint, sizeof(err->hint), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int hc_error_prefix(struct hc_error *err, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    char prefix[256], old[sizeof(err->message)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    memcpy(old, err->message, sizeof(old));
+    snprintf(err->message, sizeof(err->message), "%s: %s", prefix, old);
+    return -1;
+}
+
+void hc_error_clear(struct hc_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+}
+
+json_t *hc_error_to_json(const struct hc_error *err)
+{
+    json_t *inner = json_pack("{s:s, s:s}", "code", err->code[0] ? err->code : HC_ERR_INTERNAL,
+                              "message", err->message);
+    if (err->hint[0])
+        json_object_set_new(inner, "hint", json_string(err->hint));
+    return json_pack("{s:o}", "error", inner);
+}
+
+int hc_error_from_json(struct hc_error *err, const json_t *body, int status)
+{
+    const json_t *inner = json_is_object(body) ? json_object_get(body, "error") : NULL;
+    const char *code = json_string_value(json_object_get(inner, "code"));
+    const char *message = json_string_value(json_object_get(inner, "message"));
+    const char *hint = json_string_value(json_object_get(inner, "hint"));
+    if (!code || !message)
+        return -1;
+    hc_error_set(err, status, code, "%s", message);
+    if (hint)
+        hc_error_hint(err, "%s", hint);
+    return 0;
+}

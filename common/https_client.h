@@ -1,0 +1,68 @@
+/*
+ * HTTPS client on libcurl. One client owns one CURLM multi handle: single requests and
+ * fan-outs go through it, so connections to the same peer are reused and a fan-out to many
+ * agents runs concurrently in one thread (no thread per node). Not thread-safe: one client per
+ * thread.
+ *
+ * Every request has a timeout (connect and total); a peer that accepts a connection but never
+ * answers (e.g. behind an MTU blackhole) ends as HC_ERR_TIMEOUT, never as a hang.
+ */
+#ifndef HC_COMMON_HTTPS_CLIENT_H
+#define HC_COMMON_HTTPS_CLIENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common/error.h"
+
+struct hc_tls_client_config {
+    const char *ca_file;      /* trust anchors; or ca_pem */
+    const char *ca_pem;       /* PEM text of the CA (used when ca_file is NULL) */
+    const char *cert_file;    /* client certificate for mutual TLS, or NULL */
+    const char *key_file;     /* its key */
+    int insecure;             /* skip peer verification: only to fetch a CA that is then pinned
+                                 by fingerprint (join), never for anything else */
+    long connect_timeout_ms;  /* default 3000 */
+};
+
+struct hc_http_response {
+    long status;   /* HTTP status */
+    char *raw;     /* body bytes, NUL-terminated */
+    size_t raw_len;
+    json_t *body;  /* parsed body when it is JSON, else NULL */
+};
+void hc_http_response_clear(struct hc_http_response *resp);
+
+struct hc_http_client;
+/* Returns NULL with err. Caller frees with hc_http_client_free. */
+struct hc_http_client *hc_http_client_new(const struct hc_tls_client_config *tls,
+                                          struct hc_error *err);
+void hc_http_client_free(struct hc_http_client *c);
+
+/* One request. bearer may be NULL; body may be NULL (no body). Returns 0 when any HTTP
+ * response arrived (check resp->status), -1 on transport failure with err code unreachable
+ * (connect refused/no route), timeout, or tls_error. resp is owned by the caller (clear it). */
+int hc_http_request(struct hc_http_client *c, const char *method, const char *url,
+                    const char *bearer, const json_t *body, long timeout_ms,
+                    struct hc_http_response *resp, struct hc_error *err);
+
+/* A call in a fan-out: the caller fills the inputs, hc_http_fanout fills the outputs. */
+struct hc_http_call {
+    const char *method;
+    const char *url;
+    const char *bearer;
+    const json_t *body;
+    long timeout_ms;
+    void *user;
+    /* outputs */
+    int ok;                       /* 1 when an HTTP response arrived */
+    struct hc_http_response resp; /* valid when ok; caller clears */
+    struct hc_error err;          /* valid when !ok */
+    long elapsed_ms;
+};
+/* Runs all calls concurrently, at most max_parallel at once (0 = unlimited), and returns
+ * when every call has finished or timed out. Returns the number of calls with ok == 1. */
+size_t hc_http_fanout(struct hc_http_client *c, struct hc_http_call *calls, size_t n,
+                      size_t max_parallel);
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * HTTPS server on libevent evhttp + bufferevent_openssl, with a small router.
+ *
+ * One server runs on one event_base (one thread). Routes are "METHOD /v1/nodes/{name}" patterns;
+ * {param} segments are captured. Every error, including 404/405/413 and bad JSON, is answered
+ * with the one JSON error shape (common/error.h). With client_ca_file set the server requires a
+ * client certificate signed by that CA (mutual TLS), and with required_client_cn the peer's
+ * subject CN must also match: the agent API accepts only the controller's client certificate.
+ */
+#ifndef HC_COMMON_HTTPS_SERVER_H
+#define HC_COMMON_HTTPS_SERVER_H
+
+#include <event2/event.h>
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common/error.h"
+
+#define HC_HTTP_MAX_PARAMS 8
+#define HC_HTTP_DEFAULT_MAX_BODY (1024 * 1024)
+#define HC_HTTP_DEFAULT_TIMEOUT_S 30
+
+struct hc_tls_server_config {
+    const char *cert_file;          /* PEM chain for the server */
+    const char *key_file;           /* PEM private key */
+    const char *client_ca_file;     /* NULL: no client certs; else mutual TLS against this CA */
+    const char *required_client_cn; /* NULL: any cert from client_ca_file; else CN must equal */
+};
+
+struct hc_request;
+typedef void (*hc_route_fn)(struct hc_request *req, void *arg);
+
+/* Route flags, free for the application's before-hook (e.g. auth levels). */
+struct hc_route {
+    char method[8];
+    char pattern[128];
+    int flags;
+    hc_route_fn fn;
+    void *arg;
+};
+
+/* Pure router, usable without a network (unit-tested on its own). */
+struct hc_router;
+struct hc_route_params {
+    int count;
+    char name[HC_HTTP_MAX_PARAMS][32];
+    char value[HC_HTTP_MAX_PARAMS][256]; /* percent-decoded */
+};
+struct hc_router *hc_router_new(void);
+void hc_router_free(struct hc_router *r);
+/* Returns 0, or -1 if the pattern is malformed or the table full. */
+int hc_router_add(struct hc_router *r, const char *method, const char *pattern, int flags,
+                  hc_route_fn fn, void *arg);
+/* Matches path (without query string). Returns the route, or NULL with err set to 404
+ * not_found (no pattern matches the path) or 405 method_not_allowed (path matches, method
+ * does not). */
+const struct hc_route *hc_router_match(const struct hc_router *r, const char *method,
+                                       const char *path, struct hc_route_params *params,
+                                       struct hc_error *err);
+
+/* Called before each matched route. Return 0 to run the route; non-zero after having replied
+ * (e.g. 401). */
+typedef int (*hc_before_fn)(struct hc_request *req, const struct hc_route *route, void *arg);
+/* Called after each reply with the status sent (for audit logging and metrics). */
+typedef void (*hc_after_fn)(struct hc_request *req, int status, void *arg);
+
+struct hc_http_server;
+/* Creates a server on base. Returns NULL with err (e.g. unreadable cert). Caller frees. */
+struct hc_http_server *hc_http_server_new(struct event_base *base,
+                                          const struct hc_tls_server_config *tls,
+                                          struct hc_error *err);
+void hc_http_server_free(struct hc_http_server *srv);
+/* Binds addr:port (port 0 picks one; hc_http_server_port tells which). 0 or -1 with err. */
+int hc_http_server_listen(struct hc_http_server *srv, const char *addr, int port,
+                          struct hc_error *err);
+int hc_http_server_port(const struct hc_http_server *srv);
+void hc_http_server_set_limits(struct hc_http_server *srv, size_t max_body, int timeout_s);
+int hc_http_server_route(struct hc_http_server *srv, const char *method, const char *pattern,
+                         int flags, hc_route_fn fn, void *arg);
+void hc_http_server_set_hooks(struct hc_http_server *srv, hc_before_fn before, hc_after_fn after,
+                              void *arg);
+
+/* Request accessors; strings are owned by the request and live until the reply. */
+const char *hc_req_method(const struct hc_request *req);
+const char *hc_req_path(const struct hc_request *req);
+const char *hc_req_param(const struct hc_request *req, const char *name); /* path {param} */
+const char *hc_req_query(struct hc_request *req, const char *name);       /* ?name=..., decoded */
+const char *hc_req_header(const struct hc_request *req, const char *name);
+const char *hc_req_peer_addr(const struct hc_request *req);
+/* Subject CN of the verified client certificate, or NULL without one. */
+const char *hc_req_peer_cn(const struct hc_request *req);
+/* Body parsed as a JSON object. On failure replies 400 invalid_json itself and returns NULL,
+ * so a handler writes `if (!(body = hc_req_json(req))) return;`. The request owns the result. */
+json_t *hc_req_json(struct hc_request *req);
+/* Application data for the duration of the request (e.g. the authenticated token). */
+void hc_req_set_user(struct hc_request *req, void *user);
+void *hc_req_user(const struct hc_request *req);
+
+/* Replies; exactly one per request. body is stolen (may be NULL for an empty object). */
+void hc_reply_json(struct hc_request *req, int status, json_t *body);
+void hc_reply_error(struct hc_request *req, const struct hc_error *err);
+
+#endif

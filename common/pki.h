@@ -1,0 +1,59 @@
+/*
+ * The cluster PKI on OpenSSL 3: EC P-256 keys, the cluster CA, CSRs, certificate signing and
+ * fingerprints. Everything on disk is PEM; private keys are written 0600.
+ *
+ * Ownership: functions returning EVP_PKEY / X509 / X509_REQ give the caller a reference to free
+ * with EVP_PKEY_free / X509_free / X509_REQ_free; functions returning char * give a malloc'd
+ * string.
+ */
+#ifndef HC_COMMON_PKI_H
+#define HC_COMMON_PKI_H
+
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <stddef.h>
+
+#include "common/error.h"
+
+#define HC_CONTROLLER_CLIENT_CN "hcctld-client"
+
+EVP_PKEY *hc_pki_key_new(struct hc_error *err);
+int hc_pki_key_save(EVP_PKEY *key, const char *path, struct hc_error *err); /* mode 0600 */
+EVP_PKEY *hc_pki_key_load(const char *path, struct hc_error *err);
+
+/* Self-signed CA certificate (CA:TRUE, keyCertSign) valid for days. */
+X509 *hc_pki_ca_new(EVP_PKEY *ca_key, const char *cn, int days, struct hc_error *err);
+
+struct hc_cert_spec {
+    const char *cn;
+    const char *const *sans; /* DNS names or IP literals; IPs become iPAddress SANs */
+    size_t nsans;
+    int server_auth;         /* EKU serverAuth */
+    int client_auth;         /* EKU clientAuth */
+    int days;
+};
+/* Issues a certificate for pubkey signed by the CA. serial_hex (33 bytes) receives the random
+ * 128-bit serial as hex. */
+X509 *hc_pki_issue(X509 *ca, EVP_PKEY *ca_key, EVP_PKEY *pubkey, const struct hc_cert_spec *spec,
+                   char serial_hex[33], struct hc_error *err);
+
+/* CSR with the given CN, signed by key. */
+X509_REQ *hc_pki_csr_new(EVP_PKEY *key, const char *cn, struct hc_error *err);
+char *hc_pki_csr_to_pem(X509_REQ *req);
+/* Parses a CSR and verifies its self-signature; NULL with err (400) when invalid. */
+X509_REQ *hc_pki_csr_from_pem(const char *pem, struct hc_error *err);
+/* The public key inside a CSR (new reference). */
+EVP_PKEY *hc_pki_csr_pubkey(X509_REQ *req);
+
+int hc_pki_cert_save(X509 *cert, const char *path, struct hc_error *err); /* mode 0644 */
+X509 *hc_pki_cert_load(const char *path, struct hc_error *err);
+char *hc_pki_cert_to_pem(X509 *cert);
+X509 *hc_pki_cert_from_pem(const char *pem, struct hc_error *err);
+/* Lowercase hex SHA-256 of the DER encoding (64 chars + NUL). */
+void hc_pki_fingerprint(X509 *cert, char out[65]);
+/* Subject CN into buf; returns 0 or -1. */
+int hc_pki_cert_cn(X509 *cert, char *buf, size_t len);
+/* Verifies cert was signed by ca (and is within its validity). 0 or -1 with err. */
+int hc_pki_verify(X509 *ca, X509 *cert, struct hc_error *err);
+
+#endif

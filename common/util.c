@@ -1,0 +1,241 @@
+/* Small helpers: clocks, durations, randomness, hashing and files written safely. */
+#include "common/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int64_t hc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t hc_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *hc_time_format(int64_t epoch_ms, char *buf, size_t len)
+{
+    time_t secs = (time_t)(epoch_ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char base[24];
+    strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%03dZ", base, (int)(epoch_ms % 1000));
+    return buf;
+}
+
+int hc_duration_parse(const char *text, int64_t *out_ms, struct hc_error *err)
+{
+    static const struct {
+        const char *suffix;
+        int64_t ms;
+    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+    const char *p = text;
+    int64_t total = 0;
+    if (!p || !*p)
+        goto bad;
+    while (*p) {
+        if (!isdigit((unsigned char)*p))
+            goto bad;
+        errno = 0;
+        char *end;
+        long long n = strtoll(p, &end, 10);
+        if (errno || n > 1000000000LL)
+            goto bad;
+        p = end;
+        int64_t mult = 0;
+        if (!*p && p != text && total == 0) {
+            mult = 1000; /* a bare number means seconds */
+        } else {
+            for (size_t i = 0; i < HC_ARRAY_LEN(units); i++) {
+                size_t sl = strlen(units[i].suffix);
+                if (strncmp(p, units[i].suffix, sl) == 0 && !isalpha((unsigned char)p[sl])) {
+                    mult = units[i].ms;
+                    p += sl;
+                    break;
+                }
+            }
+        }
+        if (!mult)
+            goto bad;
+        total += n * mult;
+    }
+    *out_ms = total;
+    return 0;
+bad:
+    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid duration '%s'", text ? text : "");
+    return hc_error_hint(err, "use a number with a unit: 500ms, 30s, 5m, 2h, 1d");
+}
+
+int hc_random_hex(char *buf, size_t nbytes)
+{
+    unsigned char raw[64];
+    if (nbytes > sizeof(raw) || RAND_bytes(raw, (int)nbytes) != 1)
+        return -1;
+    for (size_t i = 0; i < nbytes; i++)
+        snprintf(buf + 2 * i, 3, "%02x", raw[i]);
+    return 0;
+}
+
+void hc_sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    for (unsigned int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+int hc_ct_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la != lb)
+        return 0;
+    return CRYPTO_memcmp(a, b, la) == 0;
+}
+
+int hc_file_read(const char *path, char **out, size_t *len, struct hc_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory reading '%s'", path);
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(buf);
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot read '%s'", path);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    if (len)
+        *len = n;
+    return 0;
+}
+
+int hc_file_write_atomic(const char *path, const void *data, size_t len, int mode,
+                         struct hc_error *err)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            goto fail;
+        p += w;
+        left -= (size_t)w;
+    }
+    /* The mode given at open() is filtered by the umask; secrets must end up exactly 0600. */
+    if (fchmod(fd, (mode_t)mode) < 0 || fsync(fd) < 0)
+        goto fail;
+    close(fd);
+    if (rename(tmp, path) < 0) {
+        unlink(tmp);
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot rename to '%s': %s", path, strerror(errno));
+    }
+    return 0;
+fail:
+    hc_error_set(err, 500, HC_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return -1;
+}
+
+int hc_mkdir_p(const char *path, int mode, struct hc_error *err)
+{
+    char buf[4096];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(buf, (mode_t)mode) < 0 && errno != EEXIST)
+                return hc_error_set(err, 500, HC_ERR_IO, "cannot create directory '%s': %s", buf,
+                                    strerror(errno));
+            *p = saved;
+            if (!saved)
+                break;
+        }
+    }
+    return 0;
+}
+
+char *hc_path_join(const char *dir, const char *name)
+{
+    char *out = NULL;
+    if (asprintf(&out, "%s/%s", dir, name) < 0)
+        return NULL;
+    return out;
+}
+
+int hc_split_host_port(const char *text, char *host, size_t host_len, int *port,
+                       struct hc_error *err)
+{
+    const char *colon;
+    const char *hstart = text;
+    size_t hlen;
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (!close || close[1] != ':')
+            goto bad;
+        hstart = text + 1;
+        hlen = (size_t)(close - hstart);
+        colon = close + 1;
+    } else {
+        colon = strrchr(text, ':');
+        if (!colon)
+            goto bad;
+        hlen = (size_t)(colon - text);
+    }
+    if (hlen == 0 || hlen >= host_len)
+        goto bad;
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end || end == colon + 1 || p < 0 || p > 65535)
+        goto bad;
+    memcpy(host, hstart, hlen);
+    host[hlen] = '\0';
+    *port = (int)p;
+    return 0;
+bad:
+    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid address '%s'", text);
+    return hc_error_hint(err, "use HOST:PORT, e.g. 127.0.0.1:7443");
+}

@@ -1,0 +1,50 @@
+/*
+ * Small helpers used everywhere: time, durations, random identifiers, files with safe modes.
+ */
+#ifndef HC_COMMON_UTIL_H
+#define HC_COMMON_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common/error.h"
+
+#define HC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Wall-clock milliseconds since the epoch, and a monotonic clock in milliseconds. */
+int64_t hc_now_ms(void);
+int64_t hc_mono_ms(void);
+/* Formats epoch milliseconds as RFC 3339 UTC with milliseconds ("2026-11-29T18:54:36.123Z").
+ * buf must hold at least 32 bytes. Returns buf. */
+char *hc_time_format(int64_t epoch_ms, char *buf, size_t len);
+
+/* Parses a duration: "250ms", "30s", "5m", "2h", "1d", or a bare number of seconds.
+ * Combined forms ("1m30s") are accepted. Returns 0 and writes milliseconds, or -1 with err. */
+int hc_duration_parse(const char *text, int64_t *out_ms, struct hc_error *err);
+
+/* Fills buf with 2*nbytes lowercase hex characters of cryptographic randomness + NUL.
+ * buf must hold 2*nbytes+1 bytes. Returns 0 or -1. */
+int hc_random_hex(char *buf, size_t nbytes);
+
+/* Lowercase hex SHA-256 of data into out (65 bytes). */
+void hc_sha256_hex(const void *data, size_t len, char out[65]);
+/* Constant-time string comparison; returns 1 if equal. */
+int hc_ct_equal(const char *a, const char *b);
+
+/* Reads a whole file (NUL-terminated). Caller frees *out. Returns 0 or -1 with err. */
+int hc_file_read(const char *path, char **out, size_t *len, struct hc_error *err);
+/* Writes data atomically (temp file + fsync + rename) with the given mode (e.g. 0600).
+ * Returns 0 or -1 with err. */
+int hc_file_write_atomic(const char *path, const void *data, size_t len, int mode,
+                         struct hc_error *err);
+/* mkdir -p with mode for created directories. Returns 0 or -1 with err. */
+int hc_mkdir_p(const char *path, int mode, struct hc_error *err);
+/* Joins dir and name into a newly allocated string. Caller frees. */
+char *hc_path_join(const char *dir, const char *name);
+
+/* Splits "HOST:PORT" (IPv4, name, or [IPv6]). host must hold 256 bytes. Returns 0 or -1. */
+int hc_split_host_port(const char *text, char *host, size_t host_len, int *port,
+                       struct hc_error *err);
+
+#endif
