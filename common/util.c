@@ -70,7 +70,8 @@ int hc_duration_parse(const char *text, int64_t *out_ms, struct hc_error *err)
                 }
             }
         }
-        if (!mult)
+        /* Many large parts ("1000000000d1000000000d...") must not overflow the sum. */
+        if (!mult || n * mult > INT64_MAX - total)
             goto bad;
         total += n * mult;
     }
@@ -86,6 +87,7 @@ int hc_random_hex(char *buf, size_t nbytes)
     unsigned char raw[64];
     if (nbytes > sizeof(raw) || RAND_bytes(raw, (int)nbytes) != 1)
         return -1;
+    buf[0] = '\0'; /* nbytes == 0 still yields a string */
     for (size_t i = 0; i < nbytes; i++)
         snprintf(buf + 2 * i, 3, "%02x", raw[i]);
     return 0;
@@ -182,6 +184,8 @@ fail:
 int hc_mkdir_p(const char *path, int mode, struct hc_error *err)
 {
     char buf[4096];
+    if (!path[0])
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "cannot create directory ''");
     snprintf(buf, sizeof(buf), "%s", path);
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
@@ -220,16 +224,20 @@ int hc_split_host_port(const char *text, char *host, size_t host_len, int *port,
         hlen = (size_t)(close - hstart);
         colon = close + 1;
     } else {
-        colon = strrchr(text, ':');
-        if (!colon)
+        /* One colon only: an unbracketed IPv6 address ("fe80::1") has no unambiguous port. */
+        colon = strchr(text, ':');
+        if (!colon || strchr(colon + 1, ':'))
             goto bad;
         hlen = (size_t)(colon - text);
     }
     if (hlen == 0 || hlen >= host_len)
         goto bad;
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (*end || end == colon + 1 || p < 0 || p > 65535)
+    /* Digits only: strtol alone would also take " 80", "+80" and "-0". */
+    size_t ndigits = strspn(colon + 1, "0123456789");
+    if (ndigits == 0 || ndigits > 5 || colon[1 + ndigits] != '\0')
+        goto bad;
+    long p = strtol(colon + 1, NULL, 10);
+    if (p > 65535)
         goto bad;
     memcpy(host, hstart, hlen);
     host[hlen] = '\0';

@@ -1,6 +1,6 @@
 # Generates a C file holding every migration as a string, in file-name order.
 # Input: FILES (sorted list of NNNN_name.sql), OUT (the C file to write).
-set(body "/* Generated from db/migrations/*.sql by db/embed_migrations.cmake. Do not edit. */\n")
+set(body "/* Generated from db/migrations/NNNN_name.sql by db/embed_migrations.cmake. Do not edit. */\n")
 string(APPEND body "#include \"db/migrations.h\"\n\nconst struct hc_migration hc_migrations[] = {\n")
 set(count 0)
 foreach(f ${FILES})

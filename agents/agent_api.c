@@ -1,0 +1,240 @@
+/*
+ * The agent API (docs/api.md "Agent API") and `hcagent run`.
+ *
+ * One libevent thread serves HTTPS with mutual TLS: the TLS layer itself refuses any client
+ * without a certificate signed by the cluster CA whose CN is the controller's client CN, so the
+ * handlers below never see anyone but the controller and do no further authentication.
+ */
+#include "agents/agent.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agents/netinfo.h"
+#include "common/https_server.h"
+#include "common/log.h"
+#include "common/pki.h"
+#include "common/util.h"
+
+/* Time between the 202 of POST /v1/leave and the removal of the credentials, so that the reply
+ * is flushed to the controller before the loop stops. */
+#define LEAVE_DELAY_MS 100
+
+struct hc_agent {
+    struct event_base *base;
+    struct hc_http_server *srv;
+    struct event *leave_timer;
+    struct hc_agent_config cfg;
+    char *data_dir;
+    char hostname[256];
+    int64_t started_ms; /* monotonic */
+    int leaving;        /* leave requested: the timer is armed */
+    int left;           /* credentials removed */
+};
+
+static void status_route(struct hc_request *req, void *arg)
+{
+    struct hc_agent *agent = arg;
+    json_int_t uptime = (json_int_t)((hc_mono_ms() - agent->started_ms) / 1000);
+    hc_reply_json(req, 200,
+                  json_pack("{s:s, s:s, s:s, s:I, s:{s:s}}", "agent_version", HC_VERSION,
+                            "node_name", agent->cfg.name, "hostname", agent->hostname,
+                            "uptime_seconds", uptime, "service", "state", "not_installed"));
+}
+
+static void interfaces_route(struct hc_request *req, void *arg)
+{
+    struct hc_error err = {0};
+    json_t *list = hc_netinfo_interfaces(&err);
+    if (!list) {
+        HC_ERROR("%s", err.message);
+        hc_reply_error(req, &err);
+        return;
+    }
+    hc_reply_json(req, 200, json_pack("{s:o}", "interfaces", list));
+}
+
+/* Credentials go, ca.pem stays: it holds no secret, and a later join replaces it. */
+static void leave_now(evutil_socket_t fd, short what, void *arg)
+{
+    struct hc_agent *agent = arg;
+    static const char *const names[] = {HC_AGENT_FILE_KEY, HC_AGENT_FILE_CERT,
+                                        HC_AGENT_FILE_CONFIG};
+    for (size_t i = 0; i < HC_ARRAY_LEN(names); i++) {
+        char *path = hc_path_join(agent->data_dir, names[i]);
+        if (path && unlink(path) < 0 && errno != ENOENT)
+            HC_ERROR("cannot remove '%s': %s", path, strerror(errno));
+        free(path);
+    }
+    agent->left = 1;
+    HC_INFO("left the cluster: credentials removed from %s, stopping", agent->data_dir);
+    event_base_loopexit(agent->base, NULL);
+}
+
+static void leave_route(struct hc_request *req, void *arg)
+{
+    struct hc_agent *agent = arg;
+    if (!agent->leaving) {
+        struct timeval tv = {0, LEAVE_DELAY_MS * 1000};
+        HC_INFO("leave requested by the controller (%s)", hc_req_peer_addr(req));
+        agent->leaving = 1;
+        evtimer_add(agent->leave_timer, &tv);
+    }
+    hc_reply_json(req, 202, json_pack("{s:b}", "leaving", 1));
+}
+
+/* Warns when the private key is readable by others: it should have been written 0600. */
+static void check_key_mode(const char *key_path)
+{
+    struct stat st;
+    if (stat(key_path, &st) == 0 && (st.st_mode & 077))
+        HC_WARN("private key '%s' is accessible by other users (mode %03o): chmod 600 it", key_path,
+                (unsigned)(st.st_mode & 0777));
+}
+
+static int agent_routes(struct hc_agent *agent, struct hc_error *err)
+{
+    if (hc_http_server_route(agent->srv, "GET", "/v1/status", 0, status_route, agent) < 0 ||
+        hc_http_server_route(agent->srv, "GET", "/v1/interfaces", 0, interfaces_route, agent) < 0 ||
+        hc_http_server_route(agent->srv, "POST", "/v1/leave", 0, leave_route, agent) < 0)
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot register agent API routes");
+    return 0;
+}
+
+static int agent_server(struct hc_agent *agent, struct hc_error *err)
+{
+    char *cert = hc_path_join(agent->data_dir, HC_AGENT_FILE_CERT);
+    char *key = hc_path_join(agent->data_dir, HC_AGENT_FILE_KEY);
+    char *ca = hc_path_join(agent->data_dir, HC_AGENT_FILE_CA);
+    int rc = -1;
+    if (!cert || !key || !ca) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    check_key_mode(key);
+    struct hc_tls_server_config tls = {.cert_file = cert,
+                                       .key_file = key,
+                                       .client_ca_file = ca,
+                                       .required_client_cn = HC_CONTROLLER_CLIENT_CN};
+    agent->srv = hc_http_server_new(agent->base, &tls, err);
+    if (!agent->srv) {
+        hc_error_prefix(err, "cannot start the agent API from '%s'", agent->data_dir);
+        goto cleanup;
+    }
+    rc = agent_routes(agent, err);
+cleanup:
+    free(cert);
+    free(key);
+    free(ca);
+    return rc;
+}
+
+struct hc_agent *hc_agent_new(struct event_base *base, const char *data_dir, struct hc_error *err)
+{
+    struct hc_agent *agent = calloc(1, sizeof(*agent));
+    if (!agent || !(agent->data_dir = strdup(data_dir))) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    agent->base = base;
+    agent->started_ms = hc_mono_ms();
+    if (gethostname(agent->hostname, sizeof(agent->hostname) - 1) < 0)
+        snprintf(agent->hostname, sizeof(agent->hostname), "unknown");
+    if (hc_agent_config_load(data_dir, &agent->cfg, err) < 0 || agent_server(agent, err) < 0)
+        goto fail;
+    agent->leave_timer = evtimer_new(base, leave_now, agent);
+    if (!agent->leave_timer) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create timer");
+        goto fail;
+    }
+    return agent;
+fail:
+    hc_agent_free(agent);
+    return NULL;
+}
+
+void hc_agent_free(struct hc_agent *agent)
+{
+    if (!agent)
+        return;
+    if (agent->leave_timer)
+        event_free(agent->leave_timer);
+    hc_http_server_free(agent->srv);
+    free(agent->data_dir);
+    free(agent);
+}
+
+int hc_agent_listen(struct hc_agent *agent, const char *listen, struct hc_error *err)
+{
+    char host[256];
+    int port;
+    const char *addr = listen ? listen : agent->cfg.listen;
+    if (hc_split_host_port(addr, host, sizeof(host), &port, err) < 0)
+        return hc_error_prefix(err, "invalid listen address");
+    if (hc_http_server_listen(agent->srv, host, port, err) < 0)
+        return hc_error_prefix(err, "agent API");
+    return 0;
+}
+
+int hc_agent_port(const struct hc_agent *agent)
+{
+    return hc_http_server_port(agent->srv);
+}
+
+const struct hc_agent_config *hc_agent_config(const struct hc_agent *agent)
+{
+    return &agent->cfg;
+}
+
+int hc_agent_has_left(const struct hc_agent *agent)
+{
+    return agent->left;
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    HC_INFO("received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    event_base_loopexit(arg, NULL);
+}
+
+int hc_agent_serve(const char *data_dir, struct hc_error *err)
+{
+    int rc = -1;
+    struct hc_agent *agent = NULL;
+    struct event *sigterm = NULL, *sigint = NULL;
+    struct event_base *base = event_base_new();
+    if (!base) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create event loop");
+        goto cleanup;
+    }
+    if (!(agent = hc_agent_new(base, data_dir, err)) || hc_agent_listen(agent, NULL, err) < 0)
+        goto cleanup;
+    sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+    sigint = evsignal_new(base, SIGINT, on_signal, base);
+    if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 || evsignal_add(sigint, NULL) < 0) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot install signal handlers");
+        goto cleanup;
+    }
+    HC_INFO("hcagent %s serving on %s (listen %s, controller %s)", agent->cfg.name,
+            agent->cfg.agent_url, agent->cfg.listen, agent->cfg.controller);
+    if (event_base_dispatch(base) < 0) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "event loop failed");
+        goto cleanup;
+    }
+    HC_INFO("hcagent %s stopped", agent->cfg.name);
+    rc = 0;
+cleanup:
+    if (sigterm)
+        event_free(sigterm);
+    if (sigint)
+        event_free(sigint);
+    hc_agent_free(agent);
+    if (base)
+        event_base_free(base);
+    return rc;
+}

@@ -1,0 +1,310 @@
+/*
+ * hcagent command line: `join` (enroll, then serve), `run` (serve), `version`.
+ *
+ * Exit codes: 0 ok, 1 failed, 2 usage. The join token is a secret, so the documented ways to
+ * pass it are a file (--token-file) or the environment (HCAGENT_TOKEN); --token exists for
+ * convenience and its argv copy is scrubbed as soon as it is read.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "agents/agent.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define EXIT_USAGE 2
+
+static const char main_usage[] =
+    "usage: hcagent COMMAND [OPTIONS]\n"
+    "\n"
+    "The hcctl node agent: serves the node's API to the controller over mutual TLS.\n"
+    "\n"
+    "commands:\n"
+    "  join      enroll this node with a controller (one-time join token), then serve\n"
+    "  run       serve the agent API from an enrolled data directory\n"
+    "  version   print the version\n"
+    "\n"
+    "Run 'hcagent COMMAND --help' for the options of a command.\n";
+
+static const char join_usage[] =
+    "usage: hcagent join --controller URL --data-dir DIR [--token-file FILE]\n"
+    "                    [--listen ADDR:PORT] [--name NAME] [--log-level LEVEL]\n"
+    "\n"
+    "Enrolls this node with the controller, writes its credentials into DIR, then serves the\n"
+    "agent API (like 'hcagent run'). The controller is trusted only if its CA matches the\n"
+    "fingerprint inside the join token.\n"
+    "\n"
+    "The join token (from 'hcctl cluster join-token') is a secret; pass it with one of:\n"
+    "  --token-file FILE     a file holding the token (keep it 0600)\n"
+    "  HCAGENT_TOKEN         the environment variable (used when no token option is given)\n"
+    "  --token TOKEN         the command line (visible to other users in ps: avoid)\n"
+    "\n"
+    "options:\n"
+    "  --controller URL      controller API, e.g. https://10.0.0.1:7443\n"
+    "  --data-dir DIR        where the agent keeps its key, certificates and config (0700)\n"
+    "  --listen ADDR:PORT    address of the agent API (default " HC_AGENT_DEFAULT_LISTEN ")\n"
+    "  --name NAME           node name (default: the hostname)\n"
+    "  --log-level LEVEL     debug, info, warn or error (default info)\n"
+    "  -h, --help            show this help\n";
+
+static const char run_usage[] =
+    "usage: hcagent run --data-dir DIR [--log-level LEVEL]\n"
+    "\n"
+    "Serves the agent API with the credentials written by 'hcagent join'. Stops on SIGTERM or\n"
+    "SIGINT, or after the controller asks it to leave the cluster.\n"
+    "\n"
+    "options:\n"
+    "  --data-dir DIR        the agent's data directory\n"
+    "  --log-level LEVEL     debug, info, warn or error (default info)\n"
+    "  -h, --help            show this help\n";
+
+enum {
+    OPT_CONTROLLER = 256,
+    OPT_TOKEN,
+    OPT_TOKEN_FILE,
+    OPT_DATA_DIR,
+    OPT_LISTEN,
+    OPT_NAME,
+    OPT_LOG_LEVEL
+};
+
+struct cli {
+    const char *controller, *token, *token_file, *data_dir, *listen, *name;
+    char *token_buf; /* owned copy of the token */
+};
+
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "hcagent: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nsee 'hcagent %s%s--help'\n", cmd ? cmd : "", cmd ? " " : "");
+    return EXIT_USAGE;
+}
+
+static int report(const struct hc_error *err)
+{
+    fprintf(stderr, "hcagent: %s\n", err->message);
+    if (err->hint[0])
+        fprintf(stderr, "hint: %s\n", err->hint);
+    return EXIT_FAILURE;
+}
+
+static int set_log_level(const char *cmd, const char *name)
+{
+    enum hc_log_level level;
+    if (hc_log_parse_level(name, &level) < 0)
+        return usage_error(cmd, "unknown log level '%s' (use debug, info, warn or error)", name);
+    hc_log_set_level(level);
+    return 0;
+}
+
+/* Parses the options of cmd into cli. Returns 0, EXIT_USAGE, or -1 after printing help. */
+static int parse_options(const char *cmd, int argc, char **argv, const struct option *opts,
+                         const char *usage, struct cli *cli)
+{
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(usage, stdout);
+            return -1;
+        case OPT_CONTROLLER:
+            cli->controller = optarg;
+            break;
+        case OPT_TOKEN_FILE:
+            cli->token_file = optarg;
+            break;
+        case OPT_DATA_DIR:
+            cli->data_dir = optarg;
+            break;
+        case OPT_LISTEN:
+            cli->listen = optarg;
+            break;
+        case OPT_NAME:
+            cli->name = optarg;
+            break;
+        case OPT_TOKEN:
+            /* Keep a copy and scrub argv so that ps shows less of the secret. */
+            free(cli->token_buf);
+            cli->token_buf = strdup(optarg);
+            cli->token = cli->token_buf;
+            memset(optarg, 'x', strlen(optarg));
+            break;
+        case OPT_LOG_LEVEL:
+            if (set_log_level(cmd, optarg))
+                return EXIT_USAGE;
+            break;
+        default: /* getopt has named the bad option */
+            fprintf(stderr, "see 'hcagent %s --help'\n", cmd);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        return usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    return 0;
+}
+
+/* Token from --token-file or --token, else HCAGENT_TOKEN; surrounding whitespace dropped. */
+static int read_token(struct cli *cli, struct hc_error *err)
+{
+    char *text = NULL;
+    if (cli->token_file) {
+        struct stat st;
+        if (hc_file_read(cli->token_file, &text, NULL, err) < 0)
+            return hc_error_prefix(err, "cannot read the join token");
+        if (stat(cli->token_file, &st) == 0 && (st.st_mode & 077))
+            HC_WARN("token file '%s' is readable by other users: keep secrets 0600",
+                    cli->token_file);
+    } else if (cli->token) {
+        text = strdup(cli->token);
+    } else {
+        text = strdup(getenv("HCAGENT_TOKEN"));
+    }
+    unsetenv("HCAGENT_TOKEN"); /* the agent keeps running: do not leave it in environ */
+    if (!text)
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+    char *start = text + strspn(text, " \t\r\n");
+    size_t n = strlen(start);
+    while (n > 0 && strchr(" \t\r\n", start[n - 1]))
+        start[--n] = '\0';
+    memmove(text, start, n + 1);
+    free(cli->token_buf);
+    cli->token_buf = text;
+    cli->token = text;
+    return 0;
+}
+
+static int check_join_args(const struct cli *cli)
+{
+    if (!cli->controller)
+        return usage_error("join", "%s", "missing --controller URL");
+    if (!cli->data_dir)
+        return usage_error("join", "%s", "missing --data-dir DIR");
+    if (cli->token && cli->token_file)
+        return usage_error("join", "%s", "give the token once: --token-file or --token, not both");
+    if (!cli->token && !cli->token_file && !getenv("HCAGENT_TOKEN"))
+        return usage_error("join", "%s",
+                           "missing join token: use --token-file FILE or set HCAGENT_TOKEN");
+    return 0;
+}
+
+static int cmd_join(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"controller", required_argument, NULL, OPT_CONTROLLER},
+        {"token", required_argument, NULL, OPT_TOKEN},
+        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+        {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+        {"listen", required_argument, NULL, OPT_LISTEN},
+        {"name", required_argument, NULL, OPT_NAME},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct cli cli = {0};
+    struct hc_error err = {0};
+    int rc = parse_options("join", argc, argv, opts, join_usage, &cli);
+    if (rc == 0)
+        rc = check_join_args(&cli);
+    if (rc != 0)
+        goto cleanup;
+    rc = EXIT_FAILURE;
+    if (read_token(&cli, &err) < 0) {
+        report(&err);
+        goto cleanup;
+    }
+    struct hc_join_options jo = {.controller = cli.controller,
+                                 .token = cli.token,
+                                 .data_dir = cli.data_dir,
+                                 .listen = cli.listen,
+                                 .name = cli.name};
+    if (hc_join(&jo, &err) < 0) {
+        report(&err);
+        goto cleanup;
+    }
+    if (hc_agent_serve(cli.data_dir, &err) < 0) {
+        /* The node is enrolled by now: say how to start it once the cause is fixed. */
+        if (!err.hint[0])
+            hc_error_hint(&err, "this node is enrolled; start it with 'hcagent run --data-dir %s'",
+                          cli.data_dir);
+        report(&err);
+        goto cleanup;
+    }
+    rc = EXIT_SUCCESS;
+cleanup:
+    free(cli.token_buf);
+    return rc < 0 ? EXIT_SUCCESS : rc;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct cli cli = {0};
+    struct hc_error err = {0};
+    int rc = parse_options("run", argc, argv, opts, run_usage, &cli);
+    if (rc != 0)
+        return rc < 0 ? EXIT_SUCCESS : rc;
+    if (!cli.data_dir)
+        return usage_error("run", "%s", "missing --data-dir DIR");
+    if (hc_agent_serve(cli.data_dir, &err) < 0)
+        return report(&err);
+    return EXIT_SUCCESS;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    if (argc > 1)
+        return usage_error(NULL, "%s", "'version' takes no arguments");
+    printf("hcagent %s\n", HC_VERSION);
+    return EXIT_SUCCESS;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+} commands[] = {
+    {"join", cmd_join},
+    {"run", cmd_run},
+    {"version", cmd_version},
+};
+
+int main(int argc, char **argv)
+{
+    hc_log_set_ident("hcagent");
+    /* A controller that hangs up mid-reply must not kill the agent. */
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2)
+        return usage_error(NULL, "%s", "missing command");
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(main_usage, stdout);
+        return EXIT_SUCCESS;
+    }
+    if (strcmp(cmd, "--version") == 0)
+        return cmd_version(1, argv);
+    for (size_t i = 0; i < HC_ARRAY_LEN(commands); i++) {
+        if (strcmp(cmd, commands[i].name) == 0) {
+            char prog[32];
+            snprintf(prog, sizeof(prog), "hcagent %s", cmd);
+            argv[1] = prog; /* getopt's own messages then name the command */
+            return commands[i].fn(argc - 1, argv + 1);
+        }
+    }
+    return usage_error(NULL, "unknown command '%s'", cmd);
+}

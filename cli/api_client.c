@@ -1,0 +1,193 @@
+/*
+ * Controller API calls with a bearer token, and the translation of every failure into an error
+ * value with a hint (see api_client.h for the mapping the exit codes rely on).
+ */
+#include "cli/api_client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/exit_codes.h"
+#include "common/https_client.h"
+
+struct hc_api {
+    struct hc_http_client *http;
+    char *url;
+    char *token;
+    char config_path[1024];
+    const char *token_from;
+    int64_t timeout_ms;
+};
+
+struct hc_api *hc_api_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
+                          struct hc_error *err)
+{
+    if (!cfg->controller) {
+        hc_error_set(err, 0, HC_CLI_ERR_USAGE, "no controller configured");
+        hc_error_hint(err, "pass --controller URL, set HCCTL_CONTROLLER, or run `hcctld init` "
+                           "which writes ~/.config/hcctl/config.json");
+        return NULL;
+    }
+    struct hc_api *api = calloc(1, sizeof(*api));
+    struct hc_tls_client_config tls = {.ca_file = cfg->ca_file,
+                                       .ca_pem = cfg->ca_file ? NULL : cfg->ca_pem};
+    if (!api || !(api->url = strdup(cfg->controller)) ||
+        (cfg->token && !(api->token = strdup(cfg->token)))) {
+        hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    api->http = hc_http_client_new(&tls, err);
+    if (!api->http) {
+        hc_error_prefix(err, "cannot set up the connection to '%s'", cfg->controller);
+        goto fail;
+    }
+    snprintf(api->config_path, sizeof(api->config_path), "%s", cfg->path);
+    api->token_from = cfg->token_from;
+    api->timeout_ms = timeout_ms;
+    return api;
+fail:
+    hc_api_free(api);
+    return NULL;
+}
+
+void hc_api_free(struct hc_api *api)
+{
+    if (!api)
+        return;
+    hc_http_client_free(api->http);
+    free(api->url);
+    free(api->token);
+    free(api);
+}
+
+const char *hc_api_url(const struct hc_api *api)
+{
+    return api->url;
+}
+
+/* Keeps the client's code (unreachable, timeout, tls_error) and says where to look. */
+static void transport_error(const struct hc_api *api, struct hc_error *err)
+{
+    if (strcmp(err->code, HC_ERR_TIMEOUT) == 0)
+        hc_error_hint(err, "the controller at %s did not answer within %lld ms; raise --timeout "
+                           "or check the network path (an MTU blackhole looks like this)",
+                      api->url, (long long)api->timeout_ms);
+    else if (strcmp(err->code, HC_ERR_TLS) == 0)
+        hc_error_hint(err, "check the controller's CA: --ca FILE, HCCTL_CA_FILE or \"ca_pem\" in "
+                           "the config file");
+    else
+        hc_error_hint(err, "is hcctld running at %s? set the address with --controller or "
+                           "HCCTL_CONTROLLER",
+                      api->url);
+}
+
+/* Fills err from an HTTP error answer: the controller's JSON error shape when present. */
+static void http_error(const struct hc_api *api, const char *method, const char *path,
+                       const struct hc_http_response *resp, struct hc_error *err)
+{
+    static const struct {
+        long status;
+        const char *code;
+    } codes[] = {{401, HC_ERR_UNAUTHORIZED}, {403, HC_ERR_FORBIDDEN}, {404, HC_ERR_NOT_FOUND},
+                 {409, HC_ERR_CONFLICT},     {400, HC_ERR_INVALID_ARGUMENT}};
+    if (hc_error_from_json(err, resp->body, (int)resp->status) < 0) {
+        const char *code = HC_ERR_INTERNAL;
+        for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+            if (codes[i].status == resp->status)
+                code = codes[i].code;
+        hc_error_set(err, (int)resp->status, code, "%s %s: controller answered HTTP %ld", method,
+                     path, resp->status);
+    }
+    if (err->hint[0])
+        return;
+    if (resp->status == 401 && !api->token)
+        hc_error_hint(err, "no token configured: pass --token, set HCCTL_TOKEN or add \"token\" "
+                           "to the config file");
+    else if (resp->status == 401)
+        hc_error_hint(err, "the token (from %s) was refused; check --token, HCCTL_TOKEN or %s",
+                      api->token_from ? api->token_from : "?",
+                      api->config_path[0] ? api->config_path : "the config file");
+    else if (resp->status == 403)
+        hc_error_hint(err, "this needs an admin token");
+}
+
+json_t *hc_api_call(struct hc_api *api, const char *method, const char *path, const json_t *body,
+                    long *http_status, struct hc_error *err)
+{
+    char url[4096];
+    struct hc_http_response resp = {0};
+    json_t *out = NULL;
+    snprintf(url, sizeof(url), "%s%s", api->url, path);
+    if (hc_http_request(api->http, method, url, api->token, body, (long)api->timeout_ms, &resp,
+                        err) < 0) {
+        transport_error(api, err);
+        goto cleanup;
+    }
+    if (http_status)
+        *http_status = resp.status;
+    if (resp.status < 200 || resp.status > 299) {
+        http_error(api, method, path, &resp, err);
+        goto cleanup;
+    }
+    if (resp.body)
+        out = json_incref(resp.body);
+    else if (resp.raw_len == 0)
+        out = json_object();
+    else
+        hc_error_set(err, (int)resp.status, HC_ERR_INVALID_JSON,
+                     "%s %s: the controller's answer is not JSON", method, path);
+cleanup:
+    hc_http_response_clear(&resp);
+    return out;
+}
+
+json_t *hc_api_get(struct hc_api *api, const char *path, struct hc_error *err)
+{
+    return hc_api_call(api, "GET", path, NULL, NULL, err);
+}
+
+json_t *hc_api_post(struct hc_api *api, const char *path, const json_t *body,
+                    struct hc_error *err)
+{
+    return hc_api_call(api, "POST", path, body, NULL, err);
+}
+
+json_t *hc_api_delete(struct hc_api *api, const char *path, struct hc_error *err)
+{
+    return hc_api_call(api, "DELETE", path, NULL, NULL, err);
+}
+
+int hc_api_escape(const char *text, char *out, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                    (*p >= '0' && *p <= '9') || strchr("-._~", *p);
+        if (o + (plain ? 1 : 3) >= len)
+            return -1;
+        if (plain) {
+            out[o++] = (char)*p;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[*p >> 4];
+            out[o++] = hex[*p & 15];
+        }
+    }
+    if (o >= len)
+        return -1;
+    out[o] = '\0';
+    return 0;
+}
+
+int hc_api_query_add(char *path, size_t len, const char *key, const char *value)
+{
+    char escaped[1024];
+    size_t used = strlen(path);
+    if (hc_api_escape(value, escaped, sizeof(escaped)) < 0)
+        return -1;
+    int n = snprintf(path + used, len - used, "%c%s=%s", strchr(path, '?') ? '&' : '?', key,
+                     escaped);
+    return n < 0 || (size_t)n >= len - used ? -1 : 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * hcctl's REST client for the controller API (docs/api.md), on top of hc_http_client. Every call
+ * returns the parsed JSON body of a 2xx answer, or NULL with an error value whose code and
+ * status hc_exit_code turns into the exit code: transport failures keep the client's code
+ * (unreachable, tls_error -> 3; timeout -> 6), HTTP errors carry the controller's JSON error
+ * shape and status (401/403 -> 3, 409 -> 5, other 4xx/5xx -> 1). Hints name the setting to fix.
+ */
+#ifndef HC_CLI_API_CLIENT_H
+#define HC_CLI_API_CLIENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/config.h"
+#include "common/error.h"
+
+struct hc_api;
+
+/* Needs cfg->controller (else a usage error naming the three ways to set it). timeout_ms bounds
+ * each request. cfg is copied. Returns NULL with err. Caller frees with hc_api_free. */
+struct hc_api *hc_api_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
+                          struct hc_error *err);
+void hc_api_free(struct hc_api *api);
+
+/* path starts with "/v1/" and is already escaped (hc_api_escape). body may be NULL. Returns a
+ * new reference to the response body (an empty object when the body was empty) or NULL with
+ * err. http_status (may be NULL) receives the HTTP status whenever one arrived. */
+json_t *hc_api_call(struct hc_api *api, const char *method, const char *path, const json_t *body,
+                    long *http_status, struct hc_error *err);
+json_t *hc_api_get(struct hc_api *api, const char *path, struct hc_error *err);
+json_t *hc_api_post(struct hc_api *api, const char *path, const json_t *body,
+                    struct hc_error *err);
+json_t *hc_api_delete(struct hc_api *api, const char *path, struct hc_error *err);
+
+/* The controller URL in use. */
+const char *hc_api_url(const struct hc_api *api);
+
+/* Percent-encodes text for a path segment or query value (RFC 3986 unreserved characters kept).
+ * Returns 0, or -1 when out is too small. */
+int hc_api_escape(const char *text, char *out, size_t len);
+/* Appends "?key=value" or "&key=value" (value escaped) to path (a buffer of len bytes).
+ * Returns 0, or -1 when it does not fit. */
+int hc_api_query_add(char *path, size_t len, const char *key, const char *value);
+
+#endif

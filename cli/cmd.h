@@ -1,0 +1,174 @@
+/*
+ * The command engine (the virsh vsh.c habit). Every command group is a file cli/cmd_<group>.c
+ * that ends with a table of verbs; options are data. One place (cmd.c) parses the command line
+ * from those tables: global options with getopt_long up to the group word, then the verb's
+ * options with a getopt_long option array generated from its table, and the positional
+ * argument count checked against the verb's min/max. Help, "did you mean", the hidden
+ * `self-test`, and later shell completion and man pages all read the same tables, reachable
+ * through hc_cmd_groups (cli/groups.c) and hc_cmd_global_opts.
+ *
+ * Handlers receive a context, read options by name, build one JSON document and hand it to the
+ * output layer; they return an exit code (cli/exit_codes.h). Errors are reported through
+ * hc_cmd_fail so that text and JSON error output stay uniform.
+ */
+#ifndef HC_CLI_CMD_H
+#define HC_CLI_CMD_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cli/config.h"
+#include "cli/output.h"
+#include "common/error.h"
+
+enum hc_opt_type { HC_OPT_BOOL = 0, HC_OPT_STRING, HC_OPT_INT, HC_OPT_DURATION };
+
+/* Where a value can be completed from (shell completion). */
+enum hc_completer {
+    HC_COMPLETE_NONE = 0,
+    HC_COMPLETE_CHOICES,   /* the option's fixed choices */
+    HC_COMPLETE_FILE,      /* a local file */
+    HC_COMPLETE_NODE,      /* node names (GET /v1/nodes) */
+    HC_COMPLETE_OPERATION, /* operation ids (GET /v1/operations) */
+};
+
+struct hc_cmd_opt {
+    const char *name;            /* long name without "--"; NULL ends a table */
+    char short_name;             /* 0: none */
+    enum hc_opt_type type;
+    int required;                /* the verb cannot run without it (never for bool) */
+    const char *help;            /* one line, lowercase, no full stop */
+    const char *value_name;      /* "DUR", "N", "STATE"; NULL for bool */
+    enum hc_completer completer; /* only for options that take a value */
+    const char *def;             /* default as text (help shows it, the engine applies it) */
+    const char *const *choices;  /* allowed values (NULL-terminated), or NULL for any */
+};
+
+struct hc_cmd_ctx;
+/* Returns an exit code (enum hc_exit). */
+typedef int (*hc_cmd_fn)(struct hc_cmd_ctx *ctx);
+
+#define HC_ARGS_MANY (-1) /* max_args: no upper limit */
+
+/* Verb and group flags. */
+#define HC_CMD_HIDDEN 0x1u     /* left out of help, suggestions and completion */
+#define HC_CMD_DISRUPTIVE 0x2u /* asks for confirmation on a TTY, needs --yes otherwise */
+#define HC_CMD_OFFLINE 0x4u    /* works without a configured controller */
+#define HC_GROUP_STANDALONE 0x8u /* group flag: the group word is the command ("hcctl events"); its
+                                    table holds exactly one verb with the group's name */
+
+struct hc_cmd_verb {
+    const char *name; /* NULL ends a table */
+    hc_cmd_fn handler;
+    const struct hc_cmd_opt *opts; /* ended by {NULL}; NULL when the verb has no options */
+    int min_args;
+    int max_args;                  /* HC_ARGS_MANY: unlimited */
+    const char *summary;           /* one line, lowercase, no full stop */
+    const char *usage;             /* positional synopsis ("NODE"), NULL without positionals */
+    unsigned flags;
+    enum hc_completer arg_completer; /* what positional arguments are */
+};
+
+struct hc_cmd_group {
+    const char *name;
+    const char *summary;
+    const struct hc_cmd_verb *verbs; /* ended by {NULL} */
+    unsigned flags;
+};
+
+/* Every group, NULL-terminated: the one table parsing, help, self-test and completion read. */
+extern const struct hc_cmd_group *const hc_cmd_groups[];
+/* Global options (before the group word, and after the verb unless the verb has an option of
+ * the same long name, which then wins). */
+extern const struct hc_cmd_opt hc_cmd_global_opts[];
+
+/* Streams and terminal facts; tests pass memory streams and pin the TTY answers. */
+struct hc_cli_io {
+    FILE *out, *err, *in;
+    int out_tty, in_tty; /* -1: ask isatty() */
+    int64_t now_ms;      /* 0: the wall clock */
+};
+
+struct hc_cli_globals {
+    const char *controller, *token, *ca_file; /* flags; NULL when not given */
+    int json, quiet, no_color, yes;
+    int64_t timeout_ms; /* per request, --timeout (default 30s) */
+};
+
+struct hc_opt_val; /* parsed option values, private to cmd.c */
+
+struct hc_cmd_ctx {
+    const struct hc_cmd_group *const *groups; /* the table being run (self-test reads it) */
+    const struct hc_cmd_group *group;
+    const struct hc_cmd_verb *verb;
+    struct hc_cli_globals g;
+    struct hc_output out;
+    FILE *in;
+    int in_tty;
+    int argc;    /* positional arguments after the verb */
+    char **argv;
+    struct hc_opt_val *vals; /* parallel to verb->opts */
+    struct hc_cli_config config;
+    int config_loaded;
+    struct hc_api *api;
+};
+
+/* Runs one command line (argv[0] is the program). Returns the exit code. */
+int hc_cli_main(const struct hc_cmd_group *const *groups, int argc, char **argv,
+                const struct hc_cli_io *io);
+
+/* Option values by long name; asking for a name the verb does not declare is a programming
+ * error (abort). Unset options return their default ("def"), or NULL/0. */
+int hc_cmd_opt_set(const struct hc_cmd_ctx *ctx, const char *name); /* given on the line */
+int hc_cmd_opt_bool(const struct hc_cmd_ctx *ctx, const char *name);
+const char *hc_cmd_opt_str(const struct hc_cmd_ctx *ctx, const char *name);
+int64_t hc_cmd_opt_int(const struct hc_cmd_ctx *ctx, const char *name);
+int64_t hc_cmd_opt_ms(const struct hc_cmd_ctx *ctx, const char *name); /* durations */
+
+/* The resolved configuration (loaded on first use). NULL with err for a broken config file. */
+const struct hc_cli_config *hc_cmd_config(struct hc_cmd_ctx *ctx, struct hc_error *err);
+/* The API client (created on first use). NULL with err. Owned by ctx. */
+struct hc_api *hc_cmd_api(struct hc_cmd_ctx *ctx, struct hc_error *err);
+
+/* One API call through the context's client; a new reference to the body or NULL with err. */
+json_t *hc_cmd_request(struct hc_cmd_ctx *ctx, const char *method, const char *path,
+                       const json_t *body, struct hc_error *err);
+/* GET path and render the answer with view. Returns the exit code. */
+int hc_cmd_show(struct hc_cmd_ctx *ctx, const char *path, const struct hc_section *view);
+
+/* Reports err (text on stderr; JSON error shape on stdout with -o json, merged with extra) and
+ * returns its exit code. */
+int hc_cmd_fail(struct hc_cmd_ctx *ctx, const struct hc_error *err, const json_t *extra);
+/* A usage error found by a handler (bad option value): reports and returns HC_EXIT_USAGE. */
+int hc_cmd_usage(struct hc_cmd_ctx *ctx, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Confirmation for disruptive verbs: 0 when --yes was given or the user answered y/yes on a
+ * TTY; -1 with err otherwise (usage error with hint "--yes" without a TTY; "not confirmed"). */
+int hc_cmd_confirm(struct hc_cmd_ctx *ctx, struct hc_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Help generated from the tables, to f. */
+void hc_cmd_help_top(FILE *f, const struct hc_cmd_group *const *groups);
+void hc_cmd_help_group(FILE *f, const struct hc_cmd_group *group);
+void hc_cmd_help_verb(FILE *f, const struct hc_cmd_group *group, const struct hc_cmd_verb *verb);
+/* One usage line ("hcctl node show NODE [OPTIONS]") into buf. */
+void hc_cmd_usage_line(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
+                       char *buf, size_t len);
+
+/* Optimal-string-alignment (Damerau-Levenshtein) distance. */
+int hc_cmd_distance(const char *a, const char *b);
+/* The closest of candidates (NULL-terminated) within distance 2, or NULL. */
+const char *hc_cmd_suggest(const char *word, const char *const *candidates);
+
+/* Validates every table (help present, no duplicate names, min <= max, required options
+ * documented, defaults and choices consistent). Writes one line per problem to report (may be
+ * NULL). Returns the number of problems. */
+int hc_cmd_self_test(const struct hc_cmd_group *const *groups, FILE *report);
+
+/* Lookups used by the engine and completion. */
+const struct hc_cmd_group *hc_cmd_find_group(const struct hc_cmd_group *const *groups,
+                                             const char *name);
+const struct hc_cmd_verb *hc_cmd_find_verb(const struct hc_cmd_group *group, const char *name);
+
+#endif

@@ -1,0 +1,174 @@
+/*
+ * `hcctl events`: the controller's append-only event log, oldest first. --follow keeps asking
+ * for events after the last one seen until SIGINT/SIGTERM; with -o json it streams JSON Lines
+ * (one compact event object per line), the one exception to "one JSON document per command".
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/api_client.h"
+#include "cli/exit_codes.h"
+#include "cli/groups.h"
+#include "common/json_util.h"
+
+#define FOLLOW_POLL_MS 1000
+
+static const struct hc_col event_cols[] = {
+    {"ID", "id", NULL},
+    {"TIME", "ts", NULL}, /* raw RFC 3339: an age in a log line is stale a second later */
+    {"TYPE", "type", NULL},
+    {"NODE", "node", NULL},
+    {"OPERATION", "op_id", NULL},
+    {"ACTOR", "actor", NULL},
+    {"MESSAGE", "message", NULL},
+    {NULL, NULL, NULL},
+};
+
+static const struct hc_section events_view[] = {
+    {HC_SECTION_TABLE, NULL, "events", event_cols},
+    {0, NULL, NULL, NULL},
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* "/v1/events?since=..&limit=..&type=..&node=..". Returns 0 or -1 when it does not fit. */
+static int events_path(const struct hc_cmd_ctx *ctx, int64_t since, char *path, size_t len)
+{
+    char num[32];
+    const char *type = hc_cmd_opt_str(ctx, "type"), *node = hc_cmd_opt_str(ctx, "node");
+    snprintf(path, len, "/v1/events");
+    snprintf(num, sizeof(num), "%lld", (long long)since);
+    if (since > 0 && hc_api_query_add(path, len, "since", num) < 0)
+        return -1;
+    snprintf(num, sizeof(num), "%lld", (long long)hc_cmd_opt_int(ctx, "limit"));
+    if (hc_api_query_add(path, len, "limit", num) < 0)
+        return -1;
+    if (type && hc_api_query_add(path, len, "type", type) < 0)
+        return -1;
+    return node ? hc_api_query_add(path, len, "node", node) : 0;
+}
+
+/* Prints one batch of a followed stream. */
+static void follow_print(struct hc_cmd_ctx *ctx, const json_t *events, int *widths, int *header)
+{
+    if (ctx->out.json) {
+        size_t i;
+        json_t *ev;
+        json_array_foreach(events, i, ev)
+            hc_output_json(&ctx->out, ev);
+        return;
+    }
+    if (*header || json_array_size(events) > 0) {
+        hc_output_table(&ctx->out, event_cols, events, widths, *header);
+        fflush(ctx->out.out);
+        *header = 0;
+    }
+}
+
+static void follow_sleep(void)
+{
+    struct timespec ts = {FOLLOW_POLL_MS / 1000, (FOLLOW_POLL_MS % 1000) * 1000000L};
+    if (!stop_requested)
+        nanosleep(&ts, NULL); /* SIGINT interrupts it: no SA_RESTART */
+}
+
+/* One round of --follow: fetch, print, advance since. Returns 1 to go on, 0 to stop with
+ * *code set. */
+static int follow_round(struct hc_cmd_ctx *ctx, int64_t *since, int *widths, int *header,
+                        int *warned, int *code)
+{
+    char path[2048];
+    struct hc_error err = {0};
+    if (events_path(ctx, *since, path, sizeof(path)) < 0) {
+        *code = hc_cmd_usage(ctx, NULL, "--type or --node value is too long");
+        return 0;
+    }
+    json_t *doc = hc_cmd_request(ctx, "GET", path, NULL, &err);
+    if (!doc && stop_requested)
+        return 0; /* the request was cut short by Ctrl-C */
+    if (!doc && (!strcmp(err.code, HC_ERR_UNREACHABLE) || !strcmp(err.code, HC_ERR_TIMEOUT))) {
+        if (!*warned)
+            hc_output_info(&ctx->out, "%s; retrying", err.message);
+        *warned = 1;
+        follow_sleep();
+        return 1;
+    }
+    if (!doc) {
+        *code = hc_cmd_fail(ctx, &err, NULL);
+        return 0;
+    }
+    const json_t *events = json_object_get(doc, "events");
+    *warned = 0;
+    follow_print(ctx, events, widths, header);
+    *since = hc_json_int(doc, "last_id", *since);
+    /* A full page means more are waiting: ask again at once. */
+    if ((int64_t)json_array_size(events) < hc_cmd_opt_int(ctx, "limit"))
+        follow_sleep();
+    json_decref(doc);
+    return 1;
+}
+
+static int follow(struct hc_cmd_ctx *ctx, int64_t since)
+{
+    struct sigaction sa, old_int, old_term;
+    int widths[16] = {0}, header = 1, warned = 0, code = HC_EXIT_OK;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    stop_requested = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    ctx->out.stream = 1;
+    while (!stop_requested && follow_round(ctx, &since, widths, &header, &warned, &code))
+        ;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    /* Ended by the user: that is success (code stays 0). */
+    return code;
+}
+
+static int cmd_events(struct hc_cmd_ctx *ctx)
+{
+    char path[2048];
+    int64_t limit = hc_cmd_opt_int(ctx, "limit"), since = hc_cmd_opt_int(ctx, "since");
+    if (limit < 1 || limit > 1000)
+        return hc_cmd_usage(ctx, NULL, "--limit must be between 1 and 1000");
+    if (since < 0)
+        return hc_cmd_usage(ctx, NULL, "--since must be an event id (0 or more)");
+    if (hc_cmd_opt_bool(ctx, "follow"))
+        return follow(ctx, since);
+    if (events_path(ctx, since, path, sizeof(path)) < 0)
+        return hc_cmd_usage(ctx, NULL, "--type or --node value is too long");
+    return hc_cmd_show(ctx, path, events_view);
+}
+
+static const struct hc_cmd_opt events_opts[] = {
+    {"since", 0, HC_OPT_INT, 0, "only events after this event id", "ID", HC_COMPLETE_NONE, "0",
+     NULL},
+    {"limit", 0, HC_OPT_INT, 0, "at most this many events (1-1000; with --follow, per request)",
+     "N", HC_COMPLETE_NONE, "100", NULL},
+    {"type", 0, HC_OPT_STRING, 0, "only events of this type (node.joined, api.call, ...)", "TYPE",
+     HC_COMPLETE_NONE, NULL, NULL},
+    {"node", 0, HC_OPT_STRING, 0, "only events about this node", "NODE", HC_COMPLETE_NODE, NULL,
+     NULL},
+    {"follow", 'f', HC_OPT_BOOL, 0, "keep printing new events until interrupted (Ctrl-C)", NULL,
+     HC_COMPLETE_NONE, NULL, NULL},
+    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+};
+
+static const struct hc_cmd_verb events_verbs[] = {
+    {"events", cmd_events, events_opts, 0, 0, "show the event log, oldest first", NULL, 0,
+     HC_COMPLETE_NONE},
+    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+};
+
+const struct hc_cmd_group hc_cmd_group_events = {
+    "events", "the controller's event log", events_verbs, HC_GROUP_STANDALONE};

@@ -1,0 +1,131 @@
+/*
+ * `hcctl node`: list, show and remove nodes. Removal is disruptive: it asks on a TTY, needs
+ * --yes otherwise, and follows the node.remove operation unless --no-wait.
+ */
+#include <stdio.h>
+
+#include "cli/exit_codes.h"
+#include "cli/groups.h"
+#include "common/json_util.h"
+
+static const struct hc_col list_cols[] = {
+    {"NAME", "name", NULL},
+    {"ADDRESS", "address", NULL},
+    {"HEALTH", "health", hc_fmt_health},
+    {"STATE", "state", NULL},
+    {"MAINTENANCE", "maintenance", NULL},
+    {"AGENT", "agent_version", NULL},
+    {"SERVICE", "service_state", NULL},
+    {"LAST SEEN", "last_seen", hc_fmt_age},
+    {NULL, NULL, NULL},
+};
+
+static const struct hc_section list_view[] = {
+    {HC_SECTION_TABLE, NULL, "nodes", list_cols},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct hc_col show_fields[] = {
+    {"Name", "name", NULL},
+    {"Hostname", "hostname", NULL},
+    {"Address", "address", NULL},
+    {"Agent URL", "agent_url", NULL},
+    {"State", "state", NULL},
+    {"Health", "health", hc_fmt_health},
+    {"Health detail", "health_detail", NULL},
+    {"Maintenance", "maintenance", NULL},
+    {"Agent version", "agent_version", NULL},
+    {"Software", "software_version", NULL},
+    {"Service", "service_state", NULL},
+    {"Uptime", "uptime_seconds", hc_fmt_seconds},
+    {"Poll latency", "poll_latency_ms", hc_fmt_ms},
+    {"Last seen", "last_seen", hc_fmt_time},
+    {"Joined", "joined_at", hc_fmt_time},
+    {"Cert serial", "cert_serial", NULL},
+    {NULL, NULL, NULL},
+};
+
+static const struct hc_col iface_cols[] = {
+    {"NAME", "name", NULL},
+    {"MTU", "mtu", NULL},
+    {"STATE", "state", NULL},
+    {"KIND", "kind", NULL},
+    {"MASTER", "master", NULL},
+    {"ADDRESSES", "addresses", NULL},
+    {"UPDATED", "updated_at", hc_fmt_age},
+    {NULL, NULL, NULL},
+};
+
+static const struct hc_section show_view[] = {
+    {HC_SECTION_FIELDS, NULL, "node", show_fields},
+    {HC_SECTION_TABLE, "Interfaces", "interfaces", iface_cols},
+    {0, NULL, NULL, NULL},
+};
+
+static int cmd_list(struct hc_cmd_ctx *ctx)
+{
+    return hc_cmd_show(ctx, "/v1/nodes", list_view);
+}
+
+static int cmd_show(struct hc_cmd_ctx *ctx)
+{
+    char path[1024];
+    if (hc_cmd_path(path, sizeof(path), "/v1/nodes/", ctx->argv[0]) < 0)
+        return hc_cmd_usage(ctx, NULL, "node name '%.64s...' is too long", ctx->argv[0]);
+    return hc_cmd_show(ctx, path, show_view);
+}
+
+static int cmd_remove(struct hc_cmd_ctx *ctx)
+{
+    struct hc_error err = {0};
+    const char *name = ctx->argv[0];
+    char path[1024];
+    int rc;
+    if (hc_cmd_path(path, sizeof(path), "/v1/nodes/", name) < 0)
+        return hc_cmd_usage(ctx, NULL, "node name '%.64s...' is too long", name);
+    if (hc_cmd_confirm(ctx, &err, "remove node '%s'", name) < 0)
+        return hc_cmd_fail(ctx, &err, NULL);
+    json_t *doc = hc_cmd_request(ctx, "DELETE", path, NULL, &err);
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    const char *id = hc_json_str(json_object_get(doc, "operation"), "id", NULL);
+    if (!id) {
+        hc_error_set(&err, 0, HC_ERR_INTERNAL, "removing node '%s': the controller's answer "
+                                               "names no operation", name);
+        rc = hc_cmd_fail(ctx, &err, NULL);
+    } else if (hc_cmd_opt_bool(ctx, "no-wait")) {
+        hc_output_info(&ctx->out, "removing node '%s': operation %s started; follow it with "
+                                  "'hcctl operation wait %s'", name, id, id);
+        if (ctx->out.json)
+            hc_output_json(&ctx->out, doc);
+        else
+            fprintf(ctx->out.out, "%s\n", id);
+        rc = HC_EXIT_OK;
+    } else {
+        hc_output_info(&ctx->out, "removing node '%s': operation %s", name, id);
+        rc = hc_cmd_op_wait(ctx, id, hc_cmd_opt_ms(ctx, "timeout"));
+    }
+    json_decref(doc);
+    return rc;
+}
+
+static const struct hc_cmd_opt remove_opts[] = {
+    {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL,
+     HC_COMPLETE_NONE, NULL, NULL},
+    {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for the operation to end", "DUR",
+     HC_COMPLETE_NONE, "10m", NULL},
+    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+};
+
+static const struct hc_cmd_verb node_verbs[] = {
+    {"list", cmd_list, NULL, 0, 0, "list the nodes with their health", NULL, 0,
+     HC_COMPLETE_NONE},
+    {"show", cmd_show, NULL, 1, 1, "show one node and its network interfaces", "NODE", 0,
+     HC_COMPLETE_NODE},
+    {"remove", cmd_remove, remove_opts, 1, 1,
+     "remove a node from the cluster (disruptive: asks, or needs --yes)", "NODE",
+     HC_CMD_DISRUPTIVE, HC_COMPLETE_NODE},
+    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+};
+
+const struct hc_cmd_group hc_cmd_group_node = {"node", "the cluster's nodes", node_verbs, 0};

@@ -1,0 +1,167 @@
+/* Resolution of controller URL, token and CA: flag > environment > config file. */
+#include "cli/config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+int hc_cli_config_path(char *buf, size_t len, struct hc_error *err)
+{
+    const char *xdg = getenv("XDG_CONFIG_HOME");
+    const char *home = getenv("HOME");
+    /* XDG base directory spec: an empty or relative value is ignored. */
+    if (xdg && xdg[0] == '/')
+        snprintf(buf, len, "%s/hcctl/config.json", xdg);
+    else if (home && home[0])
+        snprintf(buf, len, "%s/.config/hcctl/config.json", home);
+    else
+        return hc_error_set(err, 0, HC_ERR_IO,
+                            "cannot locate the config file: neither XDG_CONFIG_HOME nor HOME is set");
+    return 0;
+}
+
+static const char *env_value(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] ? v : NULL;
+}
+
+/* Takes the flag, else the variable; records the source. */
+static int take(char **dst, const char **from, const char *flag, const char *env_name)
+{
+    const char *env = env_value(env_name);
+    const char *v = flag ? flag : env;
+    if (!v)
+        return 0;
+    *dst = strdup(v);
+    *from = flag ? "flag" : "env";
+    return *dst ? 0 : -1;
+}
+
+/* Reads the file at cfg->path into a JSON object; *out stays NULL when the file is missing. */
+static int read_file(const char *path, json_t **out, struct hc_error *err)
+{
+    json_error_t jerr;
+    FILE *f = fopen(path, "r");
+    *out = NULL;
+    if (!f) {
+        if (errno == ENOENT)
+            return 0;
+        return hc_error_set(err, 0, HC_ERR_IO, "cannot read config file '%s': %s", path,
+                            strerror(errno));
+    }
+    json_t *doc = json_loadf(f, 0, &jerr);
+    fclose(f);
+    if (!doc) {
+        hc_error_set(err, 0, HC_ERR_INVALID_JSON,
+                     "cannot parse config file '%s': line %d column %d: %s", path, jerr.line,
+                     jerr.column, jerr.text);
+        return hc_error_hint(err, "fix or remove the file; `hcctld init` writes a fresh one");
+    }
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return hc_error_set(err, 0, HC_ERR_INVALID_JSON,
+                            "cannot parse config file '%s': not a JSON object", path);
+    }
+    *out = doc;
+    return 0;
+}
+
+/* Copies string member key into *dst unless *dst is already set. */
+static int take_file(json_t *doc, const char *key, const char *path, char **dst,
+                     const char **from, struct hc_error *err)
+{
+    json_t *v = json_object_get(doc, key);
+    if (*dst || !v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return hc_error_set(err, 0, HC_ERR_INVALID_JSON,
+                            "cannot use config file '%s': \"%s\" is not a string", path, key);
+    if (json_string_length(v) == 0)
+        return 0;
+    *dst = strdup(json_string_value(v));
+    *from = "config";
+    return *dst ? 0 : hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+}
+
+static int load_file(struct hc_cli_config *cfg, struct hc_error *err)
+{
+    json_t *doc = NULL;
+    int rc = -1;
+    if (hc_cli_config_path(cfg->path, sizeof(cfg->path), err) < 0)
+        goto cleanup;
+    if (read_file(cfg->path, &doc, err) < 0)
+        goto cleanup;
+    if (doc && (take_file(doc, "controller", cfg->path, &cfg->controller, &cfg->controller_from,
+                          err) < 0 ||
+                take_file(doc, "token", cfg->path, &cfg->token, &cfg->token_from, err) < 0))
+        goto cleanup;
+    if (doc && !cfg->ca_file &&
+        take_file(doc, "ca_pem", cfg->path, &cfg->ca_pem, &cfg->ca_from, err) < 0)
+        goto cleanup;
+    rc = 0;
+cleanup:
+    json_decref(doc);
+    return rc;
+}
+
+/* "host:port" alone means https; a trailing "/" is dropped so paths join cleanly. */
+static int normalize_url(struct hc_cli_config *cfg)
+{
+    char *url = cfg->controller;
+    if (!url)
+        return 0;
+    if (!strstr(url, "://")) {
+        size_t n = strlen(url) + sizeof("https://");
+        char *full = malloc(n);
+        if (!full)
+            return -1;
+        snprintf(full, n, "https://%s", url);
+        free(url);
+        cfg->controller = url = full;
+    }
+    size_t len = strlen(url);
+    while (len > 0 && url[len - 1] == '/')
+        url[--len] = '\0';
+    return 0;
+}
+
+int hc_cli_config_load(struct hc_cli_config *cfg, const struct hc_cli_config_flags *flags,
+                       struct hc_error *err)
+{
+    static const struct hc_cli_config_flags none = {0};
+    if (!flags)
+        flags = &none;
+    memset(cfg, 0, sizeof(*cfg));
+    if (take(&cfg->controller, &cfg->controller_from, flags->controller, "HCCTL_CONTROLLER") < 0 ||
+        take(&cfg->token, &cfg->token_from, flags->token, "HCCTL_TOKEN") < 0 ||
+        take(&cfg->ca_file, &cfg->ca_from, flags->ca_file, "HCCTL_CA_FILE") < 0) {
+        hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    if ((!cfg->controller || !cfg->token || !cfg->ca_file) && load_file(cfg, err) < 0)
+        goto fail;
+    if (normalize_url(cfg) < 0) {
+        hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    return 0;
+fail:
+    hc_cli_config_clear(cfg);
+    return -1;
+}
+
+void hc_cli_config_clear(struct hc_cli_config *cfg)
+{
+    if (!cfg)
+        return;
+    free(cfg->controller);
+    free(cfg->token);
+    free(cfg->ca_file);
+    free(cfg->ca_pem);
+    memset(cfg, 0, sizeof(*cfg));
+}

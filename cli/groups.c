@@ -1,0 +1,21 @@
+/* The list of command groups: the one table the engine, help, self-test and completion read. */
+#include "cli/groups.h"
+
+#include <stdio.h>
+
+#include "cli/api_client.h"
+
+const struct hc_cmd_group *const hc_cmd_groups[] = {
+    &hc_cmd_group_cluster, &hc_cmd_group_node,    &hc_cmd_group_operation,
+    &hc_cmd_group_events,  &hc_cmd_group_version, &hc_cmd_group_self_test,
+    NULL,
+};
+
+int hc_cmd_path(char *buf, size_t len, const char *prefix, const char *name)
+{
+    char escaped[768];
+    if (hc_api_escape(name, escaped, sizeof(escaped)) < 0)
+        return -1;
+    int n = snprintf(buf, len, "%s%s", prefix, escaped);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}

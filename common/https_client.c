@@ -1,0 +1,538 @@
+/*
+ * HTTPS client on libcurl's multi interface.
+ *
+ * Every request, single or part of a fan-out, is an easy handle added to the client's one CURLM,
+ * so the multi handle's connection cache is reused across requests, and a share handle keeps TLS
+ * sessions and DNS answers across easy handles. Each request carries a connect and a total
+ * timeout: a peer that accepts but never answers ends as HC_ERR_TIMEOUT.
+ */
+#include "common/https_client.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/json_util.h"
+#include "common/util.h"
+
+#define HC_HTTP_DEFAULT_CONNECT_MS 3000L
+#define HC_HTTP_DEFAULT_TOTAL_MS 10000L
+#define HC_HTTP_MAX_RESPONSE (64 * 1024 * 1024)
+#define HC_HTTP_POLL_MS 1000
+
+struct hc_http_client {
+    CURLM *multi;
+    CURLSH *share;
+    char *ca_file;
+    char *ca_pem;
+    char *cert_file;
+    char *key_file;
+    int insecure;
+    long connect_timeout_ms;
+};
+
+/* State of one call while its easy handle is in the multi handle. */
+struct hc_call_ctx {
+    struct hc_http_call *call;
+    CURL *easy;
+    struct curl_slist *headers;
+    char *body;
+    char *buf;
+    size_t len, cap;
+    int too_large;
+    long timeout_ms;
+    int64_t started_ms;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+static pthread_once_t hc_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode hc_curl_init_rc = CURLE_FAILED_INIT;
+
+static void hc_curl_global_init(void)
+{
+    hc_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+void hc_http_response_clear(struct hc_http_response *resp)
+{
+    if (!resp)
+        return;
+    free(resp->raw);
+    json_decref(resp->body);
+    memset(resp, 0, sizeof(*resp));
+}
+
+static int hc_strdup_opt(char **dst, const char *src)
+{
+    *dst = src ? strdup(src) : NULL;
+    return src && !*dst ? -1 : 0;
+}
+
+/* Files are checked here so that a typo in a path is reported as such, not as a tls_error on
+ * every request. */
+static int hc_client_check_file(const char *what, const char *path, struct hc_error *err)
+{
+    if (path && access(path, R_OK) != 0)
+        return hc_error_set(err, 0, HC_ERR_IO, "cannot read %s '%s': %s", what, path,
+                            strerror(errno));
+    return 0;
+}
+
+static int hc_client_copy_config(struct hc_http_client *c, const struct hc_tls_client_config *tls,
+                                 struct hc_error *err)
+{
+    if (hc_client_check_file("ca file", tls->ca_file, err) != 0 ||
+        hc_client_check_file("client certificate", tls->cert_file, err) != 0 ||
+        hc_client_check_file("client key", tls->key_file, err) != 0)
+        return -1;
+    if (hc_strdup_opt(&c->ca_file, tls->ca_file) != 0 ||
+        hc_strdup_opt(&c->ca_pem, tls->ca_file ? NULL : tls->ca_pem) != 0 ||
+        hc_strdup_opt(&c->cert_file, tls->cert_file) != 0 ||
+        hc_strdup_opt(&c->key_file, tls->key_file) != 0)
+        return hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot create https client: out of memory");
+    c->insecure = tls->insecure;
+    c->connect_timeout_ms =
+        tls->connect_timeout_ms > 0 ? tls->connect_timeout_ms : HC_HTTP_DEFAULT_CONNECT_MS;
+    return 0;
+}
+
+struct hc_http_client *hc_http_client_new(const struct hc_tls_client_config *tls,
+                                          struct hc_error *err)
+{
+    static const struct hc_tls_client_config none = {0};
+    pthread_once(&hc_curl_once, hc_curl_global_init);
+    if (hc_curl_init_rc != CURLE_OK) {
+        hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot initialise libcurl: %s",
+                     curl_easy_strerror(hc_curl_init_rc));
+        return NULL;
+    }
+    struct hc_http_client *c = calloc(1, sizeof(*c));
+    if (!c) {
+        hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot create https client: out of memory");
+        return NULL;
+    }
+    if (hc_client_copy_config(c, tls ? tls : &none, err) != 0)
+        goto fail;
+    c->multi = curl_multi_init();
+    c->share = curl_share_init();
+    if (!c->multi || !c->share) {
+        hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot create https client: out of memory");
+        goto fail;
+    }
+    /* One thread per client, so the share handle needs no lock callbacks. */
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    return c;
+fail:
+    hc_http_client_free(c);
+    return NULL;
+}
+
+void hc_http_client_free(struct hc_http_client *c)
+{
+    if (!c)
+        return;
+    if (c->multi)
+        curl_multi_cleanup(c->multi);
+    if (c->share)
+        curl_share_cleanup(c->share);
+    free(c->ca_file);
+    free(c->ca_pem);
+    free(c->cert_file);
+    free(c->key_file);
+    free(c);
+}
+
+/* ---------------------------------------------------------------- one call */
+
+static size_t hc_call_write(char *data, size_t size, size_t nmemb, void *arg)
+{
+    struct hc_call_ctx *ctx = arg;
+    size_t n = size * nmemb;
+    if (ctx->len + n + 1 > HC_HTTP_MAX_RESPONSE) {
+        ctx->too_large = 1;
+        return 0;
+    }
+    if (ctx->len + n + 1 > ctx->cap) {
+        size_t cap = ctx->cap ? ctx->cap : 4096;
+        while (cap < ctx->len + n + 1)
+            cap *= 2;
+        char *p = realloc(ctx->buf, cap);
+        if (!p)
+            return 0;
+        ctx->buf = p;
+        ctx->cap = cap;
+    }
+    memcpy(ctx->buf + ctx->len, data, n);
+    ctx->len += n;
+    ctx->buf[ctx->len] = '\0';
+    return n;
+}
+
+static int hc_call_set_tls(struct hc_http_client *c, CURL *e)
+{
+    int rc = 0;
+    if (c->ca_file) {
+        rc |= curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+        rc |= curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    } else if (c->ca_pem) {
+        struct curl_blob blob = {c->ca_pem, strlen(c->ca_pem), CURL_BLOB_COPY};
+        rc |= curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &blob);
+        /* The blob replaces the CA file; the CA path would add the system store. */
+        rc |= curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    }
+    if (c->cert_file)
+        rc |= curl_easy_setopt(e, CURLOPT_SSLCERT, c->cert_file);
+    if (c->key_file)
+        rc |= curl_easy_setopt(e, CURLOPT_SSLKEY, c->key_file);
+    if (c->insecure) {
+        rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    rc |= curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    return rc;
+}
+
+/* GET has no body; any other method sends the JSON body, or an empty one. */
+static int hc_call_set_method(struct hc_call_ctx *ctx, const char *method)
+{
+    CURL *e = ctx->easy;
+    int rc = 0;
+    if (strcmp(method, "GET") == 0 && !ctx->body)
+        return curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    if (strcmp(method, "HEAD") == 0)
+        return curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, ctx->body ? ctx->body : "");
+    rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                           (curl_off_t)(ctx->body ? strlen(ctx->body) : 0));
+    if (strcmp(method, "POST") != 0)
+        rc |= curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    return rc;
+}
+
+/* Appends to ctx->headers; on failure the list so far stays owned by ctx. */
+static int hc_call_add_header(struct hc_call_ctx *ctx, const char *line)
+{
+    struct curl_slist *h = curl_slist_append(ctx->headers, line);
+    if (!h)
+        return -1;
+    ctx->headers = h;
+    return 0;
+}
+
+static int hc_call_set_headers(struct hc_call_ctx *ctx)
+{
+    const struct hc_http_call *call = ctx->call;
+    char auth[2048];
+    int rc = hc_call_add_header(ctx, "Accept: application/json");
+    /* No "Expect: 100-continue" round trip for large bodies. */
+    rc |= hc_call_add_header(ctx, "Expect:");
+    /* Without a JSON body, drop the form Content-Type curl adds to a POST. */
+    rc |= hc_call_add_header(ctx, ctx->body ? "Content-Type: application/json" : "Content-Type:");
+    if (call->bearer) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", call->bearer);
+        rc |= hc_call_add_header(ctx, auth);
+    }
+    if (rc != 0)
+        return -1;
+    return curl_easy_setopt(ctx->easy, CURLOPT_HTTPHEADER, ctx->headers);
+}
+
+static int hc_call_configure(struct hc_http_client *c, struct hc_call_ctx *ctx)
+{
+    CURL *e = ctx->easy;
+    const struct hc_http_call *call = ctx->call;
+    int rc = 0;
+    rc |= curl_easy_setopt(e, CURLOPT_URL, call->url);
+    rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, ctx);
+    rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, ctx->errbuf);
+    rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    rc |= curl_easy_setopt(e, CURLOPT_SHARE, c->share);
+    rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https");
+    rc |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    rc |= curl_easy_setopt(e, CURLOPT_USERAGENT, "hcctl/" HC_VERSION);
+    rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, ctx->timeout_ms);
+    rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                           c->connect_timeout_ms < ctx->timeout_ms ? c->connect_timeout_ms
+                                                                   : ctx->timeout_ms);
+    rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, hc_call_write);
+    rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, ctx);
+    rc |= hc_call_set_tls(c, e);
+    rc |= hc_call_set_method(ctx, call->method ? call->method : "GET");
+    rc |= hc_call_set_headers(ctx);
+    return rc ? -1 : 0;
+}
+
+static void hc_call_release(struct hc_http_client *c, struct hc_call_ctx *ctx)
+{
+    if (ctx->easy) {
+        curl_multi_remove_handle(c->multi, ctx->easy);
+        curl_easy_cleanup(ctx->easy);
+    }
+    curl_slist_free_all(ctx->headers);
+    free(ctx->body);
+    free(ctx->buf);
+    memset(ctx, 0, sizeof(*ctx));
+}
+
+/* Prepares and adds the easy handle. On failure the call is finished with its error. */
+static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx, struct hc_http_call *call)
+{
+    ctx->call = call;
+    ctx->started_ms = hc_mono_ms();
+    ctx->timeout_ms = call->timeout_ms > 0 ? call->timeout_ms : HC_HTTP_DEFAULT_TOTAL_MS;
+    if (!call->url) {
+        hc_error_set(&call->err, 0, HC_ERR_INVALID_ARGUMENT, "request without a url");
+        goto fail;
+    }
+    if (call->body && !(ctx->body = hc_json_dump(call->body))) {
+        hc_error_set(&call->err, 0, HC_ERR_INTERNAL, "cannot serialise body for '%s'", call->url);
+        goto fail;
+    }
+    if (!(ctx->easy = curl_easy_init()) || hc_call_configure(c, ctx) != 0 ||
+        curl_multi_add_handle(c->multi, ctx->easy) != CURLM_OK) {
+        hc_error_set(&call->err, 0, HC_ERR_INTERNAL, "cannot prepare request to '%s'", call->url);
+        goto fail;
+    }
+    return 0;
+fail:
+    hc_call_release(c, ctx);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- errors */
+
+/* curl's and strerror's messages start with a capital; ours are lowercase (acronyms such as
+ * "SSL" are left alone). */
+static const char *hc_lower_first(char *s)
+{
+    if (s[0] && islower((unsigned char)s[1]))
+        s[0] = (char)tolower((unsigned char)s[0]);
+    return s;
+}
+
+static int hc_curl_is_tls(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CLIENTCERT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * A handshake the peer aborted. With TLS 1.3 the server judges our client certificate after
+ * our side of the handshake has completed, so its refusal (an alert, then a close) arrives while
+ * curl sends the request or waits for the answer: curl reports a send or receive error, not a
+ * TLS code, and depending on timing it read the alert or only hit the closed socket (EPIPE).
+ * So such an error counts as TLS when OpenSSL named an alert, or when the connection was opened
+ * for this very request and closed before a single response byte.
+ */
+static int hc_call_peer_aborted_tls(struct hc_call_ctx *ctx, CURLcode rc)
+{
+    long connects = 0, header_size = 0;
+    if (rc != CURLE_RECV_ERROR && rc != CURLE_SEND_ERROR && rc != CURLE_GOT_NOTHING)
+        return 0;
+    if (strstr(ctx->errbuf, " alert "))
+        return 1;
+    curl_easy_getinfo(ctx->easy, CURLINFO_NUM_CONNECTS, &connects);
+    curl_easy_getinfo(ctx->easy, CURLINFO_HEADER_SIZE, &header_size);
+    return rc != CURLE_GOT_NOTHING && connects > 0 && header_size == 0;
+}
+
+/* Says what went wrong in TLS terms, without OpenSSL's error-queue noise:
+ * "OpenSSL SSL_read: OpenSSL/3.0.x: error:0A000418:SSL routines::tlsv1 alert unknown ca, errno 0"
+ * becomes "peer sent tlsv1 alert unknown ca". */
+static void hc_tls_detail(const char *errbuf, CURLcode rc, char *detail, size_t len)
+{
+    const char *routines = strstr(errbuf, "::");
+    if (strstr(errbuf, " alert ") && routines)
+        snprintf(detail, len, "peer sent %.*s", (int)strcspn(routines + 2, ","), routines + 2);
+    else if (!hc_curl_is_tls(rc))
+        snprintf(detail, len, "the peer closed the connection right after the handshake");
+}
+
+/* An MTU blackhole shows up here: the TCP handshake passes, the server's certificate flight
+ * (or any large answer) never arrives. */
+static void hc_call_timeout_error(struct hc_call_ctx *ctx, struct hc_error *err)
+{
+    const char *url = ctx->call->url;
+    curl_off_t tls_us = 0;
+    curl_easy_getinfo(ctx->easy, CURLINFO_APPCONNECT_TIME_T, &tls_us);
+    if (tls_us == 0)
+        hc_error_set(err, 0, HC_ERR_TIMEOUT, "cannot reach '%s': connection timed out after %ld ms",
+                     url, ctx->timeout_ms);
+    else
+        hc_error_set(err, 0, HC_ERR_TIMEOUT, "no answer from '%s' within %ld ms", url,
+                     ctx->timeout_ms);
+    hc_error_hint(err, "the peer is down or overloaded, or large packets to it vanish (an MTU "
+                       "blackhole: try 'hcctl net check-jumbo')");
+}
+
+static void hc_call_error(struct hc_call_ctx *ctx, CURLcode rc, struct hc_error *err)
+{
+    const char *url = ctx->call->url;
+    char detail[CURL_ERROR_SIZE];
+    long os_errno = 0;
+    snprintf(detail, sizeof(detail), "%s", ctx->errbuf[0] ? ctx->errbuf : curl_easy_strerror(rc));
+    hc_lower_first(detail);
+    curl_easy_getinfo(ctx->easy, CURLINFO_OS_ERRNO, &os_errno);
+    if (rc == CURLE_COULDNT_CONNECT && os_errno) {
+        snprintf(detail, sizeof(detail), "%s", strerror((int)os_errno));
+        hc_error_set(err, 0, HC_ERR_UNREACHABLE, "cannot reach '%s': %s", url,
+                     hc_lower_first(detail));
+    } else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) {
+        hc_error_set(err, 0, HC_ERR_UNREACHABLE, "cannot reach '%s': %s", url, detail);
+    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+        hc_call_timeout_error(ctx, err);
+    } else if (hc_curl_is_tls(rc) || hc_call_peer_aborted_tls(ctx, rc)) {
+        hc_tls_detail(ctx->errbuf, rc, detail, sizeof(detail));
+        hc_error_set(err, 0, HC_ERR_TLS, "tls handshake with '%s' failed: %s", url, detail);
+        hc_error_hint(err, "check the trusted CA, the peer's certificate and this client's "
+                           "certificate (the peer may refuse it)");
+    } else if (rc == CURLE_WRITE_ERROR && ctx->too_large) {
+        hc_error_set(err, 0, HC_ERR_INTERNAL, "response from '%s' exceeds %d bytes", url,
+                     HC_HTTP_MAX_RESPONSE);
+    } else if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
+        hc_error_set(err, 0, HC_ERR_INVALID_ARGUMENT, "invalid url '%s': %s", url, detail);
+    } else {
+        hc_error_set(err, 0, HC_ERR_UNREACHABLE, "request to '%s' failed: %s", url, detail);
+    }
+}
+
+/* Moves the response (or the error) into the call and releases the handle. */
+static void hc_call_finish(struct hc_http_client *c, struct hc_call_ctx *ctx, CURLcode rc)
+{
+    struct hc_http_call *call = ctx->call;
+    call->elapsed_ms = (long)(hc_mono_ms() - ctx->started_ms);
+    if (rc != CURLE_OK) {
+        hc_call_error(ctx, rc, &call->err);
+        hc_call_release(c, ctx);
+        return;
+    }
+    if (!ctx->buf && !(ctx->buf = calloc(1, 1))) {
+        hc_error_set(&call->err, 0, HC_ERR_INTERNAL, "cannot store response from '%s'", call->url);
+        hc_call_release(c, ctx);
+        return;
+    }
+    curl_easy_getinfo(ctx->easy, CURLINFO_RESPONSE_CODE, &call->resp.status);
+    call->resp.raw = ctx->buf;
+    call->resp.raw_len = ctx->len;
+    call->resp.body = ctx->len ? json_loadb(ctx->buf, ctx->len, 0, NULL) : NULL;
+    ctx->buf = NULL;
+    call->ok = 1;
+    hc_call_release(c, ctx);
+}
+
+/* ---------------------------------------------------------------- fan-out */
+
+static void hc_fanout_collect(struct hc_http_client *c, size_t *running)
+{
+    CURLMsg *msg;
+    int queued;
+    while ((msg = curl_multi_info_read(c->multi, &queued))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        struct hc_call_ctx *ctx = NULL;
+        CURLcode rc = msg->data.result; /* msg is invalid once the handle is removed */
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&ctx);
+        hc_call_finish(c, ctx, rc);
+        (*running)--;
+    }
+}
+
+/* Only on a broken multi handle: fail what is still running or not yet started rather than
+ * loop forever. */
+static void hc_fanout_abort(struct hc_http_client *c, struct hc_call_ctx *ctxs,
+                            struct hc_http_call *calls, size_t n, CURLMcode mc)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (calls[i].ok || calls[i].err.code[0])
+            continue;
+        hc_error_set(&calls[i].err, 0, HC_ERR_INTERNAL, "request to '%s' failed: %s",
+                     calls[i].url, curl_multi_strerror(mc));
+        if (ctxs[i].easy)
+            hc_call_release(c, &ctxs[i]);
+    }
+}
+
+static void hc_fanout_reset(struct hc_http_call *calls, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        calls[i].ok = 0;
+        memset(&calls[i].resp, 0, sizeof(calls[i].resp));
+        hc_error_clear(&calls[i].err);
+        calls[i].elapsed_ms = 0;
+    }
+}
+
+size_t hc_http_fanout(struct hc_http_client *c, struct hc_http_call *calls, size_t n,
+                      size_t max_parallel)
+{
+    hc_fanout_reset(calls, n);
+    struct hc_call_ctx *ctxs = n ? calloc(n, sizeof(*ctxs)) : NULL;
+    for (size_t i = 0; n && !ctxs && i < n; i++)
+        hc_error_set(&calls[i].err, 0, HC_ERR_INTERNAL, "cannot start request: out of memory");
+    if (max_parallel == 0 || max_parallel > n)
+        max_parallel = n;
+    size_t next = 0, running = 0, ok = 0;
+    while (ctxs && (next < n || running > 0)) {
+        for (; next < n && running < max_parallel; next++)
+            if (hc_call_start(c, &ctxs[next], &calls[next]) == 0)
+                running++;
+        int still = 0;
+        CURLMcode mc = curl_multi_perform(c->multi, &still);
+        hc_fanout_collect(c, &running);
+        if (mc == CURLM_OK && running > 0 && (next == n || running == max_parallel))
+            mc = curl_multi_poll(c->multi, NULL, 0, HC_HTTP_POLL_MS, NULL);
+        if (mc != CURLM_OK) {
+            hc_fanout_abort(c, ctxs, calls, n, mc);
+            break;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        ok += calls[i].ok ? 1 : 0;
+    free(ctxs);
+    return ok;
+}
+
+int hc_http_request(struct hc_http_client *c, const char *method, const char *url,
+                    const char *bearer, const json_t *body, long timeout_ms,
+                    struct hc_http_response *resp, struct hc_error *err)
+{
+    struct hc_http_call call = {
+        .method = method, .url = url, .bearer = bearer, .body = body, .timeout_ms = timeout_ms};
+    hc_http_fanout(c, &call, 1, 1);
+    if (!call.ok) {
+        if (resp)
+            memset(resp, 0, sizeof(*resp));
+        if (err)
+            *err = call.err;
+        return -1;
+    }
+    if (resp)
+        *resp = call.resp;
+    else
+        hc_http_response_clear(&call.resp);
+    return 0;
+}

@@ -1,0 +1,436 @@
+/*
+ * The cluster PKI on OpenSSL 3 (EVP and X509 APIs only): P-256 keys, the self-signed cluster
+ * CA, CSRs, issuing leaf certificates, PEM files and fingerprints.
+ *
+ * Every failure drains OpenSSL's thread-local error queue into the message, so a stale error
+ * never leaks into an unrelated later call.
+ */
+#include "common/pki.h"
+
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509v3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+#define HC_PKI_SKEW_SECONDS (5 * 60) /* notBefore is backdated for peers with slow clocks */
+
+/* The first queued OpenSSL error as text (or "unknown error"); empties the queue. */
+static const char *ossl_err(char *buf, size_t len)
+{
+    unsigned long e = ERR_get_error();
+    if (e)
+        ERR_error_string_n(e, buf, len);
+    else
+        snprintf(buf, len, "unknown error");
+    ERR_clear_error();
+    return buf;
+}
+
+static int ossl_fail(struct hc_error *err, int status, const char *code, const char *what)
+{
+    char buf[256];
+    return hc_error_set(err, status, code, "%s: %s", what, ossl_err(buf, sizeof(buf)));
+}
+
+/* Contents of a memory BIO as a malloc'd NUL-terminated string. */
+static char *bio_strdup(BIO *bio)
+{
+    char *data = NULL;
+    long n = BIO_get_mem_data(bio, &data);
+    char *out = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (out) {
+        memcpy(out, data, (size_t)n);
+        out[n] = '\0';
+    }
+    return out;
+}
+
+EVP_PKEY *hc_pki_key_new(struct hc_error *err)
+{
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    if (!key)
+        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot generate ec p-256 key");
+    return key;
+}
+
+int hc_pki_key_save(EVP_PKEY *key, const char *path, struct hc_error *err)
+{
+    /* Secure memory BIO: the PEM of the private key is wiped when the BIO is freed. */
+    BIO *bio = BIO_new(BIO_s_secmem());
+    int rc = -1;
+    if (!bio || PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL) != 1) {
+        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot encode private key");
+        hc_error_prefix(err, "cannot save key '%s'", path);
+        goto cleanup;
+    }
+    char *data = NULL;
+    long n = BIO_get_mem_data(bio, &data);
+    rc = hc_file_write_atomic(path, data, (size_t)n, 0600, err);
+cleanup:
+    BIO_free(bio);
+    return rc;
+}
+
+EVP_PKEY *hc_pki_key_load(const char *path, struct hc_error *err)
+{
+    char *pem = NULL;
+    size_t len = 0;
+    EVP_PKEY *key = NULL;
+    if (hc_file_read(path, &pem, &len, err) < 0)
+        return NULL;
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    if (bio)
+        key = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+    if (!key) {
+        ossl_fail(err, 500, HC_ERR_IO, "cannot parse private key");
+        hc_error_prefix(err, "cannot load key '%s'", path);
+    }
+    BIO_free(bio);
+    OPENSSL_cleanse(pem, len);
+    free(pem);
+    return key;
+}
+
+/* 128 random bits, never zero (RFC 5280 wants a positive serial). hex gets 32 lowercase chars. */
+static int set_random_serial(X509 *x, char hex[33])
+{
+    unsigned char raw[16];
+    int nonzero = 0, ok = 0;
+    while (!nonzero) {
+        if (RAND_bytes(raw, sizeof(raw)) != 1)
+            return -1;
+        for (size_t i = 0; i < sizeof(raw); i++)
+            nonzero |= raw[i];
+    }
+    BIGNUM *bn = BN_bin2bn(raw, sizeof(raw), NULL);
+    ASN1_INTEGER *serial = bn ? BN_to_ASN1_INTEGER(bn, NULL) : NULL;
+    ok = serial && X509_set_serialNumber(x, serial) == 1;
+    for (size_t i = 0; ok && hex && i < sizeof(raw); i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    ASN1_INTEGER_free(serial);
+    BN_free(bn);
+    return ok ? 0 : -1;
+}
+
+static int set_cn(X509_NAME *name, const char *cn)
+{
+    return X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
+                                      0) == 1
+               ? 0
+               : -1;
+}
+
+static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
+{
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, issuer, x, NULL, NULL, 0);
+    X509_EXTENSION *ext = X509V3_EXT_nconf_nid(NULL, &ctx, nid, value);
+    int ok = ext && X509_add_ext(x, ext, -1) == 1;
+    X509_EXTENSION_free(ext);
+    return ok ? 0 : -1;
+}
+
+/* The fields every certificate here shares: v3, random serial, validity, key, issuer. */
+static X509 *cert_skeleton(X509 *issuer, EVP_PKEY *pubkey, const char *cn, int days,
+                           char serial_hex[33])
+{
+    X509 *x = X509_new();
+    if (!x || X509_set_version(x, X509_VERSION_3) != 1 || set_random_serial(x, serial_hex) < 0 ||
+        set_cn(X509_get_subject_name(x), cn) < 0 ||
+        !X509_gmtime_adj(X509_getm_notBefore(x), -HC_PKI_SKEW_SECONDS) ||
+        !X509_time_adj_ex(X509_getm_notAfter(x), days, 0, NULL) || X509_set_pubkey(x, pubkey) != 1)
+        goto fail;
+    X509_NAME *iname = issuer ? X509_get_subject_name(issuer) : X509_get_subject_name(x);
+    if (X509_set_issuer_name(x, iname) != 1)
+        goto fail;
+    return x;
+fail:
+    X509_free(x);
+    return NULL;
+}
+
+static int check_cn_days(const char *cn, int days, struct hc_error *err)
+{
+    if (!cn || !*cn)
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "certificate needs a common name");
+    if (days <= 0 || days > 36500)
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+                            "certificate validity of %d days is out of range (1..36500)", days);
+    return 0;
+}
+
+X509 *hc_pki_ca_new(EVP_PKEY *ca_key, const char *cn, int days, struct hc_error *err)
+{
+    if (check_cn_days(cn, days, err) < 0)
+        return NULL;
+    X509 *x = cert_skeleton(NULL, ca_key, cn, days, NULL);
+    if (!x || add_ext(x, x, NID_basic_constraints, "critical,CA:TRUE") < 0 ||
+        add_ext(x, x, NID_key_usage, "critical,keyCertSign,cRLSign") < 0 ||
+        add_ext(x, x, NID_subject_key_identifier, "hash") < 0 ||
+        add_ext(x, x, NID_authority_key_identifier, "keyid:always") < 0 ||
+        X509_sign(x, ca_key, EVP_sha256()) <= 0) {
+        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot create ca certificate");
+        hc_error_prefix(err, "ca '%s'", cn);
+        X509_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* subjectAltName from the spec: IP literals (v4 or v6) as iPAddress, the rest as dNSName. */
+static int add_sans(X509 *x, const struct hc_cert_spec *spec, struct hc_error *err)
+{
+    GENERAL_NAMES *names = sk_GENERAL_NAME_new_null();
+    int rc = -1;
+    for (size_t i = 0; names && i < spec->nsans; i++) {
+        const char *san = spec->sans[i];
+        if (!san || !*san || strpbrk(san, " ,\t\n")) {
+            hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid subject alt name '%s'",
+                         san ? san : "");
+            goto cleanup;
+        }
+        GENERAL_NAME *gn = GENERAL_NAME_new();
+        ASN1_OCTET_STRING *ip = a2i_IPADDRESS(san);
+        ASN1_IA5STRING *dns = ip ? NULL : ASN1_IA5STRING_new();
+        if (!gn || (!ip && (!dns || ASN1_STRING_set(dns, san, -1) != 1)) ||
+            sk_GENERAL_NAME_push(names, gn) <= 0) {
+            GENERAL_NAME_free(gn);
+            ASN1_OCTET_STRING_free(ip);
+            ASN1_IA5STRING_free(dns);
+            goto fail;
+        }
+        GENERAL_NAME_set0_value(gn, ip ? GEN_IPADD : GEN_DNS, ip ? (void *)ip : (void *)dns);
+    }
+    if (!names || (spec->nsans &&
+                   X509_add1_ext_i2d(x, NID_subject_alt_name, names, 0, X509V3_ADD_DEFAULT) != 1))
+        goto fail;
+    rc = 0;
+    goto cleanup;
+fail:
+    ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot add subject alt names");
+cleanup:
+    GENERAL_NAMES_free(names);
+    return rc;
+}
+
+static int add_leaf_exts(X509 *x, X509 *ca, const struct hc_cert_spec *spec)
+{
+    char eku[64] = "";
+    if (spec->server_auth)
+        strcat(eku, "serverAuth");
+    if (spec->client_auth)
+        strcat(eku, spec->server_auth ? ",clientAuth" : "clientAuth");
+    if (add_ext(x, ca, NID_basic_constraints, "critical,CA:FALSE") < 0 ||
+        add_ext(x, ca, NID_key_usage, "critical,digitalSignature") < 0 ||
+        add_ext(x, ca, NID_subject_key_identifier, "hash") < 0 ||
+        add_ext(x, ca, NID_authority_key_identifier, "keyid:always") < 0)
+        return -1;
+    return eku[0] ? add_ext(x, ca, NID_ext_key_usage, eku) : 0;
+}
+
+X509 *hc_pki_issue(X509 *ca, EVP_PKEY *ca_key, EVP_PKEY *pubkey, const struct hc_cert_spec *spec,
+                   char serial_hex[33], struct hc_error *err)
+{
+    if (check_cn_days(spec->cn, spec->days, err) < 0)
+        return NULL;
+    if (X509_check_private_key(ca, ca_key) != 1) {
+        ossl_fail(err, 500, HC_ERR_INTERNAL, "ca key does not match the ca certificate");
+        return NULL;
+    }
+    X509 *x = cert_skeleton(ca, pubkey, spec->cn, spec->days, serial_hex);
+    if (!x || add_leaf_exts(x, ca, spec) < 0) {
+        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot build certificate");
+        goto fail;
+    }
+    if (add_sans(x, spec, err) < 0)
+        goto fail;
+    if (X509_sign(x, ca_key, EVP_sha256()) <= 0) {
+        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot sign certificate");
+        goto fail;
+    }
+    return x;
+fail:
+    hc_error_prefix(err, "cannot issue certificate for '%s'", spec->cn);
+    X509_free(x);
+    return NULL;
+}
+
+X509_REQ *hc_pki_csr_new(EVP_PKEY *key, const char *cn, struct hc_error *err)
+{
+    if (!cn || !*cn) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "certificate request needs a common name");
+        return NULL;
+    }
+    X509_REQ *req = X509_REQ_new();
+    if (!req || X509_REQ_set_version(req, X509_REQ_VERSION_1) != 1 ||
+        set_cn(X509_REQ_get_subject_name(req), cn) < 0 || X509_REQ_set_pubkey(req, key) != 1 ||
+        X509_REQ_sign(req, key, EVP_sha256()) <= 0) {
+        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot create certificate request");
+        X509_REQ_free(req);
+        return NULL;
+    }
+    return req;
+}
+
+char *hc_pki_csr_to_pem(X509_REQ *req)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    char *out = NULL;
+    if (bio && PEM_write_bio_X509_REQ(bio, req) == 1)
+        out = bio_strdup(bio);
+    BIO_free(bio);
+    ERR_clear_error();
+    return out;
+}
+
+/* Only the key types this project issues for: EC P-256 and Ed25519. */
+static int key_type_ok(EVP_PKEY *pk)
+{
+    char group[64] = "";
+    if (EVP_PKEY_is_a(pk, "ED25519"))
+        return 1;
+    if (!EVP_PKEY_is_a(pk, "EC"))
+        return 0;
+    if (EVP_PKEY_get_utf8_string_param(pk, OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof(group),
+                                       NULL) != 1)
+        return 0;
+    return strcmp(group, "prime256v1") == 0 || strcmp(group, "P-256") == 0;
+}
+
+X509_REQ *hc_pki_csr_from_pem(const char *pem, struct hc_error *err)
+{
+    BIO *bio = pem ? BIO_new_mem_buf(pem, -1) : NULL;
+    X509_REQ *req = bio ? PEM_read_bio_X509_REQ(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    if (!req) {
+        ossl_fail(err, 400, HC_ERR_INVALID_ARGUMENT, "cannot parse certificate request");
+        return NULL;
+    }
+    EVP_PKEY *pk = X509_REQ_get0_pubkey(req);
+    if (!pk || X509_REQ_verify(req, pk) != 1) {
+        ossl_fail(err, 400, HC_ERR_INVALID_ARGUMENT,
+                  "certificate request signature does not verify");
+        goto fail;
+    }
+    if (!key_type_ok(pk)) {
+        ERR_clear_error();
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+                     "certificate request key must be ec p-256 or ed25519");
+        goto fail;
+    }
+    return req;
+fail:
+    X509_REQ_free(req);
+    return NULL;
+}
+
+EVP_PKEY *hc_pki_csr_pubkey(X509_REQ *req)
+{
+    return X509_REQ_get_pubkey(req);
+}
+
+char *hc_pki_cert_to_pem(X509 *cert)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    char *out = NULL;
+    if (bio && PEM_write_bio_X509(bio, cert) == 1)
+        out = bio_strdup(bio);
+    BIO_free(bio);
+    ERR_clear_error();
+    return out;
+}
+
+X509 *hc_pki_cert_from_pem(const char *pem, struct hc_error *err)
+{
+    BIO *bio = pem ? BIO_new_mem_buf(pem, -1) : NULL;
+    X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    if (!x)
+        ossl_fail(err, 400, HC_ERR_INVALID_ARGUMENT, "cannot parse certificate");
+    return x;
+}
+
+int hc_pki_cert_save(X509 *cert, const char *path, struct hc_error *err)
+{
+    char *pem = hc_pki_cert_to_pem(cert);
+    if (!pem)
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode certificate for '%s'", path);
+    int rc = hc_file_write_atomic(path, pem, strlen(pem), 0644, err);
+    free(pem);
+    return rc;
+}
+
+X509 *hc_pki_cert_load(const char *path, struct hc_error *err)
+{
+    char *pem = NULL;
+    if (hc_file_read(path, &pem, NULL, err) < 0)
+        return NULL;
+    X509 *x = hc_pki_cert_from_pem(pem, err);
+    if (!x)
+        hc_error_prefix(err, "cannot load certificate '%s'", path);
+    free(pem);
+    return x;
+}
+
+void hc_pki_fingerprint(X509 *cert, char out[65])
+{
+    unsigned char *der = NULL;
+    int len = i2d_X509(cert, &der);
+    if (len <= 0) {
+        out[0] = '\0';
+        ERR_clear_error();
+        return;
+    }
+    hc_sha256_hex(der, (size_t)len, out);
+    OPENSSL_free(der);
+}
+
+int hc_pki_cert_cn(X509 *cert, char *buf, size_t len)
+{
+    X509_NAME *name = X509_get_subject_name(cert);
+    int idx = X509_NAME_get_index_by_NID(name, NID_commonName, -1);
+    X509_NAME_ENTRY *entry = idx >= 0 ? X509_NAME_get_entry(name, idx) : NULL;
+    unsigned char *utf8 = NULL;
+    int n = entry ? ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(entry)) : -1;
+    int rc = -1;
+    /* A CN with an embedded NUL or one that does not fit is refused, never truncated. */
+    if (n >= 0 && (size_t)n < len && memchr(utf8, '\0', (size_t)n) == NULL) {
+        memcpy(buf, utf8, (size_t)n);
+        buf[n] = '\0';
+        rc = 0;
+    }
+    OPENSSL_free(utf8);
+    ERR_clear_error();
+    return rc;
+}
+
+int hc_pki_verify(X509 *ca, X509 *cert, struct hc_error *err)
+{
+    X509_STORE *store = X509_STORE_new();
+    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    int rc = -1;
+    if (!store || !ctx || X509_STORE_add_cert(store, ca) != 1 ||
+        X509_STORE_CTX_init(ctx, store, cert, NULL) != 1) {
+        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot set up certificate verification");
+        goto cleanup;
+    }
+    X509_STORE_CTX_set_flags(ctx, X509_V_FLAG_X509_STRICT);
+    if (X509_verify_cert(ctx) == 1) {
+        rc = 0;
+        goto cleanup;
+    }
+    char cn[256] = "?";
+    hc_pki_cert_cn(cert, cn, sizeof(cn));
+    hc_error_set(err, 400, HC_ERR_TLS, "certificate '%s' does not verify against the ca: %s", cn,
+                 X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
+cleanup:
+    ERR_clear_error();
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(store);
+    return rc;
+}

@@ -1,0 +1,219 @@
+/*
+ * The controller API server: route table, bearer-token authentication before each route, and an
+ * api.call event after every POST, PUT and DELETE (docs/api.md "Controller API").
+ */
+#include "controller/api.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json_util.h"
+#include "common/log.h"
+#include "common/pki.h"
+#include "common/util.h"
+#include "controller/auth.h"
+#include "controller/events.h"
+
+static const struct {
+    const char *method;
+    const char *pattern;
+    int flags;
+    hc_route_fn fn;
+} routes[] = {
+    {"GET", "/v1/version", HC_API_PUBLIC, hc_res_version},
+    {"GET", "/v1/ca", HC_API_PUBLIC, hc_res_ca_get},
+    {"POST", "/v1/enroll", HC_API_PUBLIC, hc_res_enroll},
+    {"GET", "/v1/cluster", HC_API_READ, hc_res_cluster_get},
+    {"POST", "/v1/join-tokens", HC_API_ADMIN, hc_res_join_token_create},
+    {"GET", "/v1/nodes", HC_API_READ, hc_res_nodes_list},
+    {"GET", "/v1/nodes/{name}", HC_API_READ, hc_res_node_get},
+    {"DELETE", "/v1/nodes/{name}", HC_API_ADMIN, hc_res_node_delete},
+    {"GET", "/v1/operations", HC_API_READ, hc_res_ops_list},
+    {"GET", "/v1/operations/{id}", HC_API_READ, hc_res_op_get},
+    {"POST", "/v1/operations/{id}/pause", HC_API_ADMIN, hc_res_op_pause},
+    {"POST", "/v1/operations/{id}/resume", HC_API_ADMIN, hc_res_op_resume},
+    {"POST", "/v1/operations/{id}/abort", HC_API_ADMIN, hc_res_op_abort},
+    {"GET", "/v1/events", HC_API_READ, hc_res_events_list},
+};
+
+static int forbidden(struct hc_request *req, const char *name)
+{
+    struct hc_error err;
+    hc_error_set(&err, 403, HC_ERR_FORBIDDEN, "api token '%s' is read-only", name);
+    hc_error_hint(&err, "use an admin token for %s %s", hc_req_method(req), hc_req_path(req));
+    hc_reply_error(req, &err);
+    return 1;
+}
+
+/* Before-hook: public routes pass; others need a valid token, and ADMIN routes an admin one. */
+static int api_before(struct hc_request *req, const struct hc_route *route, void *arg)
+{
+    struct hc_api *api = arg;
+    memset(&api->caller, 0, sizeof(api->caller));
+    if (route->flags & HC_API_PUBLIC)
+        return 0;
+    struct hc_error err = {0};
+    struct hc_auth_identity who;
+    const char *token = hc_auth_bearer(hc_req_header(req, "Authorization"));
+    if (hc_auth_verify(api->db, token, &who, &err) < 0) {
+        hc_reply_error(req, &err);
+        return 1;
+    }
+    snprintf(api->caller.actor, sizeof(api->caller.actor), "%s", who.name);
+    hc_req_set_user(req, &api->caller);
+    if ((route->flags & HC_API_ADMIN) && strcmp(who.role, HC_AUTH_ROLE_ADMIN) != 0)
+        return forbidden(req, who.name);
+    return 0;
+}
+
+static int is_mutation(const char *method)
+{
+    return strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+           strcmp(method, "DELETE") == 0;
+}
+
+/* After-hook: the audit record of every mutating call, refused ones included. */
+static void api_after(struct hc_request *req, int status, void *arg)
+{
+    struct hc_api *api = arg;
+    const char *method = hc_req_method(req);
+    if (!is_mutation(method))
+        return;
+    const struct hc_api_caller *caller = hc_req_user(req);
+    const char *actor = caller && caller->actor[0] ? caller->actor : "anonymous";
+    const char *node = caller && caller->node[0] ? caller->node : NULL;
+    const char *path = hc_req_path(req);
+    struct hc_error err = {0};
+    json_t *details =
+        json_pack("{s:s, s:s, s:i}", "method", method, "path", path, "status", status);
+    if (hc_event_add(api->db, "api.call", node, NULL, actor, details, &err, "%s %s -> %d", method,
+                     path, status) < 0)
+        HC_WARN("cannot record api call %s %s: %s", method, path, err.message);
+}
+
+const char *hc_api_actor(const struct hc_request *req)
+{
+    const struct hc_api_caller *caller = hc_req_user(req);
+    return caller && caller->actor[0] ? caller->actor : "anonymous";
+}
+
+void hc_api_set_actor(struct hc_api *api, struct hc_request *req, const char *actor,
+                      const char *node)
+{
+    snprintf(api->caller.actor, sizeof(api->caller.actor), "%s", actor ? actor : "");
+    snprintf(api->caller.node, sizeof(api->caller.node), "%s", node ? node : "");
+    hc_req_set_user(req, &api->caller);
+}
+
+void hc_api_reply(struct hc_request *req, int status, json_t *body, const struct hc_error *err)
+{
+    if (body)
+        hc_reply_json(req, status, body);
+    else
+        hc_reply_error(req, err);
+}
+
+int hc_api_query_int(struct hc_request *req, const char *name, int64_t def, int64_t min,
+                     int64_t max, int64_t *out, struct hc_error *err)
+{
+    const char *text = hc_req_query(req, name);
+    if (!text) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (!*text || *end || errno || v < min || v > max) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+                     "query parameter '%s' must be an integer "
+                     "between %" PRId64 " and %" PRId64,
+                     name, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+json_t *hc_api_body(struct hc_request *req)
+{
+    /* Routes whose body is optional (join-tokens, pause/resume/abort) accept an empty one:
+     * curl sends "Content-Length: 0" for a POST without data. */
+    const char *length = hc_req_header(req, "Content-Length");
+    if (!hc_req_header(req, "Transfer-Encoding") && (!length || strcmp(length, "0") == 0))
+        return json_object();
+    return json_incref(hc_req_json(req));
+}
+
+static int load_ca(struct hc_api *api, struct hc_error *err)
+{
+    api->ca = hc_pki_cert_load(api->ctl->ca_file, err);
+    if (!api->ca)
+        return -1;
+    api->ca_key = hc_pki_key_load(api->ctl->ca_key_file, err);
+    if (!api->ca_key)
+        return -1;
+    api->ca_pem = hc_pki_cert_to_pem(api->ca);
+    if (!api->ca_pem)
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode '%s'", api->ctl->ca_file);
+    hc_pki_fingerprint(api->ca, api->ca_fingerprint);
+    return 0;
+}
+
+static int add_routes(struct hc_api *api, struct hc_error *err)
+{
+    for (size_t i = 0; i < HC_ARRAY_LEN(routes); i++)
+        if (hc_http_server_route(api->srv, routes[i].method, routes[i].pattern, routes[i].flags,
+                                 routes[i].fn, api) < 0)
+            return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot add route %s %s",
+                                routes[i].method, routes[i].pattern);
+    hc_http_server_set_hooks(api->srv, api_before, api_after, api);
+    return 0;
+}
+
+struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, struct hc_error *err)
+{
+    struct hc_api *api = calloc(1, sizeof(*api));
+    if (!api) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    api->ctl = ctl;
+    /* No client certificates on the API: clients authenticate with bearer tokens. */
+    struct hc_tls_server_config tls = {.cert_file = ctl->server_cert, .key_file = ctl->server_key};
+    api->db = hc_db_open(ctl->db_path, err);
+    if (!api->db || load_ca(api, err) < 0)
+        goto fail;
+    api->srv = hc_http_server_new(base, &tls, err);
+    if (!api->srv || add_routes(api, err) < 0)
+        goto fail;
+    return api;
+fail:
+    hc_api_free(api);
+    return NULL;
+}
+
+void hc_api_free(struct hc_api *api)
+{
+    if (!api)
+        return;
+    hc_http_server_free(api->srv);
+    hc_db_close(api->db);
+    X509_free(api->ca);
+    EVP_PKEY_free(api->ca_key);
+    free(api->ca_pem);
+    free(api);
+}
+
+int hc_api_listen(struct hc_api *api, const char *host, int port, struct hc_error *err)
+{
+    return hc_http_server_listen(api->srv, host, port, err);
+}
+
+int hc_api_port(const struct hc_api *api)
+{
+    return hc_http_server_port(api->srv);
+}

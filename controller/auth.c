@@ -1,0 +1,185 @@
+/*
+ * API and join tokens: create them (storing only the secret's hash), verify bearer tokens, and
+ * consume one-time join tokens inside the enrollment's transaction.
+ */
+#include "controller/auth.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/json_util.h"
+#include "common/token.h"
+#include "common/util.h"
+
+static int unauthorized(struct hc_error *err)
+{
+    hc_error_set(err, 401, HC_ERR_UNAUTHORIZED, "invalid or missing API token");
+    return hc_error_hint(err, "check --token, HCCTL_TOKEN or the config file");
+}
+
+static int join_invalid(struct hc_error *err)
+{
+    /* One message for malformed, unknown, used and expired: the reply must not tell which. */
+    hc_error_set(err, 401, HC_ERR_TOKEN_INVALID, "join token is invalid, used or expired");
+    return hc_error_hint(err, "create a new one with 'hcctl cluster join-token'");
+}
+
+static int name_taken(struct hc_db *db, const char *name, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(
+        db, err, "SELECT id FROM tokens WHERE kind = 'api' AND name = ?", "s", name);
+    if (!rows)
+        return -1;
+    int taken = json_array_size(rows) > 0;
+    json_decref(rows);
+    return taken;
+}
+
+int hc_auth_token_create(struct hc_db *db, const char *name, const char *role,
+                         int64_t expires_at_ms, char text[HC_AUTH_TOKEN_TEXT_MAX],
+                         struct hc_error *err)
+{
+    if (!name || !*name || strlen(name) > 100)
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+                            "token name must be 1-100 characters");
+    if (strcmp(role, HC_AUTH_ROLE_ADMIN) != 0 && strcmp(role, HC_AUTH_ROLE_READONLY) != 0) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "unknown role '%s'", role);
+        return hc_error_hint(err, "use admin or readonly");
+    }
+    int taken = name_taken(db, name, err);
+    if (taken < 0)
+        return -1;
+    if (taken) {
+        hc_error_set(err, 409, HC_ERR_CONFLICT, "api token name '%s' already exists", name);
+        return hc_error_hint(err, "choose another --name");
+    }
+    struct hc_token t;
+    if (hc_token_generate(&t, HC_TOKEN_API_PREFIX, NULL) < 0)
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate api token");
+    char hash[65];
+    hc_token_hash(&t, hash);
+    /* NULLIF turns the "never" 0 into NULL without a separate statement. */
+    if (hc_db_run(db, err,
+                  "INSERT INTO tokens (id, kind, name, role, secret_hash, created_at, expires_at) "
+                  "VALUES (?, 'api', ?, ?, ?, ?, NULLIF(?, 0))",
+                  "ssssii", t.id, name, role, hash, hc_now_ms(), expires_at_ms) < 0)
+        return -1;
+    hc_token_format(&t, text, HC_AUTH_TOKEN_TEXT_MAX);
+    return 0;
+}
+
+const char *hc_auth_bearer(const char *header)
+{
+    if (!header || strncasecmp(header, "Bearer ", 7) != 0)
+        return NULL;
+    header += 7;
+    while (*header == ' ')
+        header++;
+    return *header ? header : NULL;
+}
+
+/* Looks a token up by id and kind and checks its secret and expiry. Returns the row (new
+ * reference) when valid, NULL when not (err untouched) and sets *failed on a database error. */
+static json_t *token_row_check(struct hc_db *db, const struct hc_token *t, const char *kind,
+                               int *failed, struct hc_error *err)
+{
+    *failed = 0;
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT name, role, secret_hash, expires_at, used_at "
+                                    "FROM tokens WHERE id = ? AND kind = ?",
+                                    "ss", t->id, kind);
+    if (!rows) {
+        *failed = 1;
+        return NULL;
+    }
+    json_t *row = json_incref(json_array_get(rows, 0));
+    json_decref(rows);
+    if (!row)
+        return NULL;
+    char hash[65];
+    hc_token_hash(t, hash);
+    const char *stored = hc_json_str(row, "secret_hash", "");
+    json_t *exp = json_object_get(row, "expires_at");
+    int ok = hc_ct_equal(hash, stored) &&
+             (!json_is_integer(exp) || json_integer_value(exp) > hc_now_ms());
+    if (!ok) {
+        json_decref(row);
+        return NULL;
+    }
+    return row;
+}
+
+int hc_auth_verify(struct hc_db *db, const char *text, struct hc_auth_identity *who,
+                   struct hc_error *err)
+{
+    struct hc_token t;
+    if (!text || hc_token_parse(text, HC_TOKEN_API_PREFIX, &t, NULL) < 0)
+        return unauthorized(err);
+    int failed;
+    json_t *row = token_row_check(db, &t, "api", &failed, err);
+    if (failed)
+        return -1;
+    if (!row)
+        return unauthorized(err);
+    snprintf(who->id, sizeof(who->id), "%s", t.id);
+    snprintf(who->name, sizeof(who->name), "%s", hc_json_str(row, "name", ""));
+    snprintf(who->role, sizeof(who->role), "%s", hc_json_str(row, "role", ""));
+    json_decref(row);
+    return 0;
+}
+
+int hc_auth_join_create(struct hc_db *db, const char *ca_fingerprint, int64_t ttl_s,
+                        const char *created_by, struct hc_join_token *out, struct hc_error *err)
+{
+    struct hc_token t;
+    if (hc_token_generate(&t, HC_TOKEN_JOIN_PREFIX, ca_fingerprint) < 0)
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate join token");
+    char hash[65];
+    hc_token_hash(&t, hash);
+    int64_t now = hc_now_ms();
+    int64_t expires = now + ttl_s * 1000;
+    if (hc_db_run(db, err,
+                  "INSERT INTO tokens (id, kind, name, role, secret_hash, created_at, expires_at) "
+                  "VALUES (?, 'join', ?, 'join', ?, ?, ?)",
+                  "sssii", t.id, created_by, hash, now, expires) < 0)
+        return -1;
+    hc_token_format(&t, out->text, sizeof(out->text));
+    snprintf(out->id, sizeof(out->id), "%s", t.id);
+    out->expires_at_ms = expires;
+    return 0;
+}
+
+int hc_auth_join_check_format(const char *text, struct hc_error *err)
+{
+    struct hc_token t;
+    if (!text || hc_token_parse(text, HC_TOKEN_JOIN_PREFIX, &t, NULL) < 0)
+        return join_invalid(err);
+    return 0;
+}
+
+int hc_auth_join_consume(struct hc_db *db, const char *text, const char *used_by,
+                         struct hc_error *err)
+{
+    struct hc_token t;
+    if (!text || hc_token_parse(text, HC_TOKEN_JOIN_PREFIX, &t, NULL) < 0)
+        return join_invalid(err);
+    int failed;
+    json_t *row = token_row_check(db, &t, "join", &failed, err);
+    if (failed)
+        return -1;
+    int used = row && !json_is_null(json_object_get(row, "used_at"));
+    json_decref(row);
+    if (!row || used)
+        return join_invalid(err);
+    /* The used_at guard makes the claim itself atomic, not only the check above. */
+    int changed = hc_db_run(db, err,
+                            "UPDATE tokens SET used_at = ?, used_by = ? "
+                            "WHERE id = ? AND used_at IS NULL",
+                            "iss", hc_now_ms(), used_by, t.id);
+    if (changed < 0)
+        return -1;
+    if (changed != 1)
+        return join_invalid(err);
+    return 0;
+}

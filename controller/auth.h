@@ -1,0 +1,69 @@
+/*
+ * API and join tokens in the tokens table. Only the SHA-256 of a token's secret is stored; the
+ * token text exists once, in what the create functions hand back to the caller.
+ *
+ * API tokens ("hct1.<id>.<secret>") carry a name (the actor in the event log) and a role
+ * (admin or readonly). Join tokens ("hcj1.<id>.<secret>.<ca fingerprint>") are one-time and
+ * always expire; consuming one marks it used in the caller's transaction.
+ */
+#ifndef HC_CONTROLLER_AUTH_H
+#define HC_CONTROLLER_AUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "db/db.h"
+
+#define HC_AUTH_ROLE_ADMIN "admin"
+#define HC_AUTH_ROLE_READONLY "readonly"
+#define HC_AUTH_TOKEN_TEXT_MAX 200
+
+/* Who an API token belongs to, as found by hc_auth_verify. */
+struct hc_auth_identity {
+    char id[17];
+    char name[128];
+    char role[16];
+};
+
+/* Creates an API token; expires_at_ms 0 means never. text (HC_AUTH_TOKEN_TEXT_MAX bytes)
+ * receives the token text. Refuses an unknown role (400) and a name already used by another API
+ * token (409), so that the actor in the event log is unambiguous. Runs in the caller's
+ * transaction when one is open. Returns 0 or -1 with err. */
+int hc_auth_token_create(struct hc_db *db, const char *name, const char *role,
+                         int64_t expires_at_ms, char text[HC_AUTH_TOKEN_TEXT_MAX],
+                         struct hc_error *err);
+
+/* Checks a bearer token's text (without "Bearer "). Every failure (malformed, unknown id, wrong
+ * secret, expired) is the same 401 unauthorized so that the reply does not tell which. Fills
+ * who on success. Returns 0 or -1 with err. */
+int hc_auth_verify(struct hc_db *db, const char *text, struct hc_auth_identity *who,
+                   struct hc_error *err);
+
+/* Extracts the token from an "Authorization: Bearer T" header value (scheme case-insensitive).
+ * Returns a pointer into header, or NULL. */
+const char *hc_auth_bearer(const char *header);
+
+/* What hc_auth_join_create hands back. */
+struct hc_join_token {
+    char text[HC_AUTH_TOKEN_TEXT_MAX];
+    char id[17];
+    int64_t expires_at_ms;
+};
+
+/* Creates a one-time join token valid for ttl_s seconds, embedding the CA fingerprint; created_by
+ * is stored as the token's name. Runs in the caller's transaction. Returns 0 or -1 with err. */
+int hc_auth_join_create(struct hc_db *db, const char *ca_fingerprint, int64_t ttl_s,
+                        const char *created_by, struct hc_join_token *out, struct hc_error *err);
+
+/* Checks only the format of a join token's text (no database): 0, or -1 with the same 401
+ * token_invalid as hc_auth_join_consume. */
+int hc_auth_join_check_format(const char *text, struct hc_error *err);
+
+/* Checks a join token's text and marks it used by used_by. Must run inside the caller's
+ * transaction (the enrollment's), so a rollback leaves the token unused. Malformed, unknown,
+ * wrong secret, used and expired tokens all fail with the same 401 token_invalid. */
+int hc_auth_join_consume(struct hc_db *db, const char *text, const char *used_by,
+                         struct hc_error *err);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * The controller's shared context: paths, settings and the pieces every subsystem reaches.
+ * Owned by main (controller/main.c); subsystems hold a pointer and never free it.
+ */
+#ifndef HC_CONTROLLER_CONTROLLER_H
+#define HC_CONTROLLER_CONTROLLER_H
+
+#include <event2/event.h>
+#include <signal.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define HC_CONTROLLER_DEFAULT_PORT 7443
+#define HC_CONTROLLER_DEFAULT_POLL_MS 2000
+#define HC_CONTROLLER_DEFAULT_WORKERS 4
+
+struct hc_ops_pool;
+struct hc_poller;
+
+struct hc_controller {
+    char data_dir[1024];
+    char db_path[1100];
+    char ca_file[1100];      /* DIR/ca.pem */
+    char ca_key_file[1100];  /* DIR/ca.key */
+    char server_cert[1100];  /* DIR/server.pem */
+    char server_key[1100];   /* DIR/server.key */
+    char client_cert[1100];  /* DIR/client.pem: the controller's identity toward agents */
+    char client_key[1100];
+    char listen_host[256];
+    int listen_port;
+    char cluster_id[64];
+    int64_t poll_interval_ms;
+    int64_t agent_timeout_ms; /* per request to an agent; below the poll interval */
+    int workers;
+    int64_t started_mono_ms;
+    struct event_base *base;  /* the API thread's loop */
+    struct hc_ops_pool *ops;
+    struct hc_poller *poller;
+    volatile sig_atomic_t stopping;
+};
+
+/* Fills the path fields from data_dir. */
+void hc_controller_paths(struct hc_controller *ctl, const char *data_dir);
+
+#endif

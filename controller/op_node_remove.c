@@ -1,0 +1,156 @@
+/*
+ * Operation "node.remove": the agent is asked to leave (it deletes its credentials and exits),
+ * then, in one transaction, the node's certificate serial goes into revoked_certs and the node
+ * row is deleted (its interfaces cascade) with a node.removed event.
+ *
+ * Idempotent at every point: a restarted controller skips recorded steps, and a node that is
+ * already gone with its certificate revoked means an earlier run finished the work.
+ */
+#include "controller/op_node_remove.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json_util.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "controller/agent_client.h"
+#include "controller/events.h"
+#include "controller/ops.h"
+
+struct node_remove {
+    char name[256];
+    char agent_url[1024];
+    char cert_serial[128];
+};
+
+/* Loads the node. Returns 1 when found, 0 when absent, -1 with err. */
+static int node_remove_load(struct hc_db *db, const char *name, struct node_remove *nr,
+                            struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(
+        db, err, "SELECT agent_url, cert_serial FROM nodes WHERE name = ?", "s", name);
+    if (!rows)
+        return -1;
+    json_t *row = json_array_get(rows, 0);
+    snprintf(nr->name, sizeof(nr->name), "%s", name);
+    snprintf(nr->agent_url, sizeof(nr->agent_url), "%s", hc_json_str(row, "agent_url", ""));
+    snprintf(nr->cert_serial, sizeof(nr->cert_serial), "%s", hc_json_str(row, "cert_serial", ""));
+    json_decref(rows);
+    return row ? 1 : 0;
+}
+
+/* A node that no longer exists: done if its certificate was revoked, else it never was. */
+static enum hc_op_result node_remove_absent(struct hc_db *db, const char *name,
+                                            struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(db, err, "SELECT serial FROM revoked_certs WHERE node_name = ?",
+                                    "s", name);
+    if (!rows)
+        return HC_OP_FAILED;
+    size_t n = json_array_size(rows);
+    json_decref(rows);
+    if (n > 0) {
+        HC_INFO("node %s is already removed: nothing to do", name);
+        return HC_OP_SUCCEEDED;
+    }
+    hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found", name);
+    hc_error_hint(err, "see 'hcctl node list'");
+    return HC_OP_FAILED;
+}
+
+static int node_remove_leave(struct hc_op_ctx *ctx, void *arg, char *detail, size_t detail_len,
+                             struct hc_error *err)
+{
+    const struct node_remove *nr = arg;
+    struct hc_controller *ctl = hc_op_controller(ctx);
+    struct hc_http_response resp = {0};
+    struct hc_error call_err = {0};
+    struct hc_http_client *client = hc_agent_client_new(ctl, err);
+    if (!client)
+        return -1;
+    hc_op_waiting(ctx, "agent %s to answer POST /v1/leave", nr->name);
+    int rc = hc_agent_call(client, nr->agent_url, "POST", "/v1/leave", NULL,
+                           hc_agent_timeout_ms(ctl), &resp, &call_err);
+    hc_op_waiting(ctx, NULL);
+    if (rc == 0) {
+        snprintf(detail, detail_len, "agent left");
+    } else {
+        /* The node may be dead for good, which is often why it is removed: revoking its
+         * certificate is what matters. A later issue adds cleanup over SSH. */
+        HC_WARN("node %s did not leave: %s", nr->name, call_err.message);
+        if (hc_agent_err_is_transport(&call_err))
+            snprintf(detail, detail_len, "agent unreachable, credentials revoked only");
+        else
+            snprintf(detail, detail_len, "agent refused to leave (%s), credentials revoked only",
+                     call_err.message);
+    }
+    hc_http_response_clear(&resp);
+    hc_http_client_free(client);
+    return 0;
+}
+
+static int node_remove_revoke(struct hc_op_ctx *ctx, void *arg, char *detail, size_t detail_len,
+                              struct hc_error *err)
+{
+    const struct node_remove *nr = arg;
+    struct hc_db *db = hc_op_db(ctx);
+    int rc = -1;
+    if (hc_db_begin(db, err) != 0)
+        return -1;
+    if (hc_db_run(db, err,
+                  "INSERT OR IGNORE INTO revoked_certs (serial, node_name, revoked_at) "
+                  "VALUES (?, ?, ?)",
+                  "ssi", nr->cert_serial, nr->name, hc_now_ms()) < 0 ||
+        hc_db_run(db, err, "DELETE FROM nodes WHERE name = ?", "s", nr->name) < 0 ||
+        hc_event_add(db, "node.removed", nr->name, hc_op_id(ctx), "controller",
+                     json_pack("{s:s}", "cert_serial", nr->cert_serial), err,
+                     "node %s removed, certificate %s revoked", nr->name, nr->cert_serial) != 0)
+        goto cleanup;
+    rc = hc_db_commit(db, err);
+    if (rc == 0)
+        snprintf(detail, detail_len, "certificate %s revoked", nr->cert_serial);
+cleanup:
+    if (rc != 0)
+        hc_db_rollback(db);
+    return rc;
+}
+
+static enum hc_op_result node_remove_run(struct hc_op_ctx *ctx, struct hc_error *err)
+{
+    struct hc_db *db = hc_op_db(ctx);
+    const char *name = hc_json_req_str(hc_op_params(ctx), "node", err);
+    struct node_remove nr;
+    enum hc_op_result r;
+    if (!name)
+        return HC_OP_FAILED;
+    int found = node_remove_load(db, name, &nr, err);
+    if (found < 0)
+        return HC_OP_FAILED;
+    if (!found)
+        return node_remove_absent(db, name, err);
+    if (hc_db_run(db, err,
+                  "UPDATE nodes SET desired_state = 'removed', state = 'removing' WHERE name = ?",
+                  "s", name) < 0)
+        return HC_OP_FAILED;
+    if ((r = hc_op_checkpoint(ctx)) != HC_OP_SUCCEEDED)
+        return r;
+    if (hc_op_step(ctx, name, "leave", node_remove_leave, &nr, err) != 0)
+        return HC_OP_FAILED;
+    if ((r = hc_op_checkpoint(ctx)) != HC_OP_SUCCEEDED)
+        return r;
+    if (hc_op_step(ctx, name, "revoke", node_remove_revoke, &nr, err) != 0)
+        return HC_OP_FAILED;
+    return HC_OP_SUCCEEDED;
+}
+
+static const struct hc_op_kind node_remove_kind = {
+    .name = HC_OP_NODE_REMOVE,
+    .disruptive = 0,
+    .run = node_remove_run,
+};
+
+void hc_op_node_remove_register(void)
+{
+    hc_ops_register(&node_remove_kind);
+}

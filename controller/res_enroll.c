@@ -1,0 +1,230 @@
+/*
+ * Enrollment (docs/architecture.md "Enrollment"): GET /v1/ca for the joining agent to pin,
+ * POST /v1/join-tokens to mint one-time tokens, and POST /v1/enroll, which consumes a token,
+ * signs the agent's CSR and records the node in one transaction.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json_util.h"
+#include "common/pki.h"
+#include "common/util.h"
+#include "controller/api.h"
+#include "controller/auth.h"
+#include "controller/events.h"
+#include "controller/nodes.h"
+
+#define JOIN_TTL_DEFAULT_S 3600
+#define JOIN_TTL_MAX_S (7 * 24 * 3600)
+#define AGENT_CERT_DAYS 365
+
+void hc_res_ca_get(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    hc_reply_json(
+        req, 200,
+        json_pack("{s:s, s:s}", "ca_pem", api->ca_pem, "ca_fingerprint", api->ca_fingerprint));
+}
+
+static int ttl_from_body(const json_t *body, int64_t *ttl, struct hc_error *err)
+{
+    const json_t *v = json_object_get(body, "ttl_seconds");
+    *ttl = JOIN_TTL_DEFAULT_S;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+        json_integer_value(v) > JOIN_TTL_MAX_S) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+                     "ttl_seconds must be an integer from 1 to %d (7 days)", JOIN_TTL_MAX_S);
+        return -1;
+    }
+    *ttl = json_integer_value(v);
+    return 0;
+}
+
+/* Mints the token and records the event in one transaction; returns the reply body. */
+static json_t *join_token_create(struct hc_api *api, const char *actor, int64_t ttl,
+                                 struct hc_error *err)
+{
+    struct hc_join_token jt;
+    char expires[32];
+    if (hc_db_begin(api->db, err) < 0)
+        return NULL;
+    if (hc_auth_join_create(api->db, api->ca_fingerprint, ttl, actor, &jt, err) < 0 ||
+        hc_event_add(api->db, "token.join_created", NULL, NULL, actor,
+                     json_pack("{s:s, s:I}", "id", jt.id, "ttl_seconds", (json_int_t)ttl), err,
+                     "join token %s created, valid for %lld s", jt.id, (long long)ttl) < 0 ||
+        hc_db_commit(api->db, err) < 0) {
+        hc_db_rollback(api->db);
+        return NULL;
+    }
+    hc_time_format(jt.expires_at_ms, expires, sizeof(expires));
+    return json_pack("{s:s, s:s, s:s, s:s}", "token", jt.text, "id", jt.id, "expires_at", expires,
+                     "ca_fingerprint", api->ca_fingerprint);
+}
+
+void hc_res_join_token_create(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    json_t *in = hc_api_body(req);
+    if (!in)
+        return;
+    int64_t ttl;
+    json_t *body = NULL;
+    if (ttl_from_body(in, &ttl, &err) == 0)
+        body = join_token_create(api, hc_api_actor(req), ttl, &err);
+    json_decref(in);
+    hc_api_reply(req, 201, body, &err);
+}
+
+/* What an enrolling agent sent, checked. Strings point into the request body. */
+struct enroll_req {
+    const char *token;
+    const char *csr_pem;
+    const char *name;
+    const char *agent_url;
+    const char *hostname;
+    char host[256]; /* from agent_url: the certificate's SAN and the node's address */
+    int port;
+};
+
+static int host_chars_ok(const char *host)
+{
+    for (const char *p = host; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:", *p))
+            return 0;
+    return *host != '\0';
+}
+
+/* agent_url must be https://HOST:PORT (an optional trailing slash, nothing else). */
+static int parse_agent_url(struct enroll_req *e, struct hc_error *err)
+{
+    const char *url = e->agent_url;
+    char hostport[300];
+    if (strncmp(url, "https://", 8) != 0 || strlen(url + 8) >= sizeof(hostport))
+        goto bad;
+    snprintf(hostport, sizeof(hostport), "%s", url + 8);
+    size_t len = strlen(hostport);
+    if (len && hostport[len - 1] == '/')
+        hostport[len - 1] = '\0';
+    if (hc_split_host_port(hostport, e->host, sizeof(e->host), &e->port, NULL) < 0 || e->port < 1 ||
+        e->port > 65535 || !host_chars_ok(e->host))
+        goto bad;
+    return 0;
+bad:
+    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid agent_url '%s'", url);
+    return hc_error_hint(err, "use https://HOST:PORT with the agent's listen address");
+}
+
+static int enroll_parse(const json_t *body, struct enroll_req *e, struct hc_error *err)
+{
+    if (!(e->token = hc_json_req_str(body, "token", err)) ||
+        !(e->csr_pem = hc_json_req_str(body, "csr_pem", err)) ||
+        !(e->name = hc_json_req_str(body, "name", err)) ||
+        !(e->agent_url = hc_json_req_str(body, "agent_url", err)))
+        return -1;
+    e->hostname = hc_json_str(body, "hostname", NULL);
+    if (!hc_node_name_valid(e->name)) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid node name '%s'", e->name);
+        return hc_error_hint(err, "use up to 63 lowercase letters, digits, '.', '_' or '-', "
+                                  "starting with a letter or digit");
+    }
+    if (e->hostname && strlen(e->hostname) > 255)
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "hostname is too long");
+    if (parse_agent_url(e, err) < 0)
+        return -1;
+    return hc_auth_join_check_format(e->token, err);
+}
+
+/* Issues the agent's certificate: CN = node name, SAN = the host in its agent_url. */
+static X509 *issue_agent_cert(struct hc_api *api, const struct enroll_req *e, X509_REQ *csr,
+                              char serial[33], struct hc_error *err)
+{
+    const char *sans[] = {e->host};
+    struct hc_cert_spec spec = {
+        .cn = e->name, .sans = sans, .nsans = 1, .server_auth = 1, .days = AGENT_CERT_DAYS};
+    EVP_PKEY *pub = hc_pki_csr_pubkey(csr);
+    if (!pub) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "csr_pem has no usable public key");
+        return NULL;
+    }
+    X509 *cert = hc_pki_issue(api->ca, api->ca_key, pub, &spec, serial, err);
+    EVP_PKEY_free(pub);
+    return cert;
+}
+
+/* The enrollment transaction: token, certificate, node row and event commit together. */
+static char *enroll_commit(struct hc_api *api, const struct enroll_req *e, X509_REQ *csr,
+                           struct hc_error *err)
+{
+    char serial[33];
+    char *pem = NULL;
+    X509 *cert = NULL;
+    if (hc_db_begin(api->db, err) < 0)
+        return NULL;
+    if (hc_auth_join_consume(api->db, e->token, e->name, err) < 0)
+        goto fail;
+    if (!(cert = issue_agent_cert(api, e, csr, serial, err)))
+        goto fail;
+    if (!(pem = hc_pki_cert_to_pem(cert))) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode the certificate of '%s'", e->name);
+        goto fail;
+    }
+    struct hc_node_new n = {.cluster_id = api->ctl->cluster_id,
+                            .name = e->name,
+                            .address = e->host,
+                            .agent_url = e->agent_url,
+                            .hostname = e->hostname,
+                            .cert_serial = serial,
+                            .cert_pem = pem};
+    if (hc_node_insert(api->db, &n, err) < 0 ||
+        hc_event_add(api->db, "node.joined", e->name, NULL, e->name,
+                     json_pack("{s:s, s:s}", "agent_url", e->agent_url, "cert_serial", serial), err,
+                     "node '%s' joined from %s", e->name, e->agent_url) < 0 ||
+        hc_db_commit(api->db, err) < 0)
+        goto fail;
+    X509_free(cert);
+    return pem;
+fail:
+    hc_db_rollback(api->db);
+    X509_free(cert);
+    free(pem);
+    return NULL;
+}
+
+static json_t *enroll_reply(struct hc_api *api, const char *name, const char *cert_pem,
+                            struct hc_error *err)
+{
+    json_t *node = hc_node_json(api->db, name, err);
+    if (!node)
+        return NULL;
+    return json_pack("{s:o, s:s, s:s, s:s}", "node", node, "cert_pem", cert_pem, "ca_pem",
+                     api->ca_pem, "controller_client_cn", HC_CONTROLLER_CLIENT_CN);
+}
+
+void hc_res_enroll(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    struct enroll_req e = {0};
+    json_t *body = NULL;
+    X509_REQ *csr = NULL;
+    char *cert_pem = NULL;
+    json_t *in = hc_api_body(req);
+    if (!in)
+        return;
+    if (enroll_parse(in, &e, &err) < 0 || !(csr = hc_pki_csr_from_pem(e.csr_pem, &err)))
+        goto cleanup;
+    if (!(cert_pem = enroll_commit(api, &e, csr, &err)))
+        goto cleanup;
+    /* Only a node that held a valid token is named as the actor of its enrollment. */
+    hc_api_set_actor(api, req, e.name, e.name);
+    body = enroll_reply(api, e.name, cert_pem, &err);
+cleanup:
+    hc_api_reply(req, 201, body, &err);
+    X509_REQ_free(csr);
+    free(cert_pem);
+    json_decref(in);
+}

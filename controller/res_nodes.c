@@ -1,0 +1,48 @@
+/*
+ * /v1/nodes: list and show from the database, and DELETE, which starts a node.remove operation
+ * (the removal itself runs on the operation workers).
+ */
+#include <stdio.h>
+
+#include "controller/api.h"
+#include "controller/nodes.h"
+#include "controller/ops.h"
+
+void hc_res_nodes_list(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    hc_api_reply(req, 200, hc_nodes_list(api->db, &err), &err);
+}
+
+void hc_res_node_get(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    hc_api_reply(req, 200, hc_node_get(api->db, hc_req_param(req, "name"), &err), &err);
+}
+
+void hc_res_node_delete(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    const char *name = hc_req_param(req, "name");
+    json_t *body = NULL;
+    json_t *params = json_pack("{s:s}", "node", name);
+    char op_id[32];
+    /* The audit event names the node; the before-hook has pointed the request at api->caller. */
+    snprintf(api->caller.node, sizeof(api->caller.node), "%s", name);
+    json_t *node = hc_node_json(api->db, name, &err); /* 404 with its hint when unknown */
+    if (!node)
+        goto cleanup;
+    json_decref(node);
+    if (hc_ops_submit(api->db, api->ctl->cluster_id, "node.remove", params, hc_api_actor(req),
+                      op_id, &err) < 0)
+        goto cleanup;
+    if (api->ctl->ops)
+        hc_ops_pool_kick(api->ctl->ops);
+    body = hc_res_operation_body(api->db, op_id, &err);
+cleanup:
+    json_decref(params);
+    hc_api_reply(req, 202, body, &err);
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package hcctl needs to build, test and run its demo. Idempotent.
+set -euo pipefail
+packages=(
+    build-essential cmake ninja-build pkg-config git ca-certificates
+    libevent-dev libcurl4-openssl-dev libjansson-dev libsqlite3-dev libssh-dev libssl-dev
+    libarchive-dev libreadline-dev libiperf-dev libmnl-dev libcmocka-dev
+    openssh-server openssh-client iproute2 iputils-ping util-linux procps psmisc
+    jq curl openssl sqlite3
+)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "install-deps: missing packages: ${missing[*]} (run as root)" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,134 @@
+# End-to-end test library: starts the real hcctld and hcagents on loopback and runs hcctl
+# against them. Sourced by tests/e2e/t*.sh. git's test style: test_expect_success with && chains.
+#
+# Environment: HC_BIN (directory with hcctl, hcctld, hcagent), HC_TEST_TMP (scratch root),
+# HC_KEEP=1 keeps the scratch directory of a failed test.
+set -u
+HC_BIN=${HC_BIN:?HC_BIN must point at the bin directory of a build}
+mkdir -p "${HC_TEST_TMP:-/tmp}"
+T=$(mktemp -d "${HC_TEST_TMP:-/tmp}/e2e.XXXXXX")
+export XDG_CONFIG_HOME=$T/xdg
+cd "$T" || exit 1
+export PATH=$HC_BIN:$PATH
+unset HCCTL_CONTROLLER HCCTL_TOKEN HCCTL_CA_FILE
+test_count=0
+test_failed=0
+# Daemons started by tests: one file per name holding its pid (test bodies run in subshells, so
+# the record must live outside the shell's memory).
+mkdir -p "$T/pids"
+
+pid_of() { cat "$T/pids/$1" 2>/dev/null; }
+
+e2e_cleanup() {
+    local f
+    for f in "$T"/pids/*; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
+    sleep 0.3
+    for f in "$T"/pids/*; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done
+    wait 2>/dev/null
+    if [ "$test_failed" -ne 0 ] && [ "${HC_KEEP:-0}" = 1 ]; then
+        echo "# kept $T"
+    else
+        rm -rf "$T"
+    fi
+}
+trap e2e_cleanup EXIT
+
+# test_expect_success DESCRIPTION 'commands'
+test_expect_success() {
+    test_count=$((test_count + 1))
+    if (eval "$2") >"$T/test.out" 2>&1; then
+        echo "ok $test_count - $1"
+    else
+        echo "not ok $test_count - $1"
+        sed 's/^/#   /' "$T/test.out"
+        test_failed=$((test_failed + 1))
+    fi
+}
+
+test_done() {
+    echo "1..$test_count"
+    if [ "$test_failed" -ne 0 ]; then
+        echo "# failed $test_failed of $test_count"
+        for f in "$T"/*.log; do [ -f "$f" ] && { echo "# --- $f"; tail -n 30 "$f" | sed 's/^/#   /'; }; done
+        exit 1
+    fi
+    exit 0
+}
+
+# A TCP port nobody listens on (on any loopback address).
+free_port() {
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 40000))
+        ss -ltnH "( sport = :$p )" | grep -q . || { echo "$p"; return; }
+    done
+}
+
+# wait_for SECONDS 'condition': polls every 100 ms.
+wait_for() {
+    local deadline=$(($(date +%s%N) / 1000000 + $1 * 1000))
+    while [ $(($(date +%s%N) / 1000000)) -lt $deadline ]; do
+        eval "$2" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "timed out after $1 s waiting for: $2" >&2
+    return 1
+}
+
+CTL_PORT=$(free_port)
+AGENT_PORT=$(free_port)
+CTL_URL=https://127.0.0.1:$CTL_PORT
+CTL_DIR=$T/controller
+
+controller_init() {
+    hcctld init --data-dir "$CTL_DIR" --listen "127.0.0.1:$CTL_PORT" --cluster-name e2e "$@" \
+        >"$T/init.out" 2>"$T/init.log"
+}
+
+controller_start() {
+    hcctld run --data-dir "$CTL_DIR" --poll-interval "${POLL:-1s}" "$@" >>"$T/hcctld.log" 2>&1 &
+    echo $! >"$T/pids/hcctld"
+    wait_for 10 "hcctl version -o json | jq -e '.controller.version'"
+}
+
+# controller_stop [SIGNAL]: stops hcctld and waits until the process is gone.
+controller_stop() {
+    stop_daemon hcctld "${1:-TERM}"
+}
+
+# stop_daemon NAME SIGNAL: signals a daemon started by this test and waits for it to exit.
+stop_daemon() {
+    local pid
+    pid=$(pid_of "$1") || return 1
+    kill -"$2" "$pid" || return 1
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+    rm -f "$T/pids/$1"
+}
+
+# agent_join NAME IP: joins a new agent with a fresh token and leaves it running.
+agent_join() {
+    local name=$1 ip=$2 token
+    token=$(hcctl cluster join-token --ttl 5m -o json | jq -r .token) || return 1
+    HCAGENT_TOKEN=$token hcagent join --controller "$CTL_URL" --data-dir "$T/$name" \
+        --listen "$ip:$AGENT_PORT" --name "$name" >>"$T/$name.log" 2>&1 &
+    echo $! >"$T/pids/$name"
+    wait_for 10 "[ -f '$T/$name/agent.pem' ]"
+}
+
+agent_start() {
+    hcagent run --data-dir "$T/$1" >>"$T/$1.log" 2>&1 &
+    echo $! >"$T/pids/$1"
+}
+
+agent_kill() {
+    stop_daemon "$1" "${2:-KILL}"
+}
+
+# node_health NAME: prints the node's health as the controller sees it.
+node_health() {
+    hcctl node show "$1" -o json | jq -r .node.health
+}
+
+reachable_count() {
+    hcctl node list -o json | jq '[.nodes[] | select(.health == "reachable")] | length'
+}

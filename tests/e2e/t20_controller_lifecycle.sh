@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# hcctld lifecycle: clean SIGTERM, refusal of a newer schema, refusal of bad command lines.
+. "$(dirname "$0")/lib.sh"
+
+test_expect_success 'SIGTERM stops the controller cleanly (exit 0)' '
+    controller_init &&
+    { hcctld run --data-dir "$CTL_DIR" >>"$T/hcctld.log" 2>&1 & pid=$!; } &&
+    wait_for 10 "hcctl version -o json | jq -e .controller.version" &&
+    kill -TERM $pid && wait $pid && grep -q "hcctld stopped" "$T/hcctld.log"
+'
+
+test_expect_success 'a database newer than the binary is refused with a clear error and left intact' '
+    v=$(sqlite3 "$CTL_DIR/hcctld.db" "pragma user_version") &&
+    sqlite3 "$CTL_DIR/hcctld.db" "pragma user_version = $((v + 1))" &&
+    sum=$(sha256sum <"$CTL_DIR/hcctld.db") &&
+    ! timeout 10 hcctld run --data-dir "$CTL_DIR" 2>err &&
+    grep -q "newer" err && grep -q "$((v + 1))" err &&
+    [ "$(sha256sum <"$CTL_DIR/hcctld.db")" = "$sum" ] &&
+    sqlite3 "$CTL_DIR/hcctld.db" "pragma user_version = $v"
+'
+
+test_expect_success 'run on a directory that was never initialised fails with a hint' '
+    ! timeout 10 hcctld run --data-dir "$T/nothing" 2>err && grep -qi "init" err
+'
+
+test_expect_success 'hcctl usage errors exit 2' '
+    hcctl nodez list 2>err; [ $? = 2 ] && grep -q "did you mean" err &&
+    hcctl node show 2>/dev/null; [ $? = 2 ] &&
+    hcctl -o yaml node list 2>/dev/null; [ $? = 2 ]
+'
+
+test_expect_success 'join-token rejects a bad --ttl with exit 2' '
+    controller_start &&
+    hcctl cluster join-token --ttl abc 2>err; [ $? = 2 ] && grep -q "abc" err
+'
+
+test_expect_success 'operation wait on an unknown operation exits 1' '
+    hcctl operation wait op-000000000000 2>err; [ $? = 1 ] && grep -q "op-000000000000" err
+'
+
+test_done

@@ -1,0 +1,270 @@
+/* Unit tests for common/util.c: durations, host:port, atomic 0600 files, randomness, compare. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+/* A fresh directory under $HC_TEST_TMP (or /tmp); removed by teardown. */
+static int setup_tmp(void **state)
+{
+    const char *base = getenv("HC_TEST_TMP");
+    char tmpl[4096];
+    if (!base || !*base)
+        base = "/tmp";
+    if (hc_mkdir_p(base, 0700, NULL) < 0)
+        return -1;
+    snprintf(tmpl, sizeof(tmpl), "%s/test_util.XXXXXX", base);
+    char *dir = mkdtemp(tmpl);
+    if (!dir)
+        return -1;
+    *state = strdup(dir);
+    return 0;
+}
+
+static int teardown_tmp(void **state)
+{
+    nftw(*state, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(*state);
+    return 0;
+}
+
+static void test_duration_valid(void **state)
+{
+    static const struct {
+        const char *text;
+        int64_t ms;
+    } cases[] = {
+        {"500ms", 500}, {"30s", 30000},   {"5m", 300000}, {"2h", 7200000},        {"1d", 86400000},
+        {"90", 90000},  {"1m30s", 90000}, {"0s", 0},      {"1h1m1s1ms", 3661001}, {"1ms", 1},
+    };
+    for (size_t i = 0; i < HC_ARRAY_LEN(cases); i++) {
+        struct hc_error err = {0};
+        int64_t ms = -7;
+        if (hc_duration_parse(cases[i].text, &ms, &err) != 0)
+            fail_msg("'%s' rejected: %s", cases[i].text, err.message);
+        if (ms != cases[i].ms)
+            fail_msg("'%s' parsed as %lld, want %lld", cases[i].text, (long long)ms,
+                     (long long)cases[i].ms);
+    }
+}
+
+static void test_duration_invalid(void **state)
+{
+    static const char *const bad[] = {"",  "abc", "5x",   "-1s", "1.5s", " 5s", "5s ",
+                                      "s", "5mm", "1m30", "5 s", "+5s",  "5S"};
+    for (size_t i = 0; i < HC_ARRAY_LEN(bad); i++) {
+        struct hc_error err = {0};
+        int64_t ms = -7;
+        if (hc_duration_parse(bad[i], &ms, &err) != -1)
+            fail_msg("'%s' accepted as %lld", bad[i], (long long)ms);
+        assert_int_equal(ms, -7); /* out-parameter untouched on failure */
+        assert_int_equal(err.status, 400);
+        assert_string_equal(err.code, HC_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(err.message, "invalid duration"));
+        assert_true(err.hint[0] != '\0');
+    }
+    struct hc_error err = {0};
+    int64_t ms = 0;
+    assert_int_equal(hc_duration_parse(NULL, &ms, &err), -1);
+
+    /* Large parts summed past INT64_MAX are refused (not signed overflow, which UBSan traps). */
+    char big[2048] = "";
+    for (int i = 0; i < 120; i++)
+        strcat(big, "1000000000d");
+    assert_int_equal(hc_duration_parse(big, &ms, &err), -1);
+    assert_int_equal(hc_duration_parse("1000000000d", &ms, &err), 0);
+    assert_int_equal(ms, 1000000000LL * 86400000LL);
+}
+
+static void test_host_port(void **state)
+{
+    char host[256];
+    int port = 0;
+    struct hc_error err = {0};
+    assert_int_equal(hc_split_host_port("10.0.0.1:7443", host, sizeof(host), &port, &err), 0);
+    assert_string_equal(host, "10.0.0.1");
+    assert_int_equal(port, 7443);
+    assert_int_equal(hc_split_host_port("[::1]:443", host, sizeof(host), &port, &err), 0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 443);
+    assert_int_equal(hc_split_host_port("node-1.example:22", host, sizeof(host), &port, &err), 0);
+    assert_string_equal(host, "node-1.example");
+    assert_int_equal(port, 22);
+    assert_int_equal(hc_split_host_port("[fe80::1%eth0]:7444", host, sizeof(host), &port, &err), 0);
+    assert_string_equal(host, "fe80::1%eth0");
+    assert_int_equal(hc_split_host_port("h:0", host, sizeof(host), &port, &err), 0);
+    assert_int_equal(port, 0); /* "any port" for listeners */
+    assert_int_equal(hc_split_host_port("h:65535", host, sizeof(host), &port, &err), 0);
+    assert_int_equal(port, 65535);
+}
+
+static void test_host_port_invalid(void **state)
+{
+    static const char *const bad[] = {"10.0.0.1",   "10.0.0.1:",   ":443",     "host:abc",
+                                      "host:70000", "host:65536",  "host:-1",  "[::1]",
+                                      "[::1]443",   "[]:443",      "host:12x", "[::1:443",
+                                      "host: 80",   "host:+80",    "host:-0",  "fe80::1",
+                                      "::1:443",    "host:080000", ""};
+    for (size_t i = 0; i < HC_ARRAY_LEN(bad); i++) {
+        char host[256] = "untouched";
+        int port = -7;
+        struct hc_error err = {0};
+        if (hc_split_host_port(bad[i], host, sizeof(host), &port, &err) != -1)
+            fail_msg("'%s' accepted as host '%s' port %d", bad[i], host, port);
+        assert_int_equal(port, -7);
+        assert_string_equal(host, "untouched");
+        assert_string_equal(err.code, HC_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(err.message, bad[i]));
+    }
+    /* A host that does not fit the buffer is refused, not truncated. */
+    char small[4];
+    int port = 0;
+    assert_int_equal(hc_split_host_port("longhost:80", small, sizeof(small), &port, NULL), -1);
+}
+
+static void test_file_write_atomic(void **state)
+{
+    const char *dir = *state;
+    char *path = hc_path_join(dir, "secret.txt");
+    static const char data[] = "line one\nline two\0binary\xff tail";
+    struct hc_error err = {0};
+    mode_t old = umask(0); /* the mode must not depend on the caller's umask */
+    assert_int_equal(hc_file_write_atomic(path, data, sizeof(data), 0600, &err), 0);
+    umask(old);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    char *back = NULL;
+    size_t len = 0;
+    assert_int_equal(hc_file_read(path, &back, &len, &err), 0);
+    assert_int_equal(len, sizeof(data));
+    assert_memory_equal(back, data, sizeof(data));
+    free(back);
+
+    /* Overwriting replaces the content entirely (a shorter file leaves no tail). */
+    assert_int_equal(hc_file_write_atomic(path, "xy", 2, 0600, &err), 0);
+    assert_int_equal(hc_file_read(path, &back, &len, &err), 0);
+    assert_int_equal(len, 2);
+    assert_string_equal(back, "xy");
+    free(back);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+
+    /* No temporary file is left next to it. */
+    int entries = 0;
+    char *cmd = NULL;
+    assert_true(asprintf(&cmd, "ls -A '%s' | wc -l", dir) > 0);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_int_equal(fscanf(p, "%d", &entries), 1);
+    pclose(p);
+    free(cmd);
+    assert_int_equal(entries, 1);
+    free(path);
+}
+
+static void test_file_write_missing_dir(void **state)
+{
+    char *path = hc_path_join(*state, "no/such/dir/file");
+    struct hc_error err = {0};
+    assert_int_equal(hc_file_write_atomic(path, "x", 1, 0600, &err), -1);
+    assert_string_equal(err.code, HC_ERR_IO);
+    char *back = NULL;
+    assert_int_equal(hc_file_read(path, &back, NULL, &err), -1);
+    assert_string_equal(err.code, HC_ERR_IO);
+    free(path);
+}
+
+static void test_random_hex(void **state)
+{
+    char a[65], b[65];
+    assert_int_equal(hc_random_hex(a, 32), 0);
+    assert_int_equal(hc_random_hex(b, 32), 0);
+    assert_int_equal(strlen(a), 64);
+    assert_int_equal(strspn(a, "0123456789abcdef"), 64);
+    assert_string_not_equal(a, b);
+    char empty[1] = "z";
+    assert_int_equal(hc_random_hex(empty, 0), 0);
+    assert_string_equal(empty, "");
+    assert_int_equal(hc_random_hex(a, 65), -1); /* more than it can produce at once */
+    char small[3] = "zz";
+    assert_int_equal(hc_random_hex(small, 1), 0);
+    assert_int_equal(strlen(small), 2);
+    assert_int_equal(strspn(small, "0123456789abcdef"), 2);
+    /* Over many draws every hex digit shows up: the charset is all of [0-9a-f], nothing else. */
+    int seen[256] = {0};
+    for (int i = 0; i < 64; i++) {
+        assert_int_equal(hc_random_hex(a, 32), 0);
+        for (const char *p = a; *p; p++)
+            seen[(unsigned char)*p]++;
+    }
+    for (const char *d = "0123456789abcdef"; *d; d++)
+        assert_true(seen[(unsigned char)*d] > 0);
+}
+
+static void test_sha256_and_ct_equal(void **state)
+{
+    char out[65];
+    hc_sha256_hex("abc", 3, out);
+    assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    assert_true(hc_ct_equal("abc", "abc"));
+    assert_true(hc_ct_equal("", ""));
+    assert_false(hc_ct_equal("abc", "abd"));
+    assert_false(hc_ct_equal("abc", "abcd"));
+    assert_false(hc_ct_equal("abcd", "abc"));
+    assert_false(hc_ct_equal("", "a"));
+}
+
+static void test_mkdir_p_and_join(void **state)
+{
+    char *deep = hc_path_join(*state, "a/b/c");
+    struct hc_error err = {0};
+    assert_int_equal(hc_mkdir_p(deep, 0700, &err), 0);
+    assert_int_equal(hc_mkdir_p(deep, 0700, &err), 0); /* existing is fine */
+    struct stat st;
+    assert_int_equal(stat(deep, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(hc_mkdir_p("", 0700, &err), -1);
+    free(deep);
+}
+
+static void test_time_format(void **state)
+{
+    char buf[32];
+    assert_string_equal(hc_time_format(1795978476123LL, buf, sizeof(buf)),
+                        "2026-11-29T18:54:36.123Z");
+    assert_string_equal(hc_time_format(0, buf, sizeof(buf)), "1970-01-01T00:00:00.000Z");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_duration_valid),
+        cmocka_unit_test(test_duration_invalid),
+        cmocka_unit_test(test_host_port),
+        cmocka_unit_test(test_host_port_invalid),
+        cmocka_unit_test_setup_teardown(test_file_write_atomic, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_file_write_missing_dir, setup_tmp, teardown_tmp),
+        cmocka_unit_test(test_random_hex),
+        cmocka_unit_test(test_sha256_and_ct_equal),
+        cmocka_unit_test_setup_teardown(test_mkdir_p_and_join, setup_tmp, teardown_tmp),
+        cmocka_unit_test(test_time_format),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
