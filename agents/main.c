@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 
 #include "agents/agent.h"
+#include "agents/daemon.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -31,13 +33,20 @@ static const char main_usage[] =
     "\n"
     "Run 'hcagent COMMAND --help' for the options of a command.\n";
 
+#define DAEMON_USAGE                                                                       \
+    "  --daemon              detach and run supervised: restarted with backoff if it crashes\n" \
+    "  --pidfile FILE        with --daemon: the supervisor's pid\n"                             \
+    "  --log-file FILE       with --daemon: where the agent logs (default /dev/null)\n"
+
 static const char join_usage[] =
     "usage: hcagent join --controller URL --data-dir DIR [--token-file FILE]\n"
     "                    [--listen ADDR:PORT] [--name NAME] [--log-level LEVEL]\n"
+    "                    [--config FILE] [--daemon [--pidfile FILE] [--log-file FILE]]\n"
     "\n"
     "Enrolls this node with the controller, writes its credentials into DIR, then serves the\n"
     "agent API (like 'hcagent run'). The controller is trusted only if its CA matches the\n"
-    "fingerprint inside the join token.\n"
+    "fingerprint inside the join token. A data directory that is already enrolled is served\n"
+    "as it is, so the same command line can start the agent at every boot.\n"
     "\n"
     "The join token (from 'hcctl cluster join-token') is a secret; pass it with one of:\n"
     "  --token-file FILE     a file holding the token (keep it 0600)\n"
@@ -49,11 +58,15 @@ static const char join_usage[] =
     "  --data-dir DIR        where the agent keeps its key, certificates and config (0700)\n"
     "  --listen ADDR:PORT    address of the agent API (default " HC_AGENT_DEFAULT_LISTEN ")\n"
     "  --name NAME           node name (default: the hostname)\n"
+    "  --config FILE         JSON with any of controller, data_dir, listen, name, token_file\n"
+    "                        (what 'hcctl cluster create' installs); options override it\n"
     "  --log-level LEVEL     debug, info, warn or error (default info)\n"
+    DAEMON_USAGE
     "  -h, --help            show this help\n";
 
 static const char run_usage[] =
     "usage: hcagent run --data-dir DIR [--log-level LEVEL]\n"
+    "                   [--daemon [--pidfile FILE] [--log-file FILE]]\n"
     "\n"
     "Serves the agent API with the credentials written by 'hcagent join'. Stops on SIGTERM or\n"
     "SIGINT, or after the controller asks it to leave the cluster.\n"
@@ -61,6 +74,7 @@ static const char run_usage[] =
     "options:\n"
     "  --data-dir DIR        the agent's data directory\n"
     "  --log-level LEVEL     debug, info, warn or error (default info)\n"
+    DAEMON_USAGE
     "  -h, --help            show this help\n";
 
 enum {
@@ -70,12 +84,19 @@ enum {
     OPT_DATA_DIR,
     OPT_LISTEN,
     OPT_NAME,
-    OPT_LOG_LEVEL
+    OPT_LOG_LEVEL,
+    OPT_CONFIG,
+    OPT_DAEMON,
+    OPT_PIDFILE,
+    OPT_LOG_FILE
 };
 
 struct cli {
     const char *controller, *token, *token_file, *data_dir, *listen, *name;
-    char *token_buf; /* owned copy of the token */
+    const char *config, *pidfile, *log_file;
+    int daemon;
+    char *token_buf;    /* owned copy of the token */
+    json_t *config_doc; /* --config; the strings above may point into it */
 };
 
 static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -145,6 +166,18 @@ static int parse_options(const char *cmd, int argc, char **argv, const struct op
             if (set_log_level(cmd, optarg))
                 return EXIT_USAGE;
             break;
+        case OPT_CONFIG:
+            cli->config = optarg;
+            break;
+        case OPT_DAEMON:
+            cli->daemon = 1;
+            break;
+        case OPT_PIDFILE:
+            cli->pidfile = optarg;
+            break;
+        case OPT_LOG_FILE:
+            cli->log_file = optarg;
+            break;
         default: /* getopt has named the bad option */
             fprintf(stderr, "see 'hcagent %s --help'\n", cmd);
             return EXIT_USAGE;
@@ -185,6 +218,46 @@ static int read_token(struct cli *cli, struct hc_error *err)
     return 0;
 }
 
+/* Fills what the command line left unset from the --config file. */
+static int load_config_file(struct cli *cli, struct hc_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (!cli->config)
+        return 0;
+    if (hc_file_read(cli->config, &text, &len, err) < 0)
+        return -1;
+    cli->config_doc = hc_json_parse_object(text, len, err);
+    free(text);
+    if (!cli->config_doc)
+        return hc_error_prefix(err, "config file '%s'", cli->config);
+    const json_t *c = cli->config_doc;
+    cli->controller = cli->controller ? cli->controller : hc_json_str(c, "controller", NULL);
+    cli->data_dir = cli->data_dir ? cli->data_dir : hc_json_str(c, "data_dir", NULL);
+    cli->listen = cli->listen ? cli->listen : hc_json_str(c, "listen", NULL);
+    cli->name = cli->name ? cli->name : hc_json_str(c, "name", NULL);
+    if (!cli->token && !cli->token_file)
+        cli->token_file = hc_json_str(c, "token_file", NULL);
+    return 0;
+}
+
+/* 1 when DIR already holds an enrolled agent (agent.json is written last by join). */
+static int already_enrolled(const char *data_dir)
+{
+    struct hc_agent_config cfg;
+    struct hc_error ignored;
+    return hc_agent_config_load(data_dir, &cfg, &ignored) == 0;
+}
+
+/* --daemon: detach and supervise; returns in the worker. */
+static int maybe_daemonize(const struct cli *cli, struct hc_error *err)
+{
+    if (!cli->daemon)
+        return 0;
+    struct hc_daemon_options d = {.pidfile = cli->pidfile, .log_file = cli->log_file};
+    return hc_daemon_start(&d, err);
+}
+
 static int check_join_args(const struct cli *cli)
 {
     if (!cli->controller)
@@ -193,9 +266,12 @@ static int check_join_args(const struct cli *cli)
         return usage_error("join", "%s", "missing --data-dir DIR");
     if (cli->token && cli->token_file)
         return usage_error("join", "%s", "give the token once: --token-file or --token, not both");
-    if (!cli->token && !cli->token_file && !getenv("HCAGENT_TOKEN"))
+    if (!cli->token && !cli->token_file && !getenv("HCAGENT_TOKEN") &&
+        !already_enrolled(cli->data_dir))
         return usage_error("join", "%s",
                            "missing join token: use --token-file FILE or set HCAGENT_TOKEN");
+    if (!cli->daemon && (cli->pidfile || cli->log_file))
+        return usage_error("join", "%s", "--pidfile and --log-file go with --daemon");
     return 0;
 }
 
@@ -209,17 +285,29 @@ static int cmd_join(int argc, char **argv)
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"name", required_argument, NULL, OPT_NAME},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"daemon", no_argument, NULL, OPT_DAEMON},
+        {"pidfile", required_argument, NULL, OPT_PIDFILE},
+        {"log-file", required_argument, NULL, OPT_LOG_FILE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct cli cli = {0};
     struct hc_error err = {0};
     int rc = parse_options("join", argc, argv, opts, join_usage, &cli);
-    if (rc == 0)
-        rc = check_join_args(&cli);
     if (rc != 0)
         goto cleanup;
+    if (load_config_file(&cli, &err) < 0) {
+        rc = report(&err);
+        goto cleanup;
+    }
+    if ((rc = check_join_args(&cli)) != 0)
+        goto cleanup;
     rc = EXIT_FAILURE;
+    if (already_enrolled(cli.data_dir)) {
+        HC_INFO("'%s' is already enrolled: serving it", cli.data_dir);
+        goto serve;
+    }
     if (read_token(&cli, &err) < 0) {
         report(&err);
         goto cleanup;
@@ -230,6 +318,11 @@ static int cmd_join(int argc, char **argv)
                                  .listen = cli.listen,
                                  .name = cli.name};
     if (hc_join(&jo, &err) < 0) {
+        report(&err);
+        goto cleanup;
+    }
+serve:
+    if (maybe_daemonize(&cli, &err) < 0) {
         report(&err);
         goto cleanup;
     }
@@ -244,6 +337,7 @@ static int cmd_join(int argc, char **argv)
     rc = EXIT_SUCCESS;
 cleanup:
     free(cli.token_buf);
+    json_decref(cli.config_doc);
     return rc < 0 ? EXIT_SUCCESS : rc;
 }
 
@@ -252,6 +346,9 @@ static int cmd_run(int argc, char **argv)
     static const struct option opts[] = {
         {"data-dir", required_argument, NULL, OPT_DATA_DIR},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"daemon", no_argument, NULL, OPT_DAEMON},
+        {"pidfile", required_argument, NULL, OPT_PIDFILE},
+        {"log-file", required_argument, NULL, OPT_LOG_FILE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -262,7 +359,9 @@ static int cmd_run(int argc, char **argv)
         return rc < 0 ? EXIT_SUCCESS : rc;
     if (!cli.data_dir)
         return usage_error("run", "%s", "missing --data-dir DIR");
-    if (hc_agent_serve(cli.data_dir, &err) < 0)
+    if (!cli.daemon && (cli.pidfile || cli.log_file))
+        return usage_error("run", "%s", "--pidfile and --log-file go with --daemon");
+    if (maybe_daemonize(&cli, &err) < 0 || hc_agent_serve(cli.data_dir, &err) < 0)
         return report(&err);
     return EXIT_SUCCESS;
 }

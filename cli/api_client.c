@@ -11,7 +11,7 @@
 #include "cli/exit_codes.h"
 #include "common/https_client.h"
 
-struct hc_api {
+struct hc_api_client {
     struct hc_http_client *http;
     char *url;
     char *token;
@@ -20,7 +20,7 @@ struct hc_api {
     int64_t timeout_ms;
 };
 
-struct hc_api *hc_api_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
+struct hc_api_client *hc_api_client_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
                           struct hc_error *err)
 {
     if (!cfg->controller) {
@@ -29,7 +29,7 @@ struct hc_api *hc_api_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
                            "which writes ~/.config/hcctl/config.json");
         return NULL;
     }
-    struct hc_api *api = calloc(1, sizeof(*api));
+    struct hc_api_client *api = calloc(1, sizeof(*api));
     struct hc_tls_client_config tls = {.ca_file = cfg->ca_file,
                                        .ca_pem = cfg->ca_file ? NULL : cfg->ca_pem};
     if (!api || !(api->url = strdup(cfg->controller)) ||
@@ -47,11 +47,11 @@ struct hc_api *hc_api_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
     api->timeout_ms = timeout_ms;
     return api;
 fail:
-    hc_api_free(api);
+    hc_api_client_free(api);
     return NULL;
 }
 
-void hc_api_free(struct hc_api *api)
+void hc_api_client_free(struct hc_api_client *api)
 {
     if (!api)
         return;
@@ -61,13 +61,13 @@ void hc_api_free(struct hc_api *api)
     free(api);
 }
 
-const char *hc_api_url(const struct hc_api *api)
+const char *hc_api_client_url(const struct hc_api_client *api)
 {
     return api->url;
 }
 
 /* Keeps the client's code (unreachable, timeout, tls_error) and says where to look. */
-static void transport_error(const struct hc_api *api, struct hc_error *err)
+static void transport_error(const struct hc_api_client *api, struct hc_error *err)
 {
     if (strcmp(err->code, HC_ERR_TIMEOUT) == 0)
         hc_error_hint(err, "the controller at %s did not answer within %lld ms; raise --timeout "
@@ -83,7 +83,7 @@ static void transport_error(const struct hc_api *api, struct hc_error *err)
 }
 
 /* Fills err from an HTTP error answer: the controller's JSON error shape when present. */
-static void http_error(const struct hc_api *api, const char *method, const char *path,
+static void http_error(const struct hc_api_client *api, const char *method, const char *path,
                        const struct hc_http_response *resp, struct hc_error *err)
 {
     static const struct {
@@ -112,7 +112,7 @@ static void http_error(const struct hc_api *api, const char *method, const char 
         hc_error_hint(err, "this needs an admin token");
 }
 
-json_t *hc_api_call(struct hc_api *api, const char *method, const char *path, const json_t *body,
+json_t *hc_api_client_call(struct hc_api_client *api, const char *method, const char *path, const json_t *body,
                     long *http_status, struct hc_error *err)
 {
     char url[4096];
@@ -142,23 +142,23 @@ cleanup:
     return out;
 }
 
-json_t *hc_api_get(struct hc_api *api, const char *path, struct hc_error *err)
+json_t *hc_api_client_get(struct hc_api_client *api, const char *path, struct hc_error *err)
 {
-    return hc_api_call(api, "GET", path, NULL, NULL, err);
+    return hc_api_client_call(api, "GET", path, NULL, NULL, err);
 }
 
-json_t *hc_api_post(struct hc_api *api, const char *path, const json_t *body,
+json_t *hc_api_client_post(struct hc_api_client *api, const char *path, const json_t *body,
                     struct hc_error *err)
 {
-    return hc_api_call(api, "POST", path, body, NULL, err);
+    return hc_api_client_call(api, "POST", path, body, NULL, err);
 }
 
-json_t *hc_api_delete(struct hc_api *api, const char *path, struct hc_error *err)
+json_t *hc_api_client_delete(struct hc_api_client *api, const char *path, struct hc_error *err)
 {
-    return hc_api_call(api, "DELETE", path, NULL, NULL, err);
+    return hc_api_client_call(api, "DELETE", path, NULL, NULL, err);
 }
 
-int hc_api_escape(const char *text, char *out, size_t len)
+int hc_api_client_escape(const char *text, char *out, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t o = 0;
@@ -181,11 +181,11 @@ int hc_api_escape(const char *text, char *out, size_t len)
     return 0;
 }
 
-int hc_api_query_add(char *path, size_t len, const char *key, const char *value)
+int hc_api_client_query_add(char *path, size_t len, const char *key, const char *value)
 {
     char escaped[1024];
     size_t used = strlen(path);
-    if (hc_api_escape(value, escaped, sizeof(escaped)) < 0)
+    if (hc_api_client_escape(value, escaped, sizeof(escaped)) < 0)
         return -1;
     int n = snprintf(path + used, len - used, "%c%s=%s", strchr(path, '?') ? '&' : '?', key,
                      escaped);

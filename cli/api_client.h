@@ -15,32 +15,32 @@
 #include "cli/config.h"
 #include "common/error.h"
 
-struct hc_api;
+struct hc_api_client;
 
 /* Needs cfg->controller (else a usage error naming the three ways to set it). timeout_ms bounds
- * each request. cfg is copied. Returns NULL with err. Caller frees with hc_api_free. */
-struct hc_api *hc_api_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
+ * each request. cfg is copied. Returns NULL with err. Caller frees with hc_api_client_free. */
+struct hc_api_client *hc_api_client_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
                           struct hc_error *err);
-void hc_api_free(struct hc_api *api);
+void hc_api_client_free(struct hc_api_client *api);
 
-/* path starts with "/v1/" and is already escaped (hc_api_escape). body may be NULL. Returns a
+/* path starts with "/v1/" and is already escaped (hc_api_client_escape). body may be NULL. Returns a
  * new reference to the response body (an empty object when the body was empty) or NULL with
  * err. http_status (may be NULL) receives the HTTP status whenever one arrived. */
-json_t *hc_api_call(struct hc_api *api, const char *method, const char *path, const json_t *body,
+json_t *hc_api_client_call(struct hc_api_client *api, const char *method, const char *path, const json_t *body,
                     long *http_status, struct hc_error *err);
-json_t *hc_api_get(struct hc_api *api, const char *path, struct hc_error *err);
-json_t *hc_api_post(struct hc_api *api, const char *path, const json_t *body,
+json_t *hc_api_client_get(struct hc_api_client *api, const char *path, struct hc_error *err);
+json_t *hc_api_client_post(struct hc_api_client *api, const char *path, const json_t *body,
                     struct hc_error *err);
-json_t *hc_api_delete(struct hc_api *api, const char *path, struct hc_error *err);
+json_t *hc_api_client_delete(struct hc_api_client *api, const char *path, struct hc_error *err);
 
 /* The controller URL in use. */
-const char *hc_api_url(const struct hc_api *api);
+const char *hc_api_client_url(const struct hc_api_client *api);
 
 /* Percent-encodes text for a path segment or query value (RFC 3986 unreserved characters kept).
  * Returns 0, or -1 when out is too small. */
-int hc_api_escape(const char *text, char *out, size_t len);
+int hc_api_client_escape(const char *text, char *out, size_t len);
 /* Appends "?key=value" or "&key=value" (value escaped) to path (a buffer of len bytes).
  * Returns 0, or -1 when it does not fit. */
-int hc_api_query_add(char *path, size_t len, const char *key, const char *value);
+int hc_api_client_query_add(char *path, size_t len, const char *key, const char *value);
 
 #endif

@@ -5,6 +5,7 @@
  */
 #include "cli/cmd.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -20,7 +21,9 @@
 struct hc_opt_val {
     int set;
     const char *str;
-    int64_t num; /* bool 0/1, int, or duration in milliseconds */
+    int64_t num;       /* bool 0/1, int, or duration in milliseconds */
+    const char **list; /* HC_OPT_LIST: every value, NULL-terminated (owned) */
+    size_t nlist;
 };
 
 static const char *const output_choices[] = {"text", "json", NULL};
@@ -96,6 +99,15 @@ static int store_value(const struct parse_entry *e, const char *arg, struct hc_e
     e->val->set = 1;
     e->val->str = arg;
     e->val->num = 1;
+    if (opt->type == HC_OPT_LIST) {
+        const char **grown = realloc(e->val->list, (e->val->nlist + 2) * sizeof(*grown));
+        if (!grown)
+            return usage_error(err, NULL, "out of memory");
+        grown[e->val->nlist++] = arg;
+        grown[e->val->nlist] = NULL;
+        e->val->list = grown;
+        return 0;
+    }
     if (opt->type == HC_OPT_STRING && opt->choices) {
         for (size_t i = 0; opt->choices[i]; i++)
             if (strcmp(arg, opt->choices[i]) == 0)
@@ -111,8 +123,9 @@ static int store_value(const struct parse_entry *e, const char *arg, struct hc_e
     }
     if (opt->type == HC_OPT_INT) {
         char *end;
+        errno = 0;
         long long n = strtoll(arg, &end, 10);
-        if (!arg[0] || *end)
+        if (!arg[0] || *end || errno)
             return usage_error(err, NULL, "invalid value '%s' for --%s: not an integer", arg,
                                opt->name);
         e->val->num = n;
@@ -164,6 +177,8 @@ static int option_error(const struct parse_entry *e, size_t n, int c, const char
     if (c == ':' && known)
         return usage_error(err, NULL, "option --%s needs a value (%s)", known->opt->name,
                            known->opt->value_name ? known->opt->value_name : "VALUE");
+    if (known) /* "--quiet=x": a flag given a value */
+        return usage_error(err, where, "option --%s takes no value", known->opt->name);
     if (optopt > 0 && optopt < 256)
         return usage_error(err, where, "unknown option '-%c'", optopt);
     char word[64], hint[128];
@@ -231,7 +246,9 @@ static int apply_globals(struct hc_cmd_ctx *ctx, const struct hc_opt_val *g, int
     ctx->g.quiet = g[G_QUIET].set;
     ctx->g.no_color = g[G_NO_COLOR].set || (no_color && no_color[0]);
     ctx->g.yes = g[G_YES].set;
-    ctx->g.timeout_ms = g[G_TIMEOUT].set ? g[G_TIMEOUT].num : 30000;
+    ctx->g.timeout_ms = g[G_TIMEOUT].num;
+    if (!g[G_TIMEOUT].set)
+        hc_duration_parse(hc_cmd_global_opts[G_TIMEOUT].def, &ctx->g.timeout_ms, NULL);
     ctx->out.json = ctx->g.json;
     ctx->out.quiet = ctx->g.quiet;
     ctx->out.color = !ctx->g.no_color && out_tty;
@@ -429,8 +446,10 @@ int hc_cli_main(const struct hc_cmd_group *const *groups, int argc, char **argv,
         rc = ctx.verb->handler(&ctx);
     fflush(io->out);
 cleanup:
-    hc_api_free(ctx.api);
+    hc_api_client_free(ctx.api);
     hc_cli_config_clear(&ctx.config);
+    for (size_t i = 0; ctx.vals && ctx.verb && i < opts_count(ctx.verb->opts); i++)
+        free(ctx.vals[i].list);
     free(ctx.vals);
     free(args);
     return rc;
@@ -467,6 +486,15 @@ const char *hc_cmd_opt_str(const struct hc_cmd_ctx *ctx, const char *name)
     return v->set ? v->str : opt->def;
 }
 
+const char *const *hc_cmd_opt_list(const struct hc_cmd_ctx *ctx, const char *name, size_t *n)
+{
+    const struct hc_cmd_opt *opt;
+    const struct hc_opt_val *v = opt_slot(ctx, name, &opt);
+    static const char *const none[] = {NULL};
+    *n = v->nlist;
+    return v->list ? v->list : none;
+}
+
 int64_t hc_cmd_opt_int(const struct hc_cmd_ctx *ctx, const char *name)
 {
     const struct hc_cmd_opt *opt;
@@ -497,21 +525,21 @@ const struct hc_cli_config *hc_cmd_config(struct hc_cmd_ctx *ctx, struct hc_erro
     return &ctx->config;
 }
 
-struct hc_api *hc_cmd_api(struct hc_cmd_ctx *ctx, struct hc_error *err)
+struct hc_api_client *hc_cmd_api(struct hc_cmd_ctx *ctx, struct hc_error *err)
 {
     if (ctx->api)
         return ctx->api;
     const struct hc_cli_config *cfg = hc_cmd_config(ctx, err);
     if (cfg)
-        ctx->api = hc_api_new(cfg, ctx->g.timeout_ms, err);
+        ctx->api = hc_api_client_new(cfg, ctx->g.timeout_ms, err);
     return ctx->api;
 }
 
 json_t *hc_cmd_request(struct hc_cmd_ctx *ctx, const char *method, const char *path,
                        const json_t *body, struct hc_error *err)
 {
-    struct hc_api *api = hc_cmd_api(ctx, err);
-    return api ? hc_api_call(api, method, path, body, NULL, err) : NULL;
+    struct hc_api_client *api = hc_cmd_api(ctx, err);
+    return api ? hc_api_client_call(api, method, path, body, NULL, err) : NULL;
 }
 
 int hc_cmd_show(struct hc_cmd_ctx *ctx, const char *path, const struct hc_section *view)

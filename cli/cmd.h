@@ -22,7 +22,9 @@
 #include "cli/output.h"
 #include "common/error.h"
 
-enum hc_opt_type { HC_OPT_BOOL = 0, HC_OPT_STRING, HC_OPT_INT, HC_OPT_DURATION };
+/* HC_OPT_LIST: a string option that may be repeated (--node a --node b); read with
+ * hc_cmd_opt_list. */
+enum hc_opt_type { HC_OPT_BOOL = 0, HC_OPT_STRING, HC_OPT_INT, HC_OPT_DURATION, HC_OPT_LIST };
 
 /* Where a value can be completed from (shell completion). */
 enum hc_completer {
@@ -111,7 +113,7 @@ struct hc_cmd_ctx {
     struct hc_opt_val *vals; /* parallel to verb->opts */
     struct hc_cli_config config;
     int config_loaded;
-    struct hc_api *api;
+    struct hc_api_client *api;
 };
 
 /* Runs one command line (argv[0] is the program). Returns the exit code. */
@@ -125,11 +127,14 @@ int hc_cmd_opt_bool(const struct hc_cmd_ctx *ctx, const char *name);
 const char *hc_cmd_opt_str(const struct hc_cmd_ctx *ctx, const char *name);
 int64_t hc_cmd_opt_int(const struct hc_cmd_ctx *ctx, const char *name);
 int64_t hc_cmd_opt_ms(const struct hc_cmd_ctx *ctx, const char *name); /* durations */
+/* Every value of a repeatable option, in command-line order; *n receives the count. The array
+ * belongs to ctx. */
+const char *const *hc_cmd_opt_list(const struct hc_cmd_ctx *ctx, const char *name, size_t *n);
 
 /* The resolved configuration (loaded on first use). NULL with err for a broken config file. */
 const struct hc_cli_config *hc_cmd_config(struct hc_cmd_ctx *ctx, struct hc_error *err);
 /* The API client (created on first use). NULL with err. Owned by ctx. */
-struct hc_api *hc_cmd_api(struct hc_cmd_ctx *ctx, struct hc_error *err);
+struct hc_api_client *hc_cmd_api(struct hc_cmd_ctx *ctx, struct hc_error *err);
 
 /* One API call through the context's client; a new reference to the body or NULL with err. */
 json_t *hc_cmd_request(struct hc_cmd_ctx *ctx, const char *method, const char *path,

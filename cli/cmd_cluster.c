@@ -66,6 +66,20 @@ static int cmd_status(struct hc_cmd_ctx *ctx)
     return hc_cmd_show(ctx, "/v1/cluster", status_view);
 }
 
+static int cmd_create(struct hc_cmd_ctx *ctx)
+{
+    size_t n;
+    const char *const *nodes = hc_cmd_opt_list(ctx, "node", &n);
+    return hc_cmd_bootstrap(ctx, ctx->argv[0], nodes, n);
+}
+
+static const struct hc_cmd_opt create_opts[] = {
+    {"node", 0, HC_OPT_LIST, 1, "a host to bring in over SSH (repeat for each node)",
+     "[USER@]HOST[:PORT]", HC_COMPLETE_NONE, NULL, NULL},
+    HC_BOOTSTRAP_OPTS,
+    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+};
+
 static const struct hc_cmd_opt join_token_opts[] = {
     {"ttl", 0, HC_OPT_DURATION, 0, "how long the token stays valid", "DUR", HC_COMPLETE_NONE,
      "1h", NULL},
@@ -73,6 +87,9 @@ static const struct hc_cmd_opt join_token_opts[] = {
 };
 
 static const struct hc_cmd_verb cluster_verbs[] = {
+    {"create", cmd_create, create_opts, 1, 1,
+     "name the cluster and bring its first nodes in over SSH (agents pushed and enrolled)",
+     "NAME", 0, HC_COMPLETE_NONE},
     {"join-token", cmd_join_token, join_token_opts, 0, 0,
      "create a one-time token with which a new node joins (hcagent join)", NULL, 0,
      HC_COMPLETE_NONE},
@@ -83,4 +100,4 @@ static const struct hc_cmd_verb cluster_verbs[] = {
 };
 
 const struct hc_cmd_group hc_cmd_group_cluster = {
-    "cluster", "the cluster as a whole: status and join tokens", cluster_verbs, 0};
+    "cluster", "the cluster as a whole: create, status and join tokens", cluster_verbs, 0};

@@ -46,18 +46,28 @@ static int events_path(const struct hc_cmd_ctx *ctx, int64_t since, char *path, 
     const char *type = hc_cmd_opt_str(ctx, "type"), *node = hc_cmd_opt_str(ctx, "node");
     snprintf(path, len, "/v1/events");
     snprintf(num, sizeof(num), "%lld", (long long)since);
-    if (since > 0 && hc_api_query_add(path, len, "since", num) < 0)
+    if (since > 0 && hc_api_client_query_add(path, len, "since", num) < 0)
         return -1;
     snprintf(num, sizeof(num), "%lld", (long long)hc_cmd_opt_int(ctx, "limit"));
-    if (hc_api_query_add(path, len, "limit", num) < 0)
+    if (hc_api_client_query_add(path, len, "limit", num) < 0)
         return -1;
-    if (type && hc_api_query_add(path, len, "type", type) < 0)
+    if (type && hc_api_client_query_add(path, len, "type", type) < 0)
         return -1;
-    return node ? hc_api_query_add(path, len, "node", node) : 0;
+    return node ? hc_api_client_query_add(path, len, "node", node) : 0;
 }
 
+/* State of a --follow loop. */
+struct follow {
+    int64_t since;
+    int widths[16]; /* column widths so far (text) */
+    int header;     /* the header is still to be printed (text) */
+    int answered;   /* the controller answered at least once */
+    int warned;     /* "retrying" was said for the current outage */
+    int code;       /* exit code when the loop ends on an error */
+};
+
 /* Prints one batch of a followed stream. */
-static void follow_print(struct hc_cmd_ctx *ctx, const json_t *events, int *widths, int *header)
+static void follow_print(struct hc_cmd_ctx *ctx, struct follow *f, const json_t *events)
 {
     if (ctx->out.json) {
         size_t i;
@@ -66,10 +76,10 @@ static void follow_print(struct hc_cmd_ctx *ctx, const json_t *events, int *widt
             hc_output_json(&ctx->out, ev);
         return;
     }
-    if (*header || json_array_size(events) > 0) {
-        hc_output_table(&ctx->out, event_cols, events, widths, *header);
+    if (f->header || json_array_size(events) > 0) {
+        hc_output_table(&ctx->out, event_cols, events, f->widths, f->header);
         fflush(ctx->out.out);
-        *header = 0;
+        f->header = 0;
     }
 }
 
@@ -80,35 +90,38 @@ static void follow_sleep(void)
         nanosleep(&ts, NULL); /* SIGINT interrupts it: no SA_RESTART */
 }
 
-/* One round of --follow: fetch, print, advance since. Returns 1 to go on, 0 to stop with
- * *code set. */
-static int follow_round(struct hc_cmd_ctx *ctx, int64_t *since, int *widths, int *header,
-                        int *warned, int *code)
+/* One round of --follow: fetch, print, advance since. Returns 1 to go on, 0 to stop (f->code
+ * says how). */
+static int follow_round(struct hc_cmd_ctx *ctx, struct follow *f)
 {
     char path[2048];
     struct hc_error err = {0};
-    if (events_path(ctx, *since, path, sizeof(path)) < 0) {
-        *code = hc_cmd_usage(ctx, NULL, "--type or --node value is too long");
+    if (events_path(ctx, f->since, path, sizeof(path)) < 0) {
+        f->code = hc_cmd_usage(ctx, NULL, "--type or --node value is too long");
         return 0;
     }
     json_t *doc = hc_cmd_request(ctx, "GET", path, NULL, &err);
     if (!doc && stop_requested)
         return 0; /* the request was cut short by Ctrl-C */
-    if (!doc && (!strcmp(err.code, HC_ERR_UNREACHABLE) || !strcmp(err.code, HC_ERR_TIMEOUT))) {
-        if (!*warned)
+    /* Once the controller has answered, a transport failure is a restart or a network blip:
+     * keep trying. Before that, it is a wrong address: fail at once. */
+    if (!doc && f->answered &&
+        (!strcmp(err.code, HC_ERR_UNREACHABLE) || !strcmp(err.code, HC_ERR_TIMEOUT))) {
+        if (!f->warned)
             hc_output_info(&ctx->out, "%s; retrying", err.message);
-        *warned = 1;
+        f->warned = 1;
         follow_sleep();
         return 1;
     }
     if (!doc) {
-        *code = hc_cmd_fail(ctx, &err, NULL);
+        f->code = hc_cmd_fail(ctx, &err, NULL);
         return 0;
     }
     const json_t *events = json_object_get(doc, "events");
-    *warned = 0;
-    follow_print(ctx, events, widths, header);
-    *since = hc_json_int(doc, "last_id", *since);
+    f->answered = 1;
+    f->warned = 0;
+    follow_print(ctx, f, events);
+    f->since = hc_json_int(doc, "last_id", f->since);
     /* A full page means more are waiting: ask again at once. */
     if ((int64_t)json_array_size(events) < hc_cmd_opt_int(ctx, "limit"))
         follow_sleep();
@@ -119,7 +132,9 @@ static int follow_round(struct hc_cmd_ctx *ctx, int64_t *since, int *widths, int
 static int follow(struct hc_cmd_ctx *ctx, int64_t since)
 {
     struct sigaction sa, old_int, old_term;
-    int widths[16] = {0}, header = 1, warned = 0, code = HC_EXIT_OK;
+    /* Typical widths up front, so that rows arriving after an empty first batch line up with
+     * the header: id, RFC 3339 time, type, node, "op-" + 12 hex, actor. */
+    struct follow f = {since, {4, 24, 19, 6, 15, 10}, 1, 0, 0, HC_EXIT_OK};
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop;
     sigemptyset(&sa.sa_mask);
@@ -127,12 +142,12 @@ static int follow(struct hc_cmd_ctx *ctx, int64_t since)
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     ctx->out.stream = 1;
-    while (!stop_requested && follow_round(ctx, &since, widths, &header, &warned, &code))
+    while (!stop_requested && follow_round(ctx, &f))
         ;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    /* Ended by the user: that is success (code stays 0). */
-    return code;
+    /* Ended by the user: that is success (f.code stays 0). */
+    return f.code;
 }
 
 static int cmd_events(struct hc_cmd_ctx *ctx)

@@ -109,6 +109,16 @@ static int cmd_remove(struct hc_cmd_ctx *ctx)
     return rc;
 }
 
+static int cmd_add(struct hc_cmd_ctx *ctx)
+{
+    return hc_cmd_bootstrap(ctx, NULL, (const char *const *)ctx->argv, (size_t)ctx->argc);
+}
+
+static const struct hc_cmd_opt add_opts[] = {
+    HC_BOOTSTRAP_OPTS,
+    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+};
+
 static const struct hc_cmd_opt remove_opts[] = {
     {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL,
      HC_COMPLETE_NONE, NULL, NULL},
@@ -122,6 +132,9 @@ static const struct hc_cmd_verb node_verbs[] = {
      HC_COMPLETE_NONE},
     {"show", cmd_show, NULL, 1, 1, "show one node and its network interfaces", "NODE", 0,
      HC_COMPLETE_NODE},
+    {"add", cmd_add, add_opts, 1, HC_ARGS_MANY,
+     "bring hosts in over SSH: push, enroll and start the agent on each", "[USER@]HOST[:PORT]...",
+     0, HC_COMPLETE_NONE},
     {"remove", cmd_remove, remove_opts, 1, 1,
      "remove a node from the cluster (disruptive: asks, or needs --yes)", "NODE",
      HC_CMD_DISRUPTIVE, HC_COMPLETE_NODE},

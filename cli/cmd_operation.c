@@ -86,7 +86,7 @@ static int cmd_list(struct hc_cmd_ctx *ctx)
 {
     char path[256] = "/v1/operations";
     const char *state = hc_cmd_opt_str(ctx, "state");
-    if (state && hc_api_query_add(path, sizeof(path), "state", state) < 0)
+    if (state && hc_api_client_query_add(path, sizeof(path), "state", state) < 0)
         return hc_cmd_usage(ctx, NULL, "--state value is too long");
     return hc_cmd_show(ctx, path, list_view);
 }
@@ -191,7 +191,8 @@ int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms)
     for (;;) {
         struct hc_error err = {0};
         json_t *doc = hc_cmd_request(ctx, "GET", path, NULL, &err);
-        if (!doc && !poll_again(ctx, &err, &warned)) {
+        /* Retry only once the controller has answered: a wrong URL fails at once. */
+        if (!doc && (!last || !poll_again(ctx, &err, &warned))) {
             rc = hc_cmd_fail(ctx, &err, NULL);
             goto cleanup;
         }
@@ -200,6 +201,11 @@ int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms)
             last = doc;
             warned = 0;
             const json_t *op = json_object_get(doc, "operation");
+            if (op_terminal(hc_json_str(op, "state", ""))) {
+                rc = op_finished(ctx, doc);
+                goto cleanup;
+            }
+            /* Back off while nothing changes; any change resets the pace. */
             progress_line(op, line, sizeof(line));
             interval = strcmp(line, last_line) ? POLL_MIN_MS : interval * 2;
             if (interval > POLL_MAX_MS)
@@ -207,10 +213,6 @@ int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms)
             if (strcmp(line, last_line))
                 hc_output_info(&ctx->out, "%s", line);
             snprintf(last_line, sizeof(last_line), "%s", line);
-            if (op_terminal(hc_json_str(op, "state", ""))) {
-                rc = op_finished(ctx, doc);
-                goto cleanup;
-            }
         }
         int64_t left = deadline - hc_mono_ms();
         if (left <= 0) {

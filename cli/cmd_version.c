@@ -15,16 +15,15 @@ static void fmt_controller(const struct hc_output *o, const json_t *v, char *buf
                            enum hc_color *color)
 {
     const json_t *e = json_object_get(v, "error");
-    const char *url = hc_json_str(v, "url", NULL);
     *color = HC_COLOR_NONE;
     if (e) {
-        snprintf(buf, len, "%s%s%s%s: %s", hc_json_str(e, "code", "?"), url ? " (" : "",
-                 url ? url : "", url ? ")" : "", hc_json_str(e, "message", ""));
+        /* the message names the URL when it matters */
+        snprintf(buf, len, "%s: %s", hc_json_str(e, "code", "?"), hc_json_str(e, "message", ""));
         *color = HC_COLOR_RED;
         return;
     }
     snprintf(buf, len, "%s (api %s) at %s", hc_json_str(v, "version", "?"),
-             hc_json_str(v, "api", "?"), url ? url : "?");
+             hc_json_str(v, "api", "?"), hc_json_str(v, "url", "?"));
 }
 
 static const struct hc_col version_fields[] = {

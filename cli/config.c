@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/util.h"
-
 int hc_cli_config_path(char *buf, size_t len, struct hc_error *err)
 {
     const char *xdg = getenv("XDG_CONFIG_HOME");

@@ -14,7 +14,7 @@ const struct hc_cmd_group *const hc_cmd_groups[] = {
 int hc_cmd_path(char *buf, size_t len, const char *prefix, const char *name)
 {
     char escaped[768];
-    if (hc_api_escape(name, escaped, sizeof(escaped)) < 0)
+    if (hc_api_client_escape(name, escaped, sizeof(escaped)) < 0)
         return -1;
     int n = snprintf(buf, len, "%s%s", prefix, escaped);
     return n < 0 || (size_t)n >= len ? -1 : 0;

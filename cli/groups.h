@@ -22,6 +22,33 @@ extern const struct hc_cmd_group hc_cmd_group_self_test;
  * the final {"operation","steps"} document (or the error shape plus those keys) is printed. */
 int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms);
 
+/* Starts cluster.create (name set) or node.add for nodes ([USER@]HOST[:PORT]) with the verb's
+ * HC_BOOTSTRAP_OPTS, and follows the operation. Returns the exit code. */
+int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const *nodes,
+                     size_t n);
+/* The options of cluster create and node add, after their own. */
+#define HC_BOOTSTRAP_OPTS                                                                          \
+    {"ssh-key", 0, HC_OPT_STRING, 0,                                                               \
+     "private key the controller logs in with (default: its own, DATA_DIR/ssh/id_ed25519)",      \
+     "FILE", HC_COMPLETE_FILE, NULL, NULL},                                                        \
+    {"known-hosts", 0, HC_OPT_STRING, 0, "known_hosts file of trusted host keys (read-only)",     \
+     "FILE", HC_COMPLETE_FILE, NULL, NULL},                                                        \
+    {"accept-new-host-keys", 0, HC_OPT_BOOL, 0,                                                    \
+     "pin host keys seen for the first time (a changed key is always refused)", NULL,             \
+     HC_COMPLETE_NONE, NULL, NULL},                                                                \
+    {"storage-interface", 0, HC_OPT_STRING, 0,                                                     \
+     "storage network interface (default: the one carrying the node's address)", "IFACE",         \
+     HC_COMPLETE_NONE, NULL, NULL},                                                                \
+    {"mtu", 0, HC_OPT_INT, 0, "the cluster's storage MTU", "N", HC_COMPLETE_NONE, NULL, NULL},   \
+    {"parallel", 0, HC_OPT_INT, 0, "nodes bootstrapped at once", "N", HC_COMPLETE_NONE, "16",     \
+     NULL},                                                                                        \
+    {"join-timeout", 0, HC_OPT_DURATION, 0, "how long each agent may take to enroll", "DUR",      \
+     HC_COMPLETE_NONE, "60s", NULL},                                                               \
+    {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL, \
+     HC_COMPLETE_NONE, NULL, NULL},                                                                \
+    {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for the operation to end", "DUR",        \
+     HC_COMPLETE_NONE, "30m", NULL}
+
 /* "/v1/nodes/" + escaped name into buf. Returns 0, or -1 when it does not fit. */
 int hc_cmd_path(char *buf, size_t len, const char *prefix, const char *name);
 

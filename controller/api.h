@@ -72,6 +72,8 @@ void hc_res_cluster_get(struct hc_request *req, void *arg);       /* res_cluster
 void hc_res_nodes_list(struct hc_request *req, void *arg);        /* res_nodes.c */
 void hc_res_node_get(struct hc_request *req, void *arg);          /* res_nodes.c */
 void hc_res_node_delete(struct hc_request *req, void *arg);       /* res_nodes.c */
+void hc_res_cluster_create(struct hc_request *req, void *arg);    /* res_bootstrap.c */
+void hc_res_nodes_add(struct hc_request *req, void *arg);         /* res_bootstrap.c */
 void hc_res_ca_get(struct hc_request *req, void *arg);            /* res_enroll.c */
 void hc_res_enroll(struct hc_request *req, void *arg);            /* res_enroll.c */
 void hc_res_join_token_create(struct hc_request *req, void *arg); /* res_enroll.c */

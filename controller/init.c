@@ -7,6 +7,8 @@
  * finished one and needs --force.
  */
 #include "controller/init.h"
+#include "controller/op_bootstrap.h"
+#include "controller/ssh.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -219,6 +221,12 @@ static int write_files(struct init_state *s, struct hc_error *err)
     char token_line[HC_AUTH_TOKEN_TEXT_MAX + 2];
     snprintf(token_line, sizeof(token_line), "%s\n", s->res->admin_token);
     if (hc_file_write_atomic(path, token_line, strlen(token_line), 0600, err) < 0)
+        return -1;
+    /* The key the controller bootstraps nodes with over SSH (cluster create, node add). */
+    char key[1100], known[1100];
+    hc_bootstrap_ssh_paths(s->ctl.data_dir, key, sizeof(key), known, sizeof(known));
+    path_in(path, sizeof(path), s->ctl.data_dir, "ssh");
+    if (hc_mkdir_p(path, 0700, err) < 0 || hc_ssh_keygen(key, err) < 0)
         return -1;
     path_in(path, sizeof(path), s->ctl.data_dir, "controller.json");
     return write_json(path,

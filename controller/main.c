@@ -19,6 +19,7 @@
 #include "controller/controller.h"
 #include "controller/events.h"
 #include "controller/init.h"
+#include "controller/op_bootstrap.h"
 #include "controller/op_node_remove.h"
 #include "controller/ops.h"
 #include "controller/poller.h"
@@ -115,6 +116,7 @@ static int cmd_init(int argc, char **argv)
     printf("controller: %s\n", res.controller_url);
     printf("cluster id: %s\n", res.cluster_id);
     printf("ca fingerprint: %s\n", res.ca_fingerprint);
+    printf("ssh public key: %s/ssh/id_ed25519.pub\n", o.data_dir);
     fprintf(stderr, "the admin token is shown once; it is also in %s/admin.token\n", o.data_dir);
     return 0;
 }
@@ -213,6 +215,7 @@ static int serve(struct hc_controller *ctl, struct hc_error *err)
     if (!api || hc_api_listen(api, ctl->listen_host, ctl->listen_port, err) < 0)
         goto cleanup;
     hc_op_node_remove_register();
+    hc_op_bootstrap_register();
     if (!(ctl->ops = hc_ops_pool_start(ctl, ctl->workers, err)) ||
         !(ctl->poller = hc_poller_start(ctl, err)))
         goto cleanup;

@@ -522,6 +522,16 @@ static json_t *ops_claim(struct hc_ops_worker *w)
     json_t *row = NULL;
     int64_t now = hc_now_ms();
     int ok = 0;
+    /* A plain read first: idle workers then never queue for the write lock (which the poller
+     * holds while it records a cycle). */
+    json_t *any = hc_db_query_json(
+        w->db, &err, "SELECT 1 AS n FROM operations WHERE state = 'pending' LIMIT 1", "");
+    size_t pending = json_array_size(any);
+    json_decref(any);
+    if (pending == 0) {
+        ok = err.code[0] == '\0';
+        goto cleanup;
+    }
     if (hc_db_begin(w->db, &err) != 0)
         goto cleanup;
     row = ops_row(hc_db_query_json(w->db, &err,
@@ -875,8 +885,9 @@ static int ops_step_end(struct hc_op_ctx *ctx, const char *node, const char *ste
                : 0;
 }
 
-int hc_op_step(struct hc_op_ctx *ctx, const char *node, const char *step, hc_step_fn fn, void *arg,
-               struct hc_error *err)
+/* Runs a step; skip_done: a step that already succeeded is not run again. */
+static int ops_step_run(struct hc_op_ctx *ctx, const char *node, const char *step, hc_step_fn fn,
+                        void *arg, int skip_done, struct hc_error *err)
 {
     char detail[512] = "";
     struct hc_error record_err = {0};
@@ -884,7 +895,7 @@ int hc_op_step(struct hc_op_ctx *ctx, const char *node, const char *step, hc_ste
     int rc = -1;
     if (!state)
         return -1;
-    if (strcmp(state, "succeeded") == 0 || strcmp(state, "skipped") == 0) {
+    if (skip_done && (strcmp(state, "succeeded") == 0 || strcmp(state, "skipped") == 0)) {
         HC_DEBUG("operation %s: step %s%s%s already %s", ctx->id, step, node ? " on " : "",
                  node ? node : "", state);
         rc = 0;
@@ -903,4 +914,42 @@ int hc_op_step(struct hc_op_ctx *ctx, const char *node, const char *step, hc_ste
 cleanup:
     free(state);
     return rc;
+}
+
+int hc_op_step(struct hc_op_ctx *ctx, const char *node, const char *step, hc_step_fn fn, void *arg,
+               struct hc_error *err)
+{
+    return ops_step_run(ctx, node, step, fn, arg, 1, err);
+}
+
+int hc_op_step_observe(struct hc_op_ctx *ctx, const char *node, const char *step, hc_step_fn fn,
+                       void *arg, struct hc_error *err)
+{
+    return ops_step_run(ctx, node, step, fn, arg, 0, err);
+}
+
+struct hc_op_ctx *hc_op_ctx_fork(struct hc_op_ctx *ctx, struct hc_error *err)
+{
+    struct hc_op_ctx *fork = calloc(1, sizeof(*fork));
+    if (!fork) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    *fork = *ctx;
+    fork->db = hc_db_open(ctx->pool->ctl->db_path, err);
+    if (!fork->db) {
+        free(fork);
+        return NULL;
+    }
+    json_incref(fork->params);
+    return fork;
+}
+
+void hc_op_ctx_free_fork(struct hc_op_ctx *fork)
+{
+    if (!fork)
+        return;
+    hc_db_close(fork->db);
+    json_decref(fork->params);
+    free(fork);
 }

@@ -78,4 +78,15 @@ typedef int (*hc_step_fn)(struct hc_op_ctx *ctx, void *arg, char *detail, size_t
 int hc_op_step(struct hc_op_ctx *ctx, const char *node, const char *step, hc_step_fn fn, void *arg,
                struct hc_error *err);
 
+/* Like hc_op_step, but fn runs every time, even when the step succeeded before: for steps that
+ * only observe (connect, preflight) and whose results later steps need after a restart. */
+int hc_op_step_observe(struct hc_op_ctx *ctx, const char *node, const char *step, hc_step_fn fn,
+                       void *arg, struct hc_error *err);
+
+/* A second context on the same operation with its own database connection, for a run function
+ * that spreads work over threads (one context per thread; SQLite connections are not shared).
+ * NULL with err. Free with hc_op_ctx_free_fork. */
+struct hc_op_ctx *hc_op_ctx_fork(struct hc_op_ctx *ctx, struct hc_error *err);
+void hc_op_ctx_free_fork(struct hc_op_ctx *fork);
+
 #endif

@@ -102,6 +102,7 @@ stop_daemon() {
     pid=$(pid_of "$1") || return 1
     kill -"$2" "$pid" || return 1
     while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+    wait "$pid" 2>/dev/null # reaps it when it is our child, silences the shell's "Killed"
     rm -f "$T/pids/$1"
 }
 

@@ -8,7 +8,7 @@ if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"
 lab_trap_teardown 'e2e_cleanup'
 
 CTL_URL=https://198.18.0.1:$CTL_PORT
-ip() { echo "198.18.0.$((10 + $1))"; }
+node_ip() { echo "198.18.0.$((10 + $1))"; }
 nodes_named() { hcctl node list -o json | jq -r '[.nodes[].name] | join(" ")'; }
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
 
@@ -18,23 +18,24 @@ lab_up 7 --prefix hce --key "$CTL_DIR/ssh/id_ed25519.pub" >"$T/lab.out" 2>"$T/la
     { cat "$T/lab.log"; exit 1; }
 controller_start
 LAB_JSON=$(lab_info --json)
+AUTHKEYS6=$(echo "$LAB_JSON" | jq -r ".state_dir")/n6/authorized_keys
 fingerprint() { echo "$LAB_JSON" | jq -r ".nodes[$(($1 - 1))].host_key_fingerprint"; }
 
 test_expect_success 'unknown host keys are refused without --accept-new-host-keys' '
-    hcctl cluster create lab --node "$(ip 1)" --node "$(ip 2)" --node "$(ip 3)" \
+    hcctl cluster create lab --node "$(node_ip 1)" --node "$(node_ip 2)" --node "$(node_ip 3)" \
         --storage-interface eth1 --yes 2>err; rc=$?
     cat err; [ $rc = 1 ] &&
     grep -q "not known" err && grep -q -- "--accept-new-host-keys" err &&
     hcctl operation show "$(last_op)" -o json >op.json &&
     for i in 1 2 3; do
-        jq -e --arg fp "$(fingerprint $i)" --arg n "root@$(ip $i):22" \
+        jq -e --arg fp "$(fingerprint $i)" --arg n "root@$(node_ip $i):22" \
             ".steps[] | select(.node == \$n and .step == \"connect\" and .state == \"failed\") | .detail | contains(\$fp)" op.json || exit 1
     done &&
     [ "$(nodes_named)" = "" ]
 '
 
 test_expect_success 'cluster create with --accept-new-host-keys brings three healthy nodes' '
-    hcctl cluster create lab --node "$(ip 1)" --node "$(ip 2)" --node "root@$(ip 3):22" \
+    hcctl cluster create lab --node "$(node_ip 1)" --node "$(node_ip 2)" --node "root@$(node_ip 3):22" \
         --storage-interface eth1 --accept-new-host-keys --yes &&
     [ "$(nodes_named)" = "hce-n1 hce-n2 hce-n3" ] &&
     [ "$(reachable_count)" = 3 ] &&
@@ -56,7 +57,7 @@ test_expect_success 'each agent runs from its versioned directory with its own f
 '
 
 test_expect_success 'hcctld killed with SIGKILL during node add; after restart the add completes' '
-    hcctl node add "$(ip 4)" --storage-interface eth1 --accept-new-host-keys --no-wait -o json >add.json &&
+    hcctl node add "$(node_ip 4)" --storage-interface eth1 --accept-new-host-keys --no-wait -o json >add.json &&
     id=$(jq -r .operation.id add.json) &&
     wait_for 30 "hcctl operation show $id -o json | jq -e \"[.steps[] | select(.step == \\\"push\\\")] | length > 0\"" &&
     controller_stop KILL &&
@@ -67,37 +68,36 @@ test_expect_success 'hcctld killed with SIGKILL during node add; after restart t
 
 test_expect_success 'unreachable host, wrong key and missing interface fail per node; the others join' '
     lab_exec n5 ip link del eth1 &&
-    authkeys=$(echo "$LAB_JSON" | jq -r ".state_dir")/n6/authorized_keys &&
-    cp "$authkeys" "$T/n6.keys" && : >"$authkeys" &&
-    hcctl node add 198.18.0.99 "$(ip 5)" "$(ip 6)" "$(ip 7)" --storage-interface eth1 \
+    cp "$AUTHKEYS6" "$T/n6.keys" && : >"$AUTHKEYS6" &&
+    hcctl node add 198.18.0.99 "$(node_ip 5)" "$(node_ip 6)" "$(node_ip 7)" --storage-interface eth1 \
         --accept-new-host-keys --yes 2>err; rc=$?
     cat err; [ $rc = 1 ] &&
     hcctl operation show "$(last_op)" -o json >op.json &&
     jq -e ".operation.state == \"failed\"" op.json &&
     jq -e ".operation.error.message | test(\"3 of 4\")" op.json &&
     jq -e "[.steps[] | select(.node == \"root@198.18.0.99:22\" and .state == \"failed\")][0].detail | test(\"198.18.0.99\")" op.json &&
-    jq -e "[.steps[] | select(.node == \"root@$(ip 5):22\" and .state == \"failed\")][0].detail | test(\"storage interface .eth1.\")" op.json &&
-    jq -e "[.steps[] | select(.node == \"root@$(ip 6):22\" and .state == \"failed\")][0].detail | test(\"refused\")" op.json &&
+    jq -e "[.steps[] | select(.node == \"root@$(node_ip 5):22\" and .state == \"failed\")][0].detail | test(\"storage interface .eth1.\")" op.json &&
+    jq -e "[.steps[] | select(.node == \"root@$(node_ip 6):22\" and .state == \"failed\")][0].detail | test(\"refused\")" op.json &&
     [ "$(node_health hce-n7)" = reachable ] &&
     ! hcctl node show hce-n5 >/dev/null 2>&1 && ! hcctl node show hce-n6 >/dev/null 2>&1
 '
 
 test_expect_success 're-running after the fix finishes the rest without redoing joined nodes' '
-    cp "$T/n6.keys" "$authkeys" &&
+    cp "$T/n6.keys" "$AUTHKEYS6" &&
     pid7=$(lab_exec n7 cat /run/hcctl/hcagent.pid) &&
-    hcctl node add "$(ip 6)" "$(ip 7)" --storage-interface eth1 --yes &&
+    hcctl node add "$(node_ip 6)" "$(node_ip 7)" --storage-interface eth1 --yes &&
     [ "$(node_health hce-n6)" = reachable ] &&
     [ "$(lab_exec n7 cat /run/hcctl/hcagent.pid)" = "$pid7" ] &&
     hcctl operation show "$(last_op)" -o json >op.json &&
-    jq -e "[.steps[] | select(.node == \"root@$(ip 7):22\" and .step == \"push\")] | length == 0" op.json &&
-    jq -e "[.steps[] | select(.node == \"root@$(ip 6):22\" and .step == \"push\" and .state == \"succeeded\")] | length == 1" op.json
+    jq -e "[.steps[] | select(.node == \"root@$(node_ip 7):22\" and .step == \"push\")] | length == 0" op.json &&
+    jq -e "[.steps[] | select(.node == \"root@$(node_ip 6):22\" and .step == \"push\" and .state == \"succeeded\")] | length == 1" op.json
 '
 
 test_expect_success 'a changed host key is refused on the next node add, naming both keys' '
     old=$(fingerprint 2) &&
     lab_rekey n2 >/dev/null 2>&1 &&
     new=$(lab_info --json | jq -r ".nodes[1].host_key_fingerprint") &&
-    hcctl node add "$(ip 2)" --storage-interface eth1 --accept-new-host-keys --yes 2>err; rc=$?
+    hcctl node add "$(node_ip 2)" --storage-interface eth1 --accept-new-host-keys --yes 2>err; rc=$?
     cat err; [ $rc = 1 ] && grep -q "changed" err && grep -qF "$old" err && grep -qF "$new" err
 '
 

@@ -546,6 +546,7 @@ static void test_option_errors(void **state)
         {{"fake", "probe", "--color", "gren"}, "did you mean 'green'?"},
         {{"fake", "probe", "--name"}, "option --name needs a value (NAME)"},
         {{"fake", "probe", "-n"}, "option --name needs a value (NAME)"},
+        {{"fake", "probe", "--verbose=yes"}, "option --verbose takes no value"},
         {{"fake", "probe", "a", "b", "c"}, "too many arguments for 'fake probe'"},
         {{"fake", "need"}, "option --target is required for 'fake need'"},
         {{"solo", "a", "b"}, "too many arguments for 'solo'"},
@@ -754,17 +755,17 @@ static void test_escape(void **state)
 {
     (void)state;
     char buf[64], small[4];
-    assert_int_equal(hc_api_escape("n1-a_b.c~", buf, sizeof(buf)), 0);
+    assert_int_equal(hc_api_client_escape("n1-a_b.c~", buf, sizeof(buf)), 0);
     assert_string_equal(buf, "n1-a_b.c~");
-    assert_int_equal(hc_api_escape("a b/c?d", buf, sizeof(buf)), 0);
+    assert_int_equal(hc_api_client_escape("a b/c?d", buf, sizeof(buf)), 0);
     assert_string_equal(buf, "a%20b%2Fc%3Fd");
-    assert_int_equal(hc_api_escape("abcd", small, sizeof(small)), -1);
+    assert_int_equal(hc_api_client_escape("abcd", small, sizeof(small)), -1);
     char path[64] = "/v1/events";
-    assert_int_equal(hc_api_query_add(path, sizeof(path), "since", "5"), 0);
-    assert_int_equal(hc_api_query_add(path, sizeof(path), "type", "node.joined&x"), 0);
+    assert_int_equal(hc_api_client_query_add(path, sizeof(path), "since", "5"), 0);
+    assert_int_equal(hc_api_client_query_add(path, sizeof(path), "type", "node.joined&x"), 0);
     assert_string_equal(path, "/v1/events?since=5&type=node.joined%26x");
     char tiny[16] = "/v1/x";
-    assert_int_equal(hc_api_query_add(tiny, sizeof(tiny), "long", "valuevalue"), -1);
+    assert_int_equal(hc_api_client_query_add(tiny, sizeof(tiny), "long", "valuevalue"), -1);
 }
 
 /* ---------------------------------------------------------------- confirmation */

@@ -1,0 +1,78 @@
+/*
+ * What `cluster create` and `node add` share: their SSH options and the request that starts
+ * the cluster.create / node.add operation, followed like every operation (progress on stderr,
+ * --no-wait to detach).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/exit_codes.h"
+#include "cli/groups.h"
+#include "common/json_util.h"
+
+/* A local path as the controller must see it: absolute (the controller has another cwd). */
+static json_t *abs_path(const char *path)
+{
+    char buf[PATH_MAX];
+    return json_string(realpath(path, buf) ? buf : path);
+}
+
+static json_t *bootstrap_body(struct hc_cmd_ctx *ctx, const char *name, const char *const *nodes,
+                              size_t n)
+{
+    json_t *body = json_object(), *list = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(list, json_string(nodes[i]));
+    json_object_set_new(body, "nodes", list);
+    if (name)
+        json_object_set_new(body, "name", json_string(name));
+    if (hc_cmd_opt_set(ctx, "ssh-key"))
+        json_object_set_new(body, "ssh_key", abs_path(hc_cmd_opt_str(ctx, "ssh-key")));
+    if (hc_cmd_opt_set(ctx, "known-hosts"))
+        json_object_set_new(body, "known_hosts", abs_path(hc_cmd_opt_str(ctx, "known-hosts")));
+    if (hc_cmd_opt_set(ctx, "storage-interface"))
+        json_object_set_new(body, "storage_interface",
+                            json_string(hc_cmd_opt_str(ctx, "storage-interface")));
+    if (hc_cmd_opt_set(ctx, "mtu"))
+        json_object_set_new(body, "mtu", json_integer(hc_cmd_opt_int(ctx, "mtu")));
+    json_object_set_new(body, "accept_new_host_keys",
+                        json_boolean(hc_cmd_opt_bool(ctx, "accept-new-host-keys")));
+    json_object_set_new(body, "parallel", json_integer(hc_cmd_opt_int(ctx, "parallel")));
+    json_object_set_new(body, "join_timeout_seconds",
+                        json_integer(hc_cmd_opt_ms(ctx, "join-timeout") / 1000));
+    return body;
+}
+
+int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const *nodes,
+                     size_t n)
+{
+    struct hc_error err = {0};
+    int64_t mtu = hc_cmd_opt_int(ctx, "mtu"), parallel = hc_cmd_opt_int(ctx, "parallel");
+    if (hc_cmd_opt_set(ctx, "mtu") && (mtu < 68 || mtu > 65535))
+        return hc_cmd_usage(ctx, "an MTU is 68 to 65535 bytes, e.g. 9000",
+                            "invalid --mtu %lld", (long long)mtu);
+    if (parallel < 1 || parallel > 64)
+        return hc_cmd_usage(ctx, "1 to 64", "invalid --parallel %lld", (long long)parallel);
+    json_t *body = bootstrap_body(ctx, name, nodes, n);
+    json_t *doc = hc_cmd_request(ctx, "POST", name ? "/v1/cluster" : "/v1/nodes", body, &err);
+    json_decref(body);
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    const char *id = hc_json_str(json_object_get(doc, "operation"), "id", "");
+    int rc = HC_EXIT_OK;
+    if (hc_cmd_opt_bool(ctx, "no-wait")) {
+        hc_output_info(&ctx->out, "operation %s started; follow it with 'hcctl operation wait %s'",
+                       id, id);
+        if (ctx->out.json)
+            hc_output_json(&ctx->out, doc);
+        else
+            fprintf(ctx->out.out, "%s\n", id);
+    } else {
+        hc_output_info(&ctx->out, "%s %zu node(s): operation %s", name ? "creating cluster with"
+                       : "adding", n, id);
+        rc = hc_cmd_op_wait(ctx, id, hc_cmd_opt_ms(ctx, "timeout"));
+    }
+    json_decref(doc);
+    return rc;
+}
