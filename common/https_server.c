@@ -570,6 +570,50 @@ void hc_reply_error(struct hc_request *req, const struct hc_error *err)
     hc_reply_json(req, err->status ? err->status : 500, hc_error_to_json(err));
 }
 
+/* ---------------------------------------------------------------- deferred replies */
+
+struct hc_deferred {
+    struct hc_request req;
+};
+
+/* The copy takes over the parsed body; the query list (a TAILQ whose head cannot be copied)
+ * stays with the original and is released with it. replied=1 on the original keeps the generic
+ * callback from answering 500 for it. */
+struct hc_deferred *hc_req_defer(struct hc_request *req)
+{
+    if (req->replied)
+        return NULL;
+    struct hc_deferred *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    d->req = *req;
+    TAILQ_INIT(&d->req.query);
+    req->json = NULL;
+    req->replied = 1;
+    return d;
+}
+
+struct hc_request *hc_deferred_request(struct hc_deferred *d)
+{
+    return &d->req;
+}
+
+void hc_deferred_reply_json(struct hc_deferred *d, int status, json_t *body)
+{
+    if (!d) {
+        json_decref(body);
+        return;
+    }
+    hc_reply_json(&d->req, status, body);
+    hc_request_release(&d->req);
+    free(d);
+}
+
+void hc_deferred_reply_error(struct hc_deferred *d, const struct hc_error *err)
+{
+    hc_deferred_reply_json(d, err->status ? err->status : 500, hc_error_to_json(err));
+}
+
 /* ---------------------------------------------------------------- server */
 
 struct hc_http_server *hc_http_server_new(struct event_base *base,

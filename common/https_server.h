@@ -100,4 +100,21 @@ void *hc_req_user(const struct hc_request *req);
 void hc_reply_json(struct hc_request *req, int status, json_t *body);
 void hc_reply_error(struct hc_request *req, const struct hc_error *err);
 
+/* Deferred replies, for a handler whose answer needs work off the loop thread (a network probe
+ * of several seconds) while the server keeps answering other requests. The handler calls
+ * hc_req_defer and returns without replying; the server then leaves the request open. The
+ * handle must be answered exactly once, on the loop thread, with hc_deferred_reply_json (which
+ * frees it). In the deferred request the body (hc_req_json) and the path, method, peer and
+ * route stay available; the query string does not. If the client has gone away meanwhile, the
+ * reply is discarded (libevent keeps the request until then). Every pending handle must be
+ * answered before hc_http_server_free: the server frees its connections' requests. Returns NULL
+ * (out of memory, or already replied); the handler then replies itself. */
+struct hc_deferred;
+struct hc_deferred *hc_req_defer(struct hc_request *req);
+/* The deferred request, for hc_req_* accessors; valid until the reply. */
+struct hc_request *hc_deferred_request(struct hc_deferred *d);
+/* Replies (body stolen, as hc_reply_json) and frees d. */
+void hc_deferred_reply_json(struct hc_deferred *d, int status, json_t *body);
+void hc_deferred_reply_error(struct hc_deferred *d, const struct hc_error *err);
+
 #endif

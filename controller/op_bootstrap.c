@@ -461,6 +461,48 @@ static void *boot_thread(void *arg)
     }
 }
 
+/* --- removal --------------------------------------------------------------------------------- */
+
+/* Stops the agent however it was started and deletes what bootstrap installed. */
+static const char uninstall_script[] =
+    "if [ -f /etc/systemd/system/hcagent.service ]; then\n"
+    "  systemctl disable --now hcagent.service >/dev/null 2>&1\n"
+    "  rm -f /etc/systemd/system/hcagent.service; systemctl daemon-reload >/dev/null 2>&1; fi\n"
+    /* the supervisor and its agent share a process group: stop both, even a hung agent */
+    "pid=$(cat " HC_REMOTE_AGENT_RUN "/hcagent.pid 2>/dev/null)\n"
+    "if [ -n \"$pid\" ] && [ -r \"/proc/$pid/stat\" ]; then\n"
+    "  pg=$(cut -d' ' -f5 \"/proc/$pid/stat\")\n"
+    "  kill -TERM \"-$pg\" 2>/dev/null; kill -CONT \"-$pg\" 2>/dev/null\n"
+    "  i=0; while kill -0 \"$pid\" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n"
+    "  kill -KILL \"-$pg\" 2>/dev/null; fi\n"
+    "rm -rf " HC_REMOTE_AGENT_ROOT " " HC_REMOTE_AGENT_ETC " " HC_REMOTE_AGENT_DATA " "
+    HC_REMOTE_AGENT_DATA ".log " HC_REMOTE_AGENT_RUN "/hcagent.pid\n";
+
+int hc_bootstrap_uninstall(const struct hc_controller *ctl, const char *ssh_endpoint,
+                           struct hc_error *err)
+{
+    struct hc_ssh_target t;
+    char key[1100], known[1100];
+    hc_bootstrap_ssh_paths(ctl->data_dir, key, sizeof(key), known, sizeof(known));
+    struct hc_ssh_opts o = {.key_file = key, .known_hosts = known, .timeout_ms = 10000};
+    if (hc_ssh_target_parse(ssh_endpoint, &t, err) < 0)
+        return -1;
+    struct hc_ssh *s = hc_ssh_connect(&t, &o, NULL, 0, err);
+    if (!s)
+        return -1;
+    const char *argv[] = {"sh", "-c", uninstall_script, NULL};
+    struct hc_ssh_result r;
+    int rc = hc_ssh_run(s, argv, 30000, &r, err);
+    if (rc == 0 && r.exit_status != 0) {
+        r.err[strcspn(r.err, "\n")] = '\0';
+        rc = hc_error_set(err, 502, HC_ERR_SSH, "uninstall on %s failed (exit %d): %s",
+                          ssh_endpoint, r.exit_status, r.err);
+    }
+    hc_ssh_result_clear(&r); /* safe after a failed run too: it left r empty */
+    hc_ssh_close(s);
+    return rc;
+}
+
 /* --- the operation -------------------------------------------------------------------------- */
 
 static int agent_binary(struct boot_job *job, struct hc_error *err)

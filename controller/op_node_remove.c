@@ -16,12 +16,14 @@
 #include "common/util.h"
 #include "controller/agent_client.h"
 #include "controller/events.h"
+#include "controller/op_bootstrap.h"
 #include "controller/ops.h"
 
 struct node_remove {
     char name[256];
     char agent_url[1024];
     char cert_serial[128];
+    char ssh_endpoint[400]; /* "" when the agent was joined by hand */
 };
 
 /* Loads the node. Returns 1 when found, 0 when absent, -1 with err. */
@@ -29,13 +31,16 @@ static int node_remove_load(struct hc_db *db, const char *name, struct node_remo
                             struct hc_error *err)
 {
     json_t *rows = hc_db_query_json(
-        db, err, "SELECT agent_url, cert_serial FROM nodes WHERE name = ?", "s", name);
+        db, err, "SELECT agent_url, cert_serial, ssh_endpoint FROM nodes WHERE name = ?", "s",
+        name);
     if (!rows)
         return -1;
     json_t *row = json_array_get(rows, 0);
     snprintf(nr->name, sizeof(nr->name), "%s", name);
     snprintf(nr->agent_url, sizeof(nr->agent_url), "%s", hc_json_str(row, "agent_url", ""));
     snprintf(nr->cert_serial, sizeof(nr->cert_serial), "%s", hc_json_str(row, "cert_serial", ""));
+    snprintf(nr->ssh_endpoint, sizeof(nr->ssh_endpoint), "%s",
+             hc_json_str(row, "ssh_endpoint", ""));
     json_decref(rows);
     return row ? 1 : 0;
 }
@@ -77,7 +82,7 @@ static int node_remove_leave(struct hc_op_ctx *ctx, void *arg, char *detail, siz
         snprintf(detail, detail_len, "agent left");
     } else {
         /* The node may be dead for good, which is often why it is removed: revoking its
-         * certificate is what matters. A later issue adds cleanup over SSH. */
+         * certificate is what matters; the uninstall step tries SSH next. */
         HC_WARN("node %s did not leave: %s", nr->name, call_err.message);
         if (hc_agent_err_is_transport(&call_err))
             snprintf(detail, detail_len, "agent unreachable, credentials revoked only");
@@ -87,6 +92,30 @@ static int node_remove_leave(struct hc_op_ctx *ctx, void *arg, char *detail, siz
     }
     hc_http_response_clear(&resp);
     hc_http_client_free(client);
+    return 0;
+}
+
+/* Nodes brought in over SSH are also cleaned up over SSH: that stops an agent that could not
+ * be asked to leave, and removes the installed files. A host that cannot be reached does not
+ * block the removal (revocation is what protects the cluster); the detail says what is left. */
+static int node_remove_uninstall(struct hc_op_ctx *ctx, void *arg, char *detail, size_t detail_len,
+                                 struct hc_error *err)
+{
+    const struct node_remove *nr = arg;
+    struct hc_error ssh_err = {0};
+    if (!nr->ssh_endpoint[0]) {
+        snprintf(detail, detail_len, "joined by hand: nothing was installed over ssh");
+        return 0;
+    }
+    hc_op_waiting(ctx, "ssh to %s to stop and remove the agent", nr->ssh_endpoint);
+    if (hc_bootstrap_uninstall(hc_op_controller(ctx), nr->ssh_endpoint, &ssh_err) == 0) {
+        snprintf(detail, detail_len, "agent stopped and removed over ssh (%s)", nr->ssh_endpoint);
+    } else {
+        HC_WARN("node %s: %s", nr->name, ssh_err.message);
+        snprintf(detail, detail_len, "could not clean up over ssh, agent files may remain: %s",
+                 ssh_err.message);
+    }
+    hc_op_waiting(ctx, NULL);
     return 0;
 }
 
@@ -139,6 +168,8 @@ static enum hc_op_result node_remove_run(struct hc_op_ctx *ctx, struct hc_error 
         return HC_OP_FAILED;
     if ((r = hc_op_checkpoint(ctx)) != HC_OP_SUCCEEDED)
         return r;
+    if (hc_op_step(ctx, name, "uninstall", node_remove_uninstall, &nr, err) != 0)
+        return HC_OP_FAILED;
     if (hc_op_step(ctx, name, "revoke", node_remove_revoke, &nr, err) != 0)
         return HC_OP_FAILED;
     return HC_OP_SUCCEEDED;

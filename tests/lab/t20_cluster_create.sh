@@ -10,6 +10,8 @@ lab_trap_teardown 'e2e_cleanup'
 CTL_URL=https://198.18.0.1:$CTL_PORT
 node_ip() { echo "198.18.0.$((10 + $1))"; }
 nodes_named() { hcctl node list -o json | jq -r '[.nodes[].name] | join(" ")'; }
+# alive PID: the process exists and is not a zombie (PID 1 here may not reap orphans).
+alive() { [ -r "/proc/$1/stat" ] && [ "$(cut -d" " -f3 "/proc/$1/stat")" != Z ]; }
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
 
 hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name lab \
@@ -101,8 +103,29 @@ test_expect_success 'a changed host key is refused on the next node add, naming 
     cat err; [ $rc = 1 ] && grep -q "changed" err && grep -qF "$old" err && grep -qF "$new" err
 '
 
-test_expect_success 'six nodes are healthy at the end' '
+test_expect_success 'six nodes are healthy after the adds' '
     [ "$(reachable_count)" = 6 ]
+'
+
+test_expect_success 'node remove asks the agent to leave, uninstalls it over ssh and revokes it' '
+    serial=$(hcctl node show hce-n7 -o json | jq -r .node.cert_serial) &&
+    sup=$(lab_exec n7 cat /run/hcctl/hcagent.pid) && alive "$sup" &&
+    hcctl node remove hce-n7 --yes &&
+    ! hcctl node show hce-n7 >/dev/null 2>&1 &&
+    ! lab_exec n7 test -e /opt/hcctl/agent &&
+    ! lab_exec n7 test -e /var/lib/hcctl/agent &&
+    ! alive "$sup" &&
+    sqlite3 "$CTL_DIR/hcctld.db" "select node_name from revoked_certs where serial = \"$serial\"" | grep -qx hce-n7
+'
+
+test_expect_success 'node remove of a hung agent stops it over ssh' '
+    sup=$(lab_exec n6 cat /run/hcctl/hcagent.pid) && worker=$(pgrep -P "$sup") &&
+    kill -STOP "$worker" &&
+    hcctl node remove hce-n6 --yes &&
+    hcctl operation show "$(last_op)" -o json |
+        jq -e ".steps[] | select(.step == \"uninstall\") | .detail | test(\"removed over ssh\")" &&
+    ! alive "$worker" && ! alive "$sup" &&
+    ! lab_exec n6 test -e /opt/hcctl/agent
 '
 
 test_done

@@ -312,7 +312,8 @@ static int64_t check_event_chain(struct fixture *f, const char *name, const char
     json_t *row;
     assert_non_null(rows);
     assert_true(json_array_size(rows) > 0);
-    json_array_foreach(rows, i, row) {
+    json_array_foreach(rows, i, row)
+    {
         json_t *d = json_object_get(row, "details_json");
         assert_string_equal(hc_json_str(d, "from", ""), prev);
         assert_string_not_equal(hc_json_str(d, "to", ""), prev);

@@ -1,0 +1,89 @@
+/*
+ * DF probes between nodes (docs/api.md "Agent API: network"): a UDP echo responder that every
+ * agent runs on port 7445, and the prober behind POST /v1/net/probe.
+ *
+ * A probe datagram is "HCP1" + a 4-byte sequence number (network order) + padding, sent with
+ * DF (IP_PMTUDISC_DO) so that its IPv4 packet is exactly the requested size (payload = size -
+ * 28). The responder sends the same bytes back, with DF too, from the address that was probed
+ * (IP_PKTINFO): the reply tests the reverse path at full size, and a prober whose socket is
+ * connected to the target only accepts a reply from that address. Everything is unprivileged
+ * (plain UDP sockets, no raw sockets).
+ */
+#ifndef HC_AGENTS_PROBE_H
+#define HC_AGENTS_PROBE_H
+
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define HC_PROBE_PORT 7445
+#define HC_PROBE_MAGIC "HCP1"
+#define HC_PROBE_HEADER 28   /* IPv4 header (20) + UDP header (8) */
+#define HC_PROBE_MIN_SIZE 36 /* header + magic + sequence number */
+#define HC_PROBE_MAX_SIZE 65535
+#define HC_PROBE_SMALL_SIZE 576 /* every IPv4 path carries it: tells loss of big frames apart */
+#define HC_PROBE_DEFAULT_TIMEOUT_MS 1000
+#define HC_PROBE_DEFAULT_ATTEMPTS 3
+#define HC_PROBE_MAX_TARGETS 1024
+
+/* ---------------------------------------------------------------- responder */
+
+struct hc_probe_responder;
+/* Binds addr:port (addr NULL: all addresses; port 0: HC_PROBE_PORT, -1: any free port, for
+ * tests) and answers probes from the event loop of base. NULL with err (e.g. the port is in
+ * use). Free with hc_probe_responder_free, before base. */
+struct hc_probe_responder *hc_probe_responder_new(struct event_base *base, const char *addr,
+                                                  int port, struct hc_error *err);
+void hc_probe_responder_free(struct hc_probe_responder *r);
+int hc_probe_responder_port(const struct hc_probe_responder *r);
+/* Echoes sent and datagrams ignored (not a probe, or sent to a broadcast address) so far. */
+uint64_t hc_probe_responder_echoes(const struct hc_probe_responder *r);
+uint64_t hc_probe_responder_ignored(const struct hc_probe_responder *r);
+
+/* ---------------------------------------------------------------- prober */
+
+enum hc_probe_verdict {
+    HC_PROBE_OK = 0,      /* the full-size probe was echoed */
+    HC_PROBE_FRAG_NEEDED, /* too big: EMSGSIZE locally, or ICMP "fragmentation needed" */
+    HC_PROBE_BLACKHOLE,   /* the full-size probe vanished while a small one was echoed */
+    HC_PROBE_UNREACHABLE, /* even the small probe failed, or ICMP unreachable / refused */
+};
+
+/* Name used in the API ("ok", "frag_needed", "blackhole", "unreachable"). */
+const char *hc_probe_verdict_name(enum hc_probe_verdict v);
+
+struct hc_probe_target {
+    /* input */
+    struct in_addr addr;
+    int size; /* whole IPv4 packet, HC_PROBE_MIN_SIZE..HC_PROBE_MAX_SIZE */
+    /* output */
+    enum hc_probe_verdict result;
+    int path_mtu;   /* from ICMP or the local route (frag_needed); 0 = unknown */
+    int largest_ok; /* size for ok; the searched largest echoed size; 0 = none */
+    double rtt_ms;  /* round trip of the full-size probe (ok); < 0 = none */
+    char detail[256];
+};
+
+struct hc_probe_options {
+    struct in_addr source; /* INADDR_ANY: the route's source address */
+    int port;              /* 0: HC_PROBE_PORT */
+    /* How long one probe size waits for its echo; it is sent `attempts` times, evenly spread
+     * over that time. A request takes about timeout_ms when all targets pass or fail at once,
+     * plus timeout_ms per search round (3 to 5) for a blackhole. */
+    int timeout_ms;
+    int attempts;   /* 0: HC_PROBE_DEFAULT_ATTEMPTS */
+    int search;     /* binary (k-ary) search of the largest echoed size for failing targets */
+    int small_size; /* 0: HC_PROBE_SMALL_SIZE */
+};
+
+/* Probes all targets concurrently from the calling thread (non-blocking sockets and poll) and
+ * fills their outputs. Blocks for the duration of the probe: run it off an event loop. -1 with
+ * err only when the probe cannot run at all (invalid source address, out of sockets); a target
+ * that fails is a result, not an error. */
+int hc_probe_run(const struct hc_probe_options *opt, struct hc_probe_target *targets, size_t n,
+                 struct hc_error *err);
+
+#endif
