@@ -340,7 +340,7 @@ static int parse_verb(struct hc_cmd_ctx *ctx, struct hc_opt_val *gvals, int varg
     struct parse_entry e[MAX_ENTRIES];
     size_t nv = opts_count(ctx->verb->opts), n = 0;
     char where[160], name[128];
-    int next;
+    int next = 0;
     if (nv + G_COUNT > MAX_ENTRIES)
         return usage_error(err, NULL, "internal: too many options for '%s'", ctx->verb->name);
     ctx->vals = calloc(nv + 1, sizeof(*ctx->vals));
@@ -393,7 +393,7 @@ static int parse_line(struct hc_cmd_ctx *ctx, struct hc_opt_val *gvals, int argc
                       int out_tty, struct hc_error *err)
 {
     struct parse_entry e[G_COUNT];
-    int gi, vi, rc;
+    int gi = 0, vi = 0, rc;
     size_t n = global_entries(gvals, NULL, e, 0);
     if (parse_options(e, n, 1, argc, argv, "see 'hcctl --help'", &gi, err) < 0 ||
         apply_globals(ctx, gvals, out_tty, err) < 0)

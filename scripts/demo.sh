@@ -1,53 +1,55 @@
 #!/usr/bin/env bash
-# Installs the packages, builds hcctl and runs the demo: a controller and three agents on
-# loopback addresses 127.0.0.2-4, joined with one-time tokens, then `hcctl node list` and
-# `hcctl cluster status`. Everything runs in a scratch directory that is removed at the end
-# (keep it with HC_DEMO_KEEP=1).
+# Installs the packages, builds hcctl and runs the demo on a local multi-node cluster: a network-
+# namespace lab of three nodes (management network at 1500, storage network at 9000, each node
+# with its own sshd), a controller in the root namespace, then `hcctl cluster create` over SSH,
+# `hcctl node list` and `hcctl cluster status`. Needs root (namespaces). Everything is torn down
+# at the end; HC_DEMO_KEEP=1 keeps the scratch directory, HC_DEMO_NODES=N changes the size.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${HC_BUILD_DIR:-$src/build}
+nodes=${HC_DEMO_NODES:-3}
+if [ "$(id -u)" -ne 0 ]; then
+    echo "demo: run as root (it builds network namespaces)" >&2
+    exit 1
+fi
 bash "$src/scripts/install-deps.sh"
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C "$build" hcctl hcctld hcagent
 bin=$build/bin
+export PATH=$bin:$PATH
 
 work=$(mktemp -d /tmp/hcctl-demo.XXXXXX)
-pids=()
+export XDG_CONFIG_HOME=$work/config HC_TEST_TMP=$work
+. "$src/tests/lab/lab.sh"
+ctl_pid=
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    [ "${HC_DEMO_KEEP:-0}" = 1 ] && echo "demo files kept in $work" || rm -rf "$work"
+    [ -n "$ctl_pid" ] && kill "$ctl_pid" 2>/dev/null && wait "$ctl_pid" 2>/dev/null
+    lab_down >/dev/null 2>&1 || true
+    if [ "${HC_DEMO_KEEP:-0}" = 1 ]; then echo "demo files kept in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
-export XDG_CONFIG_HOME=$work/config
+trap 'exit 130' INT TERM
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-port=17443
-say "hcctld init: cluster CA, certificates, admin token, CLI config"
-"$bin/hcctld" init --data-dir "$work/controller" --listen 127.0.0.1:$port --cluster-name demo
-"$bin/hcctld" run --data-dir "$work/controller" --poll-interval 1s >"$work/hcctld.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do "$bin/hcctl" -q version >/dev/null 2>&1 && break; sleep 0.1; done
+say "hcctld init: cluster CA, certificates, admin token, SSH key, CLI config"
+hcctld init --data-dir "$work/controller" --listen 198.18.0.1:7443 --cluster-name demo
 
-for i in 1 2 3; do
-    say "join node$i (agent on 127.0.0.$((i + 1)):7444, one-time join token)"
-    token=$("$bin/hcctl" cluster join-token --ttl 10m -o json | jq -r .token)
-    HCAGENT_TOKEN=$token "$bin/hcagent" join --controller https://127.0.0.1:$port \
-        --data-dir "$work/node$i" --listen 127.0.0.$((i + 1)):7444 --name "node$i" \
-        >"$work/node$i.log" 2>&1 &
-    pids+=($!)
-done
-for _ in $(seq 100); do
-    n=$("$bin/hcctl" node list -o json | jq '[.nodes[] | select(.health == "reachable")] | length')
-    [ "$n" = 3 ] && break
-    sleep 0.1
-done
+say "lab: $nodes nodes in network namespaces (mgmt 198.18.0.0/24 @1500, storage 198.18.1.0/24 @9000)"
+lab_up "$nodes" --prefix hcd --key "$work/controller/ssh/id_ed25519.pub" >/dev/null
+lab_info
+
+hcctld run --data-dir "$work/controller" --poll-interval 1s >"$work/hcctld.log" 2>&1 &
+ctl_pid=$!
+for _ in $(seq 50); do hcctl -q version >/dev/null 2>&1 && break; sleep 0.1; done
+
+args=()
+for i in $(seq "$nodes"); do args+=(--node "root@198.18.0.$((10 + i))"); done
+say "hcctl cluster create demo ${args[*]} --storage-interface eth1 --accept-new-host-keys"
+hcctl cluster create demo "${args[@]}" --storage-interface eth1 --accept-new-host-keys
 
 say "hcctl node list"
-"$bin/hcctl" node list
+hcctl node list
 say "hcctl cluster status"
-"$bin/hcctl" cluster status
-say "hcctl node show node1"
-"$bin/hcctl" node show node1
-say "hcctl events --limit 8"
-"$bin/hcctl" events --limit 8
+hcctl cluster status
+say "hcctl operation list"
+hcctl operation list
