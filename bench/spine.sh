@@ -27,8 +27,8 @@ t1=$(date +%s%N)
 echo "node_list_latency_ms_mean $(( (t1 - t0) / n / 1000 ))e-3" | awk '{printf "%s %.2f\n", $1, $2}'
 # Server side only: the same request with curl keeps process start-up out of the figure.
 tok=$(cat "$CTL_DIR/admin.token")
-curl -s -o /dev/null -w '%{time_total}\n' --cacert "$CTL_DIR/ca.pem" -H "Authorization: Bearer $tok" \
-    $(for _ in $(seq 50); do echo "$CTL_URL/v1/nodes"; done) | sort -n |
+curl -s -w '%{time_total}\n' --cacert "$CTL_DIR/ca.pem" -H "Authorization: Bearer $tok" \
+    $(for _ in $(seq 200); do echo "$CTL_URL/v1/nodes -o /dev/null"; done) | sort -n |
     awk '{a[NR]=$1} END {printf "node_list_http_ms_p50 %.2f\nnode_list_http_ms_p99 %.2f\n", a[int(NR*0.5)]*1000, a[int(NR*0.99)]*1000}'
 for name in n1 hcctld; do
     rss=$(awk '/VmRSS/ {print $2}' /proc/$(pid_of $name)/status)

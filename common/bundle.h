@@ -120,6 +120,8 @@ const void *hc_bundle_data(const struct hc_bundle *b, size_t *len);
  * again. Directories 0755, files keep their mode without setuid/setgid/sticky or group/other
  * write. 0 or -1 with err. */
 int hc_bundle_extract(const struct hc_bundle *b, const char *dest, struct hc_error *err);
+/* rm -rf without following symlinks; a missing path is fine. 0 or -1 (errno set). */
+int hc_bundle_rmtree(const char *path);
 
 /* ---------------------------------------------------------------- manifest (bundle_manifest.c) */
 

@@ -44,7 +44,7 @@ struct hc_net_node {
     int master_mtu;
     char port[32];      /* smallest-MTU port under iface when iface is a bridge or bond */
     int port_mtu;
-    int agent_ok;       /* the agent answered the probe request */
+    int agent_ok;       /* the agent answered the probe request: 1, 0 (no), -1 (not asked) */
     char agent_error[384];
 };
 
@@ -115,6 +115,11 @@ int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t 
  * "message","fix",...}), errors first. Pure: no I/O, so the unit tests drive it directly. */
 json_t *hc_net_findings(const struct hc_net_check *c);
 
+/* For a check whose pairs all touch `node` (net.set_mtu's re-probe of one node): one sentence on
+ * the failing pairs with the observed sizes into msg ("" when none fail), and a fix. */
+void hc_net_summary(const struct hc_net_check *c, size_t node, char *msg, size_t len, char *fix,
+                    size_t fix_len);
+
 /* The whole result document of docs/net.md ({"mtu","payload_bytes","passed","nodes",
  * "pairs","findings",...}). New reference. */
 json_t *hc_net_result_json(const struct hc_net_check *c);
@@ -140,5 +145,8 @@ int hc_net_store_result(struct hc_db *db, const char *op_id, const json_t *resul
  * check passed; -1 with err (code mtu_check_failed, the first finding as message, its fix as
  * hint) when it failed or could not run. The nodes stay joined either way. */
 int hc_net_check_after_join(struct hc_op_ctx *ctx, struct hc_error *err);
+
+/* Registers the operation kinds "net.check", "net.set_mtu" and "net.bench" (op_net.c). */
+void hc_op_net_register(void);
 
 #endif
