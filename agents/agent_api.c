@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents/net_api.h"
 #include "agents/netinfo.h"
+#include "agents/software.h"
 #include "common/https_server.h"
 #include "common/log.h"
 #include "common/pki.h"
@@ -35,16 +37,18 @@ struct hc_agent {
     int64_t started_ms; /* monotonic */
     int leaving;        /* leave requested: the timer is armed */
     int left;           /* credentials removed */
+    struct hc_agent_software *sw; /* software and the storage service (agents/software.c) */
 };
 
 static void status_route(struct hc_request *req, void *arg)
 {
     struct hc_agent *agent = arg;
     json_int_t uptime = (json_int_t)((hc_mono_ms() - agent->started_ms) / 1000);
-    hc_reply_json(req, 200,
-                  json_pack("{s:s, s:s, s:s, s:I, s:{s:s}}", "agent_version", HC_VERSION,
-                            "node_name", agent->cfg.name, "hostname", agent->hostname,
-                            "uptime_seconds", uptime, "service", "state", "not_installed"));
+    json_t *body = json_pack("{s:s, s:s, s:s, s:I}", "agent_version", HC_VERSION, "node_name",
+                             agent->cfg.name, "hostname", agent->hostname, "uptime_seconds",
+                             uptime);
+    hc_agent_software_status(agent->sw, body); /* service, software_version */
+    hc_reply_json(req, 200, body);
 }
 
 static void interfaces_route(struct hc_request *req, void *arg)
@@ -103,6 +107,11 @@ static int agent_routes(struct hc_agent *agent, struct hc_error *err)
         hc_http_server_route(agent->srv, "GET", "/v1/interfaces", 0, interfaces_route, agent) < 0 ||
         hc_http_server_route(agent->srv, "POST", "/v1/leave", 0, leave_route, agent) < 0)
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot register agent API routes");
+    if (hc_agent_net_routes(agent, agent->srv, agent->base, err) < 0)
+        return -1;
+    if (!(agent->sw = hc_agent_software_new(agent->srv, agent->base, agent->data_dir, &agent->cfg,
+                                            err)))
+        return -1;
     return 0;
 }
 
@@ -164,6 +173,8 @@ void hc_agent_free(struct hc_agent *agent)
         return;
     if (agent->leave_timer)
         event_free(agent->leave_timer);
+    hc_agent_net_free(agent); /* answers its pending requests: before the server goes */
+    hc_agent_software_free(agent->sw, agent->left); /* the service goes only with the node */
     hc_http_server_free(agent->srv);
     free(agent->data_dir);
     free(agent);
@@ -191,6 +202,11 @@ const struct hc_agent_config *hc_agent_config(const struct hc_agent *agent)
     return &agent->cfg;
 }
 
+const char *hc_agent_data_dir(const struct hc_agent *agent)
+{
+    return agent->data_dir;
+}
+
 int hc_agent_has_left(const struct hc_agent *agent)
 {
     return agent->left;
@@ -214,6 +230,9 @@ int hc_agent_serve(const char *data_dir, struct hc_error *err)
     }
     if (!(agent = hc_agent_new(base, data_dir, err)) || hc_agent_listen(agent, NULL, err) < 0)
         goto cleanup;
+    if (hc_agent_net_start_responder(agent, err) < 0) /* probes to this node then fail, named */
+        HC_WARN("%s", err->message);
+    hc_agent_software_start(agent->sw); /* the storage service, as it should be */
     sigterm = evsignal_new(base, SIGTERM, on_signal, base);
     sigint = evsignal_new(base, SIGINT, on_signal, base);
     if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 || evsignal_add(sigint, NULL) < 0) {

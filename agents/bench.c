@@ -244,7 +244,10 @@ static int parse_result(const char *text, const char *address, int port,
     json_t *recv = json_object_get(end, "sum_received");
     if (!doc || msg || !json_is_object(recv)) {
         hc_error_set(err, 502, HC_ERR_UNREACHABLE, "iperf3 test toward %s:%d failed: %s", address,
-                     port, msg ? msg : doc ? "no result" : "no output (killed by the watchdog?)");
+                     port,
+                     msg   ? msg
+                     : doc ? "no result"
+                           : "no output (killed by the watchdog?)");
         goto cleanup;
     }
     out->bits_per_second = json_number_value(json_object_get(recv, "bits_per_second"));
@@ -257,13 +260,12 @@ cleanup:
     return rc;
 }
 
-int hc_bench_client(const char *address, int port, int duration_s, struct hc_bench_result *out,
-                    struct hc_error *err)
+int hc_bench_client(const char *address, int port, int duration_s, atomic_int *child_pid,
+                    struct hc_bench_result *out, struct hc_error *err)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create a pipe: %s",
-                            strerror(errno));
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create a pipe: %s", strerror(errno));
     int64_t deadline = hc_mono_ms() + (int64_t)(duration_s + HC_BENCH_GRACE_S) * 1000;
     pid_t child = fork();
     if (child < 0) {
@@ -274,10 +276,14 @@ int hc_bench_client(const char *address, int port, int duration_s, struct hc_ben
     }
     if (child == 0)
         run_client_child(fds[1], address, port, duration_s);
+    if (child_pid)
+        atomic_store(child_pid, child);
     close(fds[1]);
     char *text = read_result(fds[0], deadline);
     close(fds[0]);
     hc_bench_reap(child, deadline);
+    if (child_pid)
+        atomic_store(child_pid, 0);
     int rc = text ? parse_result(text, address, port, out, err)
                   : hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
     free(text);

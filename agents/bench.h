@@ -9,6 +9,7 @@
 #ifndef HC_AGENTS_BENCH_H
 #define HC_AGENTS_BENCH_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -33,8 +34,10 @@ int hc_bench_server_start(int duration_s, int *port, pid_t *pid, struct hc_error
  * reaps it. Returns the exit status as waitpid reports it. Blocks: call it off the loop. */
 int hc_bench_reap(pid_t pid, int64_t deadline_ms);
 /* Runs one client test toward address:port for duration_s in a child with a watchdog. Blocks
- * for about duration_s. -1 with err (server unreachable, test failed, watchdog fired). */
-int hc_bench_client(const char *address, int port, int duration_s, struct hc_bench_result *out,
-                    struct hc_error *err);
+ * for about duration_s. While the child runs its pid is in *child (if not NULL; 0 otherwise),
+ * so that another thread can kill it to cancel the test. -1 with err (server unreachable, test
+ * failed, watchdog fired). */
+int hc_bench_client(const char *address, int port, int duration_s, atomic_int *child,
+                    struct hc_bench_result *out, struct hc_error *err);
 
 #endif

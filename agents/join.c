@@ -30,6 +30,7 @@
 #include "common/pki.h"
 #include "common/token.h"
 #include "common/util.h"
+#include "agents/software.h"
 
 #define JOIN_TIMEOUT_MS 15000
 
@@ -205,6 +206,7 @@ struct join {
     EVP_PKEY *key;
     X509 *cert;
     X509 *ca;
+    json_t *trusted_keys; /* bundle signing keys the controller trusts (enrollment answer) */
 };
 
 /* POST /v1/enroll with the pinned CA as the only trust anchor. On 201 keeps the body. */
@@ -289,10 +291,13 @@ static int write_files(const struct join *j, struct hc_error *err)
         hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
     else if (hc_pki_cert_save(j->ca, ca, err) == 0 && hc_pki_key_save(j->key, key, err) == 0 &&
              hc_pki_cert_save(j->cert, cert, err) == 0 &&
+             hc_agent_software_keys_save(dir, j->trusted_keys, err) == 0 &&
              hc_agent_config_save(dir, &j->cfg, err) == 0)
         rc = 0;
-    if (rc < 0)
+    if (rc < 0) {
         remove_files(dir);
+        hc_agent_software_keys_remove(dir);
+    }
     free(ca);
     free(key);
     free(cert);
@@ -379,6 +384,8 @@ static int join_controller(struct join *j, struct hc_error *err)
     int rc = enroll(j, &reply, err);
     if (rc == 0)
         rc = check_enrollment(j, reply, err);
+    if (rc == 0)
+        j->trusted_keys = json_incref(json_object_get(reply, "trusted_keys"));
     json_decref(reply);
     return rc;
 }
@@ -407,5 +414,6 @@ cleanup:
     EVP_PKEY_free(j.key);
     X509_free(j.cert);
     X509_free(j.ca);
+    json_decref(j.trusted_keys);
     return rc;
 }

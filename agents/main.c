@@ -15,6 +15,7 @@
 
 #include "agents/agent.h"
 #include "agents/daemon.h"
+#include "agents/net_api.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -381,6 +382,9 @@ static const struct {
     {"join", cmd_join},
     {"run", cmd_run},
     {"version", cmd_version},
+    /* hidden: for tests and the namespace lab (agents/net_cmd.c) */
+    {"probe", hc_net_cmd_probe},
+    {"probe-responder", hc_net_cmd_probe_responder},
 };
 
 int main(int argc, char **argv)

@@ -177,8 +177,8 @@ static json_t *revert_json(const struct hc_mtu_change *c)
 json_t *hc_mtu_state_json(const struct hc_mtu_mgr *m)
 {
     return json_pack("{s:o, s:o}", "pending",
-                     m->has_pending ? hc_mtu_change_json(&m->pending) : json_null(),
-                     "last_revert", m->has_last_revert ? revert_json(&m->last_revert) : json_null());
+                     m->has_pending ? hc_mtu_change_json(&m->pending) : json_null(), "last_revert",
+                     m->has_last_revert ? revert_json(&m->last_revert) : json_null());
 }
 
 /* The state file keeps the times as epoch milliseconds too, so that parsing back is exact. */
@@ -193,11 +193,11 @@ static json_t *file_change_json(const struct hc_mtu_change *c, int reverted)
 
 static int save_state(struct hc_mtu_mgr *m, struct hc_error *err)
 {
-    json_t *doc = json_pack(
-        "{s:o, s:o, s:s?}", "pending",
-        m->has_pending ? file_change_json(&m->pending, 0) : json_null(), "last_revert",
-        m->has_last_revert ? file_change_json(&m->last_revert, 1) : json_null(), "last_confirmed",
-        m->last_confirmed[0] ? m->last_confirmed : NULL);
+    json_t *doc =
+        json_pack("{s:o, s:o, s:s?}", "pending",
+                  m->has_pending ? file_change_json(&m->pending, 0) : json_null(), "last_revert",
+                  m->has_last_revert ? file_change_json(&m->last_revert, 1) : json_null(),
+                  "last_confirmed", m->last_confirmed[0] ? m->last_confirmed : NULL);
     char *text = doc ? hc_json_dump(doc) : NULL;
     json_decref(doc);
     if (!text)
@@ -316,8 +316,8 @@ struct hc_mtu_mgr *hc_mtu_mgr_new(struct event_base *base, const char *data_dir,
     } else {
         HC_INFO("mtu change %s on %s (%d -> %d) is still pending: reverts in %lld ms unless "
                 "confirmed",
-                m->pending.change_id, m->pending.interface, m->pending.previous_mtu,
-                m->pending.mtu, (long long)left);
+                m->pending.change_id, m->pending.interface, m->pending.previous_mtu, m->pending.mtu,
+                (long long)left);
         arm_timer(m, left);
     }
     return m;

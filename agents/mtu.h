@@ -43,7 +43,7 @@ struct hc_mtu_change {
     char interface[IFNAMSIZ];
     int previous_mtu;
     int mtu;
-    int64_t revert_at_ms;  /* wall clock, epoch ms */
+    int64_t revert_at_ms;   /* wall clock, epoch ms */
     int64_t reverted_at_ms; /* for last_revert; 0 while pending */
     char revert_error[256]; /* why putting previous_mtu back failed; "" = it worked */
 };

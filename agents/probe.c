@@ -53,6 +53,7 @@
 #define SEARCH_FANOUT 15 /* sizes per search round, besides the one just below the failure */
 #define MAX_ATTEMPTS 10
 #define WINDOW 256 /* targets (sockets) in flight at once */
+#define CANCEL_MS 100
 
 union cmsg_buf {
     char buf[512];
@@ -164,8 +165,7 @@ static int responder_socket(const char *addr, int port, struct hc_error *err)
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (addr && inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
         return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
-                            "invalid probe responder address '%s': expected an IPv4 address",
-                            addr);
+                            "invalid probe responder address '%s': expected an IPv4 address", addr);
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return hc_error_set(err, 500, HC_ERR_IO, "cannot open the probe responder socket: %s",
@@ -269,9 +269,9 @@ struct tstate {
     struct slot slots[MAX_SLOTS];
     int lo, hi;
     int small_ok;
-    int mtu_hint;       /* MTU named by ICMP or the kernel's path MTU; 0 = none */
+    int mtu_hint;                    /* MTU named by ICMP or the kernel's path MTU; 0 = none */
     char icmp_from[INET_ADDRSTRLEN]; /* the hop that named mtu_hint; "" = the local kernel */
-    int unreachable;     /* ICMP unreachable, refused, no route: stop */
+    int unreachable;                 /* ICMP unreachable, refused, no route: stop */
     char why[200];
 };
 
@@ -283,6 +283,7 @@ struct prober {
     int small;
     int search;
     struct in_addr source;
+    const atomic_int *cancel;
     unsigned char *buf; /* payload scratch, HC_PROBE_MAX_SIZE */
 };
 
@@ -504,8 +505,7 @@ static void read_replies(struct prober *p, struct tstate *ts)
         if ((seq >> 16) != ts->round || idx >= (unsigned)ts->nslots)
             continue; /* an echo from an earlier round */
         struct slot *s = &ts->slots[idx];
-        if (n != s->size - HC_PROBE_HEADER || attempt >= (unsigned)s->sent ||
-            s->state == SLOT_OK)
+        if (n != s->size - HC_PROBE_HEADER || attempt >= (unsigned)s->sent || s->state == SLOT_OK)
             continue;
         s->state = SLOT_OK;
         s->rtt_ms = (double)(mono_us() - s->sent_us[attempt]) / 1000.0;
@@ -575,8 +575,8 @@ static void finish_failed(const struct prober *p, struct tstate *ts)
         t->path_mtu = ts->mtu_hint;
         if (ts->icmp_from[0])
             snprintf(t->detail, sizeof(t->detail),
-                     "%d bytes do not fit: ICMP fragmentation needed from %s names mtu %d",
-                     t->size, ts->icmp_from, ts->mtu_hint);
+                     "%d bytes do not fit: ICMP fragmentation needed from %s names mtu %d", t->size,
+                     ts->icmp_from, ts->mtu_hint);
         else
             snprintf(t->detail, sizeof(t->detail),
                      "%d bytes do not fit: the kernel's path mtu toward %s is %d (EMSGSIZE; the "
@@ -614,8 +614,7 @@ static void after_classify(const struct prober *p, struct tstate *ts)
     if (big->state == SLOT_OK) {
         t->rtt_ms = big->rtt_ms;
         t->largest_ok = t->size;
-        snprintf(t->detail, sizeof(t->detail), "echo of %d bytes in %.3f ms", t->size,
-                 big->rtt_ms);
+        snprintf(t->detail, sizeof(t->detail), "echo of %d bytes in %.3f ms", t->size, big->rtt_ms);
         finish(ts, HC_PROBE_OK);
         return;
     }
@@ -666,8 +665,7 @@ static int open_target(const struct prober *p, struct tstate *ts, struct hc_erro
     char a[INET_ADDRSTRLEN];
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return hc_error_set(err, 503, HC_ERR_IO, "cannot open a probe socket: %s",
-                            strerror(errno));
+        return hc_error_set(err, 503, HC_ERR_IO, "cannot open a probe socket: %s", strerror(errno));
     ts->fd = fd;
     set_int_opt(fd, SOL_SOCKET, SO_RCVBUF, PROBE_SOCKBUF);
     set_int_opt(fd, SOL_SOCKET, SO_SNDBUF, PROBE_SOCKBUF);
@@ -679,12 +677,11 @@ static int open_target(const struct prober *p, struct tstate *ts, struct hc_erro
         struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr = p->source};
         if (bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0)
             return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
-                                "cannot probe from source address %s: %s",
-                                addr_text(p->source, a), strerror(errno));
+                                "cannot probe from source address %s: %s", addr_text(p->source, a),
+                                strerror(errno));
     }
-    struct sockaddr_in dst = {.sin_family = AF_INET,
-                              .sin_port = htons((uint16_t)p->port),
-                              .sin_addr = ts->t->addr};
+    struct sockaddr_in dst = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)p->port), .sin_addr = ts->t->addr};
     if (connect(fd, (struct sockaddr *)&dst, sizeof(dst)) < 0)
         mark_unreachable(ts, "cannot reach %s: %s", addr_text(ts->t->addr, a), strerror(errno));
     return 0;
@@ -728,6 +725,16 @@ static size_t step_targets(struct prober *p, struct tstate *ts, struct pollfd *p
     return active;
 }
 
+static void cancel_targets(struct tstate *ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ts[i].phase == PHASE_DONE)
+            continue;
+        snprintf(ts[i].t->detail, sizeof(ts[i].t->detail), "probe cancelled");
+        finish(&ts[i], HC_PROBE_UNREACHABLE);
+    }
+}
+
 static int probe_window(struct prober *p, struct hc_probe_target *targets, size_t n,
                         struct hc_error *err)
 {
@@ -745,10 +752,15 @@ static int probe_window(struct prober *p, struct hc_probe_target *targets, size_
             goto cleanup;
     for (;;) {
         int64_t next = INT64_MAX;
+        if (p->cancel && atomic_load(p->cancel)) {
+            cancel_targets(ts, n);
+            break;
+        }
         if (step_targets(p, ts, pfd, n, &next) == 0)
             break;
+        /* Short waits at most, so that a cancel (agent shutdown) is seen within CANCEL_MS. */
         int64_t wait = next - hc_mono_ms();
-        if (poll(pfd, n, wait < 0 ? 0 : (int)(wait > p->timeout_ms ? p->timeout_ms : wait)) < 0 &&
+        if (poll(pfd, n, wait < 0 ? 0 : (int)(wait > CANCEL_MS ? CANCEL_MS : wait)) < 0 &&
             errno != EINTR) {
             hc_error_set(err, 500, HC_ERR_IO, "probe: poll: %s", strerror(errno));
             goto cleanup;
@@ -772,8 +784,7 @@ cleanup:
     return rc;
 }
 
-static int prober_init(struct prober *p, const struct hc_probe_options *opt,
-                       struct hc_error *err)
+static int prober_init(struct prober *p, const struct hc_probe_options *opt, struct hc_error *err)
 {
     memset(p, 0, sizeof(*p));
     p->port = opt->port > 0 ? opt->port : HC_PROBE_PORT;
@@ -785,6 +796,7 @@ static int prober_init(struct prober *p, const struct hc_probe_options *opt,
     p->small = opt->small_size >= HC_PROBE_MIN_SIZE ? opt->small_size : HC_PROBE_SMALL_SIZE;
     p->search = opt->search;
     p->source = opt->source;
+    p->cancel = opt->cancel;
     p->buf = calloc(1, HC_PROBE_MAX_SIZE);
     if (!p->buf)
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
@@ -810,4 +822,27 @@ int hc_probe_run(const struct hc_probe_options *opt, struct hc_probe_target *tar
         rc = probe_window(&p, targets + off, n - off < WINDOW ? n - off : WINDOW, err);
     free(p.buf);
     return rc;
+}
+
+/* ================================================================ JSON */
+
+static json_t *probe_result_json(const struct hc_probe_target *t)
+{
+    char a[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &t->addr, a, sizeof(a));
+    return json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:s}", "address", a, "size", t->size, "result",
+                     hc_probe_verdict_name(t->result), "path_mtu",
+                     t->path_mtu > 0 ? json_integer(t->path_mtu) : json_null(), "largest_ok",
+                     t->largest_ok > 0 ? json_integer(t->largest_ok) : json_null(), "rtt_ms",
+                     t->rtt_ms >= 0 ? json_real((double)(int64_t)(t->rtt_ms * 1000) / 1000)
+                                    : json_null(),
+                     "detail", t->detail);
+}
+
+json_t *hc_probe_results_json(const struct hc_probe_target *t, size_t n)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++)
+        json_array_append_new(list, probe_result_json(&t[i]));
+    return json_pack("{s:o}", "results", list);
 }

@@ -13,7 +13,9 @@
 #define HC_AGENTS_PROBE_H
 
 #include <event2/event.h>
+#include <jansson.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,6 +79,9 @@ struct hc_probe_options {
     int attempts;   /* 0: HC_PROBE_DEFAULT_ATTEMPTS */
     int search;     /* binary (k-ary) search of the largest echoed size for failing targets */
     int small_size; /* 0: HC_PROBE_SMALL_SIZE */
+    /* Set to non-zero by another thread to stop early (agent shutdown); may be NULL. Targets
+     * not finished then are reported unreachable with the detail "probe cancelled". */
+    const atomic_int *cancel;
 };
 
 /* Probes all targets concurrently from the calling thread (non-blocking sockets and poll) and
@@ -85,5 +90,9 @@ struct hc_probe_options {
  * that fails is a result, not an error. */
 int hc_probe_run(const struct hc_probe_options *opt, struct hc_probe_target *targets, size_t n,
                  struct hc_error *err);
+
+/* {"results":[{"address","size","result","path_mtu","largest_ok","rtt_ms","detail"}...]} as in
+ * the API (null for path_mtu, largest_ok and rtt_ms when unknown). New reference. */
+json_t *hc_probe_results_json(const struct hc_probe_target *targets, size_t n);
 
 #endif

@@ -112,15 +112,31 @@ static void http_error(const struct hc_api_client *api, const char *method, cons
         hc_error_hint(err, "this needs an admin token");
 }
 
-json_t *hc_api_client_call(struct hc_api_client *api, const char *method, const char *path, const json_t *body,
-                    long *http_status, struct hc_error *err)
+/* One call with a JSON body (body) or raw bytes (raw->data). */
+struct raw_body {
+    const void *data;
+    size_t len;
+    const char *content_type;
+    const char *const *headers;
+};
+
+static json_t *api_call(struct hc_api_client *api, const char *method, const char *path,
+                        const json_t *body, const struct raw_body *raw, long *http_status,
+                        struct hc_error *err)
 {
     char url[4096];
     struct hc_http_response resp = {0};
     json_t *out = NULL;
+    int rc;
     snprintf(url, sizeof(url), "%s%s", api->url, path);
-    if (hc_http_request(api->http, method, url, api->token, body, (long)api->timeout_ms, &resp,
-                        err) < 0) {
+    if (raw)
+        rc = hc_http_request_raw(api->http, method, url, api->token, raw->data, raw->len,
+                                 raw->content_type, raw->headers, (long)api->timeout_ms, &resp,
+                                 err);
+    else
+        rc = hc_http_request(api->http, method, url, api->token, body, (long)api->timeout_ms,
+                             &resp, err);
+    if (rc < 0) {
         transport_error(api, err);
         goto cleanup;
     }
@@ -140,6 +156,21 @@ json_t *hc_api_client_call(struct hc_api_client *api, const char *method, const 
 cleanup:
     hc_http_response_clear(&resp);
     return out;
+}
+
+json_t *hc_api_client_call(struct hc_api_client *api, const char *method, const char *path,
+                           const json_t *body, long *http_status, struct hc_error *err)
+{
+    return api_call(api, method, path, body, NULL, http_status, err);
+}
+
+json_t *hc_api_client_call_raw(struct hc_api_client *api, const char *method, const char *path,
+                               const void *data, size_t len, const char *content_type,
+                               const char *const *headers, long *http_status,
+                               struct hc_error *err)
+{
+    struct raw_body raw = {data, len, content_type, headers};
+    return api_call(api, method, path, NULL, &raw, http_status, err);
 }
 
 json_t *hc_api_client_get(struct hc_api_client *api, const char *path, struct hc_error *err)

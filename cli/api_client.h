@@ -28,6 +28,12 @@ void hc_api_client_free(struct hc_api_client *api);
  * err. http_status (may be NULL) receives the HTTP status whenever one arrived. */
 json_t *hc_api_client_call(struct hc_api_client *api, const char *method, const char *path, const json_t *body,
                     long *http_status, struct hc_error *err);
+/* Same, sending len bytes of data as the body with content_type and extra "Name: value" header
+ * lines (NULL-terminated, may be NULL): uploads. */
+json_t *hc_api_client_call_raw(struct hc_api_client *api, const char *method, const char *path,
+                               const void *data, size_t len, const char *content_type,
+                               const char *const *headers, long *http_status,
+                               struct hc_error *err);
 json_t *hc_api_client_get(struct hc_api_client *api, const char *path, struct hc_error *err);
 json_t *hc_api_client_post(struct hc_api_client *api, const char *path, const json_t *body,
                     struct hc_error *err);

@@ -380,9 +380,15 @@ static int resolve_words(struct hc_cmd_ctx *ctx, int argc, char **argv, int gi, 
         hc_cmd_help_group(ctx->out.out, ctx->group);
         return 1;
     }
-    if (word[0] == '-')
+    if (word[0] == '-') {
+        /* A verb named like its group is the group's default form: "upgrade --rolling ...". */
+        ctx->verb = hc_cmd_find_verb(ctx->group, ctx->group->name);
+        *vi = gi;
+        if (ctx->verb)
+            return 0;
         return usage_error(err, hint, "expected a verb after '%s', not the option '%s'",
                            ctx->group->name, word);
+    }
     ctx->verb = resolve_verb(ctx->group, word, err);
     *vi = gi + 1;
     return ctx->verb ? 0 : -1;

@@ -33,6 +33,9 @@ enum hc_completer {
     HC_COMPLETE_FILE,      /* a local file */
     HC_COMPLETE_NODE,      /* node names (GET /v1/nodes) */
     HC_COMPLETE_OPERATION, /* operation ids (GET /v1/operations) */
+    HC_COMPLETE_TOPIC,     /* help topics: a group, then its verbs, or a docs topic */
+    HC_COMPLETE_SHELL,     /* a shell with a completion script: bash, zsh, fish */
+    HC_COMPLETE_BUNDLE,    /* uploaded bundle versions (GET /v1/software) */
 };
 
 struct hc_cmd_opt {

@@ -59,20 +59,8 @@ int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const
     json_decref(body);
     if (!doc)
         return hc_cmd_fail(ctx, &err, NULL);
-    const char *id = hc_json_str(json_object_get(doc, "operation"), "id", "");
-    int rc = HC_EXIT_OK;
-    if (hc_cmd_opt_bool(ctx, "no-wait")) {
-        hc_output_info(&ctx->out, "operation %s started; follow it with 'hcctl operation wait %s'",
-                       id, id);
-        if (ctx->out.json)
-            hc_output_json(&ctx->out, doc);
-        else
-            fprintf(ctx->out.out, "%s\n", id);
-    } else {
-        hc_output_info(&ctx->out, "%s %zu node(s): operation %s", name ? "creating cluster with"
-                       : "adding", n, id);
-        rc = hc_cmd_op_wait(ctx, id, hc_cmd_opt_ms(ctx, "timeout"));
-    }
+    int rc = hc_cmd_follow(ctx, doc, hc_cmd_opt_ms(ctx, "timeout"), "%s %zu node(s)",
+                           name ? "creating the cluster with" : "adding", n);
     json_decref(doc);
     return rc;
 }

@@ -1,11 +1,14 @@
 /*
  * Help text and "did you mean", generated from the command tables: nothing here is written per
- * command, so help cannot drift from what the parser accepts.
+ * command, so help cannot drift from what the parser accepts. Also the docs topics (exit codes,
+ * settings, ...) and `hcctl help TOPIC`, which reaches both the tables and the topics.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cmd.h"
+#include "cli/groups.h"
+#include "cli/help.h"
 #include "common/util.h"
 
 const struct hc_cmd_group *hc_cmd_find_group(const struct hc_cmd_group *const *groups,
@@ -79,7 +82,8 @@ static void required_opts(const struct hc_cmd_opt *opts, char *buf, size_t len)
 void hc_cmd_usage_line(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
                        char *buf, size_t len)
 {
-    if (group->flags & HC_GROUP_STANDALONE)
+    /* Standalone groups and a group's default verb (named like it) have no verb word. */
+    if ((group->flags & HC_GROUP_STANDALONE) || strcmp(verb->name, group->name) == 0)
         snprintf(buf, len, "hcctl %s", group->name);
     else
         snprintf(buf, len, "hcctl %s %s", group->name, verb->name);
@@ -134,7 +138,7 @@ static int opts_width(const struct hc_cmd_opt *opts, int width)
 static void verb_line(FILE *f, const struct hc_cmd_group *g, const struct hc_cmd_verb *v)
 {
     char name[96];
-    if (g->flags & HC_GROUP_STANDALONE)
+    if ((g->flags & HC_GROUP_STANDALONE) || strcmp(v->name, g->name) == 0)
         snprintf(name, sizeof(name), "%s", g->name);
     else
         snprintf(name, sizeof(name), "%s %s", g->name, v->name);
@@ -159,7 +163,8 @@ void hc_cmd_help_top(FILE *f, const struct hc_cmd_group *const *groups)
                "(~/.config/hcctl/config.json).\n"
                "Exit codes: 0 ok, 1 failed, 2 usage, 3 controller unreachable or unauthorized,\n"
                "4 a check found problems, 5 refused, 6 timed out.\n"
-               "Run 'hcctl GROUP --help' or 'hcctl GROUP VERB --help' for more.\n");
+               "Run 'hcctl GROUP --help' or 'hcctl GROUP VERB --help' for more, 'hcctl help' for\n"
+               "the docs topics (exit-codes, settings, output, ...), 'man hcctl' for all of it.\n");
 }
 
 void hc_cmd_help_group(FILE *f, const struct hc_cmd_group *group)
@@ -199,3 +204,159 @@ void hc_cmd_help_verb(FILE *f, const struct hc_cmd_group *group, const struct hc
         opt_help(f, &verb->opts[i], width);
     fprintf(f, "\nGlobal options: see 'hcctl --help'.\n");
 }
+
+/* ---------------------------------------------------------------- docs topics and `help` */
+
+const struct hc_help_topic hc_help_topics[] = {
+    {"exit-codes", "EXIT STATUS", "what hcctl's exit codes mean (scripts branch on them)",
+     "Every command exits with one of these codes; scripts may rely on them.\n"
+     "\n"
+     "  0  ok\n"
+     "  1  failed: the command or the operation failed (404, other 4xx/5xx, a failed or\n"
+     "     aborted operation, a broken config file, a disruptive command not confirmed)\n"
+     "  2  usage: bad command line, no controller configured, or a disruptive command\n"
+     "     without --yes and without a terminal\n"
+     "  3  controller unreachable or unauthorized: connection refused, TLS failure, 401, 403\n"
+     "  4  a check found problems\n"
+     "  5  refused: 409 conflict or an unsafe precondition (another disruptive operation runs)\n"
+     "  6  timed out: a request timed out, or a wait ran out of --timeout\n"},
+    {"settings", "ENVIRONMENT", "where the controller URL, the token and the CA come from",
+     "Each setting is taken, independently, from the first of: the flag (--controller,\n"
+     "--token, --ca), the environment (HCCTL_CONTROLLER, HCCTL_TOKEN, HCCTL_CA_FILE; empty\n"
+     "counts as unset), the config file.\n"
+     "\n"
+     "The config file is $XDG_CONFIG_HOME/hcctl/config.json, or ~/.config/hcctl/config.json;\n"
+     "'hcctld init' writes it (mode 0600):\n"
+     "\n"
+     "  {\"controller\": \"https://127.0.0.1:7443\", \"token\": \"hct1...\", \"ca_pem\": \"...\"}\n"
+     "\n"
+     "Prefer HCCTL_TOKEN or the config file to --token: a command line is visible in ps.\n"
+     "NO_COLOR (non-empty) turns colors off, like --no-color. The shell keeps its history in\n"
+     "$XDG_STATE_HOME/hcctl/history (default ~/.local/state/hcctl/history).\n"},
+    {"output", "OUTPUT", "text tables, -o json documents, and where chatter goes",
+     "Data goes to stdout; progress, confirmations and other chatter go to stderr, and -q\n"
+     "silences the chatter (never the data or the errors).\n"
+     "\n"
+     "Text output is aligned tables and key/value lists; tables show ages (12s ago), key/value\n"
+     "views show RFC 3339 times with the age. Colors only on a terminal, never with\n"
+     "--no-color or NO_COLOR.\n"
+     "\n"
+     "With -o json, stdout holds exactly one JSON document for every command (events --follow\n"
+     "streams JSON Lines instead); keys are snake_case and are API. An error is also printed\n"
+     "on stdout in the API's shape:\n"
+     "\n"
+     "  {\"error\": {\"code\": \"not_found\", \"message\": \"...\", \"hint\": \"...\"}}\n"},
+    {"durations", "DURATIONS", "how to write a duration (--timeout 30s)",
+     "Durations (DUR) are 250ms, 30s, 5m, 2h, 1d, combinations such as 1m30s, or a bare\n"
+     "number of seconds.\n"},
+    {"progress", "PROGRESS", "how commands follow long operations",
+     "Long work runs on the controller as an operation; commands that start one follow it\n"
+     "until it ends (--no-wait returns at once with its id; 'operation wait ID' follows it\n"
+     "again). On a terminal, hcctl shows one line per node, updated in place, with the\n"
+     "operation's elapsed time and an estimate of the time left. Elsewhere (a pipe, a file)\n"
+     "it prints one plain line per event instead; -q prints nothing. With -o json stdout\n"
+     "holds only the final document.\n"
+     "\n"
+     "The exit code tells how it ended: 0 succeeded, 1 failed or aborted, 6 --timeout ran\n"
+     "out (the operation goes on in the controller).\n"},
+    {"shell", "INTERACTIVE SHELL", "hcctl shell: history, completion, the same commands",
+     "'hcctl shell' reads commands with line editing: type a command without the leading\n"
+     "hcctl ('node list'). TAB completes groups, verbs, options and values, including node\n"
+     "names and operation ids asked from the controller. Quotes work as in sh. 'help TOPIC'\n"
+     "shows help; 'exit', 'quit' or Ctrl-D leave. Global options given to 'hcctl shell'\n"
+     "apply to every command in it. History: $XDG_STATE_HOME/hcctl/history.\n"},
+    {"completion", "COMPLETION", "installing bash, zsh and fish completion",
+     "'hcctl completion SHELL' prints a completion script; every completion asks hcctl\n"
+     "itself, so node names and operation ids come from the controller.\n"
+     "\n"
+     "  bash: hcctl completion bash > /usr/share/bash-completion/completions/hcctl\n"
+     "  zsh:  hcctl completion zsh > \"${fpath[1]}/_hcctl\"\n"
+     "  fish: hcctl completion fish > ~/.config/fish/completions/hcctl.fish\n"
+     "\n"
+     "Packages install all three.\n"},
+    {NULL, NULL, NULL, NULL},
+};
+
+const struct hc_help_topic *hc_help_topic_find(const char *name)
+{
+    for (size_t i = 0; hc_help_topics[i].name; i++)
+        if (strcmp(hc_help_topics[i].name, name) == 0)
+            return &hc_help_topics[i];
+    return NULL;
+}
+
+/* Visible group names and docs topics, for "did you mean". */
+static void topic_names(const struct hc_cmd_group *const *groups, const char **names, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; groups[i] && n + 1 < cap; i++)
+        if (!(groups[i]->flags & HC_CMD_HIDDEN))
+            names[n++] = groups[i]->name;
+    for (size_t i = 0; hc_help_topics[i].name && n + 1 < cap; i++)
+        names[n++] = hc_help_topics[i].name;
+    names[n] = NULL;
+}
+
+static void help_topics_list(FILE *f)
+{
+    fprintf(f, "\nHelp topics ('hcctl help TOPIC'):\n");
+    for (size_t i = 0; hc_help_topics[i].name; i++)
+        fprintf(f, "  %-24s %s\n", hc_help_topics[i].name, hc_help_topics[i].summary);
+}
+
+/* `hcctl help [GROUP [VERB] | TOPIC]`. */
+static int cmd_help(struct hc_cmd_ctx *ctx)
+{
+    const char *names[96], *guess;
+    char hint[160];
+    FILE *f = ctx->out.out;
+    if (ctx->argc == 0) {
+        hc_cmd_help_top(f, ctx->groups);
+        help_topics_list(f);
+        return 0;
+    }
+    const struct hc_cmd_group *g = hc_cmd_find_group(ctx->groups, ctx->argv[0]);
+    const struct hc_help_topic *t = g ? NULL : hc_help_topic_find(ctx->argv[0]);
+    if (t && ctx->argc == 1) {
+        fprintf(f, "%s\n\n%s", t->summary, t->text);
+        return 0;
+    }
+    if (g && ctx->argc == 1) {
+        hc_cmd_help_group(f, g);
+        /* a group may have a topic of the same name: how to set it up ("help completion") */
+        if ((t = hc_help_topic_find(g->name)))
+            fprintf(f, "\n%s", t->text);
+        return 0;
+    }
+    const struct hc_cmd_verb *v = g && ctx->argc == 2 && !(g->flags & HC_GROUP_STANDALONE)
+                                      ? hc_cmd_find_verb(g, ctx->argv[1])
+                                      : NULL;
+    if (v) {
+        hc_cmd_help_verb(f, g, v);
+        return 0;
+    }
+    if (g && ctx->argc == 2 && !(g->flags & HC_GROUP_STANDALONE)) {
+        snprintf(hint, sizeof(hint), "see 'hcctl help %s' for its verbs", g->name);
+        return hc_cmd_usage(ctx, hint, "no help topic '%s %s'", g->name, ctx->argv[1]);
+    }
+    if (g || t)
+        return hc_cmd_usage(ctx, "a topic is a group, 'GROUP VERB', or a docs topic",
+                            "too many words for 'hcctl help'");
+    topic_names(ctx->groups, names, HC_ARRAY_LEN(names));
+    guess = hc_cmd_suggest(ctx->argv[0], names);
+    if (guess)
+        snprintf(hint, sizeof(hint), "did you mean '%s'? ('hcctl help' lists the topics)", guess);
+    else
+        snprintf(hint, sizeof(hint), "'hcctl help' lists the groups and topics");
+    return hc_cmd_usage(ctx, hint, "no help topic '%s'", ctx->argv[0]);
+}
+
+static const struct hc_cmd_verb help_verbs[] = {
+    {"help", cmd_help, NULL, 0, 2,
+     "help on a group, a verb ('help node show') or a topic ('help exit-codes')",
+     "[GROUP [VERB] | TOPIC]", HC_CMD_OFFLINE, HC_COMPLETE_TOPIC},
+    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+};
+
+const struct hc_cmd_group hc_cmd_group_help = {"help", "help on commands and topics", help_verbs,
+                                               HC_GROUP_STANDALONE};

@@ -93,17 +93,8 @@ static int cmd_remove(struct hc_cmd_ctx *ctx)
         hc_error_set(&err, 0, HC_ERR_INTERNAL, "removing node '%s': the controller's answer "
                                                "names no operation", name);
         rc = hc_cmd_fail(ctx, &err, NULL);
-    } else if (hc_cmd_opt_bool(ctx, "no-wait")) {
-        hc_output_info(&ctx->out, "removing node '%s': operation %s started; follow it with "
-                                  "'hcctl operation wait %s'", name, id, id);
-        if (ctx->out.json)
-            hc_output_json(&ctx->out, doc);
-        else
-            fprintf(ctx->out.out, "%s\n", id);
-        rc = HC_EXIT_OK;
     } else {
-        hc_output_info(&ctx->out, "removing node '%s': operation %s", name, id);
-        rc = hc_cmd_op_wait(ctx, id, hc_cmd_opt_ms(ctx, "timeout"));
+        rc = hc_cmd_follow(ctx, doc, hc_cmd_opt_ms(ctx, "timeout"), "removing node '%s'", name);
     }
     json_decref(doc);
     return rc;

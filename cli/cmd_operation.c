@@ -2,13 +2,16 @@
  * `hcctl operation`: list, show and wait for operations (the controller's durable state
  * machines). hc_cmd_op_wait is also how every command that starts an operation follows it.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/api_client.h"
 #include "cli/exit_codes.h"
 #include "cli/groups.h"
+#include "cli/progress.h"
 #include "common/json_util.h"
 #include "common/util.h"
 
@@ -124,7 +127,8 @@ static void sleep_ms(int64_t ms)
     nanosleep(&ts, NULL);
 }
 
-/* The end of a wait: the final document, or the operation's error (exit 1 whatever its code). */
+/* The end of a wait: the final document, or the operation's error (exit 1, or 5 when the
+ * operation refused an unsafe precondition). */
 static int op_finished(struct hc_cmd_ctx *ctx, const json_t *doc)
 {
     const json_t *op = json_object_get(doc, "operation");
@@ -147,7 +151,7 @@ static int op_finished(struct hc_cmd_ctx *ctx, const json_t *doc)
     else
         hc_error_hint(&err, "see 'hcctl operation show %s'", id);
     hc_cmd_fail(ctx, &err, doc);
-    return HC_EXIT_FAILED;
+    return hc_exit_code_for_operation(&err);
 }
 
 static int op_timed_out(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms,
@@ -180,14 +184,50 @@ static int poll_again(struct hc_cmd_ctx *ctx, const struct hc_error *err, int *w
     return 1;
 }
 
+/* Live progress (rows redrawn in place) when both stdout and stderr are terminals, plain lines
+ * otherwise, nothing with -q. NULL: no progress. */
+static struct hc_progress *progress_start(struct hc_cmd_ctx *ctx)
+{
+    int width = 0, out_fd = fileno(ctx->out.out);
+    if (ctx->out.quiet)
+        return NULL;
+    int live = !ctx->out.json && out_fd >= 0 && isatty(out_fd) &&
+               hc_progress_tty(ctx->out.err, &width);
+    return hc_progress_new(ctx->out.err, live, width, hc_now_ms());
+}
+
+int hc_cmd_follow(struct hc_cmd_ctx *ctx, const json_t *doc, int64_t timeout_ms,
+                  const char *fmt, ...)
+{
+    const char *id = hc_json_str(json_object_get(doc, "operation"), "id", "");
+    if (hc_cmd_opt_bool(ctx, "no-wait")) {
+        hc_output_info(&ctx->out, "operation %s started; follow it with 'hcctl operation wait "
+                                  "%s'", id, id);
+        if (ctx->out.json)
+            hc_output_json(&ctx->out, doc);
+        else
+            fprintf(ctx->out.out, "%s\n", id);
+        return HC_EXIT_OK;
+    }
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    hc_output_info(&ctx->out, "%s: operation %s", what, id);
+    return hc_cmd_op_wait(ctx, id, timeout_ms);
+}
+
 int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms)
 {
     char path[1024], line[512], last_line[512] = "";
     int64_t deadline = hc_mono_ms() + timeout_ms, interval = POLL_MIN_MS;
     json_t *last = NULL;
     int rc, warned = 0;
+    struct hc_progress *progress = NULL;
     if (hc_cmd_path(path, sizeof(path), "/v1/operations/", id) < 0)
         return hc_cmd_usage(ctx, NULL, "operation id '%.64s...' is too long", id);
+    progress = progress_start(ctx);
     for (;;) {
         struct hc_error err = {0};
         json_t *doc = hc_cmd_request(ctx, "GET", path, NULL, &err);
@@ -196,11 +236,15 @@ int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms)
             rc = hc_cmd_fail(ctx, &err, NULL);
             goto cleanup;
         }
+        if (!doc)
+            hc_progress_break(progress); /* "retrying" went below the frame */
         if (doc) {
             json_decref(last);
             last = doc;
             warned = 0;
             const json_t *op = json_object_get(doc, "operation");
+            if (progress)
+                hc_progress_update(progress, doc, hc_now_ms());
             if (op_terminal(hc_json_str(op, "state", ""))) {
                 rc = op_finished(ctx, doc);
                 goto cleanup;
@@ -210,8 +254,6 @@ int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms)
             interval = strcmp(line, last_line) ? POLL_MIN_MS : interval * 2;
             if (interval > POLL_MAX_MS)
                 interval = POLL_MAX_MS;
-            if (strcmp(line, last_line))
-                hc_output_info(&ctx->out, "%s", line);
             snprintf(last_line, sizeof(last_line), "%s", line);
         }
         int64_t left = deadline - hc_mono_ms();
@@ -222,6 +264,7 @@ int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms)
         sleep_ms(interval < left ? interval : left);
     }
 cleanup:
+    hc_progress_free(progress);
     json_decref(last);
     return rc;
 }

@@ -27,3 +27,15 @@ int hc_exit_code(const struct hc_error *err)
         return HC_EXIT_REFUSED;
     return HC_EXIT_FAILED;
 }
+
+int hc_exit_code_for_operation(const struct hc_error *err)
+{
+    /* An operation that stopped because acting would have been unsafe was refused, not broken:
+     * scripts tell the two apart (DESIGN.md exit code 5). */
+    static const char *const refused[] = {"not_ok_to_stop", "unavailable_budget",
+                                          "version_incompatible", HC_ERR_CONFLICT, NULL};
+    for (size_t i = 0; refused[i]; i++)
+        if (code_is(err, refused[i]))
+            return HC_EXIT_REFUSED;
+    return HC_EXIT_FAILED;
+}

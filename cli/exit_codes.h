@@ -27,4 +27,8 @@ enum hc_exit {
  * (401/403 -> 3, 409 -> 5), everything else 1. A NULL or empty error is HC_EXIT_FAILED. */
 int hc_exit_code(const struct hc_error *err);
 
+/* Exit code of a failed operation from its error code: 5 for refused preconditions (not ok to
+ * stop, availability budget, version compatibility, conflict), else 1. */
+int hc_exit_code_for_operation(const struct hc_error *err);
+
 #endif

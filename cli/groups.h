@@ -11,10 +11,19 @@
 
 extern const struct hc_cmd_group hc_cmd_group_cluster;
 extern const struct hc_cmd_group hc_cmd_group_node;
+extern const struct hc_cmd_group hc_cmd_group_maintenance;
+extern const struct hc_cmd_group hc_cmd_group_upgrade;
+extern const struct hc_cmd_group hc_cmd_group_net;
+extern const struct hc_cmd_group hc_cmd_group_software;
 extern const struct hc_cmd_group hc_cmd_group_operation;
 extern const struct hc_cmd_group hc_cmd_group_events;
 extern const struct hc_cmd_group hc_cmd_group_version;
 extern const struct hc_cmd_group hc_cmd_group_self_test;
+extern const struct hc_cmd_group hc_cmd_group_shell;      /* cmd_shell.c */
+extern const struct hc_cmd_group hc_cmd_group_completion; /* cmd_completion.c */
+extern const struct hc_cmd_group hc_cmd_group_complete;   /* cmd_completion.c (hidden) */
+extern const struct hc_cmd_group hc_cmd_group_help;       /* cmd_help.c */
+extern const struct hc_cmd_group hc_cmd_group_man;        /* cmd_man.c (hidden) */
 
 /* Follows operation id (polling GET /v1/operations/ID every 250 ms to 1 s) until it ends or
  * timeout_ms passes; progress lines on stderr unless -q. Returns the exit code: 0 succeeded,
@@ -49,6 +58,11 @@ int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const
     {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for the operation to end", "DUR",        \
      HC_COMPLETE_NONE, "30m", NULL}
 
+/* After a request that started an operation (doc has "operation"): with --no-wait (the verb
+ * must declare it) prints the id (or doc with -o json) and returns 0; otherwise says what
+ * started ("<fmt>: operation ID") and follows it with hc_cmd_op_wait. */
+int hc_cmd_follow(struct hc_cmd_ctx *ctx, const json_t *doc, int64_t timeout_ms,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* "/v1/nodes/" + escaped name into buf. Returns 0, or -1 when it does not fit. */
 int hc_cmd_path(char *buf, size_t len, const char *prefix, const char *name);
 

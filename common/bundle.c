@@ -24,7 +24,6 @@
 #include "common/util.h"
 
 #define KEYS_MAX 64
-#define COPY_BLOCK 65536
 
 /* ---------------------------------------------------------------- trusted keys */
 
@@ -124,7 +123,7 @@ int hc_bundle_keys_add_file(struct hc_bundle_keys *keys, const char *path, struc
         return -1;
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     size_t n = strlen(base);
-    if (n > 4 && strcmp(base + n - 4, ".pem") == 0)
+    if (n > 4 && (strcmp(base + n - 4, ".pem") == 0 || strcmp(base + n - 4, ".pub") == 0))
         n -= 4;
     snprintf(name, sizeof(name), "%.*s", (int)n, base);
     int rc = hc_bundle_keys_add_pem(keys, name, text, err);
@@ -169,8 +168,7 @@ json_t *hc_bundle_keys_to_json(const struct hc_bundle_keys *keys)
     json_t *out = json_array();
     for (size_t i = 0; keys && i < keys->count; i++)
         json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "name", keys->keys[i].name,
-                                             "key_id", keys->keys[i].id, "pem",
-                                             keys->keys[i].pem));
+                                             "key_id", keys->keys[i].id, "pem", keys->keys[i].pem));
     return out;
 }
 
@@ -263,8 +261,9 @@ int hc_bundle_verify(const struct hc_bundle_keys *keys, const void *data, size_t
     unsigned char digest[SHA256_DIGEST_LENGTH];
     char hex[65];
     if (hc_bundle_keys_count(keys) == 0) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_NO_KEYS, "no trusted bundle signing keys are "
-                                                      "configured");
+        hc_error_set(err, 400, HC_BUNDLE_ERR_NO_KEYS,
+                     "no trusted bundle signing keys are "
+                     "configured");
         return hc_error_hint(err, "give the controller the public key with 'hcctld init "
                                   "--trust-key FILE'");
     }
@@ -287,8 +286,7 @@ int hc_bundle_verify(const struct hc_bundle_keys *keys, const void *data, size_t
     }
     if (!ed25519_verify(k->pub, sig.sig, digest, sizeof(digest))) {
         hc_error_set(err, 400, HC_BUNDLE_ERR_SIGNATURE,
-                     "bundle signature does not verify with trusted key '%s' (%s)", k->name,
-                     k->id);
+                     "bundle signature does not verify with trusted key '%s' (%s)", k->name, k->id);
         return hc_error_hint(err, "the signature was forged or damaged: sign the bundle again");
     }
     if (signer)
@@ -544,8 +542,8 @@ struct hc_bundle *hc_bundle_open(const void *data, size_t len, const char *sig_l
 {
     struct hc_bundle *b = NULL;
     if (len > HC_BUNDLE_MAX_BYTES) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_TOO_LARGE, "bundle of %zu bytes exceeds %u bytes",
-                     len, HC_BUNDLE_MAX_BYTES);
+        hc_error_set(err, 400, HC_BUNDLE_ERR_TOO_LARGE, "bundle of %zu bytes exceeds %u bytes", len,
+                     HC_BUNDLE_MAX_BYTES);
         return NULL;
     }
     char signer[128];

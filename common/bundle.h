@@ -29,8 +29,8 @@
 
 #include "common/error.h"
 
-#define HC_BUNDLE_MAX_BYTES (60u * 1024 * 1024)              /* a .tar.gz, compressed */
-#define HC_BUNDLE_MAX_UNPACKED (1024ull * 1024 * 1024)       /* sum of the entries' sizes */
+#define HC_BUNDLE_MAX_BYTES (60u * 1024 * 1024)        /* a .tar.gz, compressed */
+#define HC_BUNDLE_MAX_UNPACKED (1024ull * 1024 * 1024) /* sum of the entries' sizes */
 #define HC_BUNDLE_MAX_ENTRIES 10000
 #define HC_BUNDLE_MANIFEST "manifest.json"
 #define HC_BUNDLE_MANIFEST_MAX (256 * 1024)
@@ -57,7 +57,7 @@ void hc_bundle_keys_free(struct hc_bundle_keys *keys);
  * Returns 0 or -1 with err. */
 int hc_bundle_keys_add_pem(struct hc_bundle_keys *keys, const char *name, const char *pem,
                            struct hc_error *err);
-/* Adds the key in a PEM file, named after the file (without directory and ".pem"). */
+/* Adds the key in a PEM file, named after the file (without directory and ".pem"/".pub"). */
 int hc_bundle_keys_add_file(struct hc_bundle_keys *keys, const char *path, struct hc_error *err);
 /* Adds every DIR/ *.pem in name order. A missing directory adds nothing and is not an error. */
 int hc_bundle_keys_load_dir(struct hc_bundle_keys *keys, const char *dir, struct hc_error *err);

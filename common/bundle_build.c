@@ -87,8 +87,7 @@ EVP_PKEY *hc_bundle_private_key_load(const char *path, struct hc_error *err)
     ERR_clear_error();
     if (!key || EVP_PKEY_id(key) != EVP_PKEY_ED25519) {
         EVP_PKEY_free(key);
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' is not an Ed25519 private key",
-                     path);
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' is not an Ed25519 private key", path);
         hc_error_hint(err, "create one with 'hcctl software keygen --out PREFIX'");
         return NULL;
     }
@@ -97,8 +96,7 @@ EVP_PKEY *hc_bundle_private_key_load(const char *path, struct hc_error *err)
 
 /* ---------------------------------------------------------------- writing the archive */
 
-static int archive_fail(struct archive *a, const char *what, const char *path,
-                        struct hc_error *err)
+static int archive_fail(struct archive *a, const char *what, const char *path, struct hc_error *err)
 {
     return hc_error_set(err, 500, HC_ERR_IO, "cannot %s '%s': %s", what, path,
                         archive_error_string(a) ? archive_error_string(a) : "unknown error");
@@ -158,8 +156,8 @@ static int write_entry(struct archive *disk, struct archive *w, struct archive_e
     const char *rel = path + dlen + 1;
     mode_t type = archive_entry_filetype(e);
     if (strcmp(rel, HC_BUNDLE_MANIFEST) == 0)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
-                            "'%s' already holds a manifest.json", dir);
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' already holds a manifest.json",
+                            dir);
     if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
         return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
                             "cannot bundle '%s': not a regular file, directory or link", path);
@@ -261,8 +259,7 @@ static int load_manifest(const char *manifest_path, const char *dir, char **text
     char *entry = hc_path_join(dir, json_string_value(json_object_get(m, "entrypoint")));
     if (!entry || lstat(entry, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111))
         hc_error_set(err, 400, HC_BUNDLE_ERR_MANIFEST,
-                     "entrypoint '%s' is not an executable regular file",
-                     entry ? entry : "?");
+                     "entrypoint '%s' is not an executable regular file", entry ? entry : "?");
     else
         rc = 0;
     free(entry);

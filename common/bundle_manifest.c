@@ -90,8 +90,9 @@ static int check_hook(const json_t *m, const char *key, int required, struct hc_
     const json_t *h = json_object_get(m, key);
     char prefix[64], what[64];
     if (!h || json_is_null(h))
-        return required ? bad(err, "'%s' is missing (a hook: {\"http\": URL} or "
-                                   "{\"command\": [PROGRAM, ARGS...]})",
+        return required ? bad(err,
+                              "'%s' is missing (a hook: {\"http\": URL} or "
+                              "{\"command\": [PROGRAM, ARGS...]})",
                               key)
                         : 0;
     if (!json_is_object(h))
@@ -132,8 +133,7 @@ static int check_identity(const json_t *m, struct hc_error *err)
     const json_t *desc = json_object_get(m, "description");
     size_t n = name ? strlen(name) : 0;
     if (!name || n < 1 || n > 63 || !isalnum((unsigned char)name[0]) ||
-        strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != n ||
-        isupper((unsigned char)name[0]))
+        strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != n)
         return bad(err, "'name' must be 1-63 characters of a-z, 0-9, '.', '_', '-', starting "
                         "with a letter or digit");
     if (!version || !hc_bundle_version_valid(version))
@@ -163,9 +163,10 @@ static int check_program(const json_t *m, struct hc_error *err)
 int hc_bundle_manifest_check(const json_t *m, struct hc_error *err)
 {
     static const char *const allowed[] = {
-        "format",  "name",          "version", "min_upgrade_from", "description",
-        "entrypoint", "args",       "health",  "ok_to_stop",       "drain",
-        "resync_status", "limits",  "stop_timeout_ms", NULL};
+        "format",          "name",       "version",       "min_upgrade_from",
+        "description",     "entrypoint", "args",          "health",
+        "ok_to_stop",      "drain",      "resync_status", "limits",
+        "stop_timeout_ms", NULL};
     if (!json_is_object(m))
         return bad(err, "must be a JSON object");
     const json_t *format = json_object_get(m, "format");

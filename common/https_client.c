@@ -199,18 +199,24 @@ static int hc_call_set_tls(struct hc_http_client *c, CURL *e)
     return rc;
 }
 
-/* GET has no body; any other method sends the JSON body, or an empty one. */
+/* GET has no body; any other method sends the JSON body (or the raw one), or an empty one. */
 static int hc_call_set_method(struct hc_call_ctx *ctx, const char *method)
 {
     CURL *e = ctx->easy;
+    const struct hc_http_call *call = ctx->call;
     int rc = 0;
-    if (strcmp(method, "GET") == 0 && !ctx->body)
+    if (strcmp(method, "GET") == 0 && !ctx->body && !call->raw_body)
         return curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     if (strcmp(method, "HEAD") == 0)
         return curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-    rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, ctx->body ? ctx->body : "");
-    rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-                           (curl_off_t)(ctx->body ? strlen(ctx->body) : 0));
+    if (call->raw_body) {
+        rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, call->raw_body);
+        rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->raw_len);
+    } else {
+        rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, ctx->body ? ctx->body : "");
+        rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                               (curl_off_t)(ctx->body ? strlen(ctx->body) : 0));
+    }
     if (strcmp(method, "POST") != 0)
         rc |= curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
     return rc;
@@ -234,7 +240,17 @@ static int hc_call_set_headers(struct hc_call_ctx *ctx)
     /* No "Expect: 100-continue" round trip for large bodies. */
     rc |= hc_call_add_header(ctx, "Expect:");
     /* Without a JSON body, drop the form Content-Type curl adds to a POST. */
-    rc |= hc_call_add_header(ctx, ctx->body ? "Content-Type: application/json" : "Content-Type:");
+    if (call->raw_body) {
+        char ctype[256];
+        snprintf(ctype, sizeof(ctype), "Content-Type: %s",
+                 call->content_type ? call->content_type : "application/octet-stream");
+        rc |= hc_call_add_header(ctx, ctype);
+    } else {
+        rc |= hc_call_add_header(ctx, ctx->body ? "Content-Type: application/json"
+                                                : "Content-Type:");
+    }
+    for (size_t i = 0; call->headers && call->headers[i]; i++)
+        rc |= hc_call_add_header(ctx, call->headers[i]);
     if (call->bearer) {
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", call->bearer);
         rc |= hc_call_add_header(ctx, auth);
@@ -291,7 +307,7 @@ static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx, stru
         hc_error_set(&call->err, 0, HC_ERR_INVALID_ARGUMENT, "request without a url");
         goto fail;
     }
-    if (call->body && !(ctx->body = hc_json_dump(call->body))) {
+    if (call->body && !call->raw_body && !(ctx->body = hc_json_dump(call->body))) {
         hc_error_set(&call->err, 0, HC_ERR_INTERNAL, "cannot serialise body for '%s'", call->url);
         goto fail;
     }
@@ -516,12 +532,10 @@ size_t hc_http_fanout(struct hc_http_client *c, struct hc_http_call *calls, size
     return ok;
 }
 
-int hc_http_request(struct hc_http_client *c, const char *method, const char *url,
-                    const char *bearer, const json_t *body, long timeout_ms,
-                    struct hc_http_response *resp, struct hc_error *err)
+static int hc_request_one(struct hc_http_client *c, struct hc_http_call *callp,
+                          struct hc_http_response *resp, struct hc_error *err)
 {
-    struct hc_http_call call = {
-        .method = method, .url = url, .bearer = bearer, .body = body, .timeout_ms = timeout_ms};
+    struct hc_http_call call = *callp;
     hc_http_fanout(c, &call, 1, 1);
     if (!call.ok) {
         if (resp)
@@ -535,4 +549,29 @@ int hc_http_request(struct hc_http_client *c, const char *method, const char *ur
     else
         hc_http_response_clear(&call.resp);
     return 0;
+}
+
+int hc_http_request(struct hc_http_client *c, const char *method, const char *url,
+                    const char *bearer, const json_t *body, long timeout_ms,
+                    struct hc_http_response *resp, struct hc_error *err)
+{
+    struct hc_http_call call = {
+        .method = method, .url = url, .bearer = bearer, .body = body, .timeout_ms = timeout_ms};
+    return hc_request_one(c, &call, resp, err);
+}
+
+int hc_http_request_raw(struct hc_http_client *c, const char *method, const char *url,
+                        const char *bearer, const void *data, size_t len,
+                        const char *content_type, const char *const *headers, long timeout_ms,
+                        struct hc_http_response *resp, struct hc_error *err)
+{
+    struct hc_http_call call = {.method = method,
+                                .url = url,
+                                .bearer = bearer,
+                                .raw_body = data ? data : "",
+                                .raw_len = len,
+                                .content_type = content_type,
+                                .headers = headers,
+                                .timeout_ms = timeout_ms};
+    return hc_request_one(c, &call, resp, err);
 }

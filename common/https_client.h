@@ -46,6 +46,13 @@ int hc_http_request(struct hc_http_client *c, const char *method, const char *ur
                     const char *bearer, const json_t *body, long timeout_ms,
                     struct hc_http_response *resp, struct hc_error *err);
 
+/* Like hc_http_request, but sends len bytes of data as the body (see raw_body below) with
+ * optional extra header lines. */
+int hc_http_request_raw(struct hc_http_client *c, const char *method, const char *url,
+                        const char *bearer, const void *data, size_t len,
+                        const char *content_type, const char *const *headers, long timeout_ms,
+                        struct hc_http_response *resp, struct hc_error *err);
+
 /* A call in a fan-out: the caller fills the inputs, hc_http_fanout fills the outputs. */
 struct hc_http_call {
     const char *method;
@@ -54,6 +61,13 @@ struct hc_http_call {
     const json_t *body;
     long timeout_ms;
     void *user;
+    /* Optional: bytes sent as the body instead of JSON (body is then ignored), with their
+     * Content-Type (default application/octet-stream), and extra "Name: value" header lines
+     * (NULL-terminated array). Borrowed until the call ends. */
+    const void *raw_body;
+    size_t raw_len;
+    const char *content_type;
+    const char *const *headers;
     /* outputs */
     int ok;                       /* 1 when an HTTP response arrived */
     struct hc_http_response resp; /* valid when ok; caller clears */

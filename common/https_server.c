@@ -164,6 +164,7 @@ int hc_router_add(struct hc_router *r, const char *method, const char *pattern, 
     route->flags = flags;
     route->fn = fn;
     route->arg = arg;
+    route->max_body = 0;
     return 0;
 }
 
@@ -435,12 +436,14 @@ static void hc_request_release(struct hc_request *req)
 static void hc_request_dispatch(struct hc_request *req)
 {
     struct hc_http_server *srv = req->srv;
-    struct hc_error err = {0};
+    struct hc_error err = {0}, route_err = {0};
     size_t body_len = evbuffer_get_length(evhttp_request_get_input_buffer(req->ev));
-    if (body_len > srv->max_body) {
+    /* The route decides the body limit, so match first; its 404/405 waits behind the 413. */
+    req->route = hc_router_match(srv->router, req->method, req->path, &req->params, &route_err);
+    size_t limit = req->route && req->route->max_body ? req->route->max_body : srv->max_body;
+    if (body_len > limit) {
         hc_error_set(&err, 413, HC_ERR_BODY_TOO_LARGE,
-                     "request body of %zu bytes exceeds the limit of %zu bytes", body_len,
-                     srv->max_body);
+                     "request body of %zu bytes exceeds the limit of %zu bytes", body_len, limit);
         hc_reply_error(req, &err);
         return;
     }
@@ -451,8 +454,8 @@ static void hc_request_dispatch(struct hc_request *req)
         hc_reply_error(req, &err);
         return;
     }
-    req->route = hc_router_match(srv->router, req->method, req->path, &req->params, &err);
     if (!req->route) {
+        err = route_err;
         hc_reply_error(req, &err);
         return;
     }
@@ -527,6 +530,13 @@ json_t *hc_req_json(struct hc_request *req)
     return req->json;
 }
 
+const unsigned char *hc_req_body(struct hc_request *req, size_t *len)
+{
+    struct evbuffer *buf = evhttp_request_get_input_buffer(req->ev);
+    *len = evbuffer_get_length(buf);
+    return *len ? evbuffer_pullup(buf, -1) : (const unsigned char *)"";
+}
+
 void hc_req_set_user(struct hc_request *req, void *user)
 {
     req->user = user;
@@ -569,6 +579,30 @@ void hc_reply_json(struct hc_request *req, int status, json_t *body)
 void hc_reply_error(struct hc_request *req, const struct hc_error *err)
 {
     hc_reply_json(req, err->status ? err->status : 500, hc_error_to_json(err));
+}
+
+void hc_reply_data(struct hc_request *req, int status, const char *content_type, const void *data,
+                   size_t len)
+{
+    if (req->replied)
+        return;
+    struct evbuffer *out = evbuffer_new();
+    if (!out || evbuffer_add(out, data, len) != 0) {
+        struct hc_error err;
+        if (out)
+            evbuffer_free(out);
+        hc_error_set(&err, 500, HC_ERR_INTERNAL, "cannot send %zu bytes: out of memory", len);
+        hc_reply_error(req, &err);
+        return;
+    }
+    req->replied = 1;
+    struct evkeyvalq *headers = evhttp_request_get_output_headers(req->ev);
+    evhttp_add_header(headers, "Content-Type", content_type);
+    evhttp_add_header(headers, "Cache-Control", "no-store");
+    if (req->srv->after)
+        req->srv->after(req, status, req->srv->hook_arg);
+    evhttp_send_reply(req->ev, status, NULL, out);
+    evbuffer_free(out);
 }
 
 /* ---------------------------------------------------------------- deferred replies */
@@ -665,6 +699,10 @@ void hc_http_server_free(struct hc_http_server *srv)
         return;
     if (srv->http)
         evhttp_free(srv->http);
+    /* Connections still in their TLS handshake are freed by deferred callbacks: run them now,
+     * or their SSL objects outlive the server (and leak when the base is freed next). */
+    if (srv->base)
+        event_base_loop(srv->base, EVLOOP_NONBLOCK);
     SSL_CTX_free(srv->ctx);
     hc_router_free(srv->router);
     free(srv->required_cn);
@@ -704,14 +742,40 @@ int hc_http_server_port(const struct hc_http_server *srv)
     return srv->port;
 }
 
+/* libevent's own limit: the backstop above the server's limit, or, when a route allows more,
+ * that route's limit plus an eighth (so an upload slightly too large still gets the JSON 413). */
+static void hc_server_backstop(struct hc_http_server *srv)
+{
+    uint64_t backstop = (uint64_t)srv->max_body * HC_HTTP_BODY_BACKSTOP_FACTOR;
+    if (srv->max_body > INT64_MAX / HC_HTTP_BODY_BACKSTOP_FACTOR)
+        backstop = INT64_MAX;
+    for (size_t i = 0; i < srv->router->count; i++) {
+        uint64_t route = srv->router->routes[i].max_body;
+        if (route && route < INT64_MAX / 2 && route + route / 8 > backstop)
+            backstop = route + route / 8;
+    }
+    evhttp_set_max_body_size(srv->http, (ev_ssize_t)backstop);
+}
+
+int hc_http_server_route_limit(struct hc_http_server *srv, const char *method, const char *pattern,
+                               size_t max_body)
+{
+    for (size_t i = 0; i < srv->router->count; i++) {
+        struct hc_route *r = &srv->router->routes[i];
+        if (strcmp(r->method, method) == 0 && strcmp(r->pattern, pattern) == 0) {
+            r->max_body = max_body;
+            hc_server_backstop(srv);
+            return 0;
+        }
+    }
+    return -1;
+}
+
 /* max_body 0 and timeout_s <= 0 select the defaults. */
 void hc_http_server_set_limits(struct hc_http_server *srv, size_t max_body, int timeout_s)
 {
     srv->max_body = max_body ? max_body : HC_HTTP_DEFAULT_MAX_BODY;
-    uint64_t backstop = (uint64_t)srv->max_body * HC_HTTP_BODY_BACKSTOP_FACTOR;
-    if (srv->max_body > INT64_MAX / HC_HTTP_BODY_BACKSTOP_FACTOR)
-        backstop = INT64_MAX;
-    evhttp_set_max_body_size(srv->http, (ev_ssize_t)backstop);
+    hc_server_backstop(srv);
     evhttp_set_timeout(srv->http, timeout_s > 0 ? timeout_s : HC_HTTP_DEFAULT_TIMEOUT_S);
 }
 

@@ -37,6 +37,7 @@ struct hc_route {
     int flags;
     hc_route_fn fn;
     void *arg;
+    size_t max_body; /* 0: the server's limit; else this route's (hc_http_server_route_limit) */
 };
 
 /* Pure router, usable without a network (unit-tested on its own). */
@@ -79,6 +80,12 @@ int hc_http_server_route(struct hc_http_server *srv, const char *method, const c
                          int flags, hc_route_fn fn, void *arg);
 void hc_http_server_set_hooks(struct hc_http_server *srv, hc_before_fn before, hc_after_fn after,
                               void *arg);
+/* Gives one route (already added) its own body limit, e.g. an upload larger than the JSON
+ * limit. Bodies are still read in full before routing (libevent 2.1 has no earlier hook), so
+ * every route's bodies are read up to the largest such limit before a 413. 0 or -1 when the
+ * route does not exist. */
+int hc_http_server_route_limit(struct hc_http_server *srv, const char *method, const char *pattern,
+                               size_t max_body);
 
 /* Request accessors; strings are owned by the request and live until the reply. */
 const char *hc_req_method(const struct hc_request *req);
@@ -93,12 +100,17 @@ const char *hc_req_peer_cn(const struct hc_request *req);
  * so a handler writes `if (!(body = hc_req_json(req))) return;`. The request owns the result. */
 json_t *hc_req_json(struct hc_request *req);
 /* Application data for the duration of the request (e.g. the authenticated token). */
+/* The raw body (not NUL-terminated; the request owns it); *len receives its size. */
+const unsigned char *hc_req_body(struct hc_request *req, size_t *len);
 void hc_req_set_user(struct hc_request *req, void *user);
 void *hc_req_user(const struct hc_request *req);
 
 /* Replies; exactly one per request. body is stolen (may be NULL for an empty object). */
 void hc_reply_json(struct hc_request *req, int status, json_t *body);
 void hc_reply_error(struct hc_request *req, const struct hc_error *err);
+/* Replies len bytes of data (copied) with the given Content-Type, e.g. a file download. */
+void hc_reply_data(struct hc_request *req, int status, const char *content_type, const void *data,
+                   size_t len);
 
 /* Deferred replies, for a handler whose answer needs work off the loop thread (a network probe
  * of several seconds) while the server keeps answering other requests. The handler calls

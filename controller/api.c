@@ -1,6 +1,7 @@
 /*
  * The controller API server: route table, bearer-token authentication before each route, and an
- * api.call event after every POST, PUT and DELETE (docs/api.md "Controller API").
+ * api.call event after every POST, PUT and DELETE (docs/api.md "Controller API"); the after-hook
+ * also counts every request by method and status for /metrics (controller/metrics.c).
  */
 #include "controller/api.h"
 
@@ -16,6 +17,8 @@
 #include "common/util.h"
 #include "controller/auth.h"
 #include "controller/events.h"
+#include "controller/metrics.h"
+#include "common/bundle.h"
 
 static const struct {
     const char *method;
@@ -39,6 +42,25 @@ static const struct {
     {"POST", "/v1/operations/{id}/resume", HC_API_ADMIN, hc_res_op_resume},
     {"POST", "/v1/operations/{id}/abort", HC_API_ADMIN, hc_res_op_abort},
     {"GET", "/v1/events", HC_API_READ, hc_res_events_list},
+    /* Prometheus scrapes it with a bearer token (authorization: in its scrape config) */
+    {"GET", "/metrics", HC_API_READ, hc_res_metrics},
+    {"GET", "/v1/maintenance", HC_API_READ, hc_res_maintenance_list},
+    {"POST", "/v1/nodes/{name}/maintenance", HC_API_ADMIN, hc_res_maintenance_enter},
+    {"DELETE", "/v1/nodes/{name}/maintenance", HC_API_ADMIN, hc_res_maintenance_exit},
+    {"GET", "/v1/upgrade", HC_API_READ, hc_res_upgrade_status},
+    {"POST", "/v1/upgrade", HC_API_ADMIN, hc_res_upgrade_start},
+    /* network (issue 4): res_net.c */
+    {"GET", "/v1/net", HC_API_READ, hc_res_net_show},
+    {"POST", "/v1/net/check", HC_API_ADMIN, hc_res_net_check},
+    {"POST", "/v1/net/mtu", HC_API_ADMIN, hc_res_net_mtu},
+    {"POST", "/v1/net/bench", HC_API_ADMIN, hc_res_net_bench},
+    {"GET", "/v1/operations/{id}/result", HC_API_READ, hc_res_op_result},
+    /* software bundles (issue 5): res_software.c */
+    {"POST", "/v1/software", HC_API_ADMIN, hc_res_software_upload},
+    {"GET", "/v1/software", HC_API_READ, hc_res_software_list},
+    {"GET", "/v1/software/{version}", HC_API_READ, hc_res_software_get},
+    {"DELETE", "/v1/software/{version}", HC_API_ADMIN, hc_res_software_remove},
+    {"GET", "/v1/software/{version}/bundle", HC_API_READ, hc_res_software_bundle},
 };
 
 static int forbidden(struct hc_request *req, const char *name)
@@ -82,6 +104,7 @@ static void api_after(struct hc_request *req, int status, void *arg)
 {
     struct hc_api *api = arg;
     const char *method = hc_req_method(req);
+    hc_metrics_api_request(method, status);
     if (!is_mutation(method))
         return;
     const struct hc_api_caller *caller = hc_req_user(req);
@@ -172,6 +195,8 @@ static int add_routes(struct hc_api *api, struct hc_error *err)
                                  routes[i].fn, api) < 0)
             return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot add route %s %s",
                                 routes[i].method, routes[i].pattern);
+    /* A bundle upload is the one body larger than the JSON limit. */
+    hc_http_server_route_limit(api->srv, "POST", "/v1/software", HC_BUNDLE_MAX_BYTES);
     hc_http_server_set_hooks(api->srv, api_before, api_after, api);
     return 0;
 }

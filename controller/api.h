@@ -73,6 +73,11 @@ void hc_res_nodes_list(struct hc_request *req, void *arg);        /* res_nodes.c
 void hc_res_node_get(struct hc_request *req, void *arg);          /* res_nodes.c */
 void hc_res_node_delete(struct hc_request *req, void *arg);       /* res_nodes.c */
 void hc_res_cluster_create(struct hc_request *req, void *arg);    /* res_bootstrap.c */
+void hc_res_maintenance_enter(struct hc_request *req, void *arg); /* res_upgrade.c */
+void hc_res_maintenance_exit(struct hc_request *req, void *arg);  /* res_upgrade.c */
+void hc_res_maintenance_list(struct hc_request *req, void *arg);  /* res_upgrade.c */
+void hc_res_upgrade_start(struct hc_request *req, void *arg);     /* res_upgrade.c */
+void hc_res_upgrade_status(struct hc_request *req, void *arg);    /* res_upgrade.c */
 void hc_res_nodes_add(struct hc_request *req, void *arg);         /* res_bootstrap.c */
 void hc_res_ca_get(struct hc_request *req, void *arg);            /* res_enroll.c */
 void hc_res_enroll(struct hc_request *req, void *arg);            /* res_enroll.c */
@@ -83,6 +88,16 @@ void hc_res_op_pause(struct hc_request *req, void *arg);          /* res_operati
 void hc_res_op_resume(struct hc_request *req, void *arg);         /* res_operations.c */
 void hc_res_op_abort(struct hc_request *req, void *arg);          /* res_operations.c */
 void hc_res_events_list(struct hc_request *req, void *arg);       /* res_events.c */
+void hc_res_net_show(struct hc_request *req, void *arg);          /* res_net.c */
+void hc_res_net_check(struct hc_request *req, void *arg);         /* res_net.c */
+void hc_res_net_mtu(struct hc_request *req, void *arg);           /* res_net.c */
+void hc_res_net_bench(struct hc_request *req, void *arg);         /* res_net.c */
+void hc_res_op_result(struct hc_request *req, void *arg);         /* res_net.c */
+void hc_res_software_upload(struct hc_request *req, void *arg);    /* res_software.c */
+void hc_res_software_list(struct hc_request *req, void *arg);      /* res_software.c */
+void hc_res_software_get(struct hc_request *req, void *arg);       /* res_software.c */
+void hc_res_software_remove(struct hc_request *req, void *arg);    /* res_software.c */
+void hc_res_software_bundle(struct hc_request *req, void *arg);    /* res_software.c */
 /* {"operation":OP} for an operation id (new reference), or NULL with err (404). res_operations.c */
 json_t *hc_res_operation_body(struct hc_db *db, const char *id, struct hc_error *err);
 

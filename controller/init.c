@@ -22,6 +22,7 @@
 #include "common/pki.h"
 #include "common/util.h"
 #include "controller/events.h"
+#include "controller/software.h"
 #include "db/db.h"
 
 #define MAX_SANS 32
@@ -273,6 +274,28 @@ static int write_cli_config(struct init_state *s, struct hc_error *err)
                       0600, err);
 }
 
+/* Bundle signing keys are checked before anything is written. */
+static int check_trust_keys(const struct hc_init_options *o, struct hc_error *err)
+{
+    struct hc_bundle_keys *keys = hc_bundle_keys_new();
+    int rc = keys ? 0 : hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; rc == 0 && i < o->ntrust_keys; i++)
+        rc = hc_bundle_keys_add_file(keys, o->trust_keys[i], err);
+    hc_bundle_keys_free(keys);
+    return rc;
+}
+
+/* DATA_DIR/trusted-keys: exactly the keys of this init (a forced init drops the old ones). */
+static int write_trust_keys(struct init_state *s, struct hc_error *err)
+{
+    char path[1100];
+    path_in(path, sizeof(path), s->ctl.data_dir, HC_SOFTWARE_KEYS_DIR);
+    if (hc_bundle_rmtree(path) < 0)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot remove '%s': %s", path, strerror(errno));
+    return hc_software_keys_install(s->ctl.data_dir, s->opts->trust_keys, s->opts->ntrust_keys,
+                                    err);
+}
+
 static int check_options(struct init_state *s, struct hc_error *err)
 {
     const struct hc_init_options *o = s->opts;
@@ -291,7 +314,7 @@ static int check_options(struct init_state *s, struct hc_error *err)
     if (!*name || strlen(name) > 63)
         return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
                             "cluster name must be 1-63 characters");
-    return 0;
+    return check_trust_keys(o, err);
 }
 
 static int make_data_dir(struct init_state *s, struct hc_error *err)
@@ -321,7 +344,7 @@ int hc_init_run(const struct hc_init_options *opts, struct hc_init_result *res,
         hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate a cluster id");
         goto cleanup;
     }
-    if (make_certs(&s, err) < 0)
+    if (make_certs(&s, err) < 0 || write_trust_keys(&s, err) < 0)
         goto cleanup;
     db = hc_db_open(s.ctl.db_path, err);
     if (!db || fill_db(&s, db, err) < 0 || write_files(&s, err) < 0 ||

@@ -26,6 +26,8 @@ struct hc_init_options {
     const char *cluster_name; /* NULL for HC_INIT_DEFAULT_CLUSTER_NAME */
     const char *cli_config;   /* NULL for the default path (hc_init_cli_config_path) */
     int force;                /* start over in an initialised directory */
+    const char *const *trust_keys; /* Ed25519 public keys (PEM files) trusted to sign bundles */
+    size_t ntrust_keys;
 };
 
 struct hc_init_result {

@@ -19,7 +19,10 @@
 #include "controller/controller.h"
 #include "controller/events.h"
 #include "controller/init.h"
+#include "controller/net.h"
+#include "controller/maintenance.h"
 #include "controller/op_bootstrap.h"
+#include "controller/op_upgrade.h"
 #include "controller/op_node_remove.h"
 #include "controller/ops.h"
 #include "controller/poller.h"
@@ -27,6 +30,7 @@
 
 #define EXIT_USAGE 2
 #define MAX_SANS 16
+#define MAX_TRUST_KEYS 16
 #define AGENT_TIMEOUT_MAX_MS 5000
 #define AGENT_TIMEOUT_MIN_MS 500
 
@@ -34,6 +38,7 @@ static void usage(FILE *out)
 {
     fputs("usage: hcctld init --data-dir DIR [--listen ADDR:PORT] [--san NAME]...\n"
           "                   [--cluster-name NAME] [--cli-config PATH] [--force]\n"
+          "                   [--trust-key FILE]...  (Ed25519 public keys that sign bundles)\n"
           "       hcctld token create --data-dir DIR --name NAME [--role admin|readonly]\n"
           "                   [--ttl DUR]\n"
           "       hcctld run --data-dir DIR [--listen ADDR:PORT] [--poll-interval DUR]\n"
@@ -70,10 +75,11 @@ static int cmd_init(int argc, char **argv)
                                          {"cluster-name", required_argument, NULL, 'n'},
                                          {"cli-config", required_argument, NULL, 'c'},
                                          {"force", no_argument, NULL, 'f'},
+                                         {"trust-key", required_argument, NULL, 'k'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    const char *sans[MAX_SANS];
-    struct hc_init_options o = {.sans = sans};
+    const char *sans[MAX_SANS], *keys[MAX_TRUST_KEYS];
+    struct hc_init_options o = {.sans = sans, .trust_keys = keys};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -97,6 +103,11 @@ static int cmd_init(int argc, char **argv)
                 return usage_error("too many --san values (max %d)", MAX_SANS);
             sans[o.nsans++] = optarg;
             break;
+        case 'k':
+            if (o.ntrust_keys == MAX_TRUST_KEYS)
+                return usage_error("too many --trust-key values (max %d)", MAX_TRUST_KEYS);
+            keys[o.ntrust_keys++] = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -117,6 +128,7 @@ static int cmd_init(int argc, char **argv)
     printf("cluster id: %s\n", res.cluster_id);
     printf("ca fingerprint: %s\n", res.ca_fingerprint);
     printf("ssh public key: %s/ssh/id_ed25519.pub\n", o.data_dir);
+    printf("trusted bundle keys: %zu\n", o.ntrust_keys);
     fprintf(stderr, "the admin token is shown once; it is also in %s/admin.token\n", o.data_dir);
     return 0;
 }
@@ -216,6 +228,9 @@ static int serve(struct hc_controller *ctl, struct hc_error *err)
         goto cleanup;
     hc_op_node_remove_register();
     hc_op_bootstrap_register();
+    hc_maintenance_register();
+    hc_op_upgrade_register();
+    hc_op_net_register();
     if (!(ctl->ops = hc_ops_pool_start(ctl, ctl->workers, err)) ||
         !(ctl->poller = hc_poller_start(ctl, err)))
         goto cleanup;

@@ -203,12 +203,14 @@ static int names_known(const json_t *rows, const json_t *names, struct hc_error 
     const json_t *v, *row;
     json_array_foreach(names, i, v)
     {
+        const char *name = json_string_value(v) ? json_string_value(v) : "";
         int found = 0;
-        json_array_foreach(rows, j, row) found |= !strcmp(hc_json_str(row, "name", ""),
-                                                          json_string_value(v) ? json_string_value(v) : "");
+        json_array_foreach(rows, j, row)
+        {
+            found |= strcmp(hc_json_str(row, "name", ""), name) == 0;
+        }
         if (!found) {
-            hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found",
-                         json_string_value(v) ? json_string_value(v) : "?");
+            hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found", name);
             return hc_error_hint(err, "see 'hcctl node list'");
         }
     }
@@ -264,6 +266,8 @@ int hc_net_all_pairs(struct hc_net_check *c, struct hc_error *err)
 }
 
 /* --- probing -------------------------------------------------------------------------------- */
+
+#define NET_IFACES_TIMEOUT_MS 5000 /* GET /v1/interfaces beside the probes */
 
 /* One agent call of the fan-out: what it was for. */
 struct probe_req {
@@ -331,7 +335,7 @@ static size_t probe_prepare(struct hc_net_check *c, int refresh, struct probe_re
                 continue;
             calls[ncalls] = (struct hc_http_call){
                 .method = kind ? "GET" : "POST", .url = r->url, .body = r->body,
-                .timeout_ms = kind ? 5000 : probe_call_timeout(c), .user = r};
+                .timeout_ms = kind ? NET_IFACES_TIMEOUT_MS : probe_call_timeout(c), .user = r};
             owned |= kind == 0;
             ncalls++;
         }
@@ -438,12 +442,21 @@ void hc_net_probe(struct hc_http_client *client, struct hc_net_check *c, int ref
         goto cleanup;
     ncalls = probe_prepare(c, refresh, reqs, calls);
     hc_http_fanout(client, calls, ncalls, HC_NET_MAX_PARALLEL);
-    /* Fresh interfaces first, so the verdicts judge what the probes met. */
+    /* Fresh interfaces first, so the verdicts judge what the probes met; a node's probe
+     * answer, applied after, has the last word on whether its agent answered. */
     for (size_t i = 0; i < ncalls; i++) {
         const struct probe_req *r = calls[i].user;
+        struct hc_net_node *n = &c->nodes[r->node];
         const json_t *list = json_object_get(calls[i].resp.body, "interfaces");
-        if (r->ifaces && call_good(&calls[i]) && json_is_array(list))
-            hc_net_node_apply(&c->nodes[r->node], list);
+        if (!r->ifaces)
+            continue;
+        if (call_good(&calls[i]) && json_is_array(list)) {
+            hc_net_node_apply(n, list);
+            n->agent_ok = 1;
+        } else {
+            n->agent_ok = 0;
+            call_error(&calls[i], n->name, n->agent_error, sizeof(n->agent_error));
+        }
     }
     for (size_t i = 0; i < ncalls; i++)
         if (!((const struct probe_req *)calls[i].user)->ifaces)
@@ -508,8 +521,10 @@ json_t *hc_net_result_json(const struct hc_net_check *c)
         json_array_append_new(pairs, pair_json(c, &c->pairs[k]));
         failed += c->pairs[k].result != HC_NET_OK;
     }
-    json_array_foreach(findings, i, f) passed &= strcmp(hc_json_str(f, "severity", ""), "error")
-                                                 != 0;
+    json_array_foreach(findings, i, f)
+    {
+        passed &= strcmp(hc_json_str(f, "severity", ""), "error") != 0;
+    }
     passed &= failed == 0;
     return json_pack("{s:i, s:i, s:s, s:b, s:{s:i, s:i, s:i}, s:o, s:o, s:o}", "mtu", c->mtu,
                      "payload_bytes", c->mtu - HC_NET_IP_UDP_HEADERS, "mtu_source",

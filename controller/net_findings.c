@@ -14,6 +14,7 @@
  * Every finding carries the observed sizes (largest passing packet, the MTU an ICMP error named)
  * and a concrete fix.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,10 @@
 
 /* What a set of pairs did. */
 struct tally {
-    int total, failed, frag, bh, unr, np;
-    int frag_min, frag_max; /* MTUs named by frag-needed */
-    int ok_min, ok_max;     /* largest passing sizes measured */
+    int total, failed, local, frag, bh, unr, np;
+    int local_min, local_max; /* MTUs of senders too small for the probe (EMSGSIZE) */
+    int frag_min, frag_max;   /* MTUs named by frag-needed from the path */
+    int ok_min, ok_max;       /* largest passing sizes measured */
     int size;
     char np_detail[192];
 };
@@ -42,15 +44,30 @@ static void span_add(int *lo, int *hi, int v)
         *hi = v;
 }
 
-static void tally_add(struct tally *t, const struct hc_net_pair *p)
+/* A frag_needed is the sender's own doing when its interface is smaller than the probe (the
+ * kernel refused with EMSGSIZE); otherwise a hop on the path named the MTU (or the sender's
+ * cache of what a hop named earlier). */
+static int frag_is_local(const struct hc_net_check *c, const struct hc_net_pair *p)
+{
+    const struct hc_net_node *n = &c->nodes[p->from];
+    return (n->mtu > 0 && n->mtu < p->size) || (n->master_mtu > 0 && n->master_mtu < p->size);
+}
+
+static void tally_add(struct tally *t, const struct hc_net_check *c, const struct hc_net_pair *p)
 {
     t->total++;
-    t->size = p->size;
+    if (p->result != HC_NET_OK || t->failed == 0)
+        t->size = p->size; /* the size that failed, when pairs of several sizes are mixed */
     if (p->result == HC_NET_OK)
         return;
     t->failed++;
     switch (p->result) {
     case HC_NET_FRAG_NEEDED:
+        if (frag_is_local(c, p)) {
+            t->local++;
+            span_add(&t->local_min, &t->local_max, p->path_mtu);
+            break;
+        }
         t->frag++;
         span_add(&t->frag_min, &t->frag_max, p->path_mtu);
         break;
@@ -75,9 +92,9 @@ static enum cause tally_cause(const struct tally *t)
 {
     if (t->failed == 0)
         return CAUSE_NONE;
-    if (t->frag + t->bh + t->unr == 0)
+    if (t->local + t->frag + t->bh + t->unr == 0)
         return CAUSE_NOT_PROBED;
-    if (t->frag >= t->bh && t->frag >= t->unr)
+    if (t->local + t->frag >= t->bh && t->local + t->frag >= t->unr)
         return CAUSE_FRAG;
     return t->bh >= t->unr ? CAUSE_BLACKHOLE : CAUSE_UNREACHABLE;
 }
@@ -99,6 +116,8 @@ static int tally_passes(const struct tally *t)
         v = t->ok_min;
     if (t->frag_min > 0 && (v == 0 || t->frag_min < v))
         v = t->frag_min;
+    if (t->local_min > 0 && (v == 0 || t->local_min < v))
+        v = t->local_min;
     return v;
 }
 
@@ -112,38 +131,56 @@ static int suggest_mtu(int passes, int mtu)
     return passes >= 1500 ? 1500 : passes;
 }
 
-/* "9000-byte probes to and from n2 vanish while small ones pass (4 of 4 pairs fail; largest
- * passing packet 1504 bytes)". where: "to and from n2", "between n1 and n2", "". */
+/* Appends "; " + text to buf. */
+static void part_add(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void part_add(char *buf, size_t len, const char *fmt, ...)
+{
+    size_t l = strlen(buf);
+    va_list ap;
+    if (l && l + 2 < len) {
+        memcpy(buf + l, "; ", 3);
+        l += 2;
+    }
+    va_start(ap, fmt);
+    vsnprintf(buf + l, len - l, fmt, ap);
+    va_end(ap);
+}
+
+/* "9000-byte probes to and from n2: 4 of 4 pairs fail (2 do not fit the sender's own MTU of
+ * 1500 bytes (EMSGSIZE); 2 vanish while small probes pass, largest passing packet 1500
+ * bytes)". where: "to and from n2", "between n1 and n2", "". */
 static void describe(const struct tally *t, const char *where, char *buf, size_t len)
 {
-    char span[32] = "";
+    char parts[768] = "", span[32] = "";
     const char *sp = where[0] ? " " : "";
-    switch (tally_cause(t)) {
-    case CAUSE_FRAG:
-        span_text(t->frag_min, t->frag_max, span, sizeof(span));
-        snprintf(buf, len, "%d-byte probes%s%s draw \"fragmentation needed\" naming MTU %s "
-                 "(%d of %d pairs fail): a routed hop with MTU %s", t->size, sp, where,
-                 t->frag_min ? span : "?", t->failed, t->total, t->frag_min ? span : "?");
-        break;
-    case CAUSE_BLACKHOLE:
-        if (t->ok_min)
-            span_text(t->ok_min, t->ok_max, span, sizeof(span));
-        snprintf(buf, len, "%d-byte probes%s%s vanish while small ones pass (%d of %d pairs "
-                 "fail%s%s%s)", t->size, sp, where, t->failed, t->total,
-                 t->ok_min ? "; largest passing packet " : "", span, t->ok_min ? " bytes" : "");
-        break;
-    case CAUSE_UNREACHABLE:
-        snprintf(buf, len, "probes%s%s go unanswered even at small sizes (%d of %d pairs fail)",
-                 sp, where, t->failed, t->total);
-        break;
-    case CAUSE_NOT_PROBED:
-        snprintf(buf, len, "probes%s%s could not run (%d of %d pairs): %s", sp, where, t->failed,
-                 t->total, t->np_detail);
-        break;
-    default:
-        snprintf(buf, len, "every probe%s%s passes at %d bytes", sp, where, t->size);
-        break;
+    if (t->failed == 0) {
+        snprintf(buf, len, "every %d-byte probe%s%s passes", t->size, sp, where);
+        return;
     }
+    if (t->local) {
+        span_text(t->local_min, t->local_max, span, sizeof(span));
+        part_add(parts, sizeof(parts), "%d do not fit the sender's own MTU of %s bytes "
+                 "(EMSGSIZE)", t->local, span);
+    }
+    if (t->frag) {
+        span_text(t->frag_min, t->frag_max, span, sizeof(span));
+        part_add(parts, sizeof(parts), "%d draw \"fragmentation needed\" naming MTU %s: a "
+                 "routed hop with that MTU", t->frag, t->frag_min ? span : "?");
+    }
+    if (t->bh && t->ok_min) {
+        span_text(t->ok_min, t->ok_max, span, sizeof(span));
+        part_add(parts, sizeof(parts), "%d vanish while small probes pass, largest passing "
+                 "packet %s bytes", t->bh, span);
+    } else if (t->bh) {
+        part_add(parts, sizeof(parts), "%d vanish while small probes pass", t->bh);
+    }
+    if (t->unr)
+        part_add(parts, sizeof(parts), "%d go unanswered even at small sizes", t->unr);
+    if (t->np)
+        part_add(parts, sizeof(parts), "%d could not run: %s", t->np, t->np_detail);
+    snprintf(buf, len, "%d-byte probes%s%s: %d of %d pairs fail (%s)", t->size, sp, where,
+             t->failed, t->total, parts);
 }
 
 /* --- node configuration --------------------------------------------------------------------- */
@@ -240,7 +277,7 @@ static struct tally node_tally(const struct ctx *x, size_t i, int dir, int good_
             continue;
         if (good_only && (x->bad[p->from] || x->bad[p->to]))
             continue;
-        tally_add(&t, p);
+        tally_add(&t, x->c, p);
     }
     return t;
 }
@@ -339,7 +376,7 @@ static int fabric_finding(struct ctx *x, size_t ngood)
     char msg[1024], fix[512], seen[400];
     for (size_t k = 0; k < c->npairs; k++)
         if (!x->bad[c->pairs[k].from] && !x->bad[c->pairs[k].to])
-            tally_add(&t, &c->pairs[k]);
+            tally_add(&t, c, &c->pairs[k]);
     if (t.total == 0 || t.failed < t.total || (ngood < 3 && ngood != c->nnodes))
         return 0;
     int passes = tally_passes(&t), fallback = suggest_mtu(passes, c->mtu);
@@ -400,7 +437,7 @@ static void pair_findings(struct ctx *x)
             for (size_t k = 0; k < c->npairs; k++) {
                 const struct hc_net_pair *p = &c->pairs[k];
                 if ((p->from == a && p->to == b) || (p->from == b && p->to == a))
-                    tally_add(&t, p);
+                    tally_add(&t, c, p);
             }
             if (t.failed == 0)
                 continue;
@@ -456,7 +493,7 @@ void hc_net_summary(const struct hc_net_check *c, size_t node, char *msg, size_t
     msg[0] = fix[0] = '\0';
     for (size_t k = 0; k < c->npairs; k++) {
         const struct hc_net_pair *p = &c->pairs[k];
-        tally_add(&t, p);
+        tally_add(&t, c, p);
         size_t peer = p->from == node ? p->to : p->from;
         if (p->result == HC_NET_OK || strstr(peers, c->nodes[peer].name))
             continue;

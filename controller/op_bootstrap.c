@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "controller/auth.h"
 #include "controller/events.h"
+#include "controller/net.h"
 #include "controller/ops.h"
 #include "controller/ssh.h"
 
@@ -671,6 +672,9 @@ static enum hc_op_result bootstrap_run(struct hc_op_ctx *ctx, int create, struct
     for (size_t i = 0; i < nthreads; i++)
         pthread_join(threads[i], NULL);
     result = job_result(&job, err);
+    /* A node that cannot carry the cluster's MTU stays joined, but never silently. */
+    if (result == HC_OP_SUCCEEDED && hc_net_check_after_join(ctx, err) < 0)
+        result = HC_OP_FAILED;
     hc_op_waiting(ctx, NULL);
 cleanup:
     free(job.hosts);

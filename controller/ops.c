@@ -546,7 +546,7 @@ static json_t *ops_claim(struct hc_ops_worker *w)
     const char *id = hc_json_str(row, "id", ""), *kind = hc_json_str(row, "kind", "");
     if (hc_db_run(w->db, &err,
                   "UPDATE operations SET state = 'running', lease_holder = ?, "
-                  "started_at = COALESCE(started_at, ?), updated_at = ? "
+                  "resume_on_node = NULL, started_at = COALESCE(started_at, ?), updated_at = ? "
                   "WHERE id = ? AND state = 'pending'",
                   "siis", w->name, now, now, id) != 1 ||
         hc_event_add(w->db, "op.state", NULL, id, "controller",
@@ -952,4 +952,42 @@ void hc_op_ctx_free_fork(struct hc_op_ctx *fork)
     hc_db_close(fork->db);
     json_decref(fork->params);
     free(fork);
+}
+
+void hc_op_pause_until_reachable(struct hc_op_ctx *ctx, const char *node, const char *reason)
+{
+    struct hc_error err = {0};
+    char text[768];
+    snprintf(text, sizeof(text), "paused: node %s stopped answering (%s); resumes by itself when "
+             "it is reachable again, or: hcctl operation resume/abort %s", node, reason, ctx->id);
+    if (hc_db_run(ctx->db, &err, "UPDATE operations SET resume_on_node = ?, waiting_on = ?, "
+                  "updated_at = ? WHERE id = ?", "ssis", node, text, hc_now_ms(), ctx->id) < 0)
+        HC_WARN("operation %s: cannot record why it pauses: %s", ctx->id, err.message);
+    HC_WARN("operation %s: %s", ctx->id, text);
+}
+
+int hc_ops_resume_for_node(struct hc_db *db, const char *node, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(db, err, "SELECT id, kind FROM operations WHERE state = "
+                                    "'paused' AND resume_on_node = ?", "s", node);
+    if (!rows)
+        return -1;
+    size_t i;
+    json_t *row;
+    int rc = 0;
+    json_array_foreach(rows, i, row) {
+        const char *id = hc_json_str(row, "id", "");
+        if (hc_db_run(db, err, "UPDATE operations SET state = 'pending', resume_on_node = NULL, "
+                      "waiting_on = NULL, updated_at = ? WHERE id = ? AND state = 'paused'",
+                      "is", hc_now_ms(), id) < 0 ||
+            hc_event_add(db, "op.state", node, id, "controller",
+                         json_pack("{s:s, s:s, s:s}", "kind", hc_json_str(row, "kind", ""),
+                                   "from", "paused", "to", "pending"),
+                         err, "operation %s resumes: node %s is reachable again", id, node) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+    json_decref(rows);
+    return rc;
 }

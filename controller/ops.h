@@ -89,4 +89,12 @@ int hc_op_step_observe(struct hc_op_ctx *ctx, const char *node, const char *step
 struct hc_op_ctx *hc_op_ctx_fork(struct hc_op_ctx *ctx, struct hc_error *err);
 void hc_op_ctx_free_fork(struct hc_op_ctx *fork);
 
+/* Before returning HC_OP_PAUSED because `node` stopped answering: records the reason (shown
+ * as waiting_on) and that the operation resumes by itself once the poller sees the node
+ * reachable again (hc_ops_resume_for_node). */
+void hc_op_pause_until_reachable(struct hc_op_ctx *ctx, const char *node, const char *reason);
+/* Called by the poller in its transaction when `node` turns reachable: paused operations that
+ * waited for it go back to pending. 0 or -1 with err. */
+int hc_ops_resume_for_node(struct hc_db *db, const char *node, struct hc_error *err);
+
 #endif

@@ -3,23 +3,37 @@
  * GET /v1/interfaces to all agents at once, then record every answer in one transaction.
  *
  * A node is 'reachable' when /v1/status answered 200 with a JSON object; anything else is
- * 'unreachable' with the reason in health_detail. The thread owns its database connection and
- * its agent client; nothing else touches them.
+ * 'unreachable' with the reason in health_detail, except the MTU stall (issue 4): each cycle
+ * also sends every agent's UDP echo responder (port 7445, management address) one small probe
+ * and two DF probes of the path's MTU, from one non-blocking socket, before the fan-out, and
+ * reads the echoes after it (waiting at most POLLER_ECHO_WAIT_MS more, only for echoes a verdict
+ * depends on). A node whose HTTPS request times out while the small probe is echoed and the big
+ * ones are not, or whose big probes vanish while the rest answers, is 'stalled': small packets
+ * pass, full-size TCP segments vanish, and new SSH and HTTPS sessions to it hang. The thread owns
+ * its database connection, its agent client and its echo socket; nothing else touches them.
  */
 #include "controller/poller.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/agent_client.h"
 #include "controller/events.h"
+#include "controller/metrics.h"
+#include "controller/ops.h"
 #include "db/db.h"
 
 struct hc_poller {
@@ -31,48 +45,256 @@ struct hc_poller {
     pthread_cond_t cv;
     int stopping; /* guarded by mu */
     atomic_uint_fast64_t cycles;
+    int echo_fd;            /* UDP socket of the echo probes; -1 when it could not be made */
+    uint32_t echo_base;     /* sequence number of this cycle's first probe */
+    unsigned char *echo_buf; /* POLLER_ECHO_MAX bytes */
 };
 
 /* What one poll learnt about one node. */
 struct poller_verdict {
-    const char *health; /* reachable | unreachable (later: stalled) */
+    const char *health; /* reachable | unreachable | stalled */
     char detail[640];   /* why, when not reachable */
 };
 
-/* Judges the /v1/status call. */
-static void poller_judge(const struct hc_http_call *status, struct poller_verdict *v)
+/* --- UDP echo probes: the MTU stall ---------------------------------------------------------- */
+
+#define POLLER_ECHO_PORT 7445    /* the agents' probe responder (agents/probe.h) */
+#define POLLER_ECHO_MAGIC "HCP1" /* + 4-byte sequence number, network order */
+#define POLLER_ECHO_SMALL 64     /* IPv4 packet size of the small probe */
+#define POLLER_ECHO_BIG_MIN 1280 /* a smaller path MTU leaves nothing to tell apart */
+#define POLLER_ECHO_MAX 65535
+#define POLLER_ECHO_HEADERS 28   /* IPv4 + UDP: payload = size - 28 */
+#define POLLER_ECHO_KINDS 3      /* per node: one small probe, two big ones */
+#define POLLER_ECHO_WAIT_MS 200  /* after the fan-out, only for echoes a verdict depends on */
+
+/* One node's echo probes in this cycle. */
+struct poller_echo {
+    struct in_addr addr;
+    int valid;     /* the management address is IPv4: probes were sent */
+    int big_size;  /* IPv4 packet size of the big probes; 0 when none went out */
+    int mtu_known; /* big_size is bounded by the node's own interface MTU */
+    int small_ok, big_ok;
+};
+
+static int poller_echo_socket(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int df = IP_PMTUDISC_DO, rcvbuf = 1 << 20;
+    if (fd < 0)
+        return -1;
+    /* DF: the big probes must arrive whole or not at all, exactly as a TCP segment would. */
+    if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &df, sizeof(df)) != 0) {
+        close(fd);
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    return fd;
+}
+
+/* The MTU of the controller's route toward addr (its PMTU cache included), 0 when unknown. */
+static int poller_route_mtu(struct in_addr addr)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(POLLER_ECHO_PORT),
+                             .sin_addr = addr};
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
+    socklen_t len = sizeof(mtu);
+    if (fd < 0)
+        return 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len) != 0)
+        mtu = 0;
+    close(fd);
+    return mtu;
+}
+
+static int poller_echo_send1(struct hc_poller *p, struct in_addr addr, uint32_t seq, int size)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(POLLER_ECHO_PORT),
+                             .sin_addr = addr};
+    uint32_t net = htonl(seq);
+    memcpy(p->echo_buf, POLLER_ECHO_MAGIC, 4);
+    memcpy(p->echo_buf + 4, &net, 4);
+    return sendto(p->echo_fd, p->echo_buf, (size_t)(size - POLLER_ECHO_HEADERS), MSG_DONTWAIT,
+                  (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -1 : 0;
+}
+
+/* The big probes' size: the path MTU, which is the smaller of the controller's route MTU and
+ * the node's own management interface MTU (when the poller has learnt it). */
+static void poller_echo_size(struct poller_echo *e, int64_t node_mtu)
+{
+    int big = poller_route_mtu(e->addr);
+    e->mtu_known = node_mtu > 0;
+    if (node_mtu > 0 && (big == 0 || node_mtu < big))
+        big = (int)node_mtu;
+    if (big > POLLER_ECHO_MAX)
+        big = POLLER_ECHO_MAX;
+    e->big_size = big >= POLLER_ECHO_BIG_MIN ? big : 0;
+}
+
+/* Reads every echo waiting on the socket and marks the node and probe it answers. */
+static void poller_echo_drain(struct hc_poller *p, struct poller_echo *echo, size_t n)
+{
+    for (;;) {
+        struct sockaddr_in from;
+        socklen_t flen = sizeof(from);
+        uint32_t seq;
+        ssize_t len = recvfrom(p->echo_fd, p->echo_buf, POLLER_ECHO_MAX, MSG_DONTWAIT,
+                               (struct sockaddr *)&from, &flen);
+        if (len < 0 && errno == EINTR)
+            continue;
+        if (len < 0)
+            return;
+        if (len < 8 || memcmp(p->echo_buf, POLLER_ECHO_MAGIC, 4) != 0)
+            continue;
+        memcpy(&seq, p->echo_buf + 4, 4);
+        uint32_t off = ntohl(seq) - p->echo_base; /* echoes of earlier cycles fall outside */
+        if (off >= POLLER_ECHO_KINDS * n)
+            continue;
+        struct poller_echo *e = &echo[off / POLLER_ECHO_KINDS];
+        int big = off % POLLER_ECHO_KINDS != 0;
+        int size = big ? e->big_size : POLLER_ECHO_SMALL;
+        if (!e->valid || from.sin_addr.s_addr != e->addr.s_addr ||
+            len != size - POLLER_ECHO_HEADERS)
+            continue;
+        if (big)
+            e->big_ok = 1;
+        else
+            e->small_ok = 1;
+    }
+}
+
+/* Sends this cycle's probes; echo has one entry per node. */
+static void poller_echo_send(struct hc_poller *p, const json_t *nodes, struct poller_echo *echo)
+{
+    const json_t *node;
+    size_t i, n = json_array_size(nodes);
+    if (p->echo_fd < 0)
+        return;
+    poller_echo_drain(p, echo, 0); /* late echoes of the previous cycle */
+    p->echo_base += (uint32_t)(POLLER_ECHO_KINDS * (n + 1));
+    json_array_foreach(nodes, i, node)
+    {
+        struct poller_echo *e = &echo[i];
+        if (inet_pton(AF_INET, hc_json_str(node, "address", ""), &e->addr) != 1)
+            continue; /* a name or IPv6: no echo probes (the stall then shows as unreachable) */
+        e->valid = 1;
+        poller_echo_size(e, hc_json_int(node, "mgmt_mtu", 0));
+        uint32_t seq = p->echo_base + (uint32_t)(POLLER_ECHO_KINDS * i);
+        poller_echo_send1(p, e->addr, seq, POLLER_ECHO_SMALL);
+        for (uint32_t k = 1; k < POLLER_ECHO_KINDS && e->big_size; k++)
+            if (poller_echo_send1(p, e->addr, seq + k, e->big_size) < 0)
+                e->big_size = 0; /* EMSGSIZE: a PMTU cache entry knows better */
+    }
+}
+
+static int poller_timed_out(const struct hc_http_call *status)
+{
+    return !status->ok && strcmp(status->err.code, HC_ERR_TIMEOUT) == 0;
+}
+
+/* 1 while node i's verdict still depends on an echo that has not arrived. */
+static int poller_echo_pending(const struct poller_echo *e, const struct hc_http_call *status)
+{
+    if (!e->valid)
+        return 0;
+    if (poller_timed_out(status) && !e->small_ok)
+        return 1;
+    return e->small_ok && e->big_size && !e->big_ok && (poller_timed_out(status) || e->mtu_known);
+}
+
+static void poller_echo_collect(struct hc_poller *p, struct poller_echo *echo,
+                                const struct hc_http_call *calls, size_t n, int64_t sent_ms)
+{
+    if (p->echo_fd < 0)
+        return;
+    for (;;) {
+        int pending = 0;
+        poller_echo_drain(p, echo, n);
+        for (size_t i = 0; i < n && !pending; i++)
+            pending = poller_echo_pending(&echo[i], &calls[2 * i]);
+        int64_t left = sent_ms + POLLER_ECHO_WAIT_MS - hc_mono_ms();
+        if (!pending || left <= 0)
+            return;
+        struct pollfd pfd = {.fd = p->echo_fd, .events = POLLIN};
+        poll(&pfd, 1, (int)left);
+    }
+}
+
+/* HTTPS answered but full-size packets vanish: judged only when the probes' size came from the
+ * node's own interface MTU (a probe bigger than its NIC is no evidence). */
+static int poller_big_lost(const struct poller_echo *e)
+{
+    return e && e->valid && e->small_ok && e->big_size && !e->big_ok && e->mtu_known;
+}
+
+static void poller_judge_timeout(const struct hc_http_call *status, const struct poller_echo *e,
+                                 struct poller_verdict *v)
+{
+    if (e && e->valid && e->small_ok && !e->big_ok) {
+        v->health = "stalled";
+        if (e->big_size)
+            snprintf(v->detail, sizeof(v->detail), "answers small packets but large TCP segments "
+                     "vanish: suspected MTU blackhole on the path (UDP echo: %d bytes answered, "
+                     "%d bytes lost; HTTPS: no answer within %ld ms)", POLLER_ECHO_SMALL,
+                     e->big_size, status->timeout_ms);
+        else
+            snprintf(v->detail, sizeof(v->detail), "answers small packets but large TCP segments "
+                     "vanish: suspected MTU blackhole on the path (UDP echo answered; HTTPS: no "
+                     "answer within %ld ms)", status->timeout_ms);
+        return;
+    }
+    snprintf(v->detail, sizeof(v->detail), "no answer within %ld ms: %s%s", status->timeout_ms,
+             status->err.message, e && e->small_ok ? " (it answers UDP echo even at full size: "
+             "its agent is hung or overloaded)" : "");
+}
+
+/* Judges the /v1/status call and the echo probes (e may be NULL). */
+static void poller_judge(const struct hc_http_call *status, const struct poller_echo *e,
+                         struct poller_verdict *v)
 {
     v->detail[0] = '\0';
     v->health = "unreachable";
-    if (!status->ok && strcmp(status->err.code, HC_ERR_TIMEOUT) == 0) {
-        /* The peer did not answer within the timeout. When the TCP connection was accepted
-         * but the TLS handshake or the answer never arrived, this is the signature of an MTU
-         * blackhole (small packets pass, full-size segments vanish): a later issue reports
-         * that as health 'stalled' with the suspected MTU named. Until then: unreachable,
-         * with the timeout named. */
-        snprintf(v->detail, sizeof(v->detail), "no answer within %ld ms: %s", status->timeout_ms,
-                 status->err.message);
+    if (poller_timed_out(status)) {
+        poller_judge_timeout(status, e, v);
     } else if (!status->ok) {
         snprintf(v->detail, sizeof(v->detail), "%s", status->err.message);
     } else if (status->resp.status != 200 || !json_is_object(status->resp.body)) {
         snprintf(v->detail, sizeof(v->detail), "agent answered GET /v1/status with HTTP %ld%s",
                  status->resp.status, json_is_object(status->resp.body) ? "" : " and no JSON");
+    } else if (poller_big_lost(e)) {
+        v->health = "stalled";
+        snprintf(v->detail, sizeof(v->detail), "answers small packets but %d-byte packets vanish: "
+                 "suspected MTU blackhole on the path (HTTPS still answers on an open connection; "
+                 "new SSH and HTTPS sessions to it will hang)", e->big_size);
     } else {
         v->health = "reachable";
     }
 }
 
+/* The agent answered: record what it said, with health reachable or (big packets lost)
+ * stalled. */
 static int poller_store_status(struct hc_db *db, int64_t node_id, const struct hc_http_call *st,
-                               int64_t now, struct hc_error *err)
+                               const struct poller_verdict *v, int64_t now, struct hc_error *err)
 {
     const json_t *b = st->resp.body;
     const char *service = hc_json_str(json_object_get(b, "service"), "state", NULL);
+    /* The agent is the truth about what runs: its current and rollback versions (null when
+     * none) replace whatever an operation wrote. */
+    /* ...unless an operation learnt something newer after this poll was sent. */
+    int64_t asked = now - st->elapsed_ms;
+    if (hc_db_run(db, err,
+                  "UPDATE nodes SET service_state = ?, software_version = ?, "
+                  "previous_software_version = ?, service_observed_at = ? WHERE id = ? AND "
+                  "COALESCE(service_observed_at, 0) <= ?", "sssiii", service,
+                  hc_json_str(b, "software_version", NULL),
+                  hc_json_str(b, "previous_software_version", NULL), asked, node_id, asked) < 0)
+        return -1;
     return hc_db_run(db, err,
-                     "UPDATE nodes SET health = 'reachable', health_detail = NULL, last_seen = ?, "
-                     "agent_version = ?, hostname = COALESCE(?, hostname), service_state = ?, "
+                     "UPDATE nodes SET health = ?, health_detail = ?, last_seen = ?, "
+                     "agent_version = ?, hostname = COALESCE(?, hostname), "
                      "uptime_s = NULLIF(?, -1), poll_latency_ms = ? WHERE id = ?",
-                     "isssiii", now, hc_json_str(b, "agent_version", NULL),
-                     hc_json_str(b, "hostname", NULL), service,
+                     "ssissiii", v->health, v->detail[0] ? v->detail : NULL, now,
+                     hc_json_str(b, "agent_version", NULL), hc_json_str(b, "hostname", NULL),
                      hc_json_int(b, "uptime_seconds", -1), (int64_t)st->elapsed_ms, node_id);
 }
 
@@ -135,13 +357,13 @@ static int poller_health_event(struct hc_db *db, const char *node, const char *f
 
 /* Records one node's poll inside the cycle's transaction. */
 static int poller_record(struct hc_db *db, const json_t *node, const struct hc_http_call *calls,
-                         int64_t now, struct hc_error *err)
+                         const struct poller_echo *echo, int64_t now, struct hc_error *err)
 {
     int64_t id = hc_json_int(node, "id", 0);
     const char *name = hc_json_str(node, "name", "?");
     struct poller_verdict v;
     int rc = -1;
-    poller_judge(&calls[0], &v);
+    poller_judge(&calls[0], echo, &v);
     /* Read the old health inside the transaction: the node may have been removed or changed
      * since the cycle started. */
     json_t *rows = hc_db_query_json(db, err, "SELECT health FROM nodes WHERE id = ?", "i", id);
@@ -152,8 +374,8 @@ static int poller_record(struct hc_db *db, const json_t *node, const struct hc_h
         goto cleanup;
     }
     const char *from = hc_json_str(json_array_get(rows, 0), "health", "unknown");
-    if (strcmp(v.health, "reachable") == 0)
-        rc = poller_store_status(db, id, &calls[0], now, err) < 0 ||
+    if (calls[0].ok && calls[0].resp.status == 200 && json_is_object(calls[0].resp.body))
+        rc = poller_store_status(db, id, &calls[0], &v, now, err) < 0 ||
                      poller_store_ifaces(db, id, &calls[1], now, err) != 0
                  ? -1
                  : 0;
@@ -167,13 +389,17 @@ static int poller_record(struct hc_db *db, const json_t *node, const struct hc_h
     if (rc == 0 && strcmp(from, v.health) != 0) {
         HC_INFO("node %s: %s -> %s%s%s", name, from, v.health, v.detail[0] ? ": " : "", v.detail);
         rc = poller_health_event(db, name, from, &v, err);
+        /* An operation that paused because this node stopped answering carries on now. */
+        if (rc == 0 && strcmp(v.health, "reachable") == 0)
+            rc = hc_ops_resume_for_node(db, name, err);
     }
 cleanup:
     json_decref(rows);
     return rc;
 }
 
-static void poller_store(struct hc_poller *p, const json_t *nodes, struct hc_http_call *calls)
+static void poller_store(struct hc_poller *p, const json_t *nodes, struct hc_http_call *calls,
+                         const struct poller_echo *echo)
 {
     struct hc_error err = {0};
     int64_t now = hc_now_ms();
@@ -185,8 +411,10 @@ static void poller_store(struct hc_poller *p, const json_t *nodes, struct hc_htt
     }
     json_array_foreach(nodes, i, node)
     {
+        hc_metrics_agent_poll(calls[2 * i].ok && calls[2 * i].resp.status == 200,
+                              (int64_t)calls[2 * i].elapsed_ms); /* for /metrics */
         /* SQLite undoes only the failed statement: one bad answer does not lose the others. */
-        if (poller_record(p->db, node, &calls[2 * i], now, &err) != 0)
+        if (poller_record(p->db, node, &calls[2 * i], echo ? &echo[i] : NULL, now, &err) != 0)
             HC_WARN("poller cannot record node %s: %s", hc_json_str(node, "name", "?"),
                     err.message);
     }
@@ -223,10 +451,16 @@ static int poller_prepare(struct hc_poller *p, const json_t *nodes, struct hc_ht
 static void poller_cycle(struct hc_poller *p)
 {
     struct hc_error err = {0};
-    json_t *nodes =
-        hc_db_query_json(p->db, &err, "SELECT id, name, agent_url FROM nodes ORDER BY name", "");
+    /* mgmt_mtu: the MTU of the node's interface that carries its management address. */
+    json_t *nodes = hc_db_query_json(
+        p->db, &err,
+        "SELECT n.id, n.name, n.agent_url, n.address, (SELECT MIN(i.mtu) FROM interfaces i "
+        "WHERE i.node_id = n.id AND i.addresses_json LIKE '%\"' || n.address || '/%') AS mgmt_mtu "
+        "FROM nodes n ORDER BY n.name",
+        "");
     size_t n = json_array_size(nodes);
     struct hc_http_call *calls = NULL;
+    struct poller_echo *echo = NULL;
     char **urls = NULL;
     if (!nodes) {
         HC_WARN("poller cannot read the nodes: %s", err.message);
@@ -236,15 +470,18 @@ static void poller_cycle(struct hc_poller *p)
         goto cleanup;
     calls = calloc(2 * n, sizeof(*calls));
     urls = calloc(2 * n, sizeof(*urls));
-    if (!calls || !urls || poller_prepare(p, nodes, calls, urls) != 0) {
+    echo = calloc(n, sizeof(*echo));
+    if (!calls || !urls || !echo || poller_prepare(p, nodes, calls, urls) != 0) {
         HC_WARN("poller cannot prepare the calls to %zu agents", n);
         goto cleanup;
     }
     int64_t t0 = hc_mono_ms();
+    poller_echo_send(p, nodes, echo);
     size_t answered = hc_http_fanout(p->client, calls, 2 * n, HC_POLLER_MAX_PARALLEL);
+    poller_echo_collect(p, echo, calls, n, t0);
     HC_DEBUG("poller: fan-out to %zu agents took %lld ms (%zu of %zu calls answered)", n,
              (long long)(hc_mono_ms() - t0), answered, 2 * n);
-    poller_store(p, nodes, calls);
+    poller_store(p, nodes, calls, echo);
 cleanup:
     for (size_t i = 0; calls && urls && i < 2 * n; i++) {
         hc_http_response_clear(&calls[i].resp);
@@ -252,6 +489,7 @@ cleanup:
     }
     free(calls);
     free(urls);
+    free(echo);
     json_decref(nodes);
 }
 
@@ -293,6 +531,9 @@ uint64_t hc_poller_cycles(const struct hc_poller *p)
 
 static void poller_free(struct hc_poller *p)
 {
+    if (p->echo_fd >= 0)
+        close(p->echo_fd);
+    free(p->echo_buf);
     hc_http_client_free(p->client);
     hc_db_close(p->db);
     pthread_cond_destroy(&p->cv);
@@ -310,6 +551,7 @@ struct hc_poller *hc_poller_start(struct hc_controller *ctl, struct hc_error *er
         return NULL;
     }
     p->ctl = ctl;
+    p->echo_fd = -1;
     atomic_init(&p->cycles, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_init(&attr);
@@ -318,6 +560,10 @@ struct hc_poller *hc_poller_start(struct hc_controller *ctl, struct hc_error *er
     pthread_condattr_destroy(&attr);
     if (!(p->db = hc_db_open(ctl->db_path, err)) || !(p->client = hc_agent_client_new(ctl, err)))
         goto cleanup;
+    /* Without the echo socket the poller still works; the MTU stall then shows as unreachable. */
+    if (!(p->echo_buf = malloc(POLLER_ECHO_MAX)) || (p->echo_fd = poller_echo_socket()) < 0)
+        HC_WARN("poller: no UDP echo probes (%s): MTU stalls show as 'unreachable'",
+                strerror(errno));
     if (pthread_create(&p->thread, NULL, poller_main, p) != 0) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start the poller thread");
         goto cleanup;

@@ -14,6 +14,7 @@
 #include "controller/auth.h"
 #include "controller/events.h"
 #include "controller/nodes.h"
+#include "controller/software.h"
 
 #define JOIN_TTL_DEFAULT_S 3600
 #define JOIN_TTL_MAX_S (7 * 24 * 3600)
@@ -194,14 +195,17 @@ fail:
     return NULL;
 }
 
+/* The answer carries the bundle signing keys the controller trusts: agents trust the same ones
+ * (and only those) when they stage software. */
 static json_t *enroll_reply(struct hc_api *api, const char *name, const char *cert_pem,
-                            struct hc_error *err)
+                            const struct hc_bundle_keys *keys, struct hc_error *err)
 {
     json_t *node = hc_node_json(api->db, name, err);
     if (!node)
         return NULL;
-    return json_pack("{s:o, s:s, s:s, s:s}", "node", node, "cert_pem", cert_pem, "ca_pem",
-                     api->ca_pem, "controller_client_cn", HC_CONTROLLER_CLIENT_CN);
+    return json_pack("{s:o, s:s, s:s, s:s, s:o}", "node", node, "cert_pem", cert_pem, "ca_pem",
+                     api->ca_pem, "controller_client_cn", HC_CONTROLLER_CLIENT_CN, "trusted_keys",
+                     hc_bundle_keys_to_json(keys));
 }
 
 void hc_res_enroll(struct hc_request *req, void *arg)
@@ -212,17 +216,21 @@ void hc_res_enroll(struct hc_request *req, void *arg)
     json_t *body = NULL;
     X509_REQ *csr = NULL;
     char *cert_pem = NULL;
+    struct hc_bundle_keys *keys = NULL;
     json_t *in = hc_api_body(req);
     if (!in)
         return;
-    if (enroll_parse(in, &e, &err) < 0 || !(csr = hc_pki_csr_from_pem(e.csr_pem, &err)))
+    /* The keys are read before the node is recorded: an enrollment either completes or not. */
+    if (enroll_parse(in, &e, &err) < 0 || !(csr = hc_pki_csr_from_pem(e.csr_pem, &err)) ||
+        !(keys = hc_software_keys_load(api->ctl->data_dir, &err)))
         goto cleanup;
     if (!(cert_pem = enroll_commit(api, &e, csr, &err)))
         goto cleanup;
     /* Only a node that held a valid token is named as the actor of its enrollment. */
     hc_api_set_actor(api, req, e.name, e.name);
-    body = enroll_reply(api, e.name, cert_pem, &err);
+    body = enroll_reply(api, e.name, cert_pem, keys, &err);
 cleanup:
+    hc_bundle_keys_free(keys);
     hc_api_reply(req, 201, body, &err);
     X509_REQ_free(csr);
     free(cert_pem);

@@ -7,6 +7,7 @@ packages=(
     libarchive-dev libreadline-dev libiperf-dev libmnl-dev libcmocka-dev
     openssh-server openssh-client iproute2 iputils-ping util-linux procps psmisc
     jq curl openssl sqlite3
+    zsh fish bsdutils prometheus mandoc man-db systemd file dpkg-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -377,7 +377,11 @@ static void test_help_everywhere(void **state)
         for (size_t v = 0; grp->verbs[v].name; v++) {
             if (grp->flags & HC_GROUP_STANDALONE)
                 continue;
-            snprintf(prefix, sizeof(prefix), "Usage: hcctl %s %s", grp->name, grp->verbs[v].name);
+            if (strcmp(grp->verbs[v].name, grp->name) == 0) /* the group's default verb */
+                snprintf(prefix, sizeof(prefix), "Usage: hcctl %s", grp->name);
+            else
+                snprintf(prefix, sizeof(prefix), "Usage: hcctl %s %s", grp->name,
+                         grp->verbs[v].name);
             expect_help((const char *const[]){grp->name, grp->verbs[v].name, "--help", NULL},
                         prefix);
             /* help wins over missing arguments */

@@ -1,0 +1,172 @@
+/*
+ * `hcctl upgrade`: the rolling upgrade of the storage software.
+ *   upgrade --rolling --to VERSION [--max-unavailable N] [--node-timeout DUR] [--dry-run]
+ *           [--yes] [--no-wait] [--timeout DUR]
+ *   upgrade status | pause | resume | abort
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/exit_codes.h"
+#include "cli/groups.h"
+#include "common/json_util.h"
+
+static const struct hc_col plan_cols[] = {
+    {"NODE", "name", NULL},
+    {"FROM", "from_version", NULL},
+    {"ACTION", "action", NULL},
+    {"STEPS", "steps", NULL},
+    {NULL, NULL, NULL},
+};
+
+static const struct hc_section plan_view[] = {
+    {HC_SECTION_FIELDS, NULL, NULL,
+     (const struct hc_col[]){{"To version", "to_version", NULL},
+                             {"Min upgrade from", "min_upgrade_from", NULL},
+                             {"Max unavailable", "max_unavailable", NULL},
+                             {NULL, NULL, NULL}}},
+    {HC_SECTION_TABLE, "Plan (in this order; nothing is changed by --dry-run)", "nodes",
+     plan_cols},
+    {0, NULL, NULL, NULL},
+};
+
+static int cmd_rolling(struct hc_cmd_ctx *ctx)
+{
+    struct hc_error err = {0};
+    if (!hc_cmd_opt_bool(ctx, "rolling"))
+        return hc_cmd_usage(ctx, "hcctl upgrade --rolling --to VERSION",
+                            "only rolling upgrades exist: add --rolling");
+    int64_t maxu = hc_cmd_opt_int(ctx, "max-unavailable");
+    if (maxu < 1)
+        return hc_cmd_usage(ctx, "at least 1", "invalid --max-unavailable %lld", (long long)maxu);
+    int dry = hc_cmd_opt_bool(ctx, "dry-run");
+    json_t *body = json_pack("{s:s, s:I, s:I, s:b}", "to_version", hc_cmd_opt_str(ctx, "to"),
+                             "max_unavailable", (json_int_t)maxu, "node_timeout_seconds",
+                             (json_int_t)(hc_cmd_opt_ms(ctx, "node-timeout") / 1000), "dry_run",
+                             dry);
+    if (!dry && hc_cmd_confirm(ctx, &err, "upgrade the storage software on every node to %s, "
+                               "%lld node(s) at a time", hc_cmd_opt_str(ctx, "to"),
+                               (long long)maxu) < 0) {
+        json_decref(body);
+        return hc_cmd_fail(ctx, &err, NULL);
+    }
+    json_t *doc = hc_cmd_request(ctx, "POST", "/v1/upgrade", body, &err);
+    json_decref(body);
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    int rc = HC_EXIT_OK;
+    if (dry && ctx->out.json) {
+        hc_output_json(&ctx->out, doc); /* {"plan": ...} */
+    } else if (dry) {
+        hc_output_render(&ctx->out, plan_view, json_object_get(doc, "plan"));
+    } else {
+        rc = hc_cmd_follow(ctx, doc, hc_cmd_opt_ms(ctx, "timeout"), "rolling upgrade to %s",
+                           hc_cmd_opt_str(ctx, "to"));
+    }
+    json_decref(doc);
+    return rc;
+}
+
+static const struct hc_col status_nodes[] = {
+    {"NODE", "name", NULL},
+    {"FROM", "from_version", NULL},
+    {"TO", "to_version", NULL},
+    {"STATE", "state", hc_fmt_state},
+    {"STEP", "step", NULL},
+    {NULL, NULL, NULL},
+};
+
+static const struct hc_section status_view[] = {
+    {HC_SECTION_FIELDS, NULL, NULL,
+     (const struct hc_col[]){{"Operation", "operation_id", NULL},
+                             {"State", "state", hc_fmt_state},
+                             {"To version", "to_version", NULL},
+                             {"Done", "done", NULL},
+                             {"Total", "total", NULL},
+                             {"Waiting on", "waiting_on", NULL},
+                             {"Error", "error.message", NULL},
+                             {"Hint", "error.hint", NULL},
+                             {NULL, NULL, NULL}}},
+    {HC_SECTION_TABLE, "Nodes", "nodes", status_nodes},
+    {0, NULL, NULL, NULL},
+};
+
+static int cmd_status(struct hc_cmd_ctx *ctx)
+{
+    return hc_cmd_show(ctx, "/v1/upgrade", status_view);
+}
+
+/* pause / resume / abort the current upgrade through its operation. */
+static int control(struct hc_cmd_ctx *ctx, const char *action)
+{
+    struct hc_error err = {0};
+    char path[128];
+    json_t *st = hc_cmd_request(ctx, "GET", "/v1/upgrade", NULL, &err);
+    if (!st)
+        return hc_cmd_fail(ctx, &err, NULL);
+    snprintf(path, sizeof(path), "/v1/operations/%s/%s", hc_json_str(st, "operation_id", ""),
+             action);
+    json_decref(st);
+    if (!strcmp(action, "abort") &&
+        hc_cmd_confirm(ctx, &err, "abort the rolling upgrade (nodes stay on working versions)") < 0)
+        return hc_cmd_fail(ctx, &err, NULL);
+    json_t *doc = hc_cmd_request(ctx, "POST", path, NULL, &err);
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    const json_t *op = json_object_get(doc, "operation");
+    hc_output_info(&ctx->out, "upgrade %s: %s requested, state %s", hc_json_str(op, "id", ""),
+                   action, hc_json_str(op, "state", ""));
+    if (ctx->out.json)
+        hc_output_json(&ctx->out, doc);
+    json_decref(doc);
+    return HC_EXIT_OK;
+}
+
+static int cmd_pause(struct hc_cmd_ctx *ctx)
+{
+    return control(ctx, "pause");
+}
+
+static int cmd_resume(struct hc_cmd_ctx *ctx)
+{
+    return control(ctx, "resume");
+}
+
+static int cmd_abort(struct hc_cmd_ctx *ctx)
+{
+    return control(ctx, "abort");
+}
+
+static const struct hc_cmd_opt rolling_opts[] = {
+    {"rolling", 0, HC_OPT_BOOL, 0, "one node (or N) at a time, never more than the data tolerates",
+     NULL, HC_COMPLETE_NONE, NULL, NULL},
+    {"to", 0, HC_OPT_STRING, 1, "the uploaded version to run everywhere", "VERSION",
+     HC_COMPLETE_NONE, NULL, NULL},
+    {"max-unavailable", 0, HC_OPT_INT, 0, "nodes down at once, counting those already down", "N",
+     HC_COMPLETE_NONE, "1", NULL},
+    {"node-timeout", 0, HC_OPT_DURATION, 0, "how long each wait on one node may take", "DUR",
+     HC_COMPLETE_NONE, "5m", NULL},
+    {"dry-run", 0, HC_OPT_BOOL, 0, "print the ordered steps per node and change nothing", NULL,
+     HC_COMPLETE_NONE, NULL, NULL},
+    {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL,
+     HC_COMPLETE_NONE, NULL, NULL},
+    {"timeout", 0, HC_OPT_DURATION, 0, "how long to follow the operation", "DUR",
+     HC_COMPLETE_NONE, "2h", NULL},
+    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+};
+
+static const struct hc_cmd_verb upgrade_verbs[] = {
+    {"upgrade", cmd_rolling, rolling_opts, 0, 0,
+     "rolling upgrade: hcctl upgrade --rolling --to VERSION (disruptive: asks, or needs --yes)",
+     NULL, HC_CMD_DISRUPTIVE, HC_COMPLETE_NONE},
+    {"status", cmd_status, NULL, 0, 0, "the latest upgrade, node by node", NULL, 0,
+     HC_COMPLETE_NONE},
+    {"pause", cmd_pause, NULL, 0, 0, "pause at the next safe point", NULL, 0, HC_COMPLETE_NONE},
+    {"resume", cmd_resume, NULL, 0, 0, "carry on a paused upgrade", NULL, 0, HC_COMPLETE_NONE},
+    {"abort", cmd_abort, NULL, 0, 0, "stop; every node is left on a working version", NULL,
+     HC_CMD_DISRUPTIVE, HC_COMPLETE_NONE},
+    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+};
+
+const struct hc_cmd_group hc_cmd_group_upgrade = {
+    "upgrade", "rolling upgrades of the storage software", upgrade_verbs, 0};

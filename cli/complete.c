@@ -1,0 +1,551 @@
+/*
+ * The completion engine (see complete.h): a walk over the words before the cursor with the
+ * parser's rules and tables, then candidates for the current word from the completer kind the
+ * table gives for that place. Also the quote-aware word splitter the shell uses both to run a
+ * line and to complete one.
+ */
+#include "cli/complete.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/api_client.h"
+#include "cli/config.h"
+#include "cli/exit_codes.h"
+#include "cli/help.h"
+#include "common/json_util.h"
+#include "common/util.h"
+
+#define COMPLETE_DEFAULT_TIMEOUT_MS 2000
+
+/* Where the walk over the complete words ended. */
+struct walk {
+    const struct hc_cmd_group *const *groups;
+    const struct hc_cmd_group *group;    /* NULL: the current word is the group word */
+    const struct hc_cmd_verb *verb;      /* NULL with a group: the current word is the verb */
+    const struct hc_cmd_opt *value_of;   /* the current word is this option's value */
+    int dashdash;                        /* "--" was seen: no more options */
+    int npos;                            /* positionals before the current word */
+    char *const *pos;                    /* the first positional (for help topics) */
+    const char *controller, *token, *ca; /* given on the line */
+    int unknown;                         /* an unknown group or verb: nothing to offer */
+};
+
+static int opt_takes_value(const struct hc_cmd_opt *o)
+{
+    return o->type != HC_OPT_BOOL;
+}
+
+static const struct hc_cmd_opt *find_long(const struct hc_cmd_opt *opts, const char *name,
+                                          size_t len)
+{
+    for (size_t i = 0; opts && opts[i].name; i++)
+        if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+static const struct hc_cmd_opt *find_short(const struct hc_cmd_opt *opts, char c)
+{
+    for (size_t i = 0; opts && opts[i].name; i++)
+        if (opts[i].short_name == c)
+            return &opts[i];
+    return NULL;
+}
+
+/* Verb options first, then globals: a verb option shadows a global one of the same name, and
+ * its short letter wins (cmd.c builds getopt's tables in the same order). */
+static const struct hc_cmd_opt *lookup_long(const struct walk *w, const char *name, size_t len)
+{
+    const struct hc_cmd_opt *o = w->verb ? find_long(w->verb->opts, name, len) : NULL;
+    return o ? o : find_long(hc_cmd_global_opts, name, len);
+}
+
+static const struct hc_cmd_opt *lookup_short(const struct walk *w, char c)
+{
+    const struct hc_cmd_opt *o = w->verb ? find_short(w->verb->opts, c) : NULL;
+    return o ? o : find_short(hc_cmd_global_opts, c);
+}
+
+static int is_global(const struct hc_cmd_opt *o)
+{
+    for (size_t i = 0; hc_cmd_global_opts[i].name; i++)
+        if (o == &hc_cmd_global_opts[i])
+            return 1;
+    return 0;
+}
+
+/* Remembers --controller, --token and --ca given on the line: dynamic values must come from
+ * the controller the command itself would talk to. */
+static void note_global(struct walk *w, const struct hc_cmd_opt *o, const char *value)
+{
+    if (!value || !is_global(o))
+        return; /* a verb option of the same name is not the global one */
+    if (strcmp(o->name, "controller") == 0)
+        w->controller = value;
+    else if (strcmp(o->name, "token") == 0)
+        w->token = value;
+    else if (strcmp(o->name, "ca") == 0)
+        w->ca = value;
+}
+
+/* One option word at words[*i]. Advances *i past it (and past its value); sets value_of when
+ * the value is the word being completed. */
+static void walk_option(struct walk *w, int nwords, char *const *words, int *i)
+{
+    const char *word = words[*i];
+    const struct hc_cmd_opt *o = NULL;
+    const char *value = NULL;
+    int needs_next = 0;
+    if (word[1] == '-') {
+        const char *eq = strchr(word + 2, '=');
+        size_t len = eq ? (size_t)(eq - word - 2) : strlen(word + 2);
+        o = lookup_long(w, word + 2, len);
+        if (o && opt_takes_value(o)) {
+            value = eq ? eq + 1 : NULL;
+            needs_next = !eq;
+        }
+    } else {
+        for (const char *p = word + 1; *p; p++) { /* "-qy", "-ojson", "-o json" */
+            o = lookup_short(w, *p);
+            if (o && opt_takes_value(o)) {
+                value = p[1] ? p + 1 : NULL;
+                needs_next = !p[1];
+                break;
+            }
+        }
+    }
+    (*i)++;
+    if (!needs_next) {
+        if (o)
+            note_global(w, o, value);
+        return;
+    }
+    if (*i >= nwords) {
+        w->value_of = o;
+        return;
+    }
+    note_global(w, o, words[*i]);
+    (*i)++;
+}
+
+static int is_option(const char *word)
+{
+    return word[0] == '-' && word[1] != '\0';
+}
+
+/* Global options, the group and the verb. Returns the index of the first word after the verb,
+ * or nwords when the walk ended before (w says where). */
+static int walk_command(struct walk *w, int nwords, char *const *words)
+{
+    int i = 0;
+    while (i < nwords && is_option(words[i]) && strcmp(words[i], "--") != 0) {
+        walk_option(w, nwords, words, &i);
+        if (w->value_of)
+            return nwords;
+    }
+    if (i < nwords && strcmp(words[i], "--") == 0)
+        i++;
+    if (i >= nwords)
+        return nwords;
+    w->group = hc_cmd_find_group(w->groups, words[i++]);
+    if (!w->group) {
+        w->unknown = 1;
+        return nwords;
+    }
+    if (w->group->flags & HC_GROUP_STANDALONE) {
+        w->verb = &w->group->verbs[0];
+        return i;
+    }
+    if (i >= nwords)
+        return nwords;
+    /* "upgrade --rolling ...": a verb named like its group runs when an option follows it */
+    if (is_option(words[i]) && (w->verb = hc_cmd_find_verb(w->group, w->group->name)))
+        return i;
+    w->verb = hc_cmd_find_verb(w->group, words[i++]);
+    if (!w->verb)
+        w->unknown = 1;
+    return i;
+}
+
+/* The verb's options and positionals up to the current word. */
+static void walk_verb(struct walk *w, int i, int nwords, char *const *words)
+{
+    while (i < nwords) {
+        if (!w->dashdash && strcmp(words[i], "--") == 0) {
+            w->dashdash = 1;
+            i++;
+        } else if (!w->dashdash && is_option(words[i])) {
+            walk_option(w, nwords, words, &i);
+            if (w->value_of)
+                return;
+        } else {
+            /* positionals are contiguous only without interleaved options; keep the first */
+            if (w->npos == 0)
+                w->pos = words + i;
+            w->npos++;
+            i++;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- candidates */
+
+static int add_item(struct hc_complete *out, const char *prefix, const char *word, const char *desc,
+                    const char *cur)
+{
+    size_t plen = prefix ? strlen(prefix) : 0, wlen = strlen(word);
+    size_t dlen = desc && desc[0] ? strlen(desc) : 0, clen = strlen(cur);
+    /* the candidate, prefix + word, must start with what was typed */
+    size_t head = clen < plen ? clen : plen;
+    if (strncmp(prefix ? prefix : "", cur, head) != 0 ||
+        (clen > plen && strncmp(word, cur + plen, clen - plen) != 0))
+        return 0;
+    if (out->n + 1 >= out->cap) {
+        size_t cap = out->cap ? out->cap * 2 : 16;
+        char **grown = realloc(out->items, cap * sizeof(*grown));
+        if (!grown)
+            return -1;
+        out->items = grown;
+        out->cap = cap;
+    }
+    char *item = malloc(plen + wlen + (dlen ? dlen + 1 : 0) + 1);
+    if (!item)
+        return -1;
+    memcpy(item, prefix ? prefix : "", plen);
+    memcpy(item + plen, word, wlen);
+    item[plen + wlen] = '\0';
+    if (dlen) {
+        item[plen + wlen] = '\t';
+        memcpy(item + plen + wlen + 1, desc, dlen + 1);
+        for (char *p = item + plen + wlen + 1; *p; p++)
+            if (*p == '\t' || *p == '\n' || *p == '\r')
+                *p = ' '; /* one candidate is one line */
+    }
+    out->items[out->n++] = item;
+    out->items[out->n] = NULL;
+    return 0;
+}
+
+static int add_groups(const struct walk *w, const char *cur, struct hc_complete *out)
+{
+    for (size_t i = 0; w->groups[i]; i++)
+        if (!(w->groups[i]->flags & HC_CMD_HIDDEN) &&
+            add_item(out, NULL, w->groups[i]->name, w->groups[i]->summary, cur) < 0)
+            return -1;
+    return 0;
+}
+
+static int add_verbs(const struct hc_cmd_group *g, const char *cur, struct hc_complete *out)
+{
+    for (size_t i = 0; g->verbs[i].name; i++)
+        if (!(g->verbs[i].flags & HC_CMD_HIDDEN) && strcmp(g->verbs[i].name, g->name) != 0 &&
+            add_item(out, NULL, g->verbs[i].name, g->verbs[i].summary, cur) < 0)
+            return -1;
+    return 0;
+}
+
+/* "--name" for every option of opts not shadowed by shadow. */
+static int add_opt_names(const struct hc_cmd_opt *opts, const struct hc_cmd_opt *shadow,
+                         const char *cur, struct hc_complete *out)
+{
+    for (size_t i = 0; opts && opts[i].name; i++) {
+        if (shadow && find_long(shadow, opts[i].name, strlen(opts[i].name)))
+            continue;
+        if (add_item(out, "--", opts[i].name, opts[i].help, cur) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Values only the controller knows: where to ask, and which keys make a candidate. */
+static const struct remote {
+    enum hc_completer kind;
+    const char *path, *list, *word, *desc1, *desc2;
+} remotes[] = {
+    {HC_COMPLETE_NODE, "/v1/nodes", "nodes", "name", "address", "health"},
+    {HC_COMPLETE_OPERATION, "/v1/operations", "operations", "id", "kind", "state"},
+    {HC_COMPLETE_BUNDLE, "/v1/software", "bundles", "version", "name", "uploaded_at"},
+};
+
+static int add_remote_items(const struct remote *r, const json_t *doc, const char *prefix,
+                            const char *cur, struct hc_complete *out)
+{
+    const json_t *item;
+    size_t i;
+    json_array_foreach(json_object_get(doc, r->list), i, item)
+    {
+        char desc[256];
+        const char *word = hc_json_str(item, r->word, NULL);
+        snprintf(desc, sizeof(desc), "%s, %s", hc_json_str(item, r->desc1, "?"),
+                 hc_json_str(item, r->desc2, "?"));
+        if (word && add_item(out, prefix, word, desc, cur) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Candidates from the controller; silent when it cannot be asked. */
+static int add_remote(const struct walk *w, enum hc_completer kind, const char *prefix,
+                      const char *cur, const struct hc_complete_conn *conn, struct hc_complete *out)
+{
+    static const struct hc_complete_conn none = {0};
+    const struct hc_complete_conn *c = conn ? conn : &none;
+    struct hc_cli_config_flags flags = {w->controller ? w->controller : c->controller,
+                                        w->token ? w->token : c->token, w->ca ? w->ca : c->ca_file};
+    struct hc_cli_config cfg = {0};
+    struct hc_error err = {0};
+    struct hc_api_client *api = NULL;
+    json_t *doc = NULL;
+    const struct remote *r = NULL;
+    int rc = 0;
+    int64_t timeout = c->timeout_ms > 0 ? c->timeout_ms : COMPLETE_DEFAULT_TIMEOUT_MS;
+    for (size_t i = 0; i < HC_ARRAY_LEN(remotes); i++)
+        if (remotes[i].kind == kind)
+            r = &remotes[i];
+    if (!r || c->offline || hc_cli_config_load(&cfg, &flags, &err) < 0 || !cfg.controller)
+        goto cleanup;
+    if (!(api = hc_api_client_new(&cfg, timeout, &err)))
+        goto cleanup;
+    if ((doc = hc_api_client_get(api, r->path, &err)))
+        rc = add_remote_items(r, doc, prefix, cur, out);
+cleanup:
+    json_decref(doc);
+    hc_api_client_free(api);
+    hc_cli_config_clear(&cfg);
+    return rc;
+}
+
+static int add_list(const char *const *words, const char *prefix, const char *cur,
+                    struct hc_complete *out)
+{
+    for (size_t i = 0; words && words[i]; i++)
+        if (add_item(out, prefix, words[i], NULL, cur) < 0)
+            return -1;
+    return 0;
+}
+
+/* `help` topics: a group or a docs topic, then a verb of that group. */
+static int add_topics(const struct walk *w, const char *cur, struct hc_complete *out)
+{
+    if (w->npos == 0) {
+        if (add_groups(w, cur, out) < 0)
+            return -1;
+        for (size_t i = 0; hc_help_topics[i].name; i++)
+            if (!hc_cmd_find_group(w->groups, hc_help_topics[i].name) &&
+                add_item(out, NULL, hc_help_topics[i].name, hc_help_topics[i].summary, cur) < 0)
+                return -1;
+        return 0;
+    }
+    const struct hc_cmd_group *g = hc_cmd_find_group(w->groups, w->pos[0]);
+    if (w->npos == 1 && g && !(g->flags & (HC_GROUP_STANDALONE | HC_CMD_HIDDEN)))
+        return add_verbs(g, cur, out);
+    return 0;
+}
+
+static int add_values(const struct walk *w, enum hc_completer kind, const char *const *choices,
+                      const char *prefix, const char *cur, const struct hc_complete_conn *conn,
+                      struct hc_complete *out)
+{
+    static const char *const shells[] = {"bash", "zsh", "fish", NULL};
+    switch (kind) {
+    case HC_COMPLETE_CHOICES:
+        return add_list(choices, prefix, cur, out);
+    case HC_COMPLETE_FILE:
+        out->files = 1;
+        return 0;
+    case HC_COMPLETE_NODE:
+    case HC_COMPLETE_OPERATION:
+    case HC_COMPLETE_BUNDLE:
+        return add_remote(w, kind, prefix, cur, conn, out);
+    case HC_COMPLETE_TOPIC:
+        return add_topics(w, cur, out);
+    case HC_COMPLETE_SHELL:
+        return add_list(shells, prefix, cur, out);
+    case HC_COMPLETE_NONE:
+        break;
+    }
+    return 0;
+}
+
+/* "--name=VALUE" typed as one word: complete the value, keeping "--name=" in front. */
+static int complete_attached(struct walk *w, const char *cur, const struct hc_complete_conn *conn,
+                             struct hc_complete *out)
+{
+    const char *eq = strchr(cur, '=');
+    const struct hc_cmd_opt *o = lookup_long(w, cur + 2, (size_t)(eq - cur - 2));
+    if (!o || !opt_takes_value(o))
+        return 0;
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "%.*s", (int)(eq - cur + 1), cur);
+    return add_values(w, o->completer, o->choices, prefix, cur, conn, out);
+}
+
+static int complete_after_verb(struct walk *w, const char *cur, const struct hc_complete_conn *conn,
+                               struct hc_complete *out)
+{
+    const struct hc_cmd_verb *v = w->verb;
+    if (!w->dashdash && cur[0] == '-') {
+        if (strncmp(cur, "--", 2) == 0 && strchr(cur, '='))
+            return complete_attached(w, cur, conn, out);
+        if (add_opt_names(v->opts, NULL, cur, out) < 0 ||
+            add_opt_names(hc_cmd_global_opts, v->opts, cur, out) < 0)
+            return -1;
+        return 0;
+    }
+    if (v->max_args != HC_ARGS_MANY && w->npos >= v->max_args)
+        return 0;
+    return add_values(w, v->arg_completer, NULL, NULL, cur, conn, out);
+}
+
+int hc_complete_line(const struct hc_cmd_group *const *groups, int nwords, char *const *words,
+                     const char *cur, const struct hc_complete_conn *conn, struct hc_complete *out)
+{
+    struct walk w;
+    memset(&w, 0, sizeof(w));
+    memset(out, 0, sizeof(*out));
+    w.groups = groups;
+    cur = cur ? cur : "";
+    int i = walk_command(&w, nwords, words);
+    if (w.unknown)
+        return 0;
+    if (w.verb && !w.value_of)
+        walk_verb(&w, i, nwords, words);
+    if (w.value_of)
+        return add_values(&w, w.value_of->completer, w.value_of->choices, NULL, cur, conn, out);
+    if (!w.group) {
+        if (cur[0] != '-')
+            return add_groups(&w, cur, out);
+        if (strncmp(cur, "--", 2) == 0 && strchr(cur, '='))
+            return complete_attached(&w, cur, conn, out);
+        return add_opt_names(hc_cmd_global_opts, NULL, cur, out);
+    }
+    if (!w.verb && cur[0] == '-' && (w.verb = hc_cmd_find_verb(w.group, w.group->name)))
+        return complete_after_verb(&w, cur, conn, out); /* the group's default verb */
+    if (!w.verb)
+        return cur[0] == '-' ? add_item(out, NULL, "--help", "show help and exit", cur)
+                             : add_verbs(w.group, cur, out);
+    return complete_after_verb(&w, cur, conn, out);
+}
+
+void hc_complete_clear(struct hc_complete *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free(c->items[i]);
+    free(c->items);
+    memset(c, 0, sizeof(*c));
+}
+
+/* ---------------------------------------------------------------- splitting a line */
+
+/* The word being built and the words so far. */
+struct split {
+    char **words;
+    int n, cap;
+    char *buf;
+    size_t len, bufcap;
+    int in_word;
+};
+
+static int split_putc(struct split *s, char c)
+{
+    if (s->len + 2 > s->bufcap) {
+        size_t cap = s->bufcap ? s->bufcap * 2 : 64;
+        char *grown = realloc(s->buf, cap);
+        if (!grown)
+            return -1;
+        s->buf = grown;
+        s->bufcap = cap;
+    }
+    s->buf[s->len++] = c;
+    s->in_word = 1;
+    return 0;
+}
+
+static int split_push(struct split *s)
+{
+    if (s->n + 2 > s->cap) {
+        int cap = s->cap ? s->cap * 2 : 8;
+        char **grown = realloc(s->words, (size_t)cap * sizeof(*grown));
+        if (!grown)
+            return -1;
+        s->words = grown;
+        s->cap = cap;
+    }
+    char *word = strndup(s->buf ? s->buf : "", s->len);
+    if (!word)
+        return -1;
+    s->words[s->n++] = word;
+    s->words[s->n] = NULL;
+    s->len = 0;
+    s->in_word = 0;
+    return 0;
+}
+
+/* One character outside quotes. *quote receives the quote it opens. Returns 1 at a comment. */
+static int split_plain(struct split *s, const char **p, char *quote)
+{
+    char c = **p;
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+        return s->in_word ? split_push(s) : 0;
+    if (c == '#' && !s->in_word)
+        return 1;
+    if (c == '\'' || c == '"') {
+        *quote = c;
+        s->in_word = 1;
+        return 0;
+    }
+    if (c == '\\' && (*p)[1])
+        c = *++*p;
+    return split_putc(s, c);
+}
+
+int hc_shell_split(const char *line, int partial, char ***words, int *open_word,
+                   struct hc_error *err)
+{
+    struct split s = {0};
+    char quote = 0;
+    int rc = 0;
+    for (const char *p = line; *p && rc == 0; p++) {
+        if (quote == '\'' && *p == '\'')
+            quote = 0;
+        else if (quote == '"' && *p == '"')
+            quote = 0;
+        else if (quote == '"' && *p == '\\' && p[1] && strchr("\"\\$`", p[1]))
+            rc = split_putc(&s, *++p);
+        else if (quote)
+            rc = split_putc(&s, *p);
+        else
+            rc = split_plain(&s, &p, &quote);
+    }
+    if (rc < 0)
+        goto fail;
+    if (quote && !partial) {
+        hc_error_set(err, 0, HC_CLI_ERR_USAGE, "unterminated %s quote",
+                     quote == '"' ? "double" : "single");
+        hc_error_hint(err, "close the quote, or escape it with a backslash");
+        goto fail;
+    }
+    if (open_word)
+        *open_word = s.in_word;
+    if (s.in_word && split_push(&s) < 0)
+        goto fail;
+    if (!s.words && !(s.words = calloc(1, sizeof(*s.words))))
+        goto fail;
+    free(s.buf);
+    *words = s.words;
+    return s.n;
+fail:
+    if (rc < 0 || !quote || partial)
+        hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+    free(s.buf);
+    hc_shell_words_free(s.words);
+    return -1;
+}
+
+void hc_shell_words_free(char **words)
+{
+    for (size_t i = 0; words && words[i]; i++)
+        free(words[i]);
+    free(words);
+}

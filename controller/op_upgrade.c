@@ -1,0 +1,414 @@
+/*
+ * upgrade.rolling: see op_upgrade.h for the sequence and the rules it keeps.
+ */
+#include "controller/op_upgrade.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json_util.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "controller/agent_client.h"
+#include "controller/auth.h"
+#include "controller/events.h"
+#include "controller/maintenance.h"
+#include "controller/ops.h"
+#include "controller/service_client.h"
+
+#define STAGE_TOKEN_TTL_MS (30 * 60 * 1000)
+
+int hc_version_cmp(const char *a, const char *b)
+{
+    while (*a || *b) {
+        if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+            long x = strtol(a, (char **)&a, 10), y = strtol(b, (char **)&b, 10);
+            if (x != y)
+                return x < y ? -1 : 1;
+        } else if (*a != *b) {
+            return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        } else {
+            a++;
+            b++;
+        }
+    }
+    return 0;
+}
+
+/* --- plan ----------------------------------------------------------------------------------- */
+
+static json_t *load_bundle(struct hc_db *db, const char *version, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(db, err, "SELECT name, version, sha256, signature, "
+                                    "manifest_json FROM bundles WHERE version = ?", "s", version);
+    if (!rows)
+        return NULL;
+    json_t *row = json_incref(json_array_get(rows, 0));
+    json_decref(rows);
+    if (!row) {
+        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "software version '%s' is not uploaded",
+                     version);
+        hc_error_hint(err, "upload it first: hcctl software upload FILE; see hcctl software list");
+    }
+    return row;
+}
+
+static const char *const node_steps[] = {"stage", "budget", "ok_to_stop", "drain", "stop",
+                                         "activate", "verify_health", "start", "healthy",
+                                         "resync", NULL};
+
+json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error *err)
+{
+    const char *to = hc_json_str(params, "to_version", "");
+    json_t *bundle = load_bundle(db, to, err), *nodes = NULL, *plan = NULL;
+    if (!bundle)
+        return NULL;
+    const char *min = hc_json_str(json_object_get(bundle, "manifest_json"), "min_upgrade_from", "");
+    nodes = hc_db_query_json(db, err, "SELECT name, software_version FROM nodes ORDER BY name", "");
+    if (!nodes)
+        goto cleanup;
+    if (json_array_size(nodes) == 0) {
+        hc_error_set(err, 409, HC_ERR_CONFLICT, "the cluster has no nodes to upgrade");
+        hc_error_hint(err, "bring nodes in first: hcctl cluster create / hcctl node add");
+        goto cleanup;
+    }
+    json_t *list = json_array(), *row;
+    size_t i;
+    json_array_foreach(nodes, i, row) {
+        const char *from = hc_json_str(row, "software_version", "");
+        const char *name = hc_json_str(row, "name", "");
+        if (from[0] && min[0] && hc_version_cmp(from, min) < 0 && hc_version_cmp(from, to)) {
+            json_decref(list);
+            hc_error_set(err, 409, "version_incompatible", "node '%s' runs %s, older than %s's "
+                         "min_upgrade_from %s", name, from, to, min);
+            hc_error_hint(err, "upgrade it to %s or later first", min);
+            goto cleanup;
+        }
+        json_t *steps = json_array();
+        int done = from[0] && !strcmp(from, to);
+        for (size_t s = 0; !done && node_steps[s]; s++)
+            json_array_append_new(steps, json_string(node_steps[s]));
+        json_array_append_new(list, json_pack("{s:s, s:s?, s:s, s:o}", "name", name,
+                                              "from_version", from[0] ? from : NULL, "action",
+                                              done ? "none (already on target)" : "upgrade",
+                                              "steps", steps));
+    }
+    plan = json_pack("{s:s, s:s?, s:I, s:o}", "to_version", to, "min_upgrade_from",
+                     min[0] ? min : NULL, "max_unavailable",
+                     (json_int_t)hc_json_int(params, "max_unavailable", 1), "nodes", list);
+cleanup:
+    json_decref(bundle);
+    json_decref(nodes);
+    return plan;
+}
+
+/* --- progress rows ------------------------------------------------------------------------ */
+
+static void progress(struct hc_op_ctx *ctx, const char *node, const char *state, const char *step)
+{
+    struct hc_error err = {0};
+    if (hc_db_run(hc_op_db(ctx), &err, "UPDATE upgrade_nodes SET state = COALESCE(?, state), "
+                  "step = ?, updated_at = ? WHERE op_id = ? AND node = ?", "ssiss", state, step,
+                  hc_now_ms(), hc_op_id(ctx), node) < 0)
+        HC_WARN("upgrade %s: cannot record progress of %s: %s", hc_op_id(ctx), node, err.message);
+}
+
+/* The per-node rows, made once (the first run) so that from_version is what ran before. */
+static int progress_init(struct hc_op_ctx *ctx, const json_t *nodes, const char *to,
+                         struct hc_error *err)
+{
+    struct hc_db *db = hc_op_db(ctx);
+    size_t i;
+    json_t *row;
+    if (hc_db_begin(db, err) < 0)
+        return -1;
+    json_array_foreach(nodes, i, row) {
+        const char *from = hc_json_str(row, "software_version", NULL);
+        int done = from && !strcmp(from, to);
+        if (hc_db_run(db, err, "INSERT OR IGNORE INTO upgrade_nodes (op_id, node, seq, "
+                      "from_version, to_version, state, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      "ssisssi", hc_op_id(ctx), hc_json_str(row, "name", ""), (int64_t)i,
+                      from, to, done ? "done" : "pending", hc_now_ms()) < 0) {
+            hc_db_rollback(db);
+            return -1;
+        }
+    }
+    return hc_db_commit(db, err);
+}
+
+/* --- the run ------------------------------------------------------------------------------ */
+
+struct upgrade {
+    struct hc_op_ctx *ctx;
+    struct hc_http_client *client;
+    const char *to;
+    json_t *bundle;
+    json_t *nodes; /* rows: name, agent_url, software_version */
+    int max_unavailable;
+    int64_t node_timeout_ms;
+    char token[HC_AUTH_TOKEN_TEXT_MAX]; /* read-only, for the agents to fetch the bundle */
+};
+
+struct node_step {
+    struct upgrade *u;
+    struct hc_svc_node svc;
+    char previous[64];
+};
+
+static int step_stage(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
+                      struct hc_error *err)
+{
+    struct node_step *s = arg;
+    struct upgrade *u = s->u;
+    if (hc_sw_stage(&s->svc, u->to, NULL, u->token, hc_json_str(u->bundle, "sha256", ""),
+                    hc_json_str(u->bundle, "signature", ""), err) < 0)
+        return -1;
+    snprintf(detail, len, "%s staged and verified on the node", u->to);
+    return 0;
+}
+
+static int step_activate(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
+                         struct hc_error *err)
+{
+    struct node_step *s = arg;
+    struct hc_sw_state st;
+    if (hc_sw_state(&s->svc, &st, err) < 0 || hc_sw_activate(&s->svc, s->u->to, 1, err) < 0 ||
+        hc_event_add(hc_op_db(ctx), "software.activated", s->svc.name, hc_op_id(ctx),
+                     "controller", json_pack("{s:s, s:s}", "from", st.current, "to", s->u->to),
+                     err, "node %s activated %s (was %s)", s->svc.name, s->u->to,
+                     st.current[0] ? st.current : "nothing") < 0)
+        return -1;
+    snprintf(detail, len, "%s active (was %s)", s->u->to, st.current[0] ? st.current : "none");
+    return 0;
+}
+
+static int step_verify_health(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
+                              struct hc_error *err)
+{
+    struct node_step *s = arg;
+    int64_t t0 = hc_mono_ms();
+    if (hc_maint_wait_healthy(ctx, &s->svc, s->u->node_timeout_ms, err) < 0)
+        return -1;
+    snprintf(detail, len, "%s healthy after %lld ms", s->u->to, (long long)(hc_mono_ms() - t0));
+    return 0;
+}
+
+static int step_rollback(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
+                         struct hc_error *err)
+{
+    struct node_step *s = arg;
+    struct hc_sw_state st;
+    if (hc_sw_rollback(&s->svc, err) < 0 || hc_sw_state(&s->svc, &st, err) < 0 ||
+        hc_maint_wait_healthy(ctx, &s->svc, s->u->node_timeout_ms, err) < 0 ||
+        hc_event_add(hc_op_db(ctx), "software.rolled_back", s->svc.name, hc_op_id(ctx),
+                     "controller", json_pack("{s:s, s:s}", "from", s->u->to, "to", st.current),
+                     err, "node %s rolled back from %s to %s", s->svc.name, s->u->to,
+                     st.current) < 0)
+        return -1;
+    snprintf(s->previous, sizeof(s->previous), "%s", st.current);
+    snprintf(detail, len, "rolled back to %s, healthy", st.current);
+    return 0;
+}
+
+static int record_version(struct hc_op_ctx *ctx, const char *node, const char *version,
+                          struct hc_error *err)
+{
+    return hc_db_run(hc_op_db(ctx), err, "UPDATE nodes SET software_version = ?, "
+                     "service_observed_at = ? WHERE name = ?", "sis", version, hc_now_ms(),
+                     node) < 0 ? -1 : 0;
+}
+
+/* Rolls a node whose new version failed its health check back, and brings it out of
+ * maintenance on the old version. The operation then fails with the first error. */
+static enum hc_op_result roll_back(struct node_step *s, const struct hc_error *cause,
+                                   struct hc_error *err)
+{
+    struct hc_op_ctx *ctx = s->u->ctx;
+    struct hc_error rb = {0};
+    HC_WARN("upgrade %s: %s failed on %s: %s; rolling back", hc_op_id(ctx), s->u->to, s->svc.name,
+            cause->message);
+    progress(ctx, s->svc.name, "rolling_back", "rollback");
+    if (hc_op_step(ctx, s->svc.name, "rollback", step_rollback, s, &rb) < 0 ||
+        hc_maint_exit_steps(ctx, s->u->client, s->svc.name, s->u->node_timeout_ms, &rb) < 0 ||
+        record_version(ctx, s->svc.name, s->previous, &rb) < 0) {
+        progress(ctx, s->svc.name, "failed", "rollback");
+        hc_error_set(err, 502, "rollback_failed", "%s failed on %s (%s) and the rollback failed "
+                     "too: %s", s->u->to, s->svc.name, cause->message, rb.message);
+        hc_error_hint(err, "the node is in maintenance; see 'hcctl node show %s'", s->svc.name);
+        return HC_OP_FAILED;
+    }
+    progress(ctx, s->svc.name, "rolled_back", NULL);
+    hc_error_set(err, 502, "upgrade_failed_rolled_back", "%s failed its health check on %s: %s; "
+                 "rolled back to %s, the other nodes were not touched", s->u->to, s->svc.name,
+                 cause->message, s->previous);
+    hc_error_hint(err, "fix the bundle and upload a new version; the cluster is healthy on %s",
+                  s->previous);
+    return HC_OP_FAILED;
+}
+
+/* A failure of a step: the agent vanished (pause until it is back), the user interrupted
+ * (pause/abort), or a real failure. */
+static enum hc_op_result classify(struct hc_op_ctx *ctx, const char *node,
+                                  const struct hc_error *err)
+{
+    if (!strcmp(err->code, "interrupted"))
+        return hc_op_checkpoint(ctx) == HC_OP_ABORTED ? HC_OP_ABORTED : HC_OP_PAUSED;
+    if (hc_agent_err_is_transport(err)) {
+        hc_op_pause_until_reachable(ctx, node, err->message);
+        return HC_OP_PAUSED;
+    }
+    return HC_OP_FAILED;
+}
+
+static enum hc_op_result upgrade_node(struct upgrade *u, const json_t *row, struct hc_error *err)
+{
+    struct hc_op_ctx *ctx = u->ctx;
+    struct node_step s = {.u = u};
+    const char *name = hc_json_str(row, "name", "");
+    s.svc = (struct hc_svc_node){u->client, name, hc_json_str(row, "agent_url", ""),
+                                 hc_agent_timeout_ms(hc_op_controller(ctx))};
+    struct hc_maint_params mp = {"ensure-accessibility", 0, u->max_unavailable,
+                                 u->node_timeout_ms, u->node_timeout_ms};
+    progress(ctx, name, "upgrading", "maintenance");
+    if (hc_maint_enter_steps(ctx, u->client, name, &mp, err) < 0)
+        return classify(ctx, name, err);
+    progress(ctx, name, NULL, "activate");
+    if (hc_op_step(ctx, name, "activate", step_activate, &s, err) < 0)
+        return classify(ctx, name, err);
+    progress(ctx, name, NULL, "health");
+    if (hc_op_step(ctx, name, "verify_health", step_verify_health, &s, err) < 0) {
+        enum hc_op_result r = classify(ctx, name, err);
+        if (r != HC_OP_FAILED)
+            return r;
+        struct hc_error cause = *err;
+        return roll_back(&s, &cause, err);
+    }
+    progress(ctx, name, NULL, "resync");
+    if (hc_maint_exit_steps(ctx, u->client, name, u->node_timeout_ms, err) < 0)
+        return classify(ctx, name, err);
+    if (record_version(ctx, name, u->to, err) < 0)
+        return HC_OP_FAILED;
+    progress(ctx, name, "done", NULL);
+    return HC_OP_SUCCEEDED;
+}
+
+/* Pre-stages the bundle on every node before any disruption. */
+static enum hc_op_result prestage(struct upgrade *u, struct hc_error *err)
+{
+    size_t i;
+    json_t *row;
+    hc_op_waiting(u->ctx, "every node to stage %s", u->to);
+    json_array_foreach(u->nodes, i, row) {
+        struct node_step s = {.u = u};
+        const char *name = hc_json_str(row, "name", "");
+        s.svc = (struct hc_svc_node){u->client, name, hc_json_str(row, "agent_url", ""),
+                                     u->node_timeout_ms};
+        if (!strcmp(hc_json_str(row, "software_version", ""), u->to))
+            continue;
+        progress(u->ctx, name, NULL, "stage");
+        if (hc_op_step(u->ctx, name, "stage", step_stage, &s, err) < 0)
+            return classify(u->ctx, name, err);
+    }
+    return HC_OP_SUCCEEDED;
+}
+
+static int mint_token(struct upgrade *u, struct hc_error *err)
+{
+    char name[96], suffix[9];
+    hc_random_hex(suffix, 4);
+    snprintf(name, sizeof(name), "stage-%s-%s", hc_op_id(u->ctx), suffix);
+    return hc_auth_token_create(hc_op_db(u->ctx), name, HC_AUTH_ROLE_READONLY,
+                                hc_now_ms() + STAGE_TOKEN_TTL_MS, u->token, err);
+}
+
+static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err)
+{
+    const json_t *p = hc_op_params(ctx);
+    struct upgrade u = {.ctx = ctx, .to = hc_json_str(p, "to_version", "")};
+    enum hc_op_result r = HC_OP_FAILED;
+    u.max_unavailable = (int)hc_json_int(p, "max_unavailable", 1);
+    u.node_timeout_ms = hc_json_int(p, "node_timeout_ms", HC_UPGRADE_NODE_TIMEOUT_MS);
+    json_t *plan = hc_upgrade_plan(hc_op_db(ctx), p, err);
+    if (!plan || !(u.bundle = load_bundle(hc_op_db(ctx), u.to, err)))
+        goto cleanup;
+    u.nodes = hc_db_query_json(hc_op_db(ctx), err, "SELECT n.name, n.agent_url, "
+                               "COALESCE(un.from_version, n.software_version) AS software_version "
+                               "FROM nodes n LEFT JOIN upgrade_nodes un ON un.node = n.name AND "
+                               "un.op_id = ? ORDER BY n.name", "s", hc_op_id(ctx));
+    if (!u.nodes || progress_init(ctx, u.nodes, u.to, err) < 0 || mint_token(&u, err) < 0 ||
+        !(u.client = hc_agent_client_new(hc_op_controller(ctx), err)))
+        goto cleanup;
+    if ((r = prestage(&u, err)) != HC_OP_SUCCEEDED)
+        goto cleanup;
+    size_t i;
+    json_t *row;
+    json_array_foreach(u.nodes, i, row) {
+        const char *name = hc_json_str(row, "name", "");
+        json_t *st = hc_db_query_json(hc_op_db(ctx), err, "SELECT state FROM upgrade_nodes "
+                                      "WHERE op_id = ? AND node = ?", "ss", hc_op_id(ctx), name);
+        int done = st && !strcmp(hc_json_str(json_array_get(st, 0), "state", ""), "done");
+        json_decref(st);
+        if (done)
+            continue;
+        if ((r = hc_op_checkpoint(ctx)) != HC_OP_SUCCEEDED)
+            goto cleanup;
+        if ((r = upgrade_node(&u, row, err)) != HC_OP_SUCCEEDED)
+            goto cleanup;
+    }
+    r = HC_OP_SUCCEEDED;
+cleanup:
+    if (r != HC_OP_PAUSED)
+        hc_op_waiting(ctx, NULL);
+    hc_http_client_free(u.client);
+    json_decref(plan);
+    json_decref(u.bundle);
+    json_decref(u.nodes);
+    return r;
+}
+
+/* --- status ------------------------------------------------------------------------------- */
+
+json_t *hc_upgrade_status(struct hc_db *db, struct hc_error *err)
+{
+    json_t *ops = hc_db_query_json(db, err, "SELECT id FROM operations WHERE kind = ? "
+                                   "ORDER BY created_at DESC LIMIT 1", "s", HC_UPGRADE_KIND);
+    if (!ops)
+        return NULL;
+    const char *id = hc_json_str(json_array_get(ops, 0), "id", NULL);
+    json_t *out = NULL, *show = NULL, *rows = NULL;
+    if (!id) {
+        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "no rolling upgrade has run on this cluster");
+        hc_error_hint(err, "start one with 'hcctl upgrade --rolling --to VERSION'");
+        goto cleanup;
+    }
+    show = hc_ops_show(db, id, err);
+    rows = hc_db_query_json(db, err, "SELECT node AS name, from_version, to_version, state, step "
+                            "FROM upgrade_nodes WHERE op_id = ? ORDER BY seq", "s", id);
+    if (!show || !rows)
+        goto cleanup;
+    const json_t *op = json_object_get(show, "operation");
+    size_t i, done = 0;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+        done += !strcmp(hc_json_str(row, "state", ""), "done");
+    out = json_pack("{s:s, s:O, s:O, s:I, s:I, s:O, s:O, s:O}", "operation_id", id, "state",
+                    json_object_get(op, "state"), "to_version",
+                    json_object_get(json_object_get(op, "params"), "to_version"), "done",
+                    (json_int_t)done, "total", (json_int_t)json_array_size(rows), "nodes", rows,
+                    "error", json_object_get(op, "error"), "waiting_on",
+                    json_object_get(op, "waiting_on"));
+cleanup:
+    json_decref(ops);
+    json_decref(show);
+    json_decref(rows);
+    return out;
+}
+
+static const struct hc_op_kind upgrade_kind = {HC_UPGRADE_KIND, 1, upgrade_run};
+
+void hc_op_upgrade_register(void)
+{
+    hc_ops_register(&upgrade_kind);
+}

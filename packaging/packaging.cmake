@@ -1,0 +1,74 @@
+# Install layout, the files generated from the built hcctl (completion scripts, man pages), the
+# systemd units, and the .deb (CPack). Included by the top-level CMakeLists.txt.
+include(GNUInstallDirs)
+
+# Completion scripts and man pages are printed by the built hcctl from its command table, so
+# they can never list a command the binary does not have (or miss one it has).
+set(HC_COMPLETIONS_DIR ${CMAKE_BINARY_DIR}/completions)
+set(HC_MAN_DIR ${CMAKE_BINARY_DIR}/man)
+set(HC_GENERATED "")
+foreach(sh bash zsh fish)
+  add_custom_command(OUTPUT ${HC_COMPLETIONS_DIR}/hcctl.${sh}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${HC_COMPLETIONS_DIR}
+    COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:hcctl> "-DARGS=completion;${sh}"
+            -DOUT=${HC_COMPLETIONS_DIR}/hcctl.${sh} -P ${CMAKE_SOURCE_DIR}/packaging/run_to_file.cmake
+    DEPENDS hcctl ${CMAKE_SOURCE_DIR}/packaging/run_to_file.cmake
+    COMMENT "Generating the ${sh} completion script" VERBATIM)
+  list(APPEND HC_GENERATED ${HC_COMPLETIONS_DIR}/hcctl.${sh})
+endforeach()
+# One page per visible group: the names come from the table, so the whole directory is
+# regenerated (a removed group leaves no stale page) and installed as it is.
+add_custom_command(OUTPUT ${HC_MAN_DIR}/hcctl.1
+  COMMAND ${CMAKE_COMMAND} -E rm -rf ${HC_MAN_DIR}
+  COMMAND $<TARGET_FILE:hcctl> __man --dir ${HC_MAN_DIR}
+  DEPENDS hcctl
+  COMMENT "Generating the hcctl man pages" VERBATIM)
+list(APPEND HC_GENERATED ${HC_MAN_DIR}/hcctl.1)
+add_custom_target(docs_generated ALL DEPENDS ${HC_GENERATED})
+
+install(TARGETS hcctl hcctld hcagent RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES ${HC_COMPLETIONS_DIR}/hcctl.bash
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME hcctl)
+install(FILES ${HC_COMPLETIONS_DIR}/hcctl.zsh
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions RENAME _hcctl)
+install(FILES ${HC_COMPLETIONS_DIR}/hcctl.fish
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d)
+install(DIRECTORY ${HC_MAN_DIR}/ DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
+  FILES_MATCHING PATTERN "*.1")
+install(FILES ${CMAKE_SOURCE_DIR}/docs/man/hcctld.8 ${CMAKE_SOURCE_DIR}/docs/man/hcagent.8
+  DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+
+# systemd units. ExecStart must name the installed binary, and CPack installs under its own
+# prefix (/usr) whatever CMAKE_INSTALL_PREFIX was at configure time: so the units are written
+# at install time, from the prefix in force then.
+set(HC_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING
+  "where the systemd units go, relative to the install prefix")
+foreach(unit hcctld hcagent)
+  install(CODE "
+    set(HC_BINDIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
+    set(unit_dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${HC_SYSTEMD_UNIT_DIR}\")
+    message(STATUS \"Installing: \${unit_dir}/${unit}.service\")
+    configure_file(\"${CMAKE_SOURCE_DIR}/packaging/systemd/${unit}.service.in\"
+                   \"\${unit_dir}/${unit}.service\" @ONLY)")
+endforeach()
+
+# The .deb: `cpack -G DEB` in the build directory. Depends is computed from the binaries'
+# shared libraries by dpkg-shlibdeps (dpkg-dev), so it follows whatever the build linked.
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME hcctl)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_VENDOR "hcctl")
+set(CPACK_PACKAGE_CONTACT "hcctl maintainers <hcctl-maintainers@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+  "storage layer manager for hyperconverged clusters (hcctl, hcctld, hcagent)")
+set(CPACK_PACKAGE_DESCRIPTION
+  "hcctl installs, configures (including jumbo-frame MTUs) and upgrades the user-space storage
+ service of a hyperconverged cluster, one node at a time. The package holds the CLI (hcctl),
+ the controller (hcctld), the node agent (hcagent), their man pages, bash/zsh/fish
+ completion and systemd units.")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "openssh-client")
+include(CPack)

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Rolling upgrades and maintenance on a 3-node namespace lab with the reference service hcstor:
+# install, 1.0 -> 1.1, dry run, bad bundles, automatic rollback, pause/resume, abort, SIGKILL of
+# hcctld at every step, an agent killed mid-upgrade, and the availability budget.
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"; exit 0; fi
+. "$(dirname "$0")/../e2e/lib.sh"
+. "$HC_SRC/tests/lab/lab.sh"
+lab_trap_teardown 'e2e_cleanup'
+BUNDLES=$HC_BIN/../bundles
+CTL_URL=https://198.18.0.1:$CTL_PORT
+last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
+versions() { hcctl node list -o json | jq -r '[.nodes[].software_version // "none"] | join(" ")'; }
+up_state() { hcctl upgrade status -o json | jq -r .state; }
+
+# The availability invariant, from the event log: replaying maintenance entered/exited events in
+# order, never more than $1 nodes in maintenance at once.
+max_down_from_events() {
+    hcctl events --type maintenance.entered --limit 1000 -o json >ent.json &&
+    hcctl events --type maintenance.exited --limit 1000 -o json >exi.json &&
+    jq -s '[.[0].events[] | {id, d: 1}] + [.[1].events[] | {id, d: -1}] | sort_by(.id)
+           | reduce .[] as $e ({cur: 0, max: 0}; .cur += $e.d | .max = ([.max, .cur] | max)) | .max' \
+        ent.json exi.json
+}
+
+hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name up \
+    --trust-key "$BUNDLES/dev.pub" >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }
+lab_up 3 --prefix hcu --key "$CTL_DIR/ssh/id_ed25519.pub" >"$T/lab.out" 2>"$T/lab.log" ||
+    { cat "$T/lab.log"; exit 1; }
+POLL=500ms controller_start
+hcctl cluster create up --node 198.18.0.11 --node 198.18.0.12 --node 198.18.0.13 \
+    --storage-interface eth1 --accept-new-host-keys >"$T/create.out" 2>&1 || { cat "$T/create.out"; exit 1; }
+
+test_expect_success 'bundles are uploaded after verification; bad ones are refused untouched' '
+    hcctl software upload "$BUNDLES/hcstor-1.0.tar.gz" &&
+    hcctl software upload "$BUNDLES/hcstor-1.1.tar.gz" &&
+    hcctl software upload "$BUNDLES/hcstor-1.2-broken.tar.gz" &&
+    cp "$BUNDLES/hcstor-1.1.tar.gz" bad.tar.gz && cp "$BUNDLES/hcstor-1.0.tar.gz.sig" bad.tar.gz.sig &&
+    ! hcctl software upload bad.tar.gz 2>err && grep -qi "signature" err &&
+    head -c 1000 "$BUNDLES/hcstor-1.1.tar.gz" >corrupt.tar.gz && cp "$BUNDLES/hcstor-1.1.tar.gz.sig" corrupt.tar.gz.sig &&
+    ! hcctl software upload corrupt.tar.gz 2>err &&
+    [ "$(hcctl software list -o json | jq "[.bundles[]] | length")" = 3 ]
+'
+
+test_expect_success 'first install: rolling upgrade from nothing to 1.0' '
+    hcctl upgrade --rolling --to 1.0 --yes &&
+    [ "$(versions)" = "1.0 1.0 1.0" ] &&
+    hcctl upgrade status -o json | jq -e ".state == \"succeeded\" and .done == 3 and .total == 3"
+'
+
+test_expect_success 'dry run prints the ordered steps and changes nothing' '
+    ops=$(hcctl operation list -o json | jq ".operations | length") &&
+    hcctl upgrade --rolling --to 1.1 --dry-run -o json >plan.json &&
+    jq -e ".plan.nodes | length == 3" plan.json &&
+    jq -e ".plan.nodes[0].steps | index(\"activate\")" plan.json &&
+    [ "$(hcctl operation list -o json | jq ".operations | length")" = "$ops" ] &&
+    [ "$(versions)" = "1.0 1.0 1.0" ]
+'
+
+test_expect_success 'rolling upgrade 1.0 -> 1.1, one node at a time' '
+    hcctl upgrade --rolling --to 1.1 --yes &&
+    [ "$(versions)" = "1.1 1.1 1.1" ] &&
+    hcctl upgrade status -o json >st.json &&
+    jq -e "[.nodes[].from_version] == [\"1.0\",\"1.0\",\"1.0\"] and [.nodes[].state] == [\"done\",\"done\",\"done\"]" st.json &&
+    [ "$(max_down_from_events)" = 1 ] &&
+    hcctl events --type software.activated -o json | jq -e "[.events[] | select(.details.to == \"1.1\")] | length == 3"
+'
+
+test_expect_success 'a second disruptive operation is refused with exit 5 while one runs' '
+    hcctl upgrade --rolling --to 1.0 --yes --no-wait >/dev/null &&
+    hcctl maintenance enter hcu-n3 --yes 2>err; rc=$?
+    [ $rc = 5 ] && grep -q "op-" err &&
+    hcctl operation wait "$(hcctl upgrade status -o json | jq -r .operation_id)" &&
+    [ "$(versions)" = "1.0 1.0 1.0" ]
+'
+
+test_expect_success 'a version whose health fails is rolled back on the first node; the others are untouched' '
+    hcctl upgrade --rolling --to 1.2-broken --yes --node-timeout 6s 2>err; rc=$?
+    cat err; [ $rc = 1 ] && grep -q "rolled back" err &&
+    echo "versions: $(versions)" && [ "$(versions)" = "1.0 1.0 1.0" ] &&
+    hcctl upgrade status -o json >st.json && cat st.json && jq -e ".state == \"failed\" and .nodes[0].state == \"rolled_back\" and .nodes[1].state == \"pending\"" st.json &&
+    hcctl events --type software.rolled_back -o json | jq -e ".events | length == 1" &&
+    [ "$(reachable_count)" = 3 ] &&
+    hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")"
+'
+
+test_expect_success 'pause and resume' '
+    hcctl upgrade --rolling --to 1.1 --yes --no-wait >/dev/null &&
+    hcctl upgrade pause &&
+    wait_for 30 "[ \$(up_state) = paused ]" &&
+    done1=$(hcctl upgrade status -o json | jq .done) && sleep 2 &&
+    [ "$(hcctl upgrade status -o json | jq .done)" = "$done1" ] &&
+    hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")" &&
+    hcctl upgrade resume &&
+    hcctl operation wait "$(hcctl upgrade status -o json | jq -r .operation_id)" &&
+    [ "$(versions)" = "1.1 1.1 1.1" ]
+'
+
+test_expect_success 'abort half-way leaves every node on a working version' '
+    sup=$(lab_exec n3 cat /run/hcctl/hcagent.pid) &&
+    hcctl upgrade --rolling --to 1.0 --yes --no-wait >/dev/null &&
+    id=$(hcctl upgrade status -o json | jq -r .operation_id) &&
+    wait_for 60 "hcctl upgrade status -o json | jq -e \".done >= 1\"" &&
+    kill -STOP "$sup" $(pgrep -P "$sup") &&
+    hcctl upgrade abort --yes &&
+    wait_for 90 "[ \$(up_state) = aborted ]" &&
+    kill -CONT "$sup" $(pgrep -P "$sup") &&
+    wait_for 20 "[ \$(reachable_count) = 3 ]" &&
+    hcctl upgrade status -o json | jq -e ".done >= 1 and .done < 3" &&
+    hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")" &&
+    for n in 1 2 3; do
+        v=$(hcctl node show hcu-n$n -o json | jq -r .node.software_version) &&
+        { [ "$v" = 1.0 ] || [ "$v" = 1.1 ]; } || exit 1
+    done &&
+    wait_for 10 "hcctl node list -o json | jq -e \"all(.nodes[]; .service_state == \\\"running\\\")\""
+'
+
+# SIGKILL of hcctld at each step in turn: one upgrade per group of steps, alternating versions.
+kill_at_steps() { # TO STEP...
+    local to=$1 id step
+    shift
+    hcctl upgrade --rolling --to "$to" --yes --no-wait >/dev/null || return 1
+    id=$(hcctl upgrade status -o json | jq -r .operation_id)
+    for step in "$@"; do
+        wait_for 60 "hcctl operation show $id -o json | jq -e \".steps | map(select(.step == \\\"$step\\\")) | length > 0\"" || return 1
+        echo "killing hcctld at step $step"
+        controller_stop KILL && POLL=500ms controller_start || return 1
+    done
+    hcctl operation wait "$id" --timeout 5m
+}
+
+test_expect_success 'hcctld killed with SIGKILL at each step in turn completes the upgrade, invariant held' '
+    hcctl upgrade --rolling --to 1.1 --yes >/dev/null && [ "$(versions)" = "1.1 1.1 1.1" ] &&
+    kill_at_steps 1.0 stage ok_to_stop drain stop activate &&
+    [ "$(versions)" = "1.0 1.0 1.0" ] &&
+    kill_at_steps 1.1 verify_health start healthy resync &&
+    [ "$(versions)" = "1.1 1.1 1.1" ] &&
+    [ "$(max_down_from_events)" = 1 ]
+'
+
+test_expect_success 'an agent killed mid-upgrade pauses the upgrade with a reason; it resumes when back' '
+    hcctl upgrade --rolling --to 1.0 --yes --no-wait >/dev/null &&
+    id=$(hcctl upgrade status -o json | jq -r .operation_id) &&
+    wait_for 60 "hcctl operation show $id -o json | jq -e \".steps | map(select(.node == \\\"hcu-n2\\\")) | length > 0\"" &&
+    sup=$(lab_exec n2 cat /run/hcctl/hcagent.pid) && kill -STOP "$sup" $(pgrep -P "$sup") &&
+    wait_for 60 "[ \$(up_state) = paused ]" &&
+    hcctl upgrade status -o json | jq -e ".waiting_on | test(\"hcu-n2\")" &&
+    hcctl maintenance status -o json | jq -e "[.nodes[] | select(.maintenance != \"none\")] | length <= 1" &&
+    kill -CONT "$sup" $(pgrep -P "$sup") &&
+    hcctl operation wait "$id" --timeout 3m &&
+    [ "$(versions)" = "1.0 1.0 1.0" ] && [ "$(max_down_from_events)" = 1 ]
+'
+
+test_expect_success 'maintenance enter and exit; refused (exit 5) while another node is down' '
+    hcctl maintenance enter hcu-n1 --yes &&
+    hcctl maintenance status -o json | jq -e ".nodes[0].maintenance == \"active\"" &&
+    hcctl maintenance enter hcu-n2 --yes 2>err; rc=$?
+    cat err; [ $rc = 5 ] && grep -q "hcu-n1" err &&
+    hcctl maintenance exit hcu-n1 &&
+    hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")"
+'
+
+test_expect_success 'maintenance survives a controller restart and an agent restart' '
+    hcctl maintenance enter hcu-n3 --yes &&
+    controller_stop KILL && POLL=500ms controller_start &&
+    sup=$(lab_exec n3 cat /run/hcctl/hcagent.pid) && kill -KILL $(pgrep -P "$sup") &&
+    sleep 3 &&
+    hcctl maintenance status -o json | jq -e ".nodes[2].maintenance == \"active\"" &&
+    hcctl node show hcu-n3 -o json | jq -e ".node.service_state != \"running\"" &&
+    hcctl maintenance exit hcu-n3 &&
+    wait_for 10 "hcctl node show hcu-n3 -o json | jq -e \".node.service_state == \\\"running\\\"\""
+'
+
+test_expect_success 'maintenance events carry timestamps for every enter and exit' '
+    hcctl events --type maintenance.entered -o json | jq -e "all(.events[]; .ts != null and .node != null)"
+'
+
+test_done

@@ -1,0 +1,375 @@
+/* Unit tests for controller/net.c and net_findings.c: reading a node's storage side from an
+ * interface list, and the localisation of probed checks built by hand (each lab scenario of
+ * issue 4 as pair results: the verdict and the finding that names the culprit). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json_util.h"
+#include "controller/net.h"
+
+#define MTU 9000
+
+/* A check of n healthy nodes n1..nN (eth1, 9000, up, 10.0.1.i) with every directed pair ok. */
+static void make_check(struct hc_net_check *c, size_t n)
+{
+    memset(c, 0, sizeof(*c));
+    c->mtu = MTU;
+    c->mtu_source = "cluster";
+    c->nodes = calloc(n, sizeof(*c->nodes));
+    c->nnodes = n;
+    for (size_t i = 0; i < n; i++) {
+        struct hc_net_node *d = &c->nodes[i];
+        snprintf(d->name, sizeof(d->name), "n%zu", i + 1);
+        snprintf(d->iface, sizeof(d->iface), "eth1");
+        snprintf(d->addr, sizeof(d->addr), "10.0.1.%zu", i + 1);
+        snprintf(d->state, sizeof(d->state), "up");
+        d->mtu = MTU;
+        d->agent_ok = 1;
+    }
+    assert_int_equal(hc_net_all_pairs(c, NULL), 0);
+    assert_int_equal(c->npairs, n * (n - 1));
+    for (size_t k = 0; k < c->npairs; k++) {
+        c->pairs[k].result = HC_NET_OK;
+        c->pairs[k].path_mtu = MTU;
+        c->pairs[k].rtt_ms = 0.1;
+    }
+}
+
+/* Sets every pair from (or to, or touching) node index i. dir: 0 both, 1 from, 2 to. */
+static void set_pairs(struct hc_net_check *c, size_t i, int dir, enum hc_net_result r,
+                      int path_mtu, int largest_ok)
+{
+    for (size_t k = 0; k < c->npairs; k++) {
+        struct hc_net_pair *p = &c->pairs[k];
+        int hit = dir == 0 ? (p->from == i || p->to == i) : dir == 1 ? p->from == i : p->to == i;
+        if (!hit)
+            continue;
+        p->result = r;
+        p->path_mtu = path_mtu;
+        p->largest_ok = largest_ok;
+        p->rtt_ms = -1;
+    }
+}
+
+static void set_pair(struct hc_net_check *c, size_t a, size_t b, enum hc_net_result r, int pm,
+                     int largest)
+{
+    for (size_t k = 0; k < c->npairs; k++) {
+        struct hc_net_pair *p = &c->pairs[k];
+        if (p->from == a && p->to == b) {
+            p->result = r;
+            p->path_mtu = pm;
+            p->largest_ok = largest;
+        }
+    }
+}
+
+static json_t *findings_of(struct hc_net_check *c)
+{
+    json_t *f = hc_net_findings(c);
+    assert_true(json_is_array(f));
+    return f;
+}
+
+static void assert_has(const char *text, const char *part)
+{
+    if (!text || !strstr(text, part))
+        fail_msg("'%s' lacks '%s'", text ? text : "(null)", part);
+}
+
+static void test_all_pass(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 4);
+    json_t *doc = hc_net_result_json(&c);
+    assert_true(json_is_true(json_object_get(doc, "passed")));
+    assert_int_equal(hc_json_int(doc, "mtu", 0), 9000);
+    assert_int_equal(hc_json_int(doc, "payload_bytes", 0), 8972);
+    assert_int_equal(json_array_size(json_object_get(doc, "findings")), 0);
+    assert_int_equal(json_array_size(json_object_get(doc, "pairs")), 12);
+    const json_t *n1 = json_array_get(json_object_get(doc, "nodes"), 0);
+    assert_string_equal(hc_json_str(n1, "name", ""), "n1");
+    assert_string_equal(hc_json_str(n1, "interface", ""), "eth1");
+    assert_int_equal(hc_json_int(n1, "mtu", 0), 9000);
+    assert_true(json_is_true(json_object_get(n1, "ok")));
+    const json_t *p = json_array_get(json_object_get(doc, "pairs"), 0);
+    assert_string_equal(hc_json_str(p, "from", ""), "n1");
+    assert_string_equal(hc_json_str(p, "to", ""), "n2");
+    assert_string_equal(hc_json_str(p, "result", ""), "ok");
+    assert_int_equal(hc_json_int(p, "path_mtu", 0), 9000);
+    json_decref(doc);
+    hc_net_check_clear(&c);
+}
+
+/* One node's interface at 1500: EMSGSIZE from it, a blackhole toward it (1504 passes). */
+static void test_node_mtu(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 3);
+    c.nodes[1].mtu = 1500;
+    set_pairs(&c, 1, 1, HC_NET_FRAG_NEEDED, 1500, 1500);
+    set_pairs(&c, 1, 2, HC_NET_BLACKHOLE, 0, 1504);
+    json_t *doc = hc_net_result_json(&c);
+    json_t *f = json_object_get(doc, "findings");
+    assert_false(json_is_true(json_object_get(doc, "passed")));
+    assert_int_equal(json_array_size(f), 1);
+    const json_t *f0 = json_array_get(f, 0);
+    assert_string_equal(hc_json_str(f0, "scope", ""), "node");
+    assert_string_equal(hc_json_str(f0, "node", ""), "n2");
+    assert_string_equal(hc_json_str(f0, "severity", ""), "error");
+    assert_has(hc_json_str(f0, "message", NULL), "MTU 1500");
+    assert_has(hc_json_str(f0, "fix", NULL), "set eth1 MTU on n2 to 9000: hcctl net set-mtu 9000");
+    assert_false(json_is_true(json_object_get(json_array_get(json_object_get(doc, "nodes"), 1),
+                                              "ok")));
+    json_decref(doc);
+    hc_net_check_clear(&c);
+}
+
+/* The switch port toward n3 at 1500: the node's configuration is fine, its pairs vanish. */
+static void test_port_blackhole(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 4);
+    set_pairs(&c, 2, 0, HC_NET_BLACKHOLE, 1504, 1504);
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 1);
+    const json_t *f0 = json_array_get(f, 0);
+    assert_string_equal(hc_json_str(f0, "scope", ""), "node");
+    assert_string_equal(hc_json_str(f0, "node", ""), "n3");
+    assert_has(hc_json_str(f0, "message", NULL), "vanish");
+    assert_has(hc_json_str(f0, "message", NULL), "1504");
+    assert_has(hc_json_str(f0, "fix", NULL), "switch port toward n3");
+    assert_int_equal(hc_json_int(f0, "pairs_failed", 0), 6);
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* 9000 on n2's neighbours, 8982 on n2: a mismatch with path MTU about 8982. */
+static void test_mismatch_8982(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 3);
+    c.nodes[1].mtu = 8982;
+    set_pairs(&c, 1, 1, HC_NET_FRAG_NEEDED, 8982, 8982);
+    set_pairs(&c, 1, 2, HC_NET_BLACKHOLE, 8986, 8986);
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 1);
+    assert_string_equal(hc_json_str(json_array_get(f, 0), "node", ""), "n2");
+    assert_has(hc_json_str(json_array_get(f, 0), "message", NULL), "8982");
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* A routed hop of MTU 1500 in front of n3: ICMP frag-needed both ways, naming 1500. */
+static void test_routed_hop(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 3);
+    set_pairs(&c, 2, 0, HC_NET_FRAG_NEEDED, 1500, 1500);
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 1);
+    const json_t *f0 = json_array_get(f, 0);
+    assert_string_equal(hc_json_str(f0, "node", ""), "n3");
+    assert_has(hc_json_str(f0, "message", NULL), "fragmentation needed");
+    assert_has(hc_json_str(f0, "message", NULL), "MTU 1500");
+    assert_has(hc_json_str(f0, "fix", NULL), "router");
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* Every switch port at 1500: every pair fails, the fabric is named with a fallback MTU. */
+static void test_fabric(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 4);
+    for (size_t i = 0; i < 4; i++)
+        set_pairs(&c, i, 0, HC_NET_BLACKHOLE, 1504, 1504);
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 1);
+    const json_t *f0 = json_array_get(f, 0);
+    assert_string_equal(hc_json_str(f0, "scope", ""), "fabric");
+    assert_null(json_object_get(f0, "node"));
+    assert_has(hc_json_str(f0, "message", NULL), "every pair fails");
+    assert_has(hc_json_str(f0, "fix", NULL), "hcctl net set-mtu 1500");
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* Two nodes that cannot reach each other at 9000: nothing tells the sides apart: the fabric. */
+static void test_two_nodes(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 2);
+    set_pairs(&c, 0, 0, HC_NET_BLACKHOLE, 1504, 1504);
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 1);
+    assert_string_equal(hc_json_str(json_array_get(f, 0), "scope", ""), "fabric");
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* One broken link between n1 and n2 in a cluster of four: named by pair. */
+static void test_pair(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 4);
+    set_pair(&c, 0, 1, HC_NET_BLACKHOLE, 1504, 1504);
+    set_pair(&c, 1, 0, HC_NET_BLACKHOLE, 1504, 1504);
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 1);
+    const json_t *f0 = json_array_get(f, 0);
+    assert_string_equal(hc_json_str(f0, "scope", ""), "pair");
+    assert_string_equal(hc_json_str(f0, "from", ""), "n1");
+    assert_string_equal(hc_json_str(f0, "to", ""), "n2");
+    assert_has(hc_json_str(f0, "message", NULL), "between n1 and n2");
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* One direction only: every probe toward n4 vanishes, every probe from it passes. */
+static void test_one_direction(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 4);
+    set_pairs(&c, 3, 2, HC_NET_BLACKHOLE, 1504, 1504);
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 1);
+    assert_string_equal(hc_json_str(json_array_get(f, 0), "node", ""), "n4");
+    assert_has(hc_json_str(json_array_get(f, 0), "message", NULL), "toward n4");
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* The shared-network stall: n2's agent cannot be asked, probes toward it vanish. */
+static void test_agent_stalled(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 3);
+    c.nodes[1].agent_ok = 0;
+    snprintf(c.nodes[1].agent_error, sizeof(c.nodes[1].agent_error), "no answer within 5000 ms");
+    set_pairs(&c, 1, 1, HC_NET_NOT_PROBED, 0, 0);
+    set_pairs(&c, 1, 2, HC_NET_BLACKHOLE, 1504, 1504);
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 1);
+    const json_t *f0 = json_array_get(f, 0);
+    assert_string_equal(hc_json_str(f0, "node", ""), "n2");
+    assert_has(hc_json_str(f0, "message", NULL), "did not answer");
+    assert_has(hc_json_str(f0, "message", NULL), "vanish");
+    assert_has(hc_json_str(f0, "fix", NULL), "switch port toward n2");
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* An MTU above the cluster's is a warning: the check still passes. */
+static void test_higher_mtu_warning(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 3);
+    c.nodes[0].mtu = 9216;
+    json_t *doc = hc_net_result_json(&c);
+    json_t *f = json_object_get(doc, "findings");
+    assert_true(json_is_true(json_object_get(doc, "passed")));
+    assert_int_equal(json_array_size(f), 1);
+    assert_string_equal(hc_json_str(json_array_get(f, 0), "severity", ""), "warning");
+    json_decref(doc);
+    hc_net_check_clear(&c);
+}
+
+/* The agent's interface list: storage interface found by address, bridge and bond MTUs. */
+static void test_node_apply(void **state)
+{
+    json_t *ifaces = json_loads(
+        "[{\"name\":\"lo\",\"mtu\":65536,\"state\":\"unknown\",\"kind\":null,\"master\":null,"
+        "\"addresses\":[\"127.0.0.1/8\"]},"
+        "{\"name\":\"eth2\",\"mtu\":1500,\"state\":\"up\",\"kind\":null,\"master\":\"bond0\","
+        "\"addresses\":[]},"
+        "{\"name\":\"eth3\",\"mtu\":9000,\"state\":\"up\",\"kind\":null,\"master\":\"bond0\","
+        "\"addresses\":[]},"
+        "{\"name\":\"tap0\",\"mtu\":1500,\"state\":\"up\",\"kind\":\"tun\",\"master\":\"vmbr1\","
+        "\"addresses\":[]},"
+        "{\"name\":\"bond0\",\"mtu\":9000,\"state\":\"up\",\"kind\":\"bond\",\"master\":\"vmbr1\","
+        "\"addresses\":[]},"
+        "{\"name\":\"vmbr1\",\"mtu\":9000,\"state\":\"up\",\"kind\":\"bridge\",\"master\":null,"
+        "\"addresses\":[\"fe80::1/64\",\"10.0.1.5/24\"]}]",
+        0, NULL);
+    struct hc_net_node n = {0};
+    char why[512], fix[512];
+    snprintf(n.name, sizeof(n.name), "n5");
+    snprintf(n.address, sizeof(n.address), "10.0.1.5");
+    hc_net_node_apply(&n, ifaces);
+    assert_string_equal(n.iface, "vmbr1");
+    assert_string_equal(n.addr, "10.0.1.5");
+    assert_int_equal(n.mtu, 9000);
+    assert_string_equal(n.kind, "bridge");
+    /* tap0 (a VM) does not count; eth2 under bond0 does */
+    assert_string_equal(n.port, "eth2");
+    assert_int_equal(n.port_mtu, 1500);
+    assert_int_equal(hc_net_node_verdict(&n, MTU, why, sizeof(why), fix, sizeof(fix)), 2);
+    assert_has(why, "eth2");
+    assert_has(fix, "ip link set dev eth2 mtu 9000");
+
+    /* a named storage interface with a master */
+    struct hc_net_node m = {0};
+    snprintf(m.iface, sizeof(m.iface), "bond0");
+    hc_net_node_apply(&m, ifaces);
+    assert_string_equal(m.master, "vmbr1");
+    assert_int_equal(m.master_mtu, 9000);
+    assert_string_equal(m.addr, "");
+    assert_int_equal(hc_net_node_verdict(&m, MTU, why, sizeof(why), fix, sizeof(fix)), 2);
+    assert_has(why, "no IPv4 address");
+
+    /* an interface that is gone */
+    struct hc_net_node g = {0};
+    snprintf(g.name, sizeof(g.name), "n6");
+    snprintf(g.iface, sizeof(g.iface), "eth9");
+    hc_net_node_apply(&g, ifaces);
+    assert_int_equal(g.mtu, 0);
+    assert_int_equal(hc_net_node_verdict(&g, MTU, why, sizeof(why), fix, sizeof(fix)), 2);
+    assert_has(why, "no interface eth9");
+    json_decref(ifaces);
+}
+
+/* set-mtu's verification summary: names the peers that fail with the sizes seen. */
+static void test_summary(void **state)
+{
+    struct hc_net_check c;
+    char msg[1024], fix[768];
+    make_check(&c, 3);
+    /* only the pairs touching n2, as the verification builds them */
+    size_t k = 0;
+    for (size_t i = 0; i < c.npairs; i++)
+        if (c.pairs[i].from == 1 || c.pairs[i].to == 1)
+            c.pairs[k++] = c.pairs[i];
+    c.npairs = k;
+    hc_net_summary(&c, 1, msg, sizeof(msg), fix, sizeof(fix));
+    assert_string_equal(msg, "");
+    set_pair(&c, 1, 0, HC_NET_BLACKHOLE, 1504, 1504);
+    set_pair(&c, 0, 1, HC_NET_BLACKHOLE, 1504, 1504);
+    hc_net_summary(&c, 1, msg, sizeof(msg), fix, sizeof(fix));
+    assert_has(msg, "between n2 and n1");
+    assert_has(msg, "1504");
+    assert_has(fix, "~1504-byte");
+    hc_net_check_clear(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_all_pass),        cmocka_unit_test(test_node_mtu),
+        cmocka_unit_test(test_port_blackhole),  cmocka_unit_test(test_mismatch_8982),
+        cmocka_unit_test(test_routed_hop),      cmocka_unit_test(test_fabric),
+        cmocka_unit_test(test_two_nodes),       cmocka_unit_test(test_pair),
+        cmocka_unit_test(test_one_direction),   cmocka_unit_test(test_agent_stalled),
+        cmocka_unit_test(test_higher_mtu_warning), cmocka_unit_test(test_node_apply),
+        cmocka_unit_test(test_summary),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
