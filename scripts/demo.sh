@@ -2,8 +2,9 @@
 # Installs the packages, builds hcctl and runs the demo on a local multi-node cluster: a network-
 # namespace lab of three nodes (management network at 1500, storage network at 9000, each node
 # with its own sshd), a controller in the root namespace, then `hcctl cluster create` over SSH,
-# `hcctl node list` and `hcctl cluster status`. Needs root (namespaces). Everything is torn down
-# at the end; HC_DEMO_KEEP=1 keeps the scratch directory, HC_DEMO_NODES=N changes the size.
+# `hcctl net check-jumbo`, and a rolling upgrade of the reference storage service hcstor from 1.0
+# to 1.1. Needs root (namespaces). Everything is torn down at the end; HC_DEMO_KEEP=1 keeps the
+# scratch directory, HC_DEMO_NODES=N changes the size.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${HC_BUILD_DIR:-$src/build}
@@ -14,8 +15,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 bash "$src/scripts/install-deps.sh"
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-ninja -C "$build" hcctl hcctld hcagent
+ninja -C "$build" hcctl hcctld hcagent hcstor bundles
 bin=$build/bin
+bundles=$build/bundles
 export PATH=$bin:$PATH
 
 work=$(mktemp -d /tmp/hcctl-demo.XXXXXX)
@@ -32,7 +34,8 @@ trap 'exit 130' INT TERM
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "hcctld init: cluster CA, certificates, admin token, SSH key, CLI config"
-hcctld init --data-dir "$work/controller" --listen 198.18.0.1:7443 --cluster-name demo
+hcctld init --data-dir "$work/controller" --listen 198.18.0.1:7443 --cluster-name demo \
+    --trust-key "$bundles/dev.pub"
 
 say "lab: $nodes nodes in network namespaces (mgmt 198.18.0.0/24 @1500, storage 198.18.1.0/24 @9000)"
 lab_up "$nodes" --prefix hcd --key "$work/controller/ssh/id_ed25519.pub" >/dev/null
@@ -44,12 +47,31 @@ for _ in $(seq 50); do hcctl -q version >/dev/null 2>&1 && break; sleep 0.1; don
 
 args=()
 for i in $(seq "$nodes"); do args+=(--node "root@198.18.0.$((10 + i))"); done
-say "hcctl cluster create demo ${args[*]} --storage-interface eth1 --accept-new-host-keys"
-hcctl cluster create demo "${args[@]}" --storage-interface eth1 --accept-new-host-keys
+say "hcctl cluster create demo ${args[*]} --storage-interface eth1 --mtu 9000 --accept-new-host-keys"
+hcctl cluster create demo "${args[@]}" --storage-interface eth1 --mtu 9000 --accept-new-host-keys
 
 say "hcctl node list"
 hcctl node list
 say "hcctl cluster status"
 hcctl cluster status
-say "hcctl operation list"
-hcctl operation list
+
+say "hcctl net check-jumbo: 9000-byte DF probes along every directed pair of storage addresses"
+hcctl net check-jumbo
+say "the switch port toward node 2 drops to 1500 (a silent L2 mismatch) ..."
+lab_set_port_mtu n2 storage 1500 >/dev/null
+hcctl net check-jumbo || echo "(exit $? : a check found problems)"
+lab_set_port_mtu n2 storage 9000 >/dev/null
+
+say "hcctl software upload: signed bundles of the reference storage service"
+hcctl software upload "$bundles/hcstor-1.0.tar.gz"
+hcctl software upload "$bundles/hcstor-1.1.tar.gz"
+say "hcctl upgrade --rolling --to 1.0 (first install, one node at a time)"
+hcctl upgrade --rolling --to 1.0 --yes
+say "hcctl upgrade --rolling --to 1.1 --dry-run"
+hcctl upgrade --rolling --to 1.1 --dry-run
+say "hcctl upgrade --rolling --to 1.1"
+hcctl upgrade --rolling --to 1.1 --yes
+say "hcctl upgrade status"
+hcctl upgrade status
+say "hcctl events --type maintenance.entered"
+hcctl events --type maintenance.entered
