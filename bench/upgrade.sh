@@ -32,8 +32,8 @@ for n in 3 6; do
     args=()
     for i in $(seq "$n"); do args+=(--node "198.18.0.$((10 + i))"); done
     hcctl -q cluster create bench "${args[@]}" --storage-interface eth1 --accept-new-host-keys
-    hcctl -q software upload "$build/bundles/hcstor-1.0.tar.gz"
-    hcctl -q software upload "$build/bundles/hcstor-1.1.tar.gz"
+    hcctl -q software upload "$build/bundles/hcstor-1.0.tar.gz" >/dev/null
+    hcctl -q software upload "$build/bundles/hcstor-1.1.tar.gz" >/dev/null
     hcctl -q upgrade --rolling --to 1.0 --yes >/dev/null
     t0=$(ms)
     hcctl -q upgrade --rolling --to 1.1 --yes >/dev/null
