@@ -16,7 +16,6 @@
 #include <cmocka.h>
 
 #include <event2/thread.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +30,7 @@
 #include "common/pki.h"
 #include "common/token.h"
 #include "common/util.h"
+#include "tests/unit/testdir.h"
 
 /* A cluster CA, a second unrelated CA, and the certificates the controller would hold. */
 struct env {
@@ -52,11 +52,6 @@ struct env {
     int enroll_calls; /* read only after the loop thread has stopped */
     int refuse;       /* answer enroll with 409 */
 };
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
 
 /* Issues a certificate (and key) from the env's CA into the given files. */
 static int issue_files(struct env *e, const char *cn, const char *san, int server,
@@ -108,14 +103,8 @@ static int make_cas(struct env *e)
 static int setup(void **state)
 {
     struct env *e = calloc(1, sizeof(*e));
-    const char *base = getenv("HC_TEST_TMP");
-    char tmpl[4096];
-    if (!base || !*base)
-        base = "/tmp";
-    snprintf(tmpl, sizeof(tmpl), "%s/test_agent_join.XXXXXX", base);
-    if (!e || hc_mkdir_p(base, 0700, NULL) < 0 || !mkdtemp(tmpl) || make_cas(e) < 0)
+    if (!e || !(e->dir = hc_test_mkdtemp("test_agent_join")) || make_cas(e) < 0)
         return -1;
-    e->dir = strdup(tmpl);
     snprintf(e->server_cert, sizeof(e->server_cert), "%s/server.pem", e->dir);
     snprintf(e->server_key, sizeof(e->server_key), "%s/server.key", e->dir);
     snprintf(e->client_cert, sizeof(e->client_cert), "%s/client.pem", e->dir);
@@ -134,7 +123,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct env *e = *state;
-    nftw(e->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    hc_test_rmtree(e->dir);
     free(e->dir);
     free(e->ca_pem);
     X509_free(e->ca);

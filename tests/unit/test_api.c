@@ -11,7 +11,6 @@
 #include <curl/curl.h>
 #include <event2/event.h>
 #include <event2/thread.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 #include "controller/init.h"
 #include "controller/op_node_remove.h"
 #include "db/db.h"
+#include "tests/unit/testdir.h"
 
 struct fixture {
     char *dir;
@@ -40,11 +40,6 @@ struct fixture {
     char url[64];
 };
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static void *serve(void *arg)
 {
     event_base_dispatch(arg);
@@ -53,16 +48,8 @@ static void *serve(void *arg)
 
 static int make_dirs(struct fixture *f)
 {
-    const char *base = getenv("HC_TEST_TMP");
-    char tmpl[4096];
-    if (!base || !*base)
-        base = "/tmp";
-    if (hc_mkdir_p(base, 0700, NULL) < 0)
+    if (!(f->dir = hc_test_mkdtemp("test_api")))
         return -1;
-    snprintf(tmpl, sizeof(tmpl), "%s/test_api.XXXXXX", base);
-    if (!mkdtemp(tmpl))
-        return -1;
-    f->dir = strdup(tmpl);
     return 0;
 }
 
@@ -121,7 +108,7 @@ static int teardown(void **state)
     event_base_free(f->base);
     hc_http_client_free(f->client);
     hc_db_close(f->db);
-    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    hc_test_rmtree(f->dir);
     free(f->dir);
     free(f);
     return 0;

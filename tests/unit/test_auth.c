@@ -7,7 +7,6 @@
 
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "common/util.h"
 #include "controller/auth.h"
 #include "db/db.h"
+#include "tests/unit/testdir.h"
 
 #define FINGERPRINT "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
@@ -25,24 +25,11 @@ struct fixture {
     struct hc_db *db;
 };
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
-    const char *base = getenv("HC_TEST_TMP");
-    char tmpl[4096];
-    if (!base || !*base)
-        base = "/tmp";
-    if (!f || hc_mkdir_p(base, 0700, NULL) < 0)
+    if (!f || !(f->dir = hc_test_mkdtemp("test_auth")))
         return -1;
-    snprintf(tmpl, sizeof(tmpl), "%s/test_auth.XXXXXX", base);
-    if (!mkdtemp(tmpl))
-        return -1;
-    f->dir = strdup(tmpl);
     char *path = hc_path_join(f->dir, "hcctld.db");
     struct hc_error err = {0};
     f->db = hc_db_open(path, &err);
@@ -59,7 +46,7 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     hc_db_close(f->db);
-    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    hc_test_rmtree(f->dir);
     free(f->dir);
     free(f);
     return 0;

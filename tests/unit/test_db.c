@@ -7,7 +7,6 @@
 
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,30 +16,18 @@
 
 #include "common/util.h"
 #include "db/db.h"
+#include "tests/unit/testdir.h"
 
 struct fixture {
     char *dir;
     char *path; /* dir/hcctld.db, not created yet */
 };
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
-    const char *base = getenv("HC_TEST_TMP");
-    char tmpl[4096];
-    if (!base || !*base)
-        base = "/tmp";
-    if (!f || hc_mkdir_p(base, 0700, NULL) < 0)
+    if (!f || !(f->dir = hc_test_mkdtemp("test_db")))
         return -1;
-    snprintf(tmpl, sizeof(tmpl), "%s/test_db.XXXXXX", base);
-    if (!mkdtemp(tmpl))
-        return -1;
-    f->dir = strdup(tmpl);
     f->path = hc_path_join(f->dir, "hcctld.db");
     *state = f;
     return 0;
@@ -49,7 +36,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    hc_test_rmtree(f->dir);
     free(f->dir);
     free(f->path);
     free(f);

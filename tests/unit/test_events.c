@@ -7,7 +7,6 @@
 
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,30 +15,18 @@
 #include "common/util.h"
 #include "controller/events.h"
 #include "db/db.h"
+#include "tests/unit/testdir.h"
 
 struct fixture {
     char *dir;
     struct hc_db *db;
 };
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
-    const char *base = getenv("HC_TEST_TMP");
-    char tmpl[4096];
-    if (!base || !*base)
-        base = "/tmp";
-    if (!f || hc_mkdir_p(base, 0700, NULL) < 0)
+    if (!f || !(f->dir = hc_test_mkdtemp("test_events")))
         return -1;
-    snprintf(tmpl, sizeof(tmpl), "%s/test_events.XXXXXX", base);
-    if (!mkdtemp(tmpl))
-        return -1;
-    f->dir = strdup(tmpl);
     char *path = hc_path_join(f->dir, "hcctld.db");
     struct hc_error err = {0};
     f->db = hc_db_open(path, &err);
@@ -54,7 +41,7 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     hc_db_close(f->db);
-    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    hc_test_rmtree(f->dir);
     free(f->dir);
     free(f);
     return 0;

@@ -7,7 +7,6 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
-#include <ftw.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 
 #include "common/pki.h"
 #include "common/util.h"
+#include "tests/unit/testdir.h"
 
 struct fixture {
     char *dir;
@@ -26,24 +26,11 @@ struct fixture {
     X509 *ca;
 };
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
-    const char *base = getenv("HC_TEST_TMP");
-    char tmpl[4096];
-    if (!base || !*base)
-        base = "/tmp";
-    if (!f || hc_mkdir_p(base, 0700, NULL) < 0)
+    if (!f || !(f->dir = hc_test_mkdtemp("test_pki")))
         return -1;
-    snprintf(tmpl, sizeof(tmpl), "%s/test_pki.XXXXXX", base);
-    if (!mkdtemp(tmpl))
-        return -1;
-    f->dir = strdup(tmpl);
     struct hc_error err = {0};
     f->ca_key = hc_pki_key_new(&err);
     f->ca = f->ca_key ? hc_pki_ca_new(f->ca_key, "hcctl test ca", 30, &err) : NULL;
@@ -58,7 +45,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    hc_test_rmtree(f->dir);
     free(f->dir);
     X509_free(f->ca);
     EVP_PKEY_free(f->ca_key);

@@ -6,7 +6,6 @@
 
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,32 +13,17 @@
 #include <unistd.h>
 
 #include "common/util.h"
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
+#include "tests/unit/testdir.h"
 
 /* A fresh directory under $HC_TEST_TMP (or /tmp); removed by teardown. */
 static int setup_tmp(void **state)
 {
-    const char *base = getenv("HC_TEST_TMP");
-    char tmpl[4096];
-    if (!base || !*base)
-        base = "/tmp";
-    if (hc_mkdir_p(base, 0700, NULL) < 0)
-        return -1;
-    snprintf(tmpl, sizeof(tmpl), "%s/test_util.XXXXXX", base);
-    char *dir = mkdtemp(tmpl);
-    if (!dir)
-        return -1;
-    *state = strdup(dir);
-    return 0;
+    return (*state = hc_test_mkdtemp("test_util")) ? 0 : -1;
 }
 
 static int teardown_tmp(void **state)
 {
-    nftw(*state, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    hc_test_rmtree(*state);
     free(*state);
     return 0;
 }
