@@ -8,19 +8,7 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-bench}
 runs=${RUNS:-5}
-cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHC_TESTS=OFF >/dev/null
-ninja -C "$build" hcctl hcctld hcagent >/dev/null
-export PATH=$build/bin:$PATH
-work=$(mktemp -d /tmp/hcctl-bench.XXXXXX)
-export XDG_CONFIG_HOME=$work/config HC_TEST_TMP=$work
-. "$src/tests/lab/lab.sh"
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    lab_down >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+. "$src/bench/lib.sh"
 
 now_ns() { date +%s%N; }
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
@@ -41,15 +29,8 @@ ssh_loop() {
 }
 
 for n in 4 8; do
-    rm -rf "$work/controller" "$work/config"
-    hcctld init --data-dir "$work/controller" --listen 198.18.0.1:7443 >/dev/null 2>&1
-    lab_up "$n" --prefix hcj --key "$work/controller/ssh/id_ed25519.pub" >/dev/null 2>&1
-    hcctld run --data-dir "$work/controller" --poll-interval 2s >"$work/hcctld.log" 2>&1 &
-    pid=$!
-    for _ in $(seq 50); do hcctl -q version >/dev/null 2>&1 && break; sleep 0.1; done
-    args=()
-    for i in $(seq "$n"); do args+=(--node "198.18.0.$((10 + i))"); done
-    hcctl -q cluster create bench "${args[@]}" --storage-interface eth1 --accept-new-host-keys \
+    bench_controller "$n" 2s
+    hcctl -q cluster create bench "${BENCH_NODES[@]}" --storage-interface eth1 --accept-new-host-keys \
         --mtu 9000 --yes >/dev/null
     hcctl -q net check-jumbo >/dev/null # warm: ARP entries, connections to the agents
     ssh_loop "$n"
@@ -66,6 +47,5 @@ for n in 4 8; do
     echo "check_jumbo_seconds_nodes_${n}_pairs_${pairs} $(secs "$hm")"
     echo "ssh_ping_loop_seconds_nodes_${n}_pairs_${pairs} $(secs "$sm")"
     awk -v a="$sm" -v b="$hm" -v n="$n" 'BEGIN {printf "speedup_nodes_%d %.1f\n", n, a / b}'
-    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
-    lab_down >/dev/null 2>&1
+    bench_stop
 done

@@ -239,7 +239,8 @@ static int check_membership(struct boot_host *h, struct hc_error *err)
     return rc;
 }
 
-static int upload_config(struct boot_host *h, const char *token_path, struct hc_error *err)
+/* What the agent's `join --config` reads (a new string; caller frees). */
+static char *join_config(const struct boot_host *h, const char *token_path)
 {
     char listen[300];
     snprintf(listen, sizeof(listen), "%s:%d", h->target.host, HC_AGENT_PORT);
@@ -248,9 +249,7 @@ static int upload_config(struct boot_host *h, const char *token_path, struct hc_
                              "data_dir", HC_REMOTE_AGENT_DATA);
     char *text = json_dumps(conf, JSON_INDENT(2));
     json_decref(conf);
-    int rc = hc_ssh_upload(h->ssh, text, strlen(text), HC_REMOTE_AGENT_ETC "/join.json", 0644, err);
-    free(text);
-    return rc;
+    return text;
 }
 
 static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
@@ -259,15 +258,23 @@ static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
     struct boot_host *h = arg;
     struct hc_join_token tok;
     const char *token_path = HC_REMOTE_AGENT_ETC "/join.token";
-    char *token_line = NULL;
+    char *token_line = NULL, *config = NULL;
     int rc = -1;
     if (host_ssh(h, err) < 0)
         return -1;
     if (hc_auth_join_create(hc_op_db(ctx), h->job->ca_fp, BOOT_JOIN_TOKEN_TTL_S, hc_op_id(ctx),
                             &tok, err) < 0)
         return -1;
-    if (asprintf(&token_line, "%s\n", tok.text) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+    if (asprintf(&token_line, "%s\n", tok.text) < 0 || !(config = join_config(h, token_path))) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    const struct hc_ssh_file files[] = {
+        {HC_REMOTE_AGENT_ROOT "/" HC_VERSION "/hcagent", h->job->agent_bin, h->job->agent_len,
+         0755},
+        {token_path, token_line, strlen(token_line), 0600},
+        {HC_REMOTE_AGENT_ETC "/join.json", config, strlen(config), 0644},
+    };
     const char *rm_argv[] = {"rm", "-rf", "--", HC_REMOTE_AGENT_DATA, NULL};
     const char *ln_argv[] = {"ln", "-sfn", HC_VERSION, HC_REMOTE_AGENT_ROOT "/current", NULL};
     struct hc_ssh_result r = {0};
@@ -275,18 +282,16 @@ static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
     if (hc_ssh_run(h->ssh, rm_argv, 20000, &r, err) < 0)
         goto cleanup;
     hc_ssh_result_clear(&r);
-    if (hc_ssh_upload(h->ssh, h->job->agent_bin, h->job->agent_len,
-                      HC_REMOTE_AGENT_ROOT "/" HC_VERSION "/hcagent", 0755, err) < 0 ||
-        hc_ssh_upload(h->ssh, token_line, strlen(token_line), token_path, 0600, err) < 0 ||
-        upload_config(h, token_path, err) < 0 ||
+    if (hc_ssh_upload_files(h->ssh, files, HC_ARRAY_LEN(files), err) < 0 ||
         hc_ssh_run(h->ssh, ln_argv, 20000, &r, err) < 0)
         goto cleanup;
+    hc_ssh_result_clear(&r);
     snprintf(detail, len, "hcagent %s (%zu bytes) and a join token in %s", HC_VERSION,
              h->job->agent_len, HC_REMOTE_AGENT_ROOT);
     rc = 0;
 cleanup:
-    hc_ssh_result_clear(&r);
     free(token_line);
+    free(config);
     return rc;
 }
 

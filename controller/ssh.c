@@ -430,51 +430,109 @@ static int sftp_write_all(sftp_file f, const char *p, size_t len)
     return 0;
 }
 
-int hc_ssh_upload(struct hc_ssh *s, const void *data, size_t len, const char *remote_path,
-                  int mode, struct hc_error *err)
-{
-    char dir[1024], tmp[1200], suffix[17];
-    snprintf(dir, sizeof(dir), "%s", remote_path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "remote path '%s' must be absolute "
-                            "and below /", remote_path);
-    *slash = '\0';
-    hc_random_hex(suffix, 8);
-    snprintf(tmp, sizeof(tmp), "%s.upload-%s", remote_path, suffix);
-    const char *mkdir_argv[] = {"mkdir", "-p", "--", dir, NULL};
-    if (run_checked(s, mkdir_argv, err) < 0)
-        return -1;
+/* Moves each temporary name over its target in one remote command (argv: tmp1 dst1 tmp2 ...). */
+static const char move_script[] =
+    "while [ $# -gt 1 ]; do mv -f -- \"$1\" \"$2\" || exit 1; shift 2; done";
 
+static int temp_name(const struct hc_ssh_file *f, char *tmp, size_t len, struct hc_error *err)
+{
+    char suffix[17];
+    const char *slash = strrchr(f->remote_path, '/');
+    if (f->remote_path[0] != '/' || !slash || slash == f->remote_path)
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "remote path '%s' must be absolute "
+                            "and below /", f->remote_path);
+    hc_random_hex(suffix, 8);
+    snprintf(tmp, len, "%s.upload-%s", f->remote_path, suffix);
+    return 0;
+}
+
+/* argv for one remote command: prefix words, then one or two strings per file. */
+static const char **files_argv(const char *const *prefix, size_t np, const struct hc_ssh_file *files,
+                               size_t n, char (*tmps)[1200], int with_tmp, char (*dirs)[1024])
+{
+    const char **argv = calloc(np + 2 * n + 1, sizeof(*argv));
+    size_t k = 0;
+    if (!argv)
+        return NULL;
+    for (size_t i = 0; i < np; i++)
+        argv[k++] = prefix[i];
+    for (size_t i = 0; i < n; i++) {
+        if (dirs) {
+            argv[k++] = dirs[i];
+        } else {
+            if (with_tmp)
+                argv[k++] = tmps[i];
+            argv[k++] = files[i].remote_path;
+        }
+    }
+    return argv;
+}
+
+int hc_ssh_upload_files(struct hc_ssh *s, const struct hc_ssh_file *files, size_t n,
+                        struct hc_error *err)
+{
+    char (*tmps)[1200] = calloc(n, sizeof(*tmps));
+    char (*dirs)[1024] = calloc(n, sizeof(*dirs));
+    const char **argv = NULL;
+    sftp_session sftp = NULL;
+    size_t written = 0;
     int rc = -1;
-    sftp_file f = NULL;
-    sftp_session sftp = sftp_new(s->session);
+    if (!tmps || !dirs) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (temp_name(&files[i], tmps[i], sizeof(tmps[i]), err) < 0)
+            goto cleanup;
+        snprintf(dirs[i], sizeof(dirs[i]), "%s", files[i].remote_path);
+        *strrchr(dirs[i], '/') = '\0';
+    }
+    static const char *const mkdir_prefix[] = {"mkdir", "-p", "--"};
+    argv = files_argv(mkdir_prefix, 3, files, n, NULL, 0, dirs);
+    if (!argv || run_checked(s, argv, err) < 0)
+        goto cleanup;
+    sftp = sftp_new(s->session);
     if (!sftp || sftp_init(sftp) != SSH_OK) {
         hc_error_set(err, 502, HC_ERR_SSH, "cannot start sftp on '%s': %s", s->target,
                      ssh_get_error(s->session));
         goto cleanup;
     }
-    f = sftp_open(sftp, tmp, O_WRONLY | O_CREAT | O_EXCL, (mode_t)mode);
-    if (!f || sftp_write_all(f, data, len) < 0) {
-        hc_error_set(err, 502, HC_ERR_SSH, "cannot write '%s' on '%s': sftp error %d", tmp,
-                     s->target, sftp_get_error(sftp));
-        goto cleanup;
+    for (; written < n; written++) {
+        sftp_file f = sftp_open(sftp, tmps[written], O_WRONLY | O_CREAT | O_EXCL,
+                                (mode_t)files[written].mode);
+        int ok = f && sftp_write_all(f, files[written].data, files[written].len) == 0;
+        if (f)
+            sftp_close(f);
+        if (!ok) {
+            hc_error_set(err, 502, HC_ERR_SSH, "cannot write '%s' on '%s': sftp error %d",
+                         tmps[written], s->target, sftp_get_error(sftp));
+            written++; /* its temporary file may exist: remove it below */
+            goto cleanup;
+        }
     }
-    sftp_close(f);
-    f = NULL;
-    /* SFTP rename refuses to overwrite: move into place with the shell's mv -f. */
-    const char *mv_argv[] = {"mv", "-f", "--", tmp, remote_path, NULL};
-    if (run_checked(s, mv_argv, err) < 0)
+    /* SFTP rename refuses to overwrite: move everything into place with the shell's mv -f. */
+    free(argv);
+    static const char *const mv_prefix[] = {"sh", "-c", move_script, "move"};
+    argv = files_argv(mv_prefix, 4, files, n, tmps, 1, NULL);
+    if (!argv || run_checked(s, argv, err) < 0)
         goto cleanup;
     rc = 0;
 cleanup:
-    if (f)
-        sftp_close(f);
-    if (rc < 0 && sftp)
-        sftp_unlink(sftp, tmp);
+    for (size_t i = 0; rc < 0 && sftp && i < written; i++)
+        sftp_unlink(sftp, tmps[i]);
     if (sftp)
         sftp_free(sftp);
+    free(argv);
+    free(tmps);
+    free(dirs);
     return rc;
+}
+
+int hc_ssh_upload(struct hc_ssh *s, const void *data, size_t len, const char *remote_path,
+                  int mode, struct hc_error *err)
+{
+    struct hc_ssh_file f = {remote_path, data, len, mode};
+    return hc_ssh_upload_files(s, &f, 1, err);
 }
 
 int hc_ssh_keygen(const char *path, struct hc_error *err)

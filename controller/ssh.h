@@ -66,6 +66,18 @@ int hc_ssh_run(struct hc_ssh *s, const char *const argv[], long timeout_ms,
 int hc_ssh_upload(struct hc_ssh *s, const void *data, size_t len, const char *remote_path,
                   int mode, struct hc_error *err);
 
+/* Several files in one go: one mkdir for their directories, one SFTP session, one command that
+ * moves them all into place (what bootstrap pushes costs three round trips, not ten). A file
+ * whose move did not happen keeps its old content. */
+struct hc_ssh_file {
+    const char *remote_path;
+    const void *data;
+    size_t len;
+    int mode;
+};
+int hc_ssh_upload_files(struct hc_ssh *s, const struct hc_ssh_file *files, size_t n,
+                        struct hc_error *err);
+
 /* Single-quotes arg for a POSIX shell. Caller frees. */
 char *hc_sh_quote(const char *arg);
 

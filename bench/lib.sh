@@ -1,0 +1,33 @@
+# What the lab benchmarks share (sourced by bench/create.sh, jumbo.sh, upgrade.sh): a release
+# build, a scratch directory, and a controller with N lab nodes that is torn down on exit.
+# Needs root. The caller sets `src` (the source tree) and `build` before sourcing.
+set -euo pipefail
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHC_TESTS=OFF >/dev/null
+ninja -C "$build" hcctl hcctld hcagent hcstor bundles >/dev/null
+export PATH=$build/bin:$PATH
+work=$(mktemp -d /tmp/hcctl-bench.XXXXXX)
+export XDG_CONFIG_HOME=$work/config HC_TEST_TMP=$work
+. "$src/tests/lab/lab.sh"
+bench_pid=
+
+bench_stop() {
+    [ -n "$bench_pid" ] && kill "$bench_pid" 2>/dev/null && wait "$bench_pid" 2>/dev/null
+    bench_pid=
+    lab_down >/dev/null 2>&1 || true
+}
+trap 'bench_stop; rm -rf "$work"' EXIT
+
+# bench_controller N POLL [hcctld init options...]: a fresh controller and an N-node lab;
+# BENCH_NODES receives the --node arguments for cluster create.
+bench_controller() {
+    local n=$1 poll=$2 i
+    shift 2
+    rm -rf "$work/controller" "$work/config"
+    hcctld init --data-dir "$work/controller" --listen 198.18.0.1:7443 "$@" >/dev/null 2>&1
+    lab_up "$n" --prefix hcb --key "$work/controller/ssh/id_ed25519.pub" >/dev/null 2>&1
+    hcctld run --data-dir "$work/controller" --poll-interval "$poll" >"$work/hcctld.log" 2>&1 &
+    bench_pid=$!
+    for _ in $(seq 50); do hcctl -q version >/dev/null 2>&1 && break; sleep 0.1; done
+    BENCH_NODES=()
+    for i in $(seq "$n"); do BENCH_NODES+=(--node "198.18.0.$((10 + i))"); done
+}
