@@ -29,6 +29,23 @@ static void on_stop(int sig)
         kill(worker_pid, sig);
 }
 
+/* 1 when pid runs: it exists and is not a zombie (a killed supervisor's children are reparented
+ * to an init that may never reap them, and kill(pid, 0) succeeds on a zombie). */
+static int process_running(pid_t pid)
+{
+    char path[64], *text = NULL;
+    struct hc_error ignored;
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    if (pid <= 0 || kill(pid, 0) != 0)
+        return 0;
+    if (hc_file_read(path, &text, NULL, &ignored) < 0)
+        return 1; /* no /proc: trust kill() */
+    const char *end = strrchr(text, ')');
+    int running = !end || (end[1] == ' ' && end[2] != 'Z' && end[2] != 'X');
+    free(text);
+    return running;
+}
+
 static int pidfile_busy(const char *path)
 {
     char *text = NULL;
@@ -37,7 +54,7 @@ static int pidfile_busy(const char *path)
         return 0;
     pid_t pid = (pid_t)atol(text);
     free(text);
-    return pid > 0 && kill(pid, 0) == 0;
+    return process_running(pid);
 }
 
 static int redirect_stdio(const char *log_file)

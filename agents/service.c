@@ -16,6 +16,12 @@
  * Health: while starting the health hook runs every 0.5 s; the first pass makes the state
  * running. While running it runs every 5 s and the last answer is reported (it does not change
  * the state: the operations decide what an unhealthy service means).
+ *
+ * History: every change of the process's life (started, adopted, running, stopped, exited,
+ * crashed) is appended as one JSON line to DIR/software/service-history.jsonl, with the
+ * wall-clock time in ms, the version and the pid, so that what the controller believes can be
+ * checked against what happened on the node. The file keeps the last HISTORY_KEEP lines (it is
+ * cut back to that many once it has HISTORY_SLACK more).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,11 +46,14 @@
 #define HEALTH_STARTING_MS 500
 #define HEALTH_RUNNING_MS 5000
 #define POLL_EXIT_MS 200
+#define HISTORY_KEEP 1000
+#define HISTORY_SLACK 250
 
 struct hc_service {
     struct event_base *base;
     struct hc_jobs *jobs;
-    char log_path[1100], pid_path[1100];
+    char log_path[1100], pid_path[1100], history_path[1100];
+    int history_lines; /* lines in the history file, -1 until counted */
     enum hc_service_state state;
     int installed; /* what an idle state means: stopped or not_installed */
     json_t *manifest;
@@ -91,6 +100,9 @@ struct hc_service *hc_service_new(struct event_base *base, struct hc_jobs *jobs,
     svc->pidfd = -1;
     snprintf(svc->log_path, sizeof(svc->log_path), "%s/service.log", sw_dir);
     snprintf(svc->pid_path, sizeof(svc->pid_path), "%s/service.pid", sw_dir);
+    snprintf(svc->history_path, sizeof(svc->history_path), "%s/%s", sw_dir,
+             HC_SERVICE_HISTORY_FILE);
+    svc->history_lines = -1;
     svc->restart_timer = evtimer_new(base, on_restart, svc);
     svc->kill_timer = evtimer_new(base, on_kill, svc);
     svc->health_timer = evtimer_new(base, on_health, svc);
@@ -112,6 +124,99 @@ static void unwatch(struct hc_service *svc)
     svc->pidfd = -1;
 }
 
+/* ---------------------------------------------------------------- history */
+
+static int count_lines(const char *text, size_t len)
+{
+    int n = 0;
+    for (const char *p = text; (p = memchr(p, '\n', len - (size_t)(p - text))); p++)
+        n++;
+    return n;
+}
+
+/* Cuts the history file back to its last HISTORY_KEEP lines. */
+static void history_trim(struct hc_service *svc)
+{
+    struct hc_error err = {0};
+    char *text = NULL;
+    size_t len = 0;
+    if (hc_file_read(svc->history_path, &text, &len, &err) < 0) {
+        HC_WARN("cannot trim the service history: %s", err.message);
+        return;
+    }
+    int lines = count_lines(text, len), drop = lines - HISTORY_KEEP;
+    const char *keep = text;
+    for (; drop > 0 && keep; drop--)
+        if ((keep = memchr(keep, '\n', len - (size_t)(keep - text))))
+            keep++;
+    if (keep && hc_file_write_atomic(svc->history_path, keep, len - (size_t)(keep - text), 0644,
+                                     &err) < 0)
+        HC_WARN("cannot trim the service history: %s", err.message);
+    else
+        svc->history_lines = lines < HISTORY_KEEP ? lines : HISTORY_KEEP;
+    free(text);
+}
+
+/* Appends one transition to the history: {"ts_ms","time","event","node","version","pid",
+ * "detail"?}. version NULL: the one the supervisor runs; pid 0: none. */
+static void history(struct hc_service *svc, const char *event, pid_t pid, const char *version,
+                    const char *detail)
+{
+    if (svc->history_lines < 0) {
+        char *text = NULL;
+        size_t len = 0;
+        struct hc_error ignore = {0};
+        svc->history_lines = hc_file_read(svc->history_path, &text, &len, &ignore) == 0
+                                 ? count_lines(text, len)
+                                 : 0;
+        free(text);
+    }
+    char when[32];
+    int64_t now = hc_now_ms();
+    json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:s}", "ts_ms", (json_int_t)now, "time",
+                          hc_time_format(now, when, sizeof(when)), "event", event, "node",
+                          svc->env.node, "version", version ? version : svc->env.version);
+    json_object_set_new(o, "pid", pid > 0 ? json_integer(pid) : json_null());
+    if (detail && *detail)
+        json_object_set_new(o, "detail", json_string(detail));
+    char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!line) {
+        HC_WARN("cannot record the service's %s in its history: out of memory", event);
+        return;
+    }
+    /* One write of the whole line, newline included (in place of the NUL), appended. */
+    size_t n = strlen(line);
+    line[n] = '\n';
+    int fd = open(svc->history_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, line, n + 1) != (ssize_t)(n + 1))
+        HC_WARN("cannot append to '%s': %s", svc->history_path, strerror(errno));
+    else if (++svc->history_lines >= HISTORY_KEEP + HISTORY_SLACK)
+        history_trim(svc);
+    if (fd >= 0)
+        close(fd);
+    free(line);
+}
+
+json_t *hc_service_history_json(const struct hc_service *svc, int64_t since_ms)
+{
+    json_t *events = json_array();
+    char *text = NULL;
+    size_t len = 0;
+    struct hc_error ignore = {0};
+    if (hc_file_read(svc->history_path, &text, &len, &ignore) < 0)
+        return events; /* nothing happened yet */
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        json_t *e = json_loads(line, 0, NULL); /* a torn last line is skipped */
+        if (json_is_object(e) && hc_json_int(e, "ts_ms", 0) >= since_ms)
+            json_array_append(events, e);
+        json_decref(e);
+    }
+    free(text);
+    return events;
+}
+
 /* ---------------------------------------------------------------- process identity */
 
 static long long proc_start_time(pid_t pid)
@@ -127,6 +232,8 @@ static long long proc_start_time(pid_t pid)
         return -1;
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
+    if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+        return -1; /* a zombie has exited: nothing to adopt or wait for */
     for (int field = 2; p && field < 22; field++)
         p = strchr(p + 1, ' ');
     return p ? strtoll(p + 1, NULL, 10) : -1;
@@ -276,6 +383,7 @@ static int spawn(struct hc_service *svc, struct hc_error *err)
     svc->started_mono = hc_mono_ms();
     svc->started_wall = hc_now_ms();
     running_now(svc);
+    history(svc, "started", pid, NULL, NULL);
     HC_INFO("service %s %s started (pid %d)", hc_json_str(svc->manifest, "name", "?"),
             svc->env.version, (int)pid);
     rc = 0;
@@ -314,6 +422,7 @@ int hc_service_start(struct hc_service *svc, const json_t *manifest,
     if (spawn(svc, err) < 0) {
         svc->state = HC_SVC_CRASHED;
         snprintf(svc->last_exit, sizeof(svc->last_exit), "could not start: %s", err->message);
+        history(svc, "crashed", 0, NULL, svc->last_exit);
         return -1;
     }
     return 0;
@@ -333,10 +442,14 @@ int hc_service_adopt(struct hc_service *svc, const json_t *manifest,
     pid_t pid = (pid_t)hc_json_int(doc, "pid", 0);
     long long recorded = hc_json_int(doc, "start_time", -2);
     int same = pid > 0 && proc_start_time(pid) == recorded;
-    int version_ok = strcmp(hc_json_str(doc, "version", ""), env->version) == 0;
+    char ran[65];
+    snprintf(ran, sizeof(ran), "%s", hc_json_str(doc, "version", ""));
+    int version_ok = strcmp(ran, env->version) == 0;
     json_decref(doc);
+    snprintf(svc->env.node, sizeof(svc->env.node), "%s", env->node); /* for the history */
     if (!same) {
         unlink(svc->pid_path); /* that process is gone */
+        history(svc, "exited", pid, ran, "ended while no agent watched it (found at agent start)");
         return 0;
     }
     if (!version_ok) {
@@ -346,6 +459,7 @@ int hc_service_adopt(struct hc_service *svc, const json_t *manifest,
         kill(-pid, SIGKILL);
         kill(pid, SIGKILL);
         unlink(svc->pid_path);
+        history(svc, "stopped", pid, ran, "killed at agent start: not the current version");
         return 0;
     }
     if (take_definition(svc, manifest, env, err) < 0)
@@ -355,6 +469,7 @@ int hc_service_adopt(struct hc_service *svc, const json_t *manifest,
     svc->started_mono = hc_mono_ms();
     svc->started_wall = hc_now_ms();
     running_now(svc);
+    history(svc, "adopted", pid, NULL, "left running by an earlier agent");
     HC_INFO("service %s adopted: pid %d, left running by an earlier agent", env->version, (int)pid);
     *adopted = 1;
     return 0;
@@ -375,13 +490,15 @@ static void describe_exit(struct hc_service *svc, int known, int status, char *b
         snprintf(buf, len, "ended (wait status %d)", status);
 }
 
-static void crashed(struct hc_service *svc)
+/* pid: the process that just ended. */
+static void crashed(struct hc_service *svc, pid_t pid)
 {
     int64_t up = hc_mono_ms() - svc->started_mono;
     svc->restarts++;
     svc->fast_fails = up < FAST_FAIL_MS ? svc->fast_fails + 1 : 1;
     if (svc->fast_fails >= MAX_FAST_FAILS) {
         svc->state = HC_SVC_CRASHED;
+        history(svc, "crashed", pid, NULL, svc->last_exit);
         HC_ERROR("service %s %s %d times in a row within %d s of starting: giving up until the "
                  "next start",
                  svc->env.version, svc->last_exit, svc->fast_fails, FAST_FAIL_MS / 1000);
@@ -391,8 +508,11 @@ static void crashed(struct hc_service *svc)
     if (delay > BACKOFF_MAX_MS)
         delay = BACKOFF_MAX_MS;
     struct timeval tv = {(time_t)(delay / 1000), (suseconds_t)(delay % 1000) * 1000};
+    char detail[400];
+    snprintf(detail, sizeof(detail), "%s; restart in %lld ms", svc->last_exit, (long long)delay);
     svc->state = HC_SVC_BACKOFF;
     evtimer_add(svc->restart_timer, &tv);
+    history(svc, "exited", pid, NULL, detail);
     HC_WARN("service %s %s after %lld ms: restart %d in %lld ms", svc->env.version, svc->last_exit,
             (long long)up, svc->restarts, (long long)delay);
 }
@@ -400,6 +520,7 @@ static void crashed(struct hc_service *svc)
 /* The process is gone: reap it (when it is our child) and decide what comes next. */
 static void gone(struct hc_service *svc, int known, int status)
 {
+    pid_t pid = svc->pid;
     describe_exit(svc, known, status, svc->last_exit, sizeof(svc->last_exit));
     unwatch(svc);
     unlink(svc->pid_path);
@@ -409,6 +530,7 @@ static void gone(struct hc_service *svc, int known, int status)
     svc->healthy = 0;
     if (svc->state == HC_SVC_STOPPING) {
         svc->state = HC_SVC_STOPPED;
+        history(svc, "stopped", pid, NULL, svc->last_exit);
         HC_INFO("service %s stopped (%s)", svc->env.version, svc->last_exit);
         hc_service_stopped_fn done = svc->stop_done;
         svc->stop_done = NULL;
@@ -416,7 +538,7 @@ static void gone(struct hc_service *svc, int known, int status)
             done(svc->stop_arg);
         return;
     }
-    crashed(svc);
+    crashed(svc, pid);
 }
 
 static void on_exit_event(evutil_socket_t fd, short what, void *arg)
@@ -441,6 +563,7 @@ static void on_restart(evutil_socket_t fd, short what, void *arg)
     if (spawn(svc, &err) < 0) {
         svc->state = HC_SVC_CRASHED;
         snprintf(svc->last_exit, sizeof(svc->last_exit), "could not restart: %s", err.message);
+        history(svc, "crashed", 0, NULL, svc->last_exit);
         HC_ERROR("service %s: %s", svc->env.version, svc->last_exit);
     }
 }
@@ -512,6 +635,7 @@ static void health_done(void *arg)
                  j->res.ok && !j->res.detail[0] ? "ok" : j->res.detail);
         if (svc->state == HC_SVC_STARTING && j->res.ok) {
             svc->state = HC_SVC_RUNNING;
+            history(svc, "running", svc->pid, NULL, "health check passed");
             HC_INFO("service %s is healthy: running", svc->env.version);
         }
         health_later(svc, svc->state == HC_SVC_RUNNING ? HEALTH_RUNNING_MS : HEALTH_STARTING_MS);
@@ -552,6 +676,7 @@ void hc_service_note_health(struct hc_service *svc, const char *version, int ok,
     snprintf(svc->health_detail, sizeof(svc->health_detail), "%s", ok && !*detail ? "ok" : detail);
     if (svc->state == HC_SVC_STARTING && ok) {
         svc->state = HC_SVC_RUNNING;
+        history(svc, "running", svc->pid, NULL, "health check passed");
         HC_INFO("service %s is healthy: running", svc->env.version);
         health_later(svc, HEALTH_RUNNING_MS);
     }
@@ -609,6 +734,7 @@ void hc_service_free(struct hc_service *svc, int stop)
         if (svc->child)
             waitpid(svc->pid, NULL, 0);
         unlink(svc->pid_path);
+        history(svc, "stopped", svc->pid, NULL, "the node leaves the cluster");
         hc_cgroup_release(&svc->cg);
     }
     unwatch(svc);

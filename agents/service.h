@@ -100,7 +100,7 @@ enum hc_service_state {
 const char *hc_service_state_name(enum hc_service_state s);
 
 struct hc_service;
-/* sw_dir holds service.pid and service.log. Frees with hc_service_free. */
+/* sw_dir holds service.pid, service.log and the history. Frees with hc_service_free. */
 struct hc_service *hc_service_new(struct event_base *base, struct hc_jobs *jobs, const char *sw_dir,
                                   struct hc_error *err);
 /* Leaves a running process alone unless stop (a later agent adopts it). Accepts NULL. */
@@ -129,5 +129,15 @@ const char *hc_service_version(const struct hc_service *svc);
 /* {"state","version","pid","restarts","started_at","last_exit","healthy","health_detail",
  * "limits":{...},"log"} (new reference). */
 json_t *hc_service_json(const struct hc_service *svc);
+
+/* The service's history, DIR/software/HC_SERVICE_HISTORY_FILE: one JSON line per change of the
+ * process's life, {"ts_ms" (wall-clock, epoch ms),"time" (the same, RFC 3339),"event","node",
+ * "version","pid","detail"?}, event one of started (spawned; not healthy yet), running (first
+ * health pass), adopted (left running by an earlier agent), stopped (asked to, or killed at
+ * adoption), exited (ended unexpectedly; a restart follows), crashed (no more restarts). The
+ * last ~1000 lines are kept (docs/hcagent.md "Service history"). */
+#define HC_SERVICE_HISTORY_FILE "service-history.jsonl"
+/* The recorded events with ts_ms >= since_ms, oldest first (new reference; [] when none). */
+json_t *hc_service_history_json(const struct hc_service *svc, int64_t since_ms);
 
 #endif

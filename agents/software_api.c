@@ -13,6 +13,7 @@
 #include "agents/software.h"
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/util.h"
 
 /* A stop, start, activation or rollback waiting for the service to stop. */
 struct hc_sw_action {
@@ -499,6 +500,66 @@ static void resync_route(struct hc_request *req, void *arg)
     hook_route(req, arg, HC_HOOK_RESYNC, "resync_status");
 }
 
+/* ---------------------------------------------------------------- the storage peers */
+
+/* PUT /v1/service/peers {"epoch", "replication"?, "nodes": [{"name", "host"}]}: the cluster's
+ * storage members, from the controller. Written atomically to DATA/service-data/peers.json,
+ * where the storage service reads it (hcstor re-reads it when it changes); no restart. */
+static void peers_route(struct hc_request *req, void *arg)
+{
+    struct hc_agent_software *sw = arg;
+    struct hc_error err = {0};
+    json_t *body = hc_req_json(req), *node; /* owned by req */
+    size_t i;
+    char dir[1200], path[1300];
+    if (!body)
+        return;
+    json_t *nodes = json_object_get(body, "nodes");
+    int ok = json_is_array(nodes) && json_is_integer(json_object_get(body, "epoch"));
+    json_array_foreach(nodes, i, node)
+        ok = ok && json_is_string(json_object_get(node, "name")) &&
+             json_is_string(json_object_get(node, "host"));
+    if (!ok) {
+        reply_error(req, 400, HC_ERR_INVALID_ARGUMENT,
+                    "expected {\"epoch\": N, \"nodes\": [{\"name\", \"host\"}...]}");
+        return;
+    }
+    char *text = json_dumps(body, JSON_INDENT(2) | JSON_SORT_KEYS);
+    snprintf(dir, sizeof(dir), "%s/%s", sw->data_dir, HC_AGENT_DIR_SERVICE_DATA);
+    snprintf(path, sizeof(path), "%s/peers.json", dir);
+    if (!text || hc_mkdir_p(dir, 0755, &err) < 0 ||
+        hc_file_write_atomic(path, text, strlen(text), 0644, &err) < 0) {
+        if (!err.code[0])
+            hc_error_set(&err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_reply_error(req, &err);
+    } else {
+        hc_log(HC_LOG_INFO, "storage peers: epoch %lld, %zu nodes",
+                    (long long)json_integer_value(json_object_get(body, "epoch")),
+                    json_array_size(nodes));
+        hc_reply_json(req, 200, json_pack("{s:b, s:I, s:I}", "written", 1, "epoch",
+                                          json_integer_value(json_object_get(body, "epoch")),
+                                          "nodes", (json_int_t)json_array_size(nodes)));
+    }
+    free(text);
+}
+
+/* ---------------------------------------------------------------- history */
+
+/* GET /v1/service/history[?since=MS]: the supervisor's record of the service's life. */
+static void history_route(struct hc_request *req, void *arg)
+{
+    struct hc_agent_software *sw = arg;
+    const char *since = hc_req_query(req, "since");
+    char *end = NULL;
+    long long ms = since ? strtoll(since, &end, 10) : 0;
+    if (since && (!*since || *end)) {
+        reply_error(req, 400, HC_ERR_INVALID_ARGUMENT, "since must be epoch milliseconds");
+        return;
+    }
+    hc_reply_json(req, 200, json_pack("{s:s, s:o}", "node", sw->cfg.name, "events",
+                                      hc_service_history_json(sw->svc, (int64_t)ms)));
+}
+
 int hc_agent_sw_routes(struct hc_http_server *srv, struct hc_agent_software *sw,
                        struct hc_error *err)
 {
@@ -516,6 +577,8 @@ int hc_agent_sw_routes(struct hc_http_server *srv, struct hc_agent_software *sw,
         {"GET", "/v1/service/ok-to-stop", ok_to_stop_route},
         {"POST", "/v1/service/drain", drain_route},
         {"GET", "/v1/service/resync", resync_route},
+        {"GET", "/v1/service/history", history_route},
+        {"PUT", "/v1/service/peers", peers_route},
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
         if (hc_http_server_route(srv, routes[i].method, routes[i].path, 0, routes[i].fn, sw) < 0)

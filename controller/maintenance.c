@@ -197,18 +197,80 @@ struct maint_step {
     int64_t timeout_ms;
 };
 
+/* A tick of the waits of a node that is still up: interruptible by the user's pause or abort,
+ * and by the caller's cancel. */
+static int admit_tick(struct hc_op_ctx *ctx, const struct maint_step *s, struct hc_error *err)
+{
+    if (s->p->cancelled && s->p->cancelled(s->p->cancel_arg))
+        return hc_error_set(err, 409, "interrupted", "operation %s takes no more nodes down",
+                            hc_op_id(ctx));
+    return wait_tick(ctx, 1, err);
+}
+
+/* Nodes other than `node` that this operation has in maintenance now (-1 on error). */
+static int own_down(struct hc_op_ctx *ctx, const char *node)
+{
+    struct hc_error err = {0};
+    json_t *rows = hc_db_query_json(hc_op_db(ctx), &err, "SELECT COUNT(*) AS n FROM nodes WHERE "
+                                    "maintenance != 'none' AND maintenance_op = ? AND name != ?",
+                                    "ss", hc_op_id(ctx), node);
+    int n = rows ? (int)hc_json_int(json_array_get(rows, 0), "n", 0) : -1;
+    json_decref(rows);
+    return n;
+}
+
 /* The budget: refused at once for a maintenance request; the rolling upgrade instead waits
- * (bounded by wait_budget_ms) for nodes that are down for other reasons to come back. */
+ * (bounded by wait_budget_ms) for nodes that are down for other reasons to come back, and as
+ * long as it takes for the nodes it has taken down itself (each within its own bounds). */
+int hc_avail_unreachable(struct hc_db *db, const char *except, char *name, size_t len,
+                         struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(db, err, "SELECT name FROM nodes WHERE name IS NOT ? AND "
+                                    "health IN ('unreachable', 'stalled') ORDER BY name LIMIT 1",
+                                    "s", except);
+    if (!rows)
+        return -1;
+    int found = json_array_size(rows) > 0;
+    if (found)
+        snprintf(name, len, "%s", hc_json_str(json_array_get(rows, 0), "name", ""));
+    json_decref(rows);
+    return found;
+}
+
+/* While an upgrade waits to take s's node down: a node that stopped answering (an agent killed,
+ * a node lost) will not come back by waiting a node timeout; the upgrade pauses until it is
+ * back (HC_ERR_OTHER_UNREACHABLE) rather than fail. 0 when no other node is unreachable. */
+static int other_unreachable(struct hc_op_ctx *ctx, const struct maint_step *s, const char *why,
+                             struct hc_error *err)
+{
+    char other[128];
+    int found = hc_avail_unreachable(hc_op_db(ctx), s->svc.name, other, sizeof(other), err);
+    if (found <= 0)
+        return found;
+    return hc_error_set(err, 503, HC_ERR_OTHER_UNREACHABLE, "%s is unreachable while %s waits "
+                        "to go down (%s)", other, s->svc.name, why);
+}
+
 static int step_budget(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                        struct hc_error *err)
 {
     struct maint_step *s = arg;
     int64_t deadline = hc_mono_ms() + s->p->wait_budget_ms;
     while (hc_avail_check(hc_op_db(ctx), s->svc.name, s->p->max_unavailable, err) < 0) {
-        if (strcmp(err->code, HC_ERR_BUDGET) != 0 || hc_mono_ms() >= deadline)
+        if (strcmp(err->code, HC_ERR_BUDGET) != 0 || s->p->wait_budget_ms <= 0)
             return -1;
-        hc_op_waiting(ctx, "blocked: %s", err->message);
-        if (wait_tick(ctx, 1, err) < 0)
+        int own = own_down(ctx, s->svc.name);
+        if (own > 0) {
+            deadline = hc_mono_ms() + s->p->wait_budget_ms;
+            hc_op_waiting(ctx, "%s waits for a free slot: %s", s->svc.name, err->message);
+        } else if (hc_mono_ms() >= deadline) {
+            return -1;
+        } else if (other_unreachable(ctx, s, err->message, err) != 0) {
+            return -1;
+        } else {
+            hc_op_waiting(ctx, "blocked: %s", err->message);
+        }
+        if (admit_tick(ctx, s, err) < 0)
             return -1;
     }
     snprintf(detail, len, "within max_unavailable %d", s->p->max_unavailable);
@@ -225,16 +287,37 @@ static int step_ok_to_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_
         snprintf(detail, len, "skipped: mode none (--force)");
         return 0;
     }
+    int64_t t0 = hc_mono_ms(), deadline = t0 + s->p->wait_ok_to_stop_ms;
     hc_op_waiting(ctx, "the storage service to answer ok-to-stop for %s", s->svc.name);
-    if (hc_svc_ok_to_stop(&s->svc, &ok, reason, sizeof(reason), err) < 0)
-        return -1;
-    if (!ok) {
-        hc_error_set(err, 409, HC_ERR_NOT_OK_TO_STOP, "cannot take '%s' down: ok-to-stop refused: "
-                     "%s", s->svc.name, reason[0] ? reason : "no reason given");
-        return hc_error_hint(err, "wait until its data has another in-sync replica, or use "
-                                  "--mode none --force to take it down regardless");
+    for (;;) {
+        if (hc_svc_ok_to_stop(&s->svc, &ok, reason, sizeof(reason), err) < 0)
+            return -1;
+        if (ok)
+            break;
+        if (!reason[0])
+            snprintf(reason, sizeof(reason), "no reason given");
+        if (hc_mono_ms() >= deadline) {
+            if (s->p->wait_ok_to_stop_ms > 0)
+                hc_error_set(err, 409, HC_ERR_NOT_OK_TO_STOP, "cannot take '%s' down: ok-to-stop "
+                             "still refused after %lld s: %s", s->svc.name,
+                             (long long)(s->p->wait_ok_to_stop_ms / 1000), reason);
+            else
+                hc_error_set(err, 409, HC_ERR_NOT_OK_TO_STOP, "cannot take '%s' down: ok-to-stop "
+                             "refused: %s", s->svc.name, reason);
+            return hc_error_hint(err, "wait until its data has another in-sync replica, or use "
+                                      "--mode none --force to take it down regardless");
+        }
+        if (other_unreachable(ctx, s, reason, err) != 0)
+            return -1;
+        hc_op_waiting(ctx, "blocked: the storage service refuses ok-to-stop for %s: %s",
+                      s->svc.name, reason);
+        if (admit_tick(ctx, s, err) < 0)
+            return -1;
     }
-    snprintf(detail, len, "ok-to-stop");
+    if (hc_mono_ms() - t0 >= WAIT_STEP_MS)
+        snprintf(detail, len, "ok-to-stop after %lld ms", (long long)(hc_mono_ms() - t0));
+    else
+        snprintf(detail, len, "ok-to-stop");
     return 0;
 }
 
@@ -318,11 +401,13 @@ int hc_maint_enter_steps(struct hc_op_ctx *ctx, struct hc_http_client *client, c
     if (load_step(ctx, client, node, &mn, &s, err) < 0)
         return -1;
     /* A node already on its way down (this operation, before a restart) is not counted
-     * against itself twice: the budget was checked when it started. */
-    if (!strcmp(mn.maintenance, "none") &&
-        hc_op_step_observe(ctx, node, "budget", step_budget, &s, err) < 0)
+     * against itself twice: the budget was checked when it started. A node still up is asked
+     * both questions again: answers from before a restart may have gone stale. */
+    int up = !strcmp(mn.maintenance, "none");
+    if (up && (hc_op_step_observe(ctx, node, "budget", step_budget, &s, err) < 0 ||
+               hc_op_step_observe(ctx, node, "ok_to_stop", step_ok_to_stop, &s, err) < 0))
         return -1;
-    if (hc_op_step(ctx, node, "ok_to_stop", step_ok_to_stop, &s, err) < 0 ||
+    if ((!up && hc_op_step(ctx, node, "ok_to_stop", step_ok_to_stop, &s, err) < 0) ||
         hc_op_step(ctx, node, "drain", step_drain, &s, err) < 0 ||
         hc_op_step(ctx, node, "stop", step_stop, &s, err) < 0)
         return -1;

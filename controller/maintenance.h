@@ -23,6 +23,9 @@
 #define HC_MAINT_DEFAULT_TIMEOUT_MS (5 * 60 * 1000)
 #define HC_ERR_NOT_OK_TO_STOP "not_ok_to_stop"
 #define HC_ERR_BUDGET "unavailable_budget"
+/* A rolling upgrade found another node unreachable while waiting to take one down: it pauses
+ * until that node is back (hc_avail_unreachable names it) instead of waiting on it. */
+#define HC_ERR_OTHER_UNREACHABLE "other_node_unreachable"
 
 /* 1 when mode is ensure-accessibility, full or none. */
 int hc_maint_mode_valid(const char *mode);
@@ -34,6 +37,10 @@ int hc_avail_down(struct hc_db *db, const char *except, int *count, char *who, s
 /* 0 when taking `node` down keeps the down count within max_unavailable, else -1 with 409
  * unavailable_budget naming the nodes already down. */
 int hc_avail_check(struct hc_db *db, const char *node, int max_unavailable, struct hc_error *err);
+/* The first node other than except that the poller finds unreachable or stalled: 1 and its name
+ * in name, 0 when every other node answers, -1 with err. */
+int hc_avail_unreachable(struct hc_db *db, const char *except, char *name, size_t len,
+                         struct hc_error *err);
 
 /* Loads the node's agent coordinates into n (strings owned by buf). 0, or -1 with 404. */
 struct hc_maint_node {
@@ -49,12 +56,25 @@ struct hc_maint_params {
     int force;          /* required with mode none: skips ok-to-stop */
     int max_unavailable;
     int64_t timeout_ms; /* every wait below is bounded by this */
-    int64_t wait_budget_ms; /* 0: refuse at once when the budget is spent; else wait that long */
+    /* 0: refuse at once when the budget is spent (maintenance enter); else wait up to that long
+     * for nodes down for other reasons to come back. Nodes that this same operation has taken
+     * down do not make the wait time out: each of them is coming back within its own bounds. */
+    int64_t wait_budget_ms;
+    /* 0: refuse at once when the service answers ok-to-stop false (maintenance enter); else ask
+     * again until it says yes, up to that long (the rolling upgrade: a peer that has just
+     * restarted and resyncs makes the service refuse for a short while). */
+    int64_t wait_ok_to_stop_ms;
+    /* Optional: returns 1 when the two waits above should end now, as if interrupted (409
+     * "interrupted"): the rolling upgrade stops taking nodes because another one failed. */
+    int (*cancelled)(void *arg);
+    void *cancel_arg;
 };
 /* The steps of entering maintenance inside an operation: budget and ok-to-stop (refusal: 409
- * with the service's reason), drain, stop, record. Each step is recorded under the node's name
- * (prefix distinguishes uses, e.g. "" or "maintenance."). Idempotent: a node already in
- * maintenance for this operation skips what is done. */
+ * with the service's reason), drain, stop, record. Each step is recorded under the node's name.
+ * Idempotent: a node already in maintenance for this operation skips what is done; while the
+ * node is still up, budget and ok-to-stop are asked again on every run (an answer recorded
+ * before a controller restart may no longer hold). The caller lets one node at a time through
+ * these steps (the budget of the next one must see this one down). */
 int hc_maint_enter_steps(struct hc_op_ctx *ctx, struct hc_http_client *client, const char *node,
                          const struct hc_maint_params *p, struct hc_error *err);
 /* Exiting: start the service, wait until it is healthy and resynced, record. */

@@ -18,6 +18,7 @@
 #include "controller/events.h"
 #include "controller/op_bootstrap.h"
 #include "controller/ops.h"
+#include "controller/storage_peers.h"
 
 struct node_remove {
     char name[256];
@@ -145,6 +146,18 @@ cleanup:
     return rc;
 }
 
+/* The remaining members place blocks without the removed node from now on. The node is gone
+ * whatever they answer: a member that missed the list gets it with the next change or upgrade
+ * (the step records which). */
+static void tell_storage_peers(struct hc_op_ctx *ctx)
+{
+    struct hc_error err = {0};
+    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), &err);
+    if (!client || hc_storage_peers_step(ctx, client, &err) < 0)
+        hc_log(HC_LOG_WARN, "storage peers not updated after the removal: %s", err.message);
+    hc_http_client_free(client);
+}
+
 static enum hc_op_result node_remove_run(struct hc_op_ctx *ctx, struct hc_error *err)
 {
     struct hc_db *db = hc_op_db(ctx);
@@ -172,6 +185,7 @@ static enum hc_op_result node_remove_run(struct hc_op_ctx *ctx, struct hc_error 
         return HC_OP_FAILED;
     if (hc_op_step(ctx, name, "revoke", node_remove_revoke, &nr, err) != 0)
         return HC_OP_FAILED;
+    tell_storage_peers(ctx);
     return HC_OP_SUCCEEDED;
 }
 

@@ -1,9 +1,20 @@
 /*
  * upgrade.rolling: see op_upgrade.h for the sequence and the rules it keeps.
+ *
+ * Parallelism: after the pre-stage, min(max_unavailable, nodes left, UPGRADE_MAX_PARALLEL)
+ * threads ("slots") each take the next node and carry it all the way (maintenance, activate,
+ * health, exit maintenance, resync), then take the next. Each thread has its own forked
+ * operation context (its own database connection) and its own agent client. Taking a node down
+ * (budget, ok-to-stop, drain, stop) is done by one thread at a time under `admit`, so the budget
+ * of the next node counts this one as down and the service answers ok-to-stop for it knowing
+ * that this one is down; the rest runs in parallel. Nodes already down (a restart mid-way) are
+ * taken first, so a resumed run brings them back before it takes any other node down. The first
+ * failure or pause stops the taking of new nodes; the nodes already down are brought back.
  */
 #include "controller/op_upgrade.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +28,10 @@
 #include "controller/maintenance.h"
 #include "controller/ops.h"
 #include "controller/service_client.h"
+#include "controller/storage_peers.h"
 
 #define STAGE_TOKEN_TTL_MS (30 * 60 * 1000)
+#define UPGRADE_MAX_PARALLEL 32
 
 int hc_version_cmp(const char *a, const char *b)
 {
@@ -142,17 +155,34 @@ static int progress_init(struct hc_op_ctx *ctx, const json_t *nodes, const char 
 
 struct upgrade {
     struct hc_op_ctx *ctx;
-    struct hc_http_client *client;
+    struct hc_http_client *client; /* the run's own thread (pre-stage) */
     const char *to;
     json_t *bundle;
     json_t *nodes; /* rows: name, agent_url, software_version */
     int max_unavailable;
     int64_t node_timeout_ms;
     char token[HC_AUTH_TOKEN_TEXT_MAX]; /* read-only, for the agents to fetch the bundle */
+    /* The slots. */
+    json_t *queue;         /* rows {name, agent_url} not done yet: nodes already down first */
+    pthread_mutex_t admit; /* held while a node is taken down (budget .. stop) */
+    pthread_mutex_t lock;  /* guards next, stop, result and err */
+    size_t next;
+    int stop;                 /* a node failed or paused: no new node is taken */
+    enum hc_op_result result; /* the gravest outcome of a slot */
+    struct hc_error err;      /* the first failure */
+};
+
+/* One slot's thread: its own context and agent client. */
+struct slot {
+    struct upgrade *u;
+    struct hc_op_ctx *ctx;
+    struct hc_http_client *client;
 };
 
 struct node_step {
     struct upgrade *u;
+    struct hc_op_ctx *ctx;
+    struct hc_http_client *client;
     struct hc_svc_node svc;
     char previous[64];
 };
@@ -225,13 +255,13 @@ static int record_version(struct hc_op_ctx *ctx, const char *node, const char *v
 static enum hc_op_result roll_back(struct node_step *s, const struct hc_error *cause,
                                    struct hc_error *err)
 {
-    struct hc_op_ctx *ctx = s->u->ctx;
+    struct hc_op_ctx *ctx = s->ctx;
     struct hc_error rb = {0};
     HC_WARN("upgrade %s: %s failed on %s: %s; rolling back", hc_op_id(ctx), s->u->to, s->svc.name,
             cause->message);
     progress(ctx, s->svc.name, "rolling_back", "rollback");
     if (hc_op_step(ctx, s->svc.name, "rollback", step_rollback, s, &rb) < 0 ||
-        hc_maint_exit_steps(ctx, s->u->client, s->svc.name, s->u->node_timeout_ms, &rb) < 0 ||
+        hc_maint_exit_steps(ctx, s->client, s->svc.name, s->u->node_timeout_ms, &rb) < 0 ||
         record_version(ctx, s->svc.name, s->previous, &rb) < 0) {
         progress(ctx, s->svc.name, "failed", "rollback");
         hc_error_set(err, 502, "rollback_failed", "%s failed on %s (%s) and the rollback failed "
@@ -241,7 +271,7 @@ static enum hc_op_result roll_back(struct node_step *s, const struct hc_error *c
     }
     progress(ctx, s->svc.name, "rolled_back", NULL);
     hc_error_set(err, 502, "upgrade_failed_rolled_back", "%s failed its health check on %s: %s; "
-                 "rolled back to %s, the other nodes were not touched", s->u->to, s->svc.name,
+                 "rolled back to %s, no further node was taken down", s->u->to, s->svc.name,
                  cause->message, s->previous);
     hc_error_hint(err, "fix the bundle and upload a new version; the cluster is healthy on %s",
                   s->previous);
@@ -259,39 +289,192 @@ static enum hc_op_result classify(struct hc_op_ctx *ctx, const char *node,
         hc_op_pause_until_reachable(ctx, node, err->message);
         return HC_OP_PAUSED;
     }
+    char other[128];
+    struct hc_error e = {0};
+    if (!strcmp(err->code, HC_ERR_OTHER_UNREACHABLE) &&
+        hc_avail_unreachable(hc_op_db(ctx), node, other, sizeof(other), &e) > 0) {
+        hc_op_pause_until_reachable(ctx, other, err->message);
+        return HC_OP_PAUSED;
+    }
     return HC_OP_FAILED;
 }
 
-static enum hc_op_result upgrade_node(struct upgrade *u, const json_t *row, struct hc_error *err)
+static int stopping(void *arg)
 {
-    struct hc_op_ctx *ctx = u->ctx;
-    struct node_step s = {.u = u};
+    struct upgrade *u = arg;
+    pthread_mutex_lock(&u->lock);
+    int stop = u->stop;
+    pthread_mutex_unlock(&u->lock);
+    return stop;
+}
+
+/* 1 when the node is out of maintenance (-1 on error). */
+static int node_up(struct hc_op_ctx *ctx, const char *name, struct hc_error *err)
+{
+    struct hc_maint_node mn;
+    if (hc_maint_node_load(hc_op_db(ctx), name, &mn, err) < 0)
+        return -1;
+    return strcmp(mn.maintenance, "none") == 0;
+}
+
+/* 1 when this operation already brought the node back (its resync step succeeded). */
+static int back_already(struct hc_op_ctx *ctx, const char *name)
+{
+    struct hc_error err = {0};
+    json_t *rows = hc_db_query_json(hc_op_db(ctx), &err, "SELECT state FROM operation_steps "
+                                    "WHERE op_id = ? AND node = ? AND step = 'resync'", "ss",
+                                    hc_op_id(ctx), name);
+    int done = !strcmp(hc_json_str(json_array_get(rows, 0), "state", ""), "succeeded");
+    json_decref(rows);
+    return done;
+}
+
+/* Takes the node down (one slot at a time), then upgrades it and brings it back. Returns
+ * HC_OP_SUCCEEDED also when the node was left alone because the upgrade stops taking nodes. */
+static enum hc_op_result upgrade_node(struct slot *w, const json_t *row, struct hc_error *err)
+{
+    struct upgrade *u = w->u;
+    struct hc_op_ctx *ctx = w->ctx;
+    struct node_step s = {.u = u, .ctx = ctx, .client = w->client};
     const char *name = hc_json_str(row, "name", "");
-    s.svc = (struct hc_svc_node){u->client, name, hc_json_str(row, "agent_url", ""),
+    s.svc = (struct hc_svc_node){w->client, name, hc_json_str(row, "agent_url", ""),
                                  hc_agent_timeout_ms(hc_op_controller(ctx))};
-    struct hc_maint_params mp = {"ensure-accessibility", 0, u->max_unavailable,
-                                 u->node_timeout_ms, u->node_timeout_ms};
-    progress(ctx, name, "upgrading", "maintenance");
-    if (hc_maint_enter_steps(ctx, u->client, name, &mp, err) < 0)
+    struct hc_maint_params mp = {.mode = "ensure-accessibility",
+                                 .max_unavailable = u->max_unavailable,
+                                 .timeout_ms = u->node_timeout_ms,
+                                 .wait_budget_ms = u->node_timeout_ms,
+                                 .wait_ok_to_stop_ms = u->node_timeout_ms,
+                                 .cancelled = stopping,
+                                 .cancel_arg = u};
+    enum hc_op_result r = HC_OP_SUCCEEDED;
+    int rc = 0;
+    pthread_mutex_lock(&u->admit);
+    int up = node_up(ctx, name, err);
+    /* A node already down (a run resumed mid-way) is brought back first; one still up is taken
+     * down unless the upgrade stops, pauses or aborts (honoured here, the safe point). */
+    if (up < 0) {
+        r = HC_OP_FAILED;
+    } else if (up && back_already(ctx, name)) {
+        /* upgraded and back before a restart: only the bookkeeping below is left */
+    } else if (up && stopping(u)) {
+        pthread_mutex_unlock(&u->admit);
+        return HC_OP_SUCCEEDED; /* left alone: another slot stopped the upgrade */
+    } else if (!up || (r = hc_op_checkpoint(ctx)) == HC_OP_SUCCEEDED) {
+        progress(ctx, name, "upgrading", "maintenance");
+        rc = hc_maint_enter_steps(ctx, w->client, name, &mp, err);
+    }
+    pthread_mutex_unlock(&u->admit);
+    if (r != HC_OP_SUCCEEDED)
+        return r;
+    if (rc < 0) {
+        struct hc_error ignore = {0};
+        if (node_up(ctx, name, &ignore) == 1)
+            progress(ctx, name, "pending", NULL); /* it was not taken down */
+        if (!strcmp(err->code, "interrupted") && stopping(u))
+            return HC_OP_SUCCEEDED; /* another slot stopped the upgrade and has the reason */
         return classify(ctx, name, err);
-    progress(ctx, name, NULL, "activate");
+    }
+    progress(ctx, name, "upgrading", "activate");
     if (hc_op_step(ctx, name, "activate", step_activate, &s, err) < 0)
         return classify(ctx, name, err);
     progress(ctx, name, NULL, "health");
     if (hc_op_step(ctx, name, "verify_health", step_verify_health, &s, err) < 0) {
-        enum hc_op_result r = classify(ctx, name, err);
+        r = classify(ctx, name, err);
         if (r != HC_OP_FAILED)
             return r;
         struct hc_error cause = *err;
         return roll_back(&s, &cause, err);
     }
     progress(ctx, name, NULL, "resync");
-    if (hc_maint_exit_steps(ctx, u->client, name, u->node_timeout_ms, err) < 0)
+    if (hc_maint_exit_steps(ctx, w->client, name, u->node_timeout_ms, err) < 0)
         return classify(ctx, name, err);
     if (record_version(ctx, name, u->to, err) < 0)
         return HC_OP_FAILED;
     progress(ctx, name, "done", NULL);
     return HC_OP_SUCCEEDED;
+}
+
+/* The next node for a slot, or NULL when none is left or the upgrade stops. */
+static const json_t *take_next(struct upgrade *u)
+{
+    pthread_mutex_lock(&u->lock);
+    const json_t *row = !u->stop && u->next < json_array_size(u->queue)
+                            ? json_array_get(u->queue, u->next++)
+                            : NULL;
+    pthread_mutex_unlock(&u->lock);
+    return row;
+}
+
+/* Records a slot's outcome: any outcome but success stops the taking of new nodes; the
+ * operation ends with the gravest (failed > aborted > paused) and the first failure's reason. */
+static void slot_outcome(struct upgrade *u, enum hc_op_result r, const struct hc_error *err)
+{
+    static const int gravity[] = {[HC_OP_SUCCEEDED] = 0, [HC_OP_PAUSED] = 1,
+                                  [HC_OP_ABORTED] = 2, [HC_OP_FAILED] = 3};
+    if (r == HC_OP_SUCCEEDED)
+        return;
+    pthread_mutex_lock(&u->lock);
+    u->stop = 1;
+    if (gravity[r] > gravity[u->result]) {
+        u->result = r;
+        if (r == HC_OP_FAILED)
+            u->err = *err;
+    }
+    pthread_mutex_unlock(&u->lock);
+}
+
+static void *slot_thread(void *arg)
+{
+    struct upgrade *u = arg;
+    struct slot w = {.u = u};
+    struct hc_error err = {0};
+    enum hc_op_result r = HC_OP_FAILED;
+    if ((w.ctx = hc_op_ctx_fork(u->ctx, &err)) &&
+        (w.client = hc_agent_client_new(hc_op_controller(w.ctx), &err))) {
+        const json_t *row;
+        r = HC_OP_SUCCEEDED;
+        while (r == HC_OP_SUCCEEDED && (row = take_next(u)))
+            r = upgrade_node(&w, row, &err);
+    }
+    if (r == HC_OP_FAILED)
+        HC_WARN("upgrade %s: %s", hc_op_id(u->ctx), err.message);
+    slot_outcome(u, r, &err);
+    hc_http_client_free(w.client);
+    hc_op_ctx_free_fork(w.ctx);
+    return NULL;
+}
+
+/* Upgrades every node not done yet, up to max_unavailable at a time. */
+static enum hc_op_result upgrade_nodes(struct upgrade *u, struct hc_error *err)
+{
+    pthread_t threads[UPGRADE_MAX_PARALLEL];
+    size_t n = 0, want;
+    u->queue = hc_db_query_json(hc_op_db(u->ctx), err, "SELECT n.name, n.agent_url FROM "
+                                "upgrade_nodes un JOIN nodes n ON n.name = un.node WHERE "
+                                "un.op_id = ? AND un.state != 'done' "
+                                "ORDER BY n.maintenance = 'none', un.seq", "s", hc_op_id(u->ctx));
+    if (!u->queue)
+        return HC_OP_FAILED;
+    want = json_array_size(u->queue);
+    if (want > (size_t)u->max_unavailable)
+        want = (size_t)u->max_unavailable;
+    if (want > UPGRADE_MAX_PARALLEL)
+        want = UPGRADE_MAX_PARALLEL;
+    hc_op_waiting(u->ctx, "%zu node(s) to upgrade, up to %zu at a time",
+                  json_array_size(u->queue), want);
+    u->result = HC_OP_SUCCEEDED;
+    for (; n < want; n++)
+        if (pthread_create(&threads[n], NULL, slot_thread, u) != 0)
+            break;
+    if (n == 0 && want > 0) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start the upgrade's threads");
+        return HC_OP_FAILED;
+    }
+    for (size_t i = 0; i < n; i++)
+        pthread_join(threads[i], NULL);
+    if (u->result == HC_OP_FAILED)
+        *err = u->err;
+    return u->result;
 }
 
 /* Pre-stages the bundle on every node before any disruption. */
@@ -301,7 +484,7 @@ static enum hc_op_result prestage(struct upgrade *u, struct hc_error *err)
     json_t *row;
     hc_op_waiting(u->ctx, "every node to stage %s", u->to);
     json_array_foreach(u->nodes, i, row) {
-        struct node_step s = {.u = u};
+        struct node_step s = {.u = u, .ctx = u->ctx, .client = u->client};
         const char *name = hc_json_str(row, "name", "");
         s.svc = (struct hc_svc_node){u->client, name, hc_json_str(row, "agent_url", ""),
                                      u->node_timeout_ms};
@@ -328,6 +511,8 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
     const json_t *p = hc_op_params(ctx);
     struct upgrade u = {.ctx = ctx, .to = hc_json_str(p, "to_version", "")};
     enum hc_op_result r = HC_OP_FAILED;
+    pthread_mutex_init(&u.admit, NULL);
+    pthread_mutex_init(&u.lock, NULL);
     u.max_unavailable = (int)hc_json_int(p, "max_unavailable", 1);
     u.node_timeout_ms = hc_json_int(p, "node_timeout_ms", HC_UPGRADE_NODE_TIMEOUT_MS);
     json_t *plan = hc_upgrade_plan(hc_op_db(ctx), p, err);
@@ -338,26 +523,12 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
                                "FROM nodes n LEFT JOIN upgrade_nodes un ON un.node = n.name AND "
                                "un.op_id = ? ORDER BY n.name", "s", hc_op_id(ctx));
     if (!u.nodes || progress_init(ctx, u.nodes, u.to, err) < 0 || mint_token(&u, err) < 0 ||
-        !(u.client = hc_agent_client_new(hc_op_controller(ctx), err)))
+        !(u.client = hc_agent_client_new(hc_op_controller(ctx), err)) ||
+        hc_storage_peers_step(ctx, u.client, err) < 0) /* a first install starts with peers */
         goto cleanup;
     if ((r = prestage(&u, err)) != HC_OP_SUCCEEDED)
         goto cleanup;
-    size_t i;
-    json_t *row;
-    json_array_foreach(u.nodes, i, row) {
-        const char *name = hc_json_str(row, "name", "");
-        json_t *st = hc_db_query_json(hc_op_db(ctx), err, "SELECT state FROM upgrade_nodes "
-                                      "WHERE op_id = ? AND node = ?", "ss", hc_op_id(ctx), name);
-        int done = st && !strcmp(hc_json_str(json_array_get(st, 0), "state", ""), "done");
-        json_decref(st);
-        if (done)
-            continue;
-        if ((r = hc_op_checkpoint(ctx)) != HC_OP_SUCCEEDED)
-            goto cleanup;
-        if ((r = upgrade_node(&u, row, err)) != HC_OP_SUCCEEDED)
-            goto cleanup;
-    }
-    r = HC_OP_SUCCEEDED;
+    r = upgrade_nodes(&u, err);
 cleanup:
     if (r != HC_OP_PAUSED)
         hc_op_waiting(ctx, NULL);
@@ -365,6 +536,9 @@ cleanup:
     json_decref(plan);
     json_decref(u.bundle);
     json_decref(u.nodes);
+    json_decref(u.queue);
+    pthread_mutex_destroy(&u.admit);
+    pthread_mutex_destroy(&u.lock);
     return r;
 }
 

@@ -2,8 +2,8 @@
 # Installs the packages, builds hcctl and runs the demo on a local multi-node cluster: a network-
 # namespace lab of three nodes (management network at 1500, storage network at 9000, each node
 # with its own sshd), a controller in the root namespace, then `hcctl cluster create` over SSH,
-# `hcctl net check-jumbo`, and a rolling upgrade of the reference storage service hcstor from 1.0
-# to 1.1. Needs root (namespaces). Everything is torn down at the end; HC_DEMO_KEEP=1 keeps the
+# `hcctl net check-jumbo`, and a rolling upgrade of the replicated reference storage service
+# hcstor from 1.0 to 1.1 while hcload writes and reads blocks on it. Needs root (namespaces). Everything is torn down at the end; HC_DEMO_KEEP=1 keeps the
 # scratch directory, HC_DEMO_NODES=N changes the size.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +15,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 bash "$src/scripts/install-deps.sh"
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-ninja -C "$build" hcctl hcctld hcagent hcstor bundles
+ninja -C "$build" hcctl hcctld hcagent hcstor hcload bundles
 bin=$build/bin
 bundles=$build/bundles
 export PATH=$bin:$PATH
@@ -24,7 +24,9 @@ work=$(mktemp -d /tmp/hcctl-demo.XXXXXX)
 export XDG_CONFIG_HOME=$work/config HC_TEST_TMP=$work
 . "$src/tests/lab/lab.sh"
 ctl_pid=
+load_pid=
 cleanup() {
+    [ -n "$load_pid" ] && kill "$load_pid" 2>/dev/null && wait "$load_pid" 2>/dev/null
     [ -n "$ctl_pid" ] && kill "$ctl_pid" 2>/dev/null && wait "$ctl_pid" 2>/dev/null
     lab_down >/dev/null 2>&1 || true
     if [ "${HC_DEMO_KEEP:-0}" = 1 ]; then echo "demo files kept in $work"; else rm -rf "$work"; fi
@@ -69,8 +71,19 @@ say "hcctl upgrade --rolling --to 1.0 (first install, one node at a time)"
 hcctl upgrade --rolling --to 1.0 --yes
 say "hcctl upgrade --rolling --to 1.1 --dry-run"
 hcctl upgrade --rolling --to 1.1 --dry-run
-say "hcctl upgrade --rolling --to 1.1"
+svc_nodes=$(hcctl node list -o json | jq -r '[.nodes[].address | sub(":[0-9]+$"; "") + ":7480"] | join(",")')
+say "hcload --nodes $svc_nodes: a workload writing and reading blocks during the upgrade"
+hcload --nodes "$svc_nodes" --duration 0 --workers 4 >"$work/hcload.txt" 2>"$work/hcload.err" &
+load_pid=$!
+sleep 3
+say "hcctl upgrade --rolling --to 1.1 (while hcload runs)"
 hcctl upgrade --rolling --to 1.1 --yes
+sleep 3
+kill -INT "$load_pid" && wait "$load_pid" && load_rc=0 || load_rc=$?
+load_pid=
+say "hcload's report (every acknowledged write read back and checked)"
+cat "$work/hcload.txt"
+[ "$load_rc" = 0 ] || { echo "demo: hcload reported failures (exit $load_rc)"; tail -n 20 "$work/hcload.err"; exit 1; }
 say "hcctl upgrade status"
 hcctl upgrade status
 say "hcctl events --type maintenance.entered"

@@ -157,14 +157,25 @@ test_expect_success 'kill -9 of the service: the supervisor restarts it' '
     agent_api GET /v1/software | jq -e ".service.restarts >= 1 and (.service.last_exit | test(\"signal 9\"))"
 '
 
-test_expect_success 'hooks: ok-to-stop (and a pinned refusal), drain, resync' '
-    agent_api GET /v1/service/ok-to-stop | jq -e ".ok_to_stop == true" &&
+test_expect_success 'hooks: ok-to-stop (refused: a lone node holds the only copy; pinned), drain, resync' '
+    agent_api GET /v1/service/ok-to-stop >ok.json && cat ok.json &&
+    jq -e ".ok_to_stop == false and (.reason | test(\"block .b1. has no other in-sync serving replica .replication factor 1\"))" ok.json &&
     echo "only copy of b1" >"$T/n1/service-data/pinned" &&
     agent_api GET /v1/service/ok-to-stop | jq -e ".ok_to_stop == false and (.reason | test(\"only copy\"))" &&
     rm "$T/n1/service-data/pinned" &&
     agent_api GET /v1/service/resync | jq -e ".pending == 0 and .done == true" &&
     agent_api POST /v1/service/drain | jq -e ".drained == true" &&
     [ "$(curl -s -o /dev/null -w "%{http_code}" -X PUT --data-binary x "$SVC/blocks/b2")" = 503 ]
+'
+
+test_expect_success 'storage peers: written for the service; bad bodies refused, file untouched' '
+    agent_api PUT /v1/service/peers "{\"epoch\":7,\"nodes\":[{\"name\":\"n1\",\"host\":\"$IP\"}]}" |
+        jq -e ".written == true and .epoch == 7 and .nodes == 1" &&
+    jq -e ".epoch == 7 and .nodes[0].host == \"$IP\"" "$T/n1/service-data/peers.json" &&
+    agent_api PUT /v1/service/peers "not json" | jq -e ".error.code == \"invalid_json\"" &&
+    agent_api PUT /v1/service/peers "{\"epoch\":8,\"nodes\":[{\"name\":1}]}" | jq -e ".error.code == \"invalid_argument\"" &&
+    agent_api PUT /v1/service/peers "{\"nodes\":[]}" | jq -e ".error.code == \"invalid_argument\"" &&
+    jq -e ".epoch == 7" "$T/n1/service-data/peers.json"
 '
 
 test_expect_success 'stop and start: stopped stays stopped, start brings it back' '

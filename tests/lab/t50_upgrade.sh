@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
 # Rolling upgrades and maintenance on a 3-node namespace lab with the reference service hcstor:
 # install, 1.0 -> 1.1, dry run, bad bundles, automatic rollback, pause/resume, abort, SIGKILL of
-# hcctld at every step, an agent killed mid-upgrade, and the availability budget.
+# hcctld at every step, an agent killed mid-upgrade, an ok-to-stop refusal waited on, and the
+# availability budget. The invariant (never more than max_unavailable down) is checked twice:
+# from the controller's event log and from the agents' own service histories.
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"; exit 0; fi
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$HC_SRC/tests/lab/lab.sh"
+. "$HC_SRC/tests/lab/upgrade_lib.sh"
 lab_trap_teardown 'e2e_cleanup'
 BUNDLES=$HC_BIN/../bundles
 CTL_URL=https://198.18.0.1:$CTL_PORT
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
-versions() { hcctl node list -o json | jq -r '[.nodes[].software_version // "none"] | join(" ")'; }
-up_state() { hcctl upgrade status -o json | jq -r .state; }
 
-# The availability invariant, from the event log: replaying maintenance entered/exited events in
-# order, never more than $1 nodes in maintenance at once.
-max_down_from_events() {
-    hcctl events --type maintenance.entered --limit 1000 -o json >ent.json &&
-    hcctl events --type maintenance.exited --limit 1000 -o json >exi.json &&
-    jq -s '[.[0].events[] | {id, d: 1}] + [.[1].events[] | {id, d: -1}] | sort_by(.id)
-           | reduce .[] as $e ({cur: 0, max: 0}; .cur += $e.d | .max = ([.max, .cur] | max)) | .max' \
-        ent.json exi.json
+# check_down_window T0 T1 MAX: the agents' histories show at most MAX services down at any instant
+# of [T0, T1], and at least one (the window really took a node down).
+check_down_window() {
+    local h
+    h=$(max_down_from_histories "$1" "$2") || return 1
+    echo "most services down at once between $1 and $2 (agents' histories): $h"
+    [ "$h" -ge 1 ] && [ "$h" -le "$3" ]
+}
+
+agent_url() { hcctl node show "$1" -o json | jq -r .node.agent_url; }
+# agent_api NODE METHOD PATH: the agent's API with the controller's client certificate.
+agent_api() {
+    curl -sS --max-time 30 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
+        --key "$CTL_DIR/client.key" -X "$2" "$(agent_url "$1")$3"
 }
 
 hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name up \
@@ -42,9 +49,25 @@ test_expect_success 'bundles are uploaded after verification; bad ones are refus
 '
 
 test_expect_success 'first install: rolling upgrade from nothing to 1.0' '
-    hcctl upgrade --rolling --to 1.0 --yes &&
+    t0=$(now_ms) && hcctl upgrade --rolling --to 1.0 --yes && t1=$(now_ms) &&
     [ "$(versions)" = "1.0 1.0 1.0" ] &&
-    hcctl upgrade status -o json | jq -e ".state == \"succeeded\" and .done == 3 and .total == 3"
+    hcctl upgrade status -o json | jq -e ".state == \"succeeded\" and .done == 3 and .total == 3" &&
+    check_down_window "$t0" "$t1" 1
+'
+
+test_expect_success 'each agent records its service history: file and GET /v1/service/history' '
+    for i in 1 2 3; do
+        lab_exec n$i cat "$AGENT_DATA/software/service-history.jsonl" >h$i.jsonl &&
+        jq -se "map(.event) | index(\"started\") != null and index(\"running\") != null" h$i.jsonl &&
+        jq -se "all(.[]; (.ts_ms | type) == \"number\" and .version == \"1.0\" and (.pid | type) == \"number\" and .node == \"hcu-n$i\")" h$i.jsonl &&
+        agent_api hcu-n$i GET /v1/service/history >api$i.json &&
+        jq -e ".node == \"hcu-n$i\"" api$i.json &&
+        [ "$(jq ".events | length" api$i.json)" = "$(wc -l <h$i.jsonl)" ] || exit 1
+    done &&
+    last=$(jq -s ".[-1].ts_ms" h1.jsonl) &&
+    agent_api hcu-n1 GET "/v1/service/history?since=$last" |
+        jq -e --argjson last "$last" ".events | length >= 1 and all(.[]; .ts_ms >= \$last)" &&
+    agent_api hcu-n1 GET "/v1/service/history?since=x" | jq -e ".error.code == \"invalid_argument\""
 '
 
 test_expect_success 'dry run prints the ordered steps and changes nothing' '
@@ -57,8 +80,8 @@ test_expect_success 'dry run prints the ordered steps and changes nothing' '
 '
 
 test_expect_success 'rolling upgrade 1.0 -> 1.1, one node at a time' '
-    hcctl upgrade --rolling --to 1.1 --yes &&
-    [ "$(versions)" = "1.1 1.1 1.1" ] &&
+    t0=$(now_ms) && hcctl upgrade --rolling --to 1.1 --yes && t1=$(now_ms) &&
+    [ "$(versions)" = "1.1 1.1 1.1" ] && check_down_window "$t0" "$t1" 1 &&
     hcctl upgrade status -o json >st.json &&
     jq -e "[.nodes[].from_version] == [\"1.0\",\"1.0\",\"1.0\"] and [.nodes[].state] == [\"done\",\"done\",\"done\"]" st.json &&
     [ "$(max_down_from_events)" = 1 ] &&
@@ -74,8 +97,10 @@ test_expect_success 'a second disruptive operation is refused with exit 5 while 
 '
 
 test_expect_success 'a version whose health fails is rolled back on the first node; the others are untouched' '
+    t0=$(now_ms)
     hcctl upgrade --rolling --to 1.2-broken --yes --node-timeout 6s 2>err; rc=$?
-    cat err; [ $rc = 1 ] && grep -q "rolled back" err &&
+    t1=$(now_ms)
+    cat err; [ $rc = 1 ] && grep -q "rolled back" err && check_down_window "$t0" "$t1" 1 &&
     echo "versions: $(versions)" && [ "$(versions)" = "1.0 1.0 1.0" ] &&
     hcctl upgrade status -o json >st.json && cat st.json && jq -e ".state == \"failed\" and .nodes[0].state == \"rolled_back\" and .nodes[1].state == \"pending\"" st.json &&
     hcctl events --type software.rolled_back -o json | jq -e ".events | length == 1" &&
@@ -84,6 +109,7 @@ test_expect_success 'a version whose health fails is rolled back on the first no
 '
 
 test_expect_success 'pause and resume' '
+    t0=$(now_ms) &&
     hcctl upgrade --rolling --to 1.1 --yes --no-wait >/dev/null &&
     hcctl upgrade pause &&
     wait_for 30 "[ \$(up_state) = paused ]" &&
@@ -92,11 +118,11 @@ test_expect_success 'pause and resume' '
     hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")" &&
     hcctl upgrade resume &&
     hcctl operation wait "$(hcctl upgrade status -o json | jq -r .operation_id)" &&
-    [ "$(versions)" = "1.1 1.1 1.1" ]
+    [ "$(versions)" = "1.1 1.1 1.1" ] && check_down_window "$t0" "$(now_ms)" 1
 '
 
 test_expect_success 'abort half-way leaves every node on a working version' '
-    sup=$(lab_exec n3 cat /run/hcctl/hcagent.pid) &&
+    sup=$(lab_exec n3 cat /run/hcctl/hcagent.pid) && t0=$(now_ms) &&
     hcctl upgrade --rolling --to 1.0 --yes --no-wait >/dev/null &&
     id=$(hcctl upgrade status -o json | jq -r .operation_id) &&
     wait_for 60 "hcctl upgrade status -o json | jq -e \".done >= 1\"" &&
@@ -111,7 +137,8 @@ test_expect_success 'abort half-way leaves every node on a working version' '
         v=$(hcctl node show hcu-n$n -o json | jq -r .node.software_version) &&
         { [ "$v" = 1.0 ] || [ "$v" = 1.1 ]; } || exit 1
     done &&
-    wait_for 10 "hcctl node list -o json | jq -e \"all(.nodes[]; .service_state == \\\"running\\\")\""
+    wait_for 10 "hcctl node list -o json | jq -e \"all(.nodes[]; .service_state == \\\"running\\\")\"" &&
+    check_down_window "$t0" "$(now_ms)" 1
 '
 
 # SIGKILL of hcctld at each step in turn: one upgrade per group of steps, alternating versions.
@@ -130,14 +157,16 @@ kill_at_steps() { # TO STEP...
 
 test_expect_success 'hcctld killed with SIGKILL at each step in turn completes the upgrade, invariant held' '
     hcctl upgrade --rolling --to 1.1 --yes >/dev/null && [ "$(versions)" = "1.1 1.1 1.1" ] &&
+    t0=$(now_ms) &&
     kill_at_steps 1.0 stage ok_to_stop drain stop activate &&
     [ "$(versions)" = "1.0 1.0 1.0" ] &&
     kill_at_steps 1.1 verify_health start healthy resync &&
     [ "$(versions)" = "1.1 1.1 1.1" ] &&
-    [ "$(max_down_from_events)" = 1 ]
+    [ "$(max_down_from_events)" = 1 ] && check_down_window "$t0" "$(now_ms)" 1
 '
 
 test_expect_success 'an agent killed mid-upgrade pauses the upgrade with a reason; it resumes when back' '
+    t0=$(now_ms) &&
     hcctl upgrade --rolling --to 1.0 --yes --no-wait >/dev/null &&
     id=$(hcctl upgrade status -o json | jq -r .operation_id) &&
     wait_for 60 "hcctl operation show $id -o json | jq -e \".steps | map(select(.node == \\\"hcu-n2\\\")) | length > 0\"" &&
@@ -147,7 +176,45 @@ test_expect_success 'an agent killed mid-upgrade pauses the upgrade with a reaso
     hcctl maintenance status -o json | jq -e "[.nodes[] | select(.maintenance != \"none\")] | length <= 1" &&
     kill -CONT "$sup" $(pgrep -P "$sup") &&
     hcctl operation wait "$id" --timeout 3m &&
-    [ "$(versions)" = "1.0 1.0 1.0" ] && [ "$(max_down_from_events)" = 1 ]
+    [ "$(versions)" = "1.0 1.0 1.0" ] && [ "$(max_down_from_events)" = 1 ] &&
+    check_down_window "$t0" "$(now_ms)" 1
+'
+
+# The service refuses ok-to-stop while DIR/service-data/pinned exists (its first line the reason).
+pin() { lab_exec "$1" sh -c "echo \"$2\" >$AGENT_DATA/service-data/pinned"; }
+unpin() { lab_exec "$1" rm -f "$AGENT_DATA/service-data/pinned"; }
+
+test_expect_success 'an upgrade waits while the service refuses ok-to-stop, showing its reason, then goes on' '
+    t0=$(now_ms) && pin n2 "peer hcu-n1 still resyncing" &&
+    hcctl upgrade --rolling --to 1.1 --yes --no-wait >/dev/null &&
+    id=$(hcctl upgrade status -o json | jq -r .operation_id) &&
+    wait_for 60 "hcctl upgrade status -o json | jq -e \".waiting_on // \\\"\\\" | test(\\\"ok-to-stop.*hcu-n2.*peer hcu-n1 still resyncing\\\")\"" &&
+    hcctl upgrade status -o json >st.json && cat st.json &&
+    jq -e ".state == \"running\" and .nodes[0].state == \"done\" and .nodes[1].state != \"done\"" st.json &&
+    hcctl node show hcu-n2 -o json | jq -e ".node.maintenance == \"none\" and .node.software_version == \"1.0\"" &&
+    sleep 2 && [ "$(up_state)" = running ] &&
+    unpin n2 &&
+    hcctl operation wait "$id" --timeout 3m &&
+    [ "$(versions)" = "1.1 1.1 1.1" ] &&
+    hcctl operation show "$id" -o json | jq -e "[.steps[] | select(.node == \"hcu-n2\" and .step == \"ok_to_stop\")][0].detail | test(\"after\")" &&
+    check_down_window "$t0" "$(now_ms)" 1
+'
+
+test_expect_success 'an ok-to-stop refusal that outlasts --node-timeout fails the upgrade (exit 5), nothing down' '
+    pin n1 "only copy of b7" &&
+    hcctl upgrade --rolling --to 1.0 --yes --node-timeout 3s 2>err; rc=$?
+    unpin n1; cat err
+    [ $rc = 5 ] && grep -q "only copy of b7" err && grep -q "still refused" err &&
+    [ "$(versions)" = "1.1 1.1 1.1" ] &&
+    hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")"
+'
+
+test_expect_success 'maintenance enter is refused at once (exit 5) with the reason when ok-to-stop is false' '
+    pin n2 "only copy of b9" &&
+    t0=$(date +%s) && hcctl maintenance enter hcu-n2 --yes 2>err; rc=$?
+    t1=$(date +%s); unpin n2; cat err
+    [ $rc = 5 ] && grep -q "only copy of b9" err && [ $((t1 - t0)) -lt 10 ] &&
+    hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")"
 '
 
 test_expect_success 'maintenance enter and exit; refused (exit 5) while another node is down' '
@@ -172,6 +239,10 @@ test_expect_success 'maintenance survives a controller restart and an agent rest
 
 test_expect_success 'maintenance events carry timestamps for every enter and exit' '
     hcctl events --type maintenance.entered -o json | jq -e "all(.events[]; .ts != null and .node != null)"
+'
+
+test_expect_success 'over the whole test, never more than one service down at once (agents histories)' '
+    [ "$(max_down_from_histories)" = 1 ] && [ "$(max_down_from_events)" = 1 ]
 '
 
 test_done

@@ -1,0 +1,676 @@
+/*
+ * hcstor's view of the cluster: who the members are, where each block lives, what state each
+ * peer is in, and the resync that brings this node back in sync after it was down.
+ *
+ * Membership is the peers file DATA/peers.json, written by hcagent when the controller sends the
+ * node list ({"epoch", "replication"?, "nodes": [{"name", "host"}]}); every member's hcstor
+ * listens on the same port as this one. It is re-read when it changes, and a change starts a
+ * resync (placement moved: blocks may now belong here).
+ *
+ * Placement is rendezvous hashing: a block's replicas are the `rf` members with the highest
+ * hash(member, key), rf = min(--replication, members). Every node computes the same sets.
+ *
+ * Peer states come from three sources: a /health probe every tick, the messages peers send
+ * (hello when they start a resync, their state when it changes, e.g. draining), and failed
+ * requests (down at once). A probe that was sent before the last message arrived is ignored, so
+ * a stale "down" cannot hide a peer that has just said hello.
+ *
+ * Resync (this node missed writes): for each peer that must be listed, say hello (from then on
+ * the peer sends us its replica writes), then list the blocks it holds that are placed here with
+ * their versions, and fetch those newer than ours. Writes that race with the fetches are safe:
+ * a block is stored only over an older version. When nothing is left to list or fetch the node
+ * is serving again and tells its peers. A peer unreachable for HCSTOR_RESYNC_GIVE_UP_MS is
+ * skipped: waiting for a dead node would keep this one out of service forever.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+
+#include "agents/hcstor/hcstor.h"
+#include "common/util.h"
+
+const char *hcstor_state_name(enum hcstor_state s)
+{
+    static const char *const names[] = {"down", "resyncing", "serving", "draining"};
+    return (unsigned)s < HC_ARRAY_LEN(names) ? names[s] : "unknown";
+}
+
+static enum hcstor_state state_parse(const char *text)
+{
+    for (int i = HCSTOR_RESYNCING; i <= HCSTOR_DRAINING; i++)
+        if (text && !strcmp(text, hcstor_state_name(i)))
+            return i;
+    return HCSTOR_DOWN;
+}
+
+/* ---- placement ------------------------------------------------------------------------- */
+
+static uint64_t mix_hash(const char *member, const char *key)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a, then a splitmix64 finaliser */
+    for (const char *p = member; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    h = (h ^ 0xff) * 1099511628211ULL;
+    for (const char *p = key; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebULL;
+    return h ^ (h >> 31);
+}
+
+int hcstor_effective_rf(const struct hcstor *s)
+{
+    int members = (int)s->npeers + 1;
+    return s->replication < members ? s->replication : members;
+}
+
+/* Fills out[] with the replicas of key, best first: -1 is this node, i >= 0 is peers[i]. */
+size_t hcstor_replicas(const struct hcstor *s, const char *key, int *out, size_t max)
+{
+    size_t rf = (size_t)hcstor_effective_rf(s), n = 0;
+    uint64_t score[HCSTOR_PEERS_MAX + 1];
+    if (rf > max)
+        rf = max;
+    for (int m = -1; m < (int)s->npeers; m++) {
+        uint64_t h = mix_hash(m < 0 ? s->node : s->peers[m].name, key);
+        size_t at = n < rf ? n++ : rf;
+        if (at == rf && h <= score[rf - 1])
+            continue;
+        if (at == rf)
+            at = rf - 1;
+        while (at > 0 && score[at - 1] < h) {
+            score[at] = score[at - 1];
+            out[at] = out[at - 1];
+            at--;
+        }
+        score[at] = h;
+        out[at] = m;
+    }
+    return n;
+}
+
+int hcstor_in_sync_for(const struct hcstor *s, const char *key)
+{
+    int r[HCSTOR_PEERS_MAX + 1], mine = 0, skipped = 0;
+    size_t n = hcstor_replicas(s, key, r, HC_ARRAY_LEN(r));
+    for (size_t i = 0; i < n; i++) {
+        mine |= r[i] < 0;
+        skipped |= r[i] >= 0 && s->peers[r[i]].skipped;
+    }
+    return s->state == HCSTOR_SERVING && mine && !skipped;
+}
+
+int hcstor_is_replica(const struct hcstor *s, const char *key)
+{
+    int r[HCSTOR_PEERS_MAX + 1];
+    size_t n = hcstor_replicas(s, key, r, HC_ARRAY_LEN(r));
+    for (size_t i = 0; i < n; i++)
+        if (r[i] < 0)
+            return 1;
+    return 0;
+}
+
+/* ---- peers and requests ---------------------------------------------------------------- */
+
+struct hcstor_peer *hcstor_peer_by_name(struct hcstor *s, const char *name)
+{
+    for (size_t i = 0; name && i < s->npeers; i++)
+        if (!strcmp(s->peers[i].name, name))
+            return &s->peers[i];
+    return NULL;
+}
+
+static struct evhttp_connection *conn_new(struct hcstor *s, struct hcstor_peer *p)
+{
+    struct evhttp_connection *c = evhttp_connection_base_new(s->base, NULL, p->host,
+                                                              (ev_uint16_t)p->port);
+    struct timeval tv = {HCSTOR_PEER_TIMEOUT_MS / 1000, (HCSTOR_PEER_TIMEOUT_MS % 1000) * 1000};
+    if (c) {
+        evhttp_connection_set_timeout_tv(c, &tv);
+        evhttp_connection_set_retries(c, 0);
+    }
+    return c;
+}
+
+struct evhttp_connection *hcstor_peer_conn(struct hcstor_peer *p)
+{
+    return p->data[p->next_data++ % HCSTOR_DATA_CONNS];
+}
+
+void hcstor_peer_mark_down(struct hcstor *s, struct hcstor_peer *p)
+{
+    if (p->state != HCSTOR_DOWN)
+        hcstor_log(s, "peer %s is down (was %s)", p->name, hcstor_state_name(p->state));
+    p->state = HCSTOR_DOWN;
+    if (!p->unreachable_since)
+        p->unreachable_since = hc_mono_ms();
+}
+
+static void peer_seen(struct hcstor_peer *p, enum hcstor_state st, const char *incarnation)
+{
+    p->state = st;
+    p->unreachable_since = 0;
+    p->heard_ms = hc_mono_ms();
+    if (incarnation)
+        snprintf(p->incarnation, sizeof(p->incarnation), "%s", incarnation);
+}
+
+int hcstor_peer_request(struct hcstor *s, struct evhttp_connection *conn,
+                        enum evhttp_cmd_type type, const char *uri, const void *body,
+                        size_t body_len, const char *version_header,
+                        void (*cb)(struct evhttp_request *res, void *arg), void *arg)
+{
+    struct evhttp_request *req = evhttp_request_new(cb, arg);
+    if (!req || !conn)
+        goto fail;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Host", "hcstor");
+    evhttp_add_header(h, "X-Hcstor-From", s->node);
+    if (version_header)
+        evhttp_add_header(h, "X-Hcstor-Version", version_header);
+    if (body) {
+        evhttp_add_header(h, "Content-Type", "application/octet-stream");
+        evbuffer_add(evhttp_request_get_output_buffer(req), body, body_len);
+    }
+    if (evhttp_make_request(conn, req, type, uri) == 0)
+        return 0; /* on failure evhttp_make_request frees req */
+    req = NULL;
+fail:
+    if (req)
+        evhttp_request_free(req);
+    return -1;
+}
+
+static json_t *response_json(struct evhttp_request *res)
+{
+    if (!res)
+        return NULL;
+    struct evbuffer *b = evhttp_request_get_input_buffer(res);
+    size_t n = evbuffer_get_length(b);
+    return json_loadb((const char *)evbuffer_pullup(b, -1), n, 0, NULL);
+}
+
+static int response_code(struct evhttp_request *res)
+{
+    return res ? evhttp_request_get_response_code(res) : 0;
+}
+
+/* ---- messages: hello, state, resync request, probes ------------------------------------ */
+
+static json_t *my_state(const struct hcstor *s)
+{
+    return json_pack("{s:s, s:s, s:s}", "node", s->node, "incarnation", s->incarnation, "state",
+                     hcstor_state_name(s->state));
+}
+
+struct msg {
+    struct hcstor *s;
+    char peer[HCSTOR_NAME_MAX];
+    int64_t sent_ms;
+    void (*then)(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res,
+                 int64_t sent_ms);
+    struct batch *batch;
+};
+
+struct batch {
+    int remaining;
+    void (*done)(struct hcstor *s, void *arg);
+    void *arg;
+};
+
+static void batch_step(struct hcstor *s, struct batch *b)
+{
+    if (b && --b->remaining == 0) {
+        if (b->done)
+            b->done(s, b->arg);
+        free(b);
+    }
+}
+
+static void msg_done(struct evhttp_request *res, void *arg)
+{
+    struct msg *m = arg;
+    struct hcstor_peer *p = hcstor_peer_by_name(m->s, m->peer);
+    if (p)
+        m->then(m->s, p, response_code(res) == 200 ? res : NULL, m->sent_ms);
+    batch_step(m->s, m->batch);
+    free(m);
+}
+
+/* Sends a control message (JSON body, or none for GET) to peer p; then(s, p, res or NULL). */
+static int send_msg(struct hcstor *s, struct hcstor_peer *p, enum evhttp_cmd_type type,
+                    const char *uri, json_t *body, struct batch *b,
+                    void (*then)(struct hcstor *, struct hcstor_peer *, struct evhttp_request *,
+                                 int64_t))
+{
+    struct msg *m = calloc(1, sizeof(*m));
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    int rc = -1;
+    json_decref(body);
+    if (m) {
+        *m = (struct msg){s, "", hc_mono_ms(), then, b};
+        snprintf(m->peer, sizeof(m->peer), "%s", p->name);
+        rc = hcstor_peer_request(s, p->ctl, type, uri, text, text ? strlen(text) : 0, NULL,
+                                 msg_done, m);
+    }
+    free(text);
+    if (rc < 0) {
+        free(m);
+        hcstor_peer_mark_down(s, p);
+        return -1;
+    }
+    if (b)
+        b->remaining++;
+    return 0;
+}
+
+static void state_from_answer(struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
+{
+    json_t *j = response_json(res);
+    if (sent_ms >= p->changed_ms && j)
+        peer_seen(p, state_parse(json_string_value(json_object_get(j, "state"))),
+                  json_string_value(json_object_get(j, "incarnation")));
+    json_decref(j);
+}
+
+static void after_resync_request(struct hcstor *s, struct hcstor_peer *p,
+                                 struct evhttp_request *res, int64_t sent_ms)
+{
+    if (res) {
+        p->suspect = 0;
+        hcstor_log(s, "told %s to resync the writes it missed", p->name);
+    }
+}
+
+static void after_probe(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
+{
+    p->probing = 0;
+    if (!res) {
+        if (sent_ms >= p->changed_ms)
+            hcstor_peer_mark_down(s, p);
+        return;
+    }
+    state_from_answer(p, res, sent_ms);
+    if (p->skipped && !p->need_list && !p->listing && p->state != HCSTOR_DOWN) {
+        hcstor_log(s, "%s answers again: listing the blocks this node skipped", p->name);
+        p->need_list = 1;
+        hcstor_resync_kick(s);
+    }
+    if (p->suspect && p->state != HCSTOR_DOWN && p->state != HCSTOR_DRAINING)
+        send_msg(s, p, EVHTTP_REQ_POST, "/internal/resync", my_state(s), NULL,
+                 after_resync_request);
+}
+
+static void probe(struct hcstor *s, struct hcstor_peer *p, struct batch *b)
+{
+    struct msg *m = calloc(1, sizeof(*m));
+    if (!m)
+        return;
+    *m = (struct msg){s, "", hc_mono_ms(), after_probe, b};
+    snprintf(m->peer, sizeof(m->peer), "%s", p->name);
+    p->probing = 1;
+    if (hcstor_peer_request(s, p->ctl, EVHTTP_REQ_GET, "/health", NULL, 0, NULL, msg_done,
+                            m) < 0) {
+        free(m);
+        p->probing = 0;
+        hcstor_peer_mark_down(s, p);
+        return;
+    }
+    if (b)
+        b->remaining++;
+}
+
+void hcstor_probe_all(struct hcstor *s, void (*done)(struct hcstor *s, void *arg), void *arg)
+{
+    struct batch *b = calloc(1, sizeof(*b));
+    if (!b) {
+        done(s, arg);
+        return;
+    }
+    *b = (struct batch){1, done, arg}; /* the extra count is released below */
+    for (size_t i = 0; i < s->npeers; i++)
+        probe(s, &s->peers[i], b);
+    batch_step(s, b);
+}
+
+static void after_announce(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
+{
+    if (!res)
+        hcstor_peer_mark_down(s, p);
+}
+
+struct announce_done {
+    void (*done)(struct hcstor *s);
+};
+
+static void announce_finished(struct hcstor *s, void *arg)
+{
+    struct announce_done *a = arg;
+    if (a->done)
+        a->done(s);
+    free(a);
+}
+
+void hcstor_announce(struct hcstor *s, void (*done)(struct hcstor *s))
+{
+    struct announce_done *a = calloc(1, sizeof(*a));
+    struct batch *b = calloc(1, sizeof(*b));
+    if (!a || !b) {
+        free(a);
+        free(b);
+        if (done)
+            done(s);
+        return;
+    }
+    a->done = done;
+    *b = (struct batch){1, announce_finished, a};
+    for (size_t i = 0; i < s->npeers; i++)
+        if (s->peers[i].state != HCSTOR_DOWN)
+            send_msg(s, &s->peers[i], EVHTTP_REQ_POST, "/internal/state", my_state(s), b,
+                     after_announce);
+    batch_step(s, b);
+}
+
+void hcstor_set_state(struct hcstor *s, enum hcstor_state st)
+{
+    if (s->state == st)
+        return;
+    hcstor_log(s, "state %s -> %s", hcstor_state_name(s->state), hcstor_state_name(st));
+    s->state = st;
+}
+
+/* ---- resync ---------------------------------------------------------------------------- */
+
+int64_t hcstor_resync_pending(const struct hcstor *s)
+{
+    int64_t n = (int64_t)json_array_size(s->fetch_queue) + s->fetching;
+    for (size_t i = 0; i < s->npeers; i++)
+        n += s->peers[i].need_list || s->peers[i].listing;
+    return n;
+}
+
+static void resync_check_done(struct hcstor *s)
+{
+    if (s->state != HCSTOR_RESYNCING || hcstor_resync_pending(s) > 0)
+        return;
+    hcstor_log(s, "resync done: %" PRId64 " blocks fetched in %" PRId64 " ms", s->resynced_keys,
+               hc_mono_ms() - s->resync_started_ms);
+    hcstor_set_state(s, HCSTOR_SERVING);
+    hcstor_announce(s, NULL);
+}
+
+struct fetch {
+    struct hcstor *s;
+    char key[HCSTOR_KEY_MAX + 1];
+    char peer[HCSTOR_NAME_MAX];
+};
+
+static void fetch_next(struct hcstor *s);
+
+static void fetch_done(struct evhttp_request *res, void *arg)
+{
+    struct fetch *f = arg;
+    struct hcstor *s = f->s;
+    struct hcstor_peer *p = hcstor_peer_by_name(s, f->peer);
+    const char *vh = res ? evhttp_find_header(evhttp_request_get_input_headers(res),
+                                              "X-Hcstor-Version") : NULL;
+    int64_t v = vh ? strtoll(vh, NULL, 10) : 0;
+    char why[300];
+    s->fetching--;
+    if (response_code(res) == 200 && v > hcstor_store_version(s, f->key)) {
+        struct evbuffer *b = evhttp_request_get_input_buffer(res);
+        size_t n = evbuffer_get_length(b);
+        if (hcstor_store_put(s, f->key, v, n ? evbuffer_pullup(b, -1) : (void *)"", n, why,
+                             sizeof(why)) < 0)
+            hcstor_log(s, "resync: %s", why);
+        else
+            s->resynced_keys++;
+    } else if (!res && p) {
+        hcstor_peer_mark_down(s, p);
+        p->need_list = 1; /* list it again when it is back (or give up on it) */
+    }
+    free(f);
+    fetch_next(s);
+    resync_check_done(s);
+}
+
+static void fetch_next(struct hcstor *s)
+{
+    while (s->fetching < HCSTOR_FETCH_PARALLEL && json_array_size(s->fetch_queue) > 0) {
+        size_t last = json_array_size(s->fetch_queue) - 1;
+        json_t *item = json_array_get(s->fetch_queue, last);
+        const char *key = json_string_value(json_array_get(item, 0));
+        struct hcstor_peer *p = hcstor_peer_by_name(s, json_string_value(json_array_get(item, 2)));
+        struct fetch *f = key && p ? calloc(1, sizeof(*f)) : NULL;
+        char uri[HCSTOR_KEY_MAX + 40];
+        if (f) {
+            *f = (struct fetch){s, "", ""};
+            snprintf(f->key, sizeof(f->key), "%s", key);
+            snprintf(f->peer, sizeof(f->peer), "%s", p->name);
+        }
+        json_array_remove(s->fetch_queue, last); /* frees item */
+        if (!f)
+            continue;
+        snprintf(uri, sizeof(uri), "/internal/blocks/%s", f->key);
+        if (hcstor_peer_request(s, hcstor_peer_conn(p), EVHTTP_REQ_GET, uri, NULL, 0, NULL,
+                                fetch_done, f) < 0) {
+            free(f);
+            p->need_list = 1;
+            continue;
+        }
+        s->fetching++;
+    }
+}
+
+static void after_list(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
+{
+    json_t *j = response_json(res), *item;
+    size_t i, queued = 0;
+    p->listing = 0;
+    if (!j) {
+        hcstor_peer_mark_down(s, p);
+        p->need_list = 1;
+    } else {
+        p->skipped = 0; /* its newer blocks are queued: the node serves once they are here */
+    }
+    json_array_foreach(json_object_get(j, "keys"), i, item) {
+        const char *key = json_string_value(json_array_get(item, 0));
+        int64_t v = json_integer_value(json_array_get(item, 1));
+        if (key && hcstor_key_valid(key) && v > hcstor_store_version(s, key)) {
+            json_array_append_new(s->fetch_queue, json_pack("[s, I, s]", key, (json_int_t)v,
+                                                            p->name));
+            queued++;
+        }
+    }
+    if (j)
+        hcstor_log(s, "resync from %s: %zu blocks listed, %zu to fetch", p->name,
+                   json_array_size(json_object_get(j, "keys")), queued);
+    json_decref(j);
+    fetch_next(s);
+    resync_check_done(s);
+}
+
+static void after_hello(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
+{
+    char uri[HCSTOR_NAME_MAX + 40];
+    if (!res) {
+        p->listing = 0;
+        p->need_list = 1;
+        hcstor_peer_mark_down(s, p);
+        resync_check_done(s);
+        return;
+    }
+    state_from_answer(p, res, INT64_MAX);
+    snprintf(uri, sizeof(uri), "/internal/keys?for=%s", s->node);
+    if (send_msg(s, p, EVHTTP_REQ_GET, uri, NULL, NULL, after_list) < 0) {
+        p->listing = 0;
+        p->need_list = 1;
+    }
+}
+
+/* Starts listing every peer that must be listed and answers; skips those down too long. */
+static void resync_step(struct hcstor *s)
+{
+    int64_t now = hc_mono_ms();
+    for (size_t i = 0; i < s->npeers; i++) {
+        struct hcstor_peer *p = &s->peers[i];
+        if (!p->need_list || p->listing)
+            continue;
+        if (p->unreachable_since && now - p->unreachable_since > HCSTOR_RESYNC_GIVE_UP_MS) {
+            hcstor_log(s, "resync: skipping %s, unreachable for %" PRId64 " ms; the blocks it "
+                       "shares with this node are not served here until it is back", p->name,
+                       now - p->unreachable_since);
+            p->need_list = 0;
+            p->skipped = 1;
+            continue;
+        }
+        p->need_list = 0;
+        p->listing = 1;
+        if (send_msg(s, p, EVHTTP_REQ_POST, "/internal/hello", my_state(s), NULL,
+                     after_hello) < 0) {
+            p->listing = 0;
+            p->need_list = 1;
+        }
+    }
+    fetch_next(s);
+    resync_check_done(s);
+}
+
+void hcstor_resync_kick(struct hcstor *s)
+{
+    if (s->state == HCSTOR_DRAINING)
+        return;
+    if (s->state != HCSTOR_RESYNCING) {
+        s->resync_started_ms = hc_mono_ms();
+        s->resynced_keys = 0;
+    }
+    hcstor_set_state(s, HCSTOR_RESYNCING);
+    resync_step(s);
+}
+
+/* ---- the peers file -------------------------------------------------------------------- */
+
+static void peer_close(struct hcstor_peer *p)
+{
+    /* Freed once their pending requests completed: callbacks still run and find no peer. */
+    if (p->ctl)
+        evhttp_connection_free_on_completion(p->ctl);
+    for (int i = 0; i < HCSTOR_DATA_CONNS; i++)
+        if (p->data[i])
+            evhttp_connection_free_on_completion(p->data[i]);
+}
+
+static int peer_open(struct hcstor *s, struct hcstor_peer *p)
+{
+    p->ctl = conn_new(s, p);
+    for (int i = 0; i < HCSTOR_DATA_CONNS; i++)
+        p->data[i] = conn_new(s, p);
+    for (int i = 0; i < HCSTOR_DATA_CONNS; i++)
+        if (!p->data[i])
+            return -1;
+    return p->ctl ? 0 : -1;
+}
+
+/* Builds the new peer table, keeping what is known about peers that stay (same host). */
+static int apply_members(struct hcstor *s, json_t *nodes)
+{
+    static struct hcstor_peer next[HCSTOR_PEERS_MAX];
+    size_t n = 0, i;
+    json_t *node;
+    int kept[HCSTOR_PEERS_MAX] = {0};
+    json_array_foreach(nodes, i, node) {
+        const char *name = json_string_value(json_object_get(node, "name"));
+        const char *host = json_string_value(json_object_get(node, "host"));
+        if (!name || !host || !strcmp(name, s->node) || strlen(name) >= HCSTOR_NAME_MAX ||
+            n == HCSTOR_PEERS_MAX)
+            continue;
+        struct hcstor_peer *old = hcstor_peer_by_name(s, name);
+        if (old && !strcmp(old->host, host)) {
+            next[n] = *old;
+            kept[old - s->peers] = 1;
+        } else {
+            memset(&next[n], 0, sizeof(next[n]));
+            snprintf(next[n].name, sizeof(next[n].name), "%s", name);
+            snprintf(next[n].host, sizeof(next[n].host), "%s", host);
+            next[n].port = s->port;
+            if (peer_open(s, &next[n]) < 0)
+                return -1;
+        }
+        next[n].need_list = 1;
+        n++;
+    }
+    for (i = 0; i < s->npeers; i++)
+        if (!kept[i])
+            peer_close(&s->peers[i]);
+    memcpy(s->peers, next, n * sizeof(next[0]));
+    s->npeers = n;
+    return 0;
+}
+
+/* Re-reads the peers file when it changed; returns 1 when the membership was (re)loaded. */
+static int load_peers(struct hcstor *s)
+{
+    struct stat st;
+    json_error_t jerr;
+    if (stat(s->peers_path, &st) < 0 ||
+        (st.st_mtim.tv_sec == s->peers_mtime.tv_sec &&
+         st.st_mtim.tv_nsec == s->peers_mtime.tv_nsec))
+        return 0;
+    s->peers_mtime = st.st_mtim;
+    json_t *j = json_load_file(s->peers_path, 0, &jerr);
+    json_t *nodes = json_object_get(j, "nodes");
+    if (!json_is_array(nodes)) {
+        hcstor_log(s, "ignoring %s: %s", s->peers_path,
+                   j ? "no \"nodes\" array" : jerr.text);
+        json_decref(j);
+        return 0;
+    }
+    if (json_integer_value(json_object_get(j, "replication")) > 0)
+        s->replication = (int)json_integer_value(json_object_get(j, "replication"));
+    s->peers_epoch = json_integer_value(json_object_get(j, "epoch"));
+    int rc = apply_members(s, nodes);
+    json_decref(j);
+    if (rc < 0) {
+        hcstor_log(s, "cannot apply %s: out of memory", s->peers_path);
+        return 0;
+    }
+    hcstor_log(s, "members (epoch %" PRId64 "): this node and %zu peers, replication %d",
+               s->peers_epoch, s->npeers, hcstor_effective_rf(s));
+    return 1;
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct hcstor *s = arg;
+    (void)fd;
+    (void)what;
+    if (load_peers(s))
+        hcstor_resync_kick(s);
+    for (size_t i = 0; i < s->npeers; i++)
+        if (!s->peers[i].probing)
+            probe(s, &s->peers[i], NULL);
+    if (s->state == HCSTOR_RESYNCING)
+        resync_step(s);
+}
+
+int hcstor_cluster_init(struct hcstor *s)
+{
+    struct timeval tv = {0, HCSTOR_TICK_MS * 1000};
+    s->fetch_queue = json_array();
+    s->tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
+    if (!s->fetch_queue || !s->tick || event_add(s->tick, &tv) < 0)
+        return -1;
+    load_peers(s);
+    s->state = HCSTOR_RESYNCING;
+    s->resync_started_ms = hc_mono_ms();
+    resync_step(s); /* with no peers this is done at once */
+    return 0;
+}

@@ -1,0 +1,770 @@
+/*
+ * hcstor: the reference storage-node service, a small replicated block store (docs/hcstor.md),
+ * shipped as a signed bundle and supervised by hcagent.
+ *
+ *   hcstor --listen HOST:PORT --data DIR --version VERSION [--node NAME] [--peers FILE]
+ *          [--replication N] [--fail-health]
+ *
+ * Plain HTTP on HOST:PORT, libevent evhttp, one thread. Clients:
+ *   PUT /blocks/{key}   201 once the block is durable (fsync) on every healthy replica
+ *   GET /blocks/{key}   the bytes (X-Hcstor-Version: the block's version)
+ * Any member takes any request: it coordinates it when it is an in-sync replica of the block,
+ * otherwise it forwards it to one that is (X-Hcstor-Forwarded marks a forwarded request, which
+ * is never forwarded again). 503 when no replica is serving: the client tries another node.
+ * Hooks, for the agent (docs/bundles.md):
+ *   GET /health  GET /ok-to-stop  POST /drain  GET /resync
+ * Peers (cluster.c): /internal/blocks/{key} (PUT a replica write, GET a block), /internal/keys,
+ * /internal/hello, /internal/state, /internal/resync.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agents/hcstor/hcstor.h"
+#include "common/util.h"
+
+void hcstor_log(const struct hcstor *s, const char *fmt, ...)
+{
+    char ts[40];
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s hcstor %s %s: ", hc_time_format(hc_now_ms(), ts, sizeof(ts)),
+            s->version, s->node);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void hcstor_reply_json(struct evhttp_request *req, int status, json_t *body)
+{
+    char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    struct evbuffer *out = evbuffer_new();
+    json_decref(body);
+    if (out && text)
+        evbuffer_add_printf(out, "%s\n", text);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+    evhttp_send_reply(req, status, NULL, out);
+    if (out)
+        evbuffer_free(out);
+    free(text);
+}
+
+void hcstor_reply_error(struct evhttp_request *req, int status, const char *code,
+                        const char *fmt, ...)
+{
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    hcstor_reply_json(req, status, json_pack("{s:{s:s, s:s}}", "error", "code", code,
+                                             "message", msg));
+}
+
+static const char *header(struct evhttp_request *req, const char *name)
+{
+    return evhttp_find_header(evhttp_request_get_input_headers(req), name);
+}
+
+/* ---- drain: answered once no request is in flight and every peer was told --------------- */
+
+static void drain_maybe_answer(struct hcstor *s)
+{
+    if (!s->drain_reply || s->in_flight > 0 || s->drain_notices)
+        return;
+    hcstor_reply_json(s->drain_reply, 200, json_pack("{s:b, s:i}", "drained", 1, "in_flight", 0));
+    s->drain_reply = NULL;
+    hcstor_log(s, "drained: no request in flight, peers told");
+}
+
+static void request_finished(struct hcstor *s)
+{
+    s->in_flight--;
+    drain_maybe_answer(s);
+}
+
+static void drain_announced(struct hcstor *s)
+{
+    s->drain_notices = 0;
+    drain_maybe_answer(s);
+}
+
+static void drain(struct hcstor *s, struct evhttp_request *req)
+{
+    if (s->drain_reply) {
+        hcstor_reply_error(req, 409, "conflict", "a drain is already in progress");
+        return;
+    }
+    s->drain_reply = req;
+    if (s->state == HCSTOR_DRAINING) {
+        drain_maybe_answer(s);
+        return;
+    }
+    hcstor_set_state(s, HCSTOR_DRAINING);
+    s->drain_notices = 1;
+    hcstor_announce(s, drain_announced);
+}
+
+/* ---- client requests: coordinate here, or forward to an in-sync replica ------------------ */
+
+struct client_op {
+    struct hcstor *s;
+    struct evhttp_request *req;
+    enum evhttp_cmd_type cmd;
+    char key[HCSTOR_KEY_MAX + 1];
+    int64_t version;
+    size_t bytes;
+    int waiting;             /* replica writes not answered yet */
+    json_t *acked;           /* names of the replicas holding the write */
+    int replicas[HCSTOR_PEERS_MAX + 1];
+    size_t nreplicas;
+    size_t tried;            /* forward: candidates already tried */
+    struct evbuffer *body;   /* forward: the request body, kept for a retry */
+};
+
+static struct client_op *op_new(struct hcstor *s, struct evhttp_request *req, const char *key)
+{
+    struct client_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return NULL;
+    op->s = s;
+    op->req = req;
+    op->cmd = evhttp_request_get_command(req);
+    snprintf(op->key, sizeof(op->key), "%s", key);
+    op->nreplicas = hcstor_replicas(s, key, op->replicas, HC_ARRAY_LEN(op->replicas));
+    s->in_flight++;
+    return op;
+}
+
+static void op_free(struct client_op *op)
+{
+    struct hcstor *s = op->s;
+    json_decref(op->acked);
+    if (op->body)
+        evbuffer_free(op->body);
+    free(op);
+    request_finished(s);
+}
+
+static void read_local(struct hcstor *s, struct evhttp_request *req, const char *key)
+{
+    off_t off;
+    size_t len;
+    int64_t version;
+    char vh[32];
+    int fd = hcstor_store_open_block(s, key, &off, &len, &version);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            hcstor_reply_error(req, 404, "not_found", "no block '%s'", key);
+        else
+            hcstor_reply_error(req, 500, "io_error", "cannot read block '%s': %s", key,
+                               strerror(errno));
+        return;
+    }
+    struct evbuffer *out = evbuffer_new();
+    /* evbuffer_add_file takes over the descriptor, also on failure */
+    if (!out || evbuffer_add_file(out, fd, off, (ev_off_t)len) != 0) {
+        if (!out)
+            close(fd);
+        if (out)
+            evbuffer_free(out);
+        hcstor_reply_error(req, 500, "io_error", "cannot read block '%s'", key);
+        return;
+    }
+    snprintf(vh, sizeof(vh), "%" PRId64, version);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "X-Hcstor-Version", vh);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "application/octet-stream");
+    evhttp_send_reply(req, 200, NULL, out);
+    evbuffer_free(out);
+}
+
+static void write_acked(struct client_op *op)
+{
+    hcstor_reply_json(op->req, 201, json_pack("{s:s, s:I, s:I, s:O}", "key", op->key, "bytes",
+                                              (json_int_t)op->bytes, "version",
+                                              (json_int_t)op->version, "replicas", op->acked));
+    op_free(op);
+}
+
+struct replica_write {
+    struct client_op *op;
+    char peer[HCSTOR_NAME_MAX];
+};
+
+static void replica_written(struct evhttp_request *res, void *arg)
+{
+    struct replica_write *w = arg;
+    struct client_op *op = w->op;
+    struct hcstor_peer *p = hcstor_peer_by_name(op->s, w->peer);
+    int code = res ? evhttp_request_get_response_code(res) : 0;
+    if (code == 200)
+        json_array_append_new(op->acked, json_string(w->peer));
+    else if (p) {
+        /* not healthy: the write is acknowledged without it, and it resyncs when back */
+        hcstor_log(op->s, "replica write of '%s' to %s failed (%d): marked down", op->key,
+                   w->peer, code);
+        hcstor_peer_mark_down(op->s, p);
+        p->suspect = 1;
+    }
+    free(w);
+    if (--op->waiting == 0)
+        write_acked(op);
+}
+
+static void send_replica(struct client_op *op, struct hcstor_peer *p, const void *data,
+                         size_t len)
+{
+    char uri[HCSTOR_KEY_MAX + 40], vh[32];
+    struct replica_write *w = calloc(1, sizeof(*w));
+    if (p->state != HCSTOR_SERVING && p->state != HCSTOR_RESYNCING) {
+        p->suspect = 1; /* it will miss this write */
+        free(w);
+        return;
+    }
+    snprintf(uri, sizeof(uri), "/internal/blocks/%s", op->key);
+    snprintf(vh, sizeof(vh), "%" PRId64, op->version);
+    if (!w)
+        return;
+    w->op = op;
+    snprintf(w->peer, sizeof(w->peer), "%s", p->name);
+    op->waiting++;
+    if (hcstor_peer_request(op->s, hcstor_peer_conn(p), EVHTTP_REQ_PUT, uri, data, len, vh,
+                            replica_written, w) < 0) {
+        op->waiting--;
+        free(w);
+        hcstor_peer_mark_down(op->s, p);
+        p->suspect = 1;
+    }
+}
+
+/* The coordinator: a new version, durable here, then on every other healthy replica. */
+static void coordinate_write(struct client_op *op)
+{
+    struct hcstor *s = op->s;
+    struct evbuffer *body = evhttp_request_get_input_buffer(op->req);
+    size_t len = evbuffer_get_length(body);
+    const unsigned char *data = len ? evbuffer_pullup(body, -1) : (const unsigned char *)"";
+    char why[300];
+    op->version = hcstor_next_version(s, op->key);
+    op->bytes = len;
+    if (hcstor_store_put(s, op->key, op->version, data, len, why, sizeof(why)) < 0) {
+        hcstor_reply_error(op->req, 500, "io_error", "%s", why);
+        op_free(op);
+        return;
+    }
+    op->acked = json_pack("[s]", s->node);
+    op->waiting = 1; /* released below, after every replica write was sent */
+    for (size_t i = 0; i < op->nreplicas; i++)
+        if (op->replicas[i] >= 0)
+            send_replica(op, &s->peers[op->replicas[i]], data, len);
+    if (--op->waiting == 0)
+        write_acked(op);
+}
+
+static void forward(struct client_op *op);
+
+static void forwarded(struct evhttp_request *res, void *arg)
+{
+    struct client_op *op = arg;
+    int code = res ? evhttp_request_get_response_code(res) : 0;
+    if (code == 0 || code == 503) {
+        int idx = op->replicas[op->tried - 1];
+        if (code == 0)
+            hcstor_peer_mark_down(op->s, &op->s->peers[idx]);
+        forward(op); /* the next in-sync replica, if any */
+        return;
+    }
+    struct evkeyvalq *in = evhttp_request_get_input_headers(res);
+    struct evkeyvalq *out = evhttp_request_get_output_headers(op->req);
+    const char *ct = evhttp_find_header(in, "Content-Type");
+    const char *vh = evhttp_find_header(in, "X-Hcstor-Version");
+    if (ct)
+        evhttp_add_header(out, "Content-Type", ct);
+    if (vh)
+        evhttp_add_header(out, "X-Hcstor-Version", vh);
+    evhttp_send_reply(op->req, code, NULL, evhttp_request_get_input_buffer(res));
+    op_free(op);
+}
+
+/* Tries the in-sync replicas in placement order; 503 when none is left. */
+static void forward(struct client_op *op)
+{
+    struct hcstor *s = op->s;
+    char uri[HCSTOR_KEY_MAX + 20];
+    snprintf(uri, sizeof(uri), "/blocks/%s", op->key);
+    while (op->tried < op->nreplicas) {
+        int idx = op->replicas[op->tried++];
+        if (idx < 0 || s->peers[idx].state != HCSTOR_SERVING)
+            continue;
+        struct evhttp_request *r = evhttp_request_new(forwarded, op);
+        struct evkeyvalq *h = r ? evhttp_request_get_output_headers(r) : NULL;
+        if (!r)
+            break;
+        evhttp_add_header(h, "Host", "hcstor");
+        evhttp_add_header(h, "X-Hcstor-Forwarded", s->node);
+        if (op->body)
+            evbuffer_add_buffer_reference(evhttp_request_get_output_buffer(r), op->body);
+        if (evhttp_make_request(hcstor_peer_conn(&s->peers[idx]), r, op->cmd, uri) == 0)
+            return;
+    }
+    hcstor_reply_error(op->req, 503, "unavailable",
+                       "no in-sync replica of block '%s' is serving (replication %d)", op->key,
+                       hcstor_effective_rf(s));
+    op_free(op);
+}
+
+static void client_block(struct hcstor *s, struct evhttp_request *req, const char *key)
+{
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_PUT) {
+        hcstor_reply_error(req, 405, "method_not_allowed", "use GET or PUT");
+        return;
+    }
+    if (s->state == HCSTOR_DRAINING || s->fail_health) {
+        hcstor_reply_error(req, 503, s->fail_health ? "unhealthy" : "draining",
+                           "hcstor on %s is %s: use another node", s->node,
+                           s->fail_health ? "failing its health check" : "draining");
+        return;
+    }
+    if (cmd == EVHTTP_REQ_GET && hcstor_in_sync_for(s, key)) {
+        read_local(s, req, key);
+        return;
+    }
+    /* A write may be coordinated even while a peer sharing the block was skipped by the
+     * resync: its version comes from the clock, above anything that peer may hold. */
+    if (cmd == EVHTTP_REQ_PUT && s->state == HCSTOR_SERVING && hcstor_is_replica(s, key)) {
+        struct client_op *op = op_new(s, req, key);
+        if (!op)
+            hcstor_reply_error(req, 500, "internal", "out of memory");
+        else
+            coordinate_write(op);
+        return;
+    }
+    if (header(req, "X-Hcstor-Forwarded")) {
+        hcstor_reply_error(req, 503, "unavailable", "%s is not an in-sync replica of '%s' (%s)",
+                           s->node, key, hcstor_state_name(s->state));
+        return;
+    }
+    struct client_op *op = op_new(s, req, key);
+    if (!op || (cmd == EVHTTP_REQ_PUT && !(op->body = evbuffer_new()))) {
+        hcstor_reply_error(req, 500, "internal", "out of memory");
+        if (op)
+            op_free(op);
+        return;
+    }
+    if (op->body)
+        evbuffer_add_buffer(op->body, evhttp_request_get_input_buffer(req));
+    forward(op);
+}
+
+/* ---- peer requests --------------------------------------------------------------------- */
+
+static void internal_block(struct hcstor *s, struct evhttp_request *req, const char *key)
+{
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (cmd == EVHTTP_REQ_GET) {
+        read_local(s, req, key);
+        return;
+    }
+    const char *vh = header(req, "X-Hcstor-Version");
+    int64_t v = vh ? strtoll(vh, NULL, 10) : 0;
+    if (cmd != EVHTTP_REQ_PUT || v <= 0) {
+        hcstor_reply_error(req, 400, "invalid_argument", "a replica write is a PUT with "
+                                                         "X-Hcstor-Version");
+        return;
+    }
+    struct evbuffer *body = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(body);
+    char why[300];
+    int stored = v > hcstor_store_version(s, key); /* never over a newer version */
+    if (stored && hcstor_store_put(s, key, v, len ? evbuffer_pullup(body, -1) : (void *)"", len,
+                                   why, sizeof(why)) < 0) {
+        hcstor_reply_error(req, 500, "io_error", "%s", why);
+        return;
+    }
+    hcstor_reply_json(req, 200, json_pack("{s:b, s:I}", "stored", stored, "version",
+                                          (json_int_t)hcstor_store_version(s, key)));
+}
+
+/* The blocks held here that are placed on NODE, with their versions: what NODE resyncs. */
+static void internal_keys(struct hcstor *s, struct evhttp_request *req)
+{
+    struct evkeyvalq q;
+    const char *uri = evhttp_request_get_uri(req);
+    const char *query = strchr(uri, '?');
+    json_t *keys = json_array(), *v;
+    const char *key;
+    if (!query || evhttp_parse_query_str(query + 1, &q) != 0) {
+        json_decref(keys);
+        hcstor_reply_error(req, 400, "invalid_argument", "expected ?for=NODE");
+        return;
+    }
+    const char *who = evhttp_find_header(&q, "for");
+    int rs[HCSTOR_PEERS_MAX + 1];
+    struct hcstor_peer *p = hcstor_peer_by_name(s, who);
+    int want = p ? (int)(p - s->peers) : -2;
+    json_object_foreach(s->index, key, v) {
+        size_t n = hcstor_replicas(s, key, rs, HC_ARRAY_LEN(rs));
+        for (size_t i = 0; i < n; i++)
+            if (rs[i] == want)
+                json_array_append_new(keys, json_pack("[s, O]", key, v));
+    }
+    evhttp_clear_headers(&q);
+    hcstor_reply_json(req, 200, json_pack("{s:s, s:o}", "node", s->node, "keys", keys));
+}
+
+static json_t *body_json(struct evhttp_request *req)
+{
+    struct evbuffer *b = evhttp_request_get_input_buffer(req);
+    size_t n = evbuffer_get_length(b);
+    return n ? json_loadb((const char *)evbuffer_pullup(b, -1), n, 0, NULL) : NULL;
+}
+
+/* hello, state and resync messages: {"node", "incarnation", "state"} from a peer. */
+static void internal_message(struct hcstor *s, struct evhttp_request *req, const char *what)
+{
+    json_t *j = body_json(req);
+    struct hcstor_peer *p = hcstor_peer_by_name(s, json_string_value(json_object_get(j, "node")));
+    const char *st = json_string_value(json_object_get(j, "state"));
+    const char *inc = json_string_value(json_object_get(j, "incarnation"));
+    if (!p) {
+        json_decref(j);
+        hcstor_reply_error(req, 404, "unknown_peer", "not a member of this node's cluster");
+        return;
+    }
+    p->changed_ms = p->heard_ms = hc_mono_ms();
+    p->unreachable_since = 0;
+    snprintf(p->incarnation, sizeof(p->incarnation), "%s", inc ? inc : "");
+    if (!strcmp(what, "hello")) {
+        /* it resyncs from us: it lists our blocks after this answer, so it has missed nothing */
+        p->state = HCSTOR_RESYNCING;
+        p->suspect = 0;
+        hcstor_log(s, "%s says hello: resyncing from us", p->name);
+        if (p->skipped && !p->listing) {
+            p->need_list = 1; /* and we list it too: our resync skipped it */
+            hcstor_resync_kick(s);
+        }
+    } else if (!strcmp(what, "state")) {
+        p->state = HCSTOR_DOWN;
+        for (int i = HCSTOR_RESYNCING; i <= HCSTOR_DRAINING; i++)
+            if (st && !strcmp(st, hcstor_state_name(i)))
+                p->state = i;
+        hcstor_log(s, "%s is %s", p->name, hcstor_state_name(p->state));
+    } else {
+        p->state = st && !strcmp(st, "serving") ? HCSTOR_SERVING : p->state;
+        p->need_list = 1; /* it skipped writes to us: list it again */
+        hcstor_log(s, "%s says we missed writes: resyncing from it", p->name);
+        hcstor_resync_kick(s);
+    }
+    json_decref(j);
+    hcstor_reply_json(req, 200, json_pack("{s:s, s:s, s:s}", "node", s->node, "incarnation",
+                                          s->incarnation, "state", hcstor_state_name(s->state)));
+}
+
+/* ---- hooks ----------------------------------------------------------------------------- */
+
+static void health(struct hcstor *s, struct evhttp_request *req)
+{
+    json_t *body = json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i}", "ok",
+                             !s->fail_health, "version", s->version, "state",
+                             hcstor_state_name(s->state), "node", s->node, "incarnation",
+                             s->incarnation, "blocks", (json_int_t)json_object_size(s->index),
+                             "pending", (json_int_t)hcstor_resync_pending(s), "members",
+                             (int)s->npeers + 1, "replication", hcstor_effective_rf(s));
+    if (s->fail_health)
+        json_object_set_new(body, "reason", json_string("started with --fail-health"));
+    hcstor_reply_json(req, s->fail_health ? 503 : 200, body);
+}
+
+/* An ok-to-stop being decided: answered when every peer answered a fresh probe, or after
+ * HCSTOR_OK_TO_STOP_MS, whichever comes first; a peer not heard from since the question was
+ * asked is not counted as a serving replica (a hung peer cannot be relied on). */
+struct verdict {
+    struct hcstor *s;
+    struct evhttp_request *req;
+    int64_t asked_ms;
+    int refs; /* the probes' batch and the timer */
+    int answered;
+    struct event *timer;
+};
+
+/* The blocks held here with no other replica that is serving and answered since asked_ms; the
+ * first is described in why. */
+static size_t unprotected_blocks(struct hcstor *s, int64_t asked_ms, char *why, size_t len)
+{
+    const char *key;
+    json_t *v;
+    size_t count = 0;
+    int rs[HCSTOR_PEERS_MAX + 1];
+    json_object_foreach(s->index, key, v) {
+        size_t n = hcstor_replicas(s, key, rs, HC_ARRAY_LEN(rs)), others = 0, serving = 0;
+        char names[400] = "";
+        for (size_t i = 0; i < n; i++) {
+            if (rs[i] < 0)
+                continue;
+            struct hcstor_peer *p = &s->peers[rs[i]];
+            int silent = p->heard_ms < asked_ms;
+            others++;
+            serving += p->state == HCSTOR_SERVING && !silent;
+            size_t at = strlen(names);
+            snprintf(names + at, sizeof(names) - at, "%s%s is %s", at ? ", " : "", p->name,
+                     silent && p->state != HCSTOR_DOWN ? "not answering"
+                                                       : hcstor_state_name(p->state));
+        }
+        if (serving > 0)
+            continue;
+        if (count++ == 0)
+            snprintf(why, len, "block '%s' has no other in-sync serving replica (%s)", key,
+                     others ? names : "replication factor 1: no other replica exists");
+    }
+    return count;
+}
+
+static void verdict_answer(struct verdict *v)
+{
+    struct hcstor *s = v->s;
+    char why[600] = "", reason[800];
+    if (v->answered)
+        return;
+    v->answered = 1;
+    size_t n = unprotected_blocks(s, v->asked_ms, why, sizeof(why));
+    if (n == 0)
+        snprintf(reason, sizeof(reason), "each of the %zu blocks held here has another in-sync "
+                 "serving replica", json_object_size(s->index));
+    else
+        snprintf(reason, sizeof(reason), "%s%s", why,
+                 n > 1 ? " and more blocks are in the same case" : "");
+    hcstor_reply_json(v->req, 200, json_pack("{s:b, s:s, s:I}", "ok_to_stop", n == 0, "reason",
+                                             reason, "unprotected_blocks", (json_int_t)n));
+    request_finished(s);
+}
+
+static void verdict_unref(struct verdict *v)
+{
+    if (--v->refs > 0)
+        return;
+    event_free(v->timer);
+    free(v);
+}
+
+static void verdict_probed(struct hcstor *s, void *arg)
+{
+    (void)s;
+    verdict_answer(arg);
+    verdict_unref(arg);
+}
+
+static void verdict_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    verdict_answer(arg);
+    verdict_unref(arg);
+}
+
+/* False while DATA/pinned exists (an operator's hold, its first line the reason); otherwise
+ * decided from a fresh probe of every peer. */
+static void ok_to_stop(struct hcstor *s, struct evhttp_request *req)
+{
+    char path[1100], line[256] = "";
+    snprintf(path, sizeof(path), "%s/pinned", s->data);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(line, sizeof(line), f))
+            line[0] = '\0';
+        fclose(f);
+        line[strcspn(line, "\r\n")] = '\0';
+        char reason[400];
+        snprintf(reason, sizeof(reason), "pinned: %s", line[0] ? line : "(no reason given)");
+        hcstor_reply_json(req, 200, json_pack("{s:b, s:s}", "ok_to_stop", 0, "reason", reason));
+        return;
+    }
+    struct verdict *v = calloc(1, sizeof(*v));
+    struct timeval tv = {0, HCSTOR_OK_TO_STOP_MS * 1000};
+    if (v)
+        v->timer = evtimer_new(s->base, verdict_timeout, v);
+    if (!v || !v->timer || evtimer_add(v->timer, &tv) < 0) {
+        if (v && v->timer)
+            event_free(v->timer);
+        free(v);
+        hcstor_reply_error(req, 500, "internal", "out of memory");
+        return;
+    }
+    *v = (struct verdict){s, req, hc_mono_ms(), 2, 0, v->timer};
+    s->in_flight++;
+    hcstor_probe_all(s, verdict_probed, v);
+}
+
+static void resync_status(struct hcstor *s, struct evhttp_request *req)
+{
+    int64_t pending = hcstor_resync_pending(s);
+    hcstor_reply_json(req, 200, json_pack("{s:I, s:b, s:s, s:I}", "pending", (json_int_t)pending,
+                                          "done", s->state != HCSTOR_RESYNCING, "state",
+                                          hcstor_state_name(s->state), "fetched",
+                                          (json_int_t)s->resynced_keys));
+}
+
+/* ---- routing --------------------------------------------------------------------------- */
+
+static void route(struct evhttp_request *req, void *arg)
+{
+    struct hcstor *s = arg;
+    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    int get = cmd == EVHTTP_REQ_GET, post = cmd == EVHTTP_REQ_POST;
+    if (!path)
+        path = "/";
+    if (!strncmp(path, "/blocks/", 8) || !strncmp(path, "/internal/blocks/", 17)) {
+        const char *key = strchr(path + 1, '/') + 1;
+        key = path[1] == 'i' ? strchr(key, '/') + 1 : key;
+        if (!hcstor_key_valid(key))
+            hcstor_reply_error(req, 400, "invalid_argument", "invalid block key");
+        else if (path[1] == 'i')
+            internal_block(s, req, key);
+        else
+            client_block(s, req, key);
+    } else if (!strcmp(path, "/health") && get) {
+        health(s, req);
+    } else if (!strcmp(path, "/ok-to-stop") && get) {
+        ok_to_stop(s, req);
+    } else if (!strcmp(path, "/drain") && post) {
+        drain(s, req);
+    } else if (!strcmp(path, "/resync") && get) {
+        resync_status(s, req);
+    } else if (!strcmp(path, "/internal/keys") && get) {
+        internal_keys(s, req);
+    } else if (!strncmp(path, "/internal/", 10) && post &&
+               (!strcmp(path + 10, "hello") || !strcmp(path + 10, "state") ||
+                !strcmp(path + 10, "resync"))) {
+        internal_message(s, req, path + 10);
+    } else {
+        hcstor_reply_error(req, 404, "not_found", "no such endpoint");
+    }
+}
+
+/* ---- start-up -------------------------------------------------------------------------- */
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    event_base_loopexit(arg, NULL);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: hcstor --listen HOST:PORT --data DIR --version VERSION [--node NAME] "
+                    "[--peers FILE] [--replication N] [--fail-health]\n");
+    return 2;
+}
+
+static int parse_args(int argc, char **argv, struct hcstor *s, char *listen, size_t len)
+{
+    static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
+                                         {"data", required_argument, NULL, 'd'},
+                                         {"version", required_argument, NULL, 'v'},
+                                         {"node", required_argument, NULL, 'n'},
+                                         {"peers", required_argument, NULL, 'p'},
+                                         {"replication", required_argument, NULL, 'r'},
+                                         {"fail-health", no_argument, NULL, 'f'},
+                                         {NULL, 0, NULL, 0}};
+    int c;
+    char *end;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'l')
+            snprintf(listen, len, "%s", optarg);
+        else if (c == 'd')
+            snprintf(s->data, sizeof(s->data), "%s", optarg);
+        else if (c == 'v')
+            snprintf(s->version, sizeof(s->version), "%s", optarg);
+        else if (c == 'n')
+            snprintf(s->node, sizeof(s->node), "%s", optarg);
+        else if (c == 'p')
+            snprintf(s->peers_path, sizeof(s->peers_path), "%s", optarg);
+        else if (c == 'r' && (s->replication = (int)strtol(optarg, &end, 10)) >= 1 && !*end &&
+                 s->replication <= HCSTOR_PEERS_MAX)
+            continue;
+        else if (c == 'f')
+            s->fail_health = 1;
+        else
+            return -1;
+    }
+    return optind == argc && listen[0] && s->data[0] && s->version[0] ? 0 : -1;
+}
+
+static int serve(struct hcstor *s)
+{
+    struct evhttp *http = evhttp_new(s->base);
+    struct event *term = evsignal_new(s->base, SIGTERM, on_signal, s->base);
+    struct event *intr = evsignal_new(s->base, SIGINT, on_signal, s->base);
+    int rc = 1;
+    if (!http || !term || !intr || event_add(term, NULL) < 0 || event_add(intr, NULL) < 0)
+        goto cleanup;
+    evhttp_set_max_body_size(http, HCSTOR_BLOCK_MAX);
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_PUT | EVHTTP_REQ_POST);
+    evhttp_set_gencb(http, route, s);
+    if (evhttp_bind_socket(http, s->host, (ev_uint16_t)s->port) != 0) {
+        hcstor_log(s, "cannot listen on %s:%d: %s", s->host, s->port, strerror(errno));
+        goto cleanup;
+    }
+    if (hcstor_cluster_init(s) < 0) {
+        hcstor_log(s, "cannot start: out of memory");
+        goto cleanup;
+    }
+    hcstor_log(s, "serving on http://%s:%d, %zu blocks in %s%s", s->host, s->port,
+               json_object_size(s->index), s->data,
+               s->fail_health ? " (--fail-health: health answers 503)" : "");
+    event_base_dispatch(s->base);
+    hcstor_log(s, "stopped");
+    rc = 0;
+cleanup:
+    /* The event base, the peer connections and the requests and timers still pending on them
+     * are left to the exit: freeing them frees those without running their callbacks, which
+     * would only turn what the callbacks own into leaks. */
+    if (term)
+        event_free(term);
+    if (intr)
+        event_free(intr);
+    if (http)
+        evhttp_free(http);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static struct hcstor s = {.replication = 2};
+    char listen[300] = "", why[300];
+    struct hc_error err = {0};
+    if (parse_args(argc, argv, &s, listen, sizeof(listen)) < 0)
+        return usage();
+    if (hc_split_host_port(listen, s.host, sizeof(s.host), &s.port, &err) < 0 || s.port <= 0) {
+        fprintf(stderr, "hcstor: invalid --listen '%s'\n", listen);
+        return 2;
+    }
+    if (!s.node[0] && gethostname(s.node, sizeof(s.node)) < 0)
+        snprintf(s.node, sizeof(s.node), "%s", s.host);
+    snprintf(s.blocks, sizeof(s.blocks), "%s/blocks", s.data);
+    if (!s.peers_path[0])
+        snprintf(s.peers_path, sizeof(s.peers_path), "%s/peers.json", s.data);
+    signal(SIGPIPE, SIG_IGN);
+    s.index = json_object();
+    s.base = event_base_new();
+    if (!s.index || !s.base || hc_random_hex(s.incarnation, 16) < 0)
+        return 1;
+    if (hcstor_store_open(&s, why, sizeof(why)) < 0) {
+        hcstor_log(&s, "%s", why);
+        return 1;
+    }
+    return serve(&s); /* s.base and s.index stay for the exit: see serve() */
+}

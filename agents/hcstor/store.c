@@ -1,0 +1,160 @@
+/*
+ * hcstor's blocks on disk. One file per block, DATA/blocks/KEY: a fixed 26-byte header
+ * "HCB1 <20-digit version>\n", then the bytes. A write is answered only once it is durable:
+ * write a temporary file, fsync it, rename it over the block, fsync the directory. The index
+ * (key -> version) is rebuilt from the headers at start-up and kept in memory.
+ *
+ * Versions come from a hybrid clock: wall-clock microseconds, but always above the last version
+ * handed out and above the block's current version, so a block's versions only grow even when
+ * the clock steps back. Only an in-sync replica coordinates a write (main.c), so "above the
+ * current version" is above every acknowledged write of that block.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agents/hcstor/hcstor.h"
+#include "common/util.h"
+
+#define HDR_LEN 26
+
+int hcstor_key_valid(const char *key)
+{
+    size_t n = strlen(key);
+    return n > 0 && n <= HCSTOR_KEY_MAX && key[0] != '.' &&
+           strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+static int read_header(int fd, int64_t *version)
+{
+    char hdr[HDR_LEN + 1];
+    ssize_t n = pread(fd, hdr, HDR_LEN, 0);
+    if (n != HDR_LEN || memcmp(hdr, "HCB1 ", 5) != 0 || hdr[HDR_LEN - 1] != '\n')
+        return -1;
+    hdr[HDR_LEN - 1] = '\0';
+    char *end;
+    long long v = strtoll(hdr + 5, &end, 10);
+    if (*end || v <= 0)
+        return -1;
+    *version = v;
+    return 0;
+}
+
+/* Loads the index; leftovers of interrupted writes are removed, unreadable files reported. */
+int hcstor_store_open(struct hcstor *s, char *why, size_t len)
+{
+    struct hc_error err = {0};
+    if (hc_mkdir_p(s->blocks, 0755, &err) < 0) {
+        snprintf(why, len, "%s", err.message);
+        return -1;
+    }
+    DIR *d = opendir(s->blocks);
+    if (!d) {
+        snprintf(why, len, "cannot open %s: %s", s->blocks, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') {
+            if (!strncmp(e->d_name, ".tmp-", 5))
+                unlinkat(dirfd(d), e->d_name, 0);
+            continue;
+        }
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
+        int64_t v = 0;
+        if (fd < 0 || read_header(fd, &v) < 0 || !hcstor_key_valid(e->d_name))
+            hcstor_log(s, "ignoring %s/%s: not a block file", s->blocks, e->d_name);
+        else
+            json_object_set_new(s->index, e->d_name, json_integer(v));
+        if (fd >= 0)
+            close(fd);
+    }
+    closedir(d);
+    return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int hcstor_store_put(struct hcstor *s, const char *key, int64_t version, const void *data,
+                     size_t len, char *why, size_t why_len)
+{
+    char tmp[1400], final[1400], hdr[HDR_LEN + 1];
+    snprintf(tmp, sizeof(tmp), "%s/.tmp-%s", s->blocks, key);
+    snprintf(final, sizeof(final), "%s/%s", s->blocks, key);
+    snprintf(hdr, sizeof(hdr), "HCB1 %020" PRId64 "\n", version);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), dfd = -1, rc = -1;
+    if (fd < 0 || write_all(fd, hdr, HDR_LEN) < 0 || write_all(fd, data, len) < 0 ||
+        fsync(fd) < 0) {
+        snprintf(why, why_len, "cannot write block '%s': %s", key, strerror(errno));
+        goto cleanup;
+    }
+    if (rename(tmp, final) < 0 || (dfd = open(s->blocks, O_RDONLY | O_DIRECTORY)) < 0 ||
+        fsync(dfd) < 0) {
+        snprintf(why, why_len, "cannot commit block '%s': %s", key, strerror(errno));
+        goto cleanup;
+    }
+    json_object_set_new(s->index, key, json_integer(version));
+    rc = 0;
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    if (dfd >= 0)
+        close(dfd);
+    if (rc < 0)
+        unlink(tmp);
+    return rc;
+}
+
+int hcstor_store_open_block(const struct hcstor *s, const char *key, off_t *offset,
+                            size_t *len, int64_t *version)
+{
+    char path[1400];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s", s->blocks, key);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) < 0 || st.st_size < HDR_LEN || read_header(fd, version) < 0) {
+        close(fd);
+        errno = EIO;
+        return -1;
+    }
+    *offset = HDR_LEN;
+    *len = (size_t)st.st_size - HDR_LEN;
+    return fd;
+}
+
+int64_t hcstor_store_version(const struct hcstor *s, const char *key)
+{
+    return json_integer_value(json_object_get(s->index, key));
+}
+
+int64_t hcstor_next_version(struct hcstor *s, const char *key)
+{
+    int64_t v = hc_now_ms() * 1000;
+    if (v <= s->hlc)
+        v = s->hlc + 1;
+    if (v <= hcstor_store_version(s, key))
+        v = hcstor_store_version(s, key) + 1;
+    s->hlc = v;
+    return v;
+}

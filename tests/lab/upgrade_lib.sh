@@ -1,0 +1,43 @@
+# What the lab tests of rolling upgrades share (t50, t51, t60): the cluster's versions, the
+# upgrade's state, and the availability invariant read two ways: from the controller's event log
+# and from the agents' own service histories. Sourced after lab.sh and e2e/lib.sh, with the lab
+# up (the node list comes from it).
+AGENT_DATA=/var/lib/hcctl/agent
+versions() { hcctl node list -o json | jq -r '[.nodes[].software_version // "none"] | join(" ")'; }
+up_state() { hcctl upgrade status -o json | jq -r .state; }
+up_id() { hcctl upgrade status -o json | jq -r .operation_id; }
+now_ms() { date +%s%3N; }
+
+# The controller's view: replaying maintenance entered/exited events in order, the most nodes
+# in maintenance at once (over the whole test: the event log has no cheap time filter).
+max_down_from_events() {
+    hcctl events --type maintenance.entered --limit 1000 -o json >ent.json &&
+    hcctl events --type maintenance.exited --limit 1000 -o json >exi.json &&
+    jq -s '[.[0].events[] | {id, d: 1}] + [.[1].events[] | {id, d: -1}] | sort_by(.id)
+           | reduce .[] as $e ({cur: 0, max: 0}; .cur += $e.d | .max = ([.max, .cur] | max)) | .max' \
+        ent.json exi.json
+}
+
+# The agents' view: every lab node's DIR/software/service-history.jsonl, one event per line,
+# tagged with the node (PREFIX-nI) it was read from.
+histories() {
+    local n
+    for n in $(lab_info --json | jq -r '.nodes[].name'); do
+        lab_exec "$n" cat "$AGENT_DATA/software/service-history.jsonl" 2>/dev/null |
+            jq -c --arg n "$LAB_PREFIX-$n" '. + {node: $n}'
+    done
+}
+
+# Replaying all histories in time order (a service is down from started, stopped, exited or
+# crashed until running; an adoption changes nothing): the most services down at once between
+# $1 and $2 (epoch ms; the state at $1 counts), or over the whole test without arguments.
+max_down_from_histories() {
+    histories | jq -s --argjson since "${1:-0}" --argjson until "${2:-99999999999999}" '
+        sort_by(.ts_ms) | reduce .[] as $e ({down: {}, pre: 0, max: 0};
+            (if $e.event == "adopted" then . else .down[$e.node] = ($e.event != "running") end)
+            | ([.down[] | select(.)] | length) as $n
+            | if $e.ts_ms < $since then .pre = $n
+              elif $e.ts_ms <= $until then .max = ([.max, $n] | max)
+              else . end)
+        | [.max, .pre] | max'
+}
