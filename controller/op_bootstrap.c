@@ -20,10 +20,12 @@
 #include "common/log.h"
 #include "common/pki.h"
 #include "common/util.h"
+#include "controller/agent_client.h"
 #include "controller/auth.h"
 #include "controller/events.h"
 #include "controller/net.h"
 #include "controller/ops.h"
+#include "controller/poller.h"
 #include "controller/ssh.h"
 
 #define BOOT_JOIN_TOKEN_TTL_S 900
@@ -31,12 +33,22 @@
 #define BOOT_MAX_CLOCK_SKEW_S 60
 #define BOOT_MIN_FREE_KB (64 * 1024)
 
-/* Read-only facts about a host, gathered by one constant script with quoted arguments. */
+/* Read-only facts about a host, gathered by one constant script with quoted arguments. Shell
+ * builtins wherever they do (read from /proc and /sys, test, command -v, kill -0), since every
+ * process costs the host a fork and an exec: only date and df run as processes (uname too where
+ * /proc/sys/kernel lacks the facts). */
 static const char preflight_script[] =
     "iface_arg=$1; addr=$2\n"
-    "echo \"os=$(uname -s)\"; echo \"arch=$(uname -m)\"; echo \"hostname=$(uname -n)\"\n"
+    "{ read -r os </proc/sys/kernel/ostype; } 2>/dev/null || os=$(uname -s)\n"
+    "{ read -r arch </proc/sys/kernel/arch; } 2>/dev/null || arch=$(uname -m)\n"
+    "{ read -r host </proc/sys/kernel/hostname; } 2>/dev/null || host=$(uname -n)\n"
+    "echo \"os=$os\"; echo \"arch=$arch\"; echo \"hostname=$host\"\n"
     "echo \"time=$(date +%s)\"\n"
-    "mkdir -p /opt 2>/dev/null; echo \"free_kb=$(df -Pk /opt | awk 'NR==2 {print $4}')\"\n"
+    "[ -d /opt ] || mkdir -p /opt 2>/dev/null\n"
+    /* df -P: the space available (KiB) is the word before the capacity ("12%") */
+    "set -f; set -- $(df -Pk /opt 2>/dev/null); free=0; prev=\n"
+    "for w; do case $w in *%) free=$prev ;; esac; prev=$w; done\n"
+    "echo \"free_kb=$free\"\n"
     "missing=; for c in sh mkdir mv ln rm cat uname df ip setsid; do\n"
     "  command -v \"$c\" >/dev/null 2>&1 || missing=\"$missing $c\"; done\n"
     "echo \"missing=$missing\"\n"
@@ -45,21 +57,24 @@ static const char preflight_script[] =
     "'{split($4, p, \"/\"); if (p[1] == a) {print $2; exit}}'); fi\n"
     "echo \"iface=$iface\"\n"
     "if [ -n \"$iface\" ] && [ -e \"/sys/class/net/$iface\" ]; then\n"
-    "  echo iface_ok=1; echo \"iface_mtu=$(cat \"/sys/class/net/$iface/mtu\")\"\n"
+    "  mtu=; { read -r mtu <\"/sys/class/net/$iface/mtu\"; } 2>/dev/null\n"
+    "  echo iface_ok=1; echo \"iface_mtu=$mtu\"\n"
     "else echo iface_ok=0; fi\n"
     /* systemd can only manage a service that lives in its own mount namespace */
     "if [ -d /run/systemd/system ] && "
     "[ \"$(readlink /proc/1/ns/mnt)\" = \"$(readlink /proc/self/ns/mnt)\" ]; then\n"
     "  echo init=systemd; else echo init=daemon; fi\n"
     "if [ -f " HC_REMOTE_AGENT_DATA "/agent.pem ]; then echo enrolled=1; else echo enrolled=0; fi\n"
-    "pid=$(cat " HC_REMOTE_AGENT_RUN "/hcagent.pid 2>/dev/null)\n"
+    /* what push must clear first: stale credentials would make the agent skip enrollment */
+    "if [ -e " HC_REMOTE_AGENT_DATA " ]; then echo data=1; else echo data=0; fi\n"
+    "pid=; { read -r pid <" HC_REMOTE_AGENT_RUN "/hcagent.pid; } 2>/dev/null\n"
     "if [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null; then echo running=1; else echo running=0; "
     "fi\n";
 
 struct preflight {
     char os[32], arch[32], hostname[128], iface[32], missing[128], init[16];
     long long time_s, free_kb;
-    int iface_ok, iface_mtu, enrolled, running;
+    int iface_ok, iface_mtu, enrolled, data, running;
 };
 
 struct boot_job;
@@ -109,6 +124,7 @@ void hc_bootstrap_ssh_paths(const char *data_dir, char *key, size_t key_len, cha
 static void preflight_parse(char *out, struct preflight *pf)
 {
     memset(pf, 0, sizeof(*pf));
+    pf->data = 1; /* unless the host says there is nothing to clear */
     char *save = NULL;
     for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *eq = strchr(line, '=');
@@ -127,6 +143,7 @@ static void preflight_parse(char *out, struct preflight *pf)
         else if (!strcmp(k, "iface_ok")) pf->iface_ok = atoi(v);
         else if (!strcmp(k, "iface_mtu")) pf->iface_mtu = atoi(v);
         else if (!strcmp(k, "enrolled")) pf->enrolled = atoi(v);
+        else if (!strcmp(k, "data")) pf->data = atoi(v);
         else if (!strcmp(k, "running")) pf->running = atoi(v);
     }
 }
@@ -276,16 +293,17 @@ static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
         {HC_REMOTE_AGENT_ETC "/join.json", config, strlen(config), 0644},
     };
     const char *rm_argv[] = {"rm", "-rf", "--", HC_REMOTE_AGENT_DATA, NULL};
-    const char *ln_argv[] = {"ln", "-sfn", HC_VERSION, HC_REMOTE_AGENT_ROOT "/current", NULL};
     struct hc_ssh_result r = {0};
-    /* Stale credentials of an earlier membership would make the agent skip enrollment. */
-    if (hc_ssh_run(h->ssh, rm_argv, 20000, &r, err) < 0)
+    /* Stale credentials of an earlier membership would make the agent skip enrollment (a
+     * fresh host has none: preflight said so, and nothing runs a command for it). */
+    if (h->pf.data) {
+        if (hc_ssh_run(h->ssh, rm_argv, 20000, &r, err) < 0)
+            goto cleanup;
+        hc_ssh_result_clear(&r);
+    }
+    /* The `current` link is set by start, in the command that starts the agent. */
+    if (hc_ssh_upload_files(h->ssh, files, HC_ARRAY_LEN(files), err) < 0)
         goto cleanup;
-    hc_ssh_result_clear(&r);
-    if (hc_ssh_upload_files(h->ssh, files, HC_ARRAY_LEN(files), err) < 0 ||
-        hc_ssh_run(h->ssh, ln_argv, 20000, &r, err) < 0)
-        goto cleanup;
-    hc_ssh_result_clear(&r);
     snprintf(detail, len, "hcagent %s (%zu bytes) and a join token in %s", HC_VERSION,
              h->job->agent_len, HC_REMOTE_AGENT_ROOT);
     rc = 0;
@@ -301,16 +319,36 @@ static const char systemd_unit[] =
     HC_REMOTE_AGENT_ETC "/join.json\nRestart=on-failure\nRestartSec=2\nNoNewPrivileges=yes\n\n"
     "[Install]\nWantedBy=multi-user.target\n";
 
+/* Points `current` at this version (idempotent), then runs the rest of the arguments: one
+ * remote command, so that activating and starting cost one SSH channel. */
+static const char activate_script[] = "ln -sfn \"$1\" \"$2\" && shift 2 && exec \"$@\"";
+
+/* The same for the supervised daemon, which is started unless the agent this step started
+ * already runs enrolled (push removed any older enrollment): a controller that died during
+ * this step runs it again, and a second `hcagent join --daemon` would refuse the pid file.
+ * Running: the pid file's process exists and is no zombie (state Z or X in /proc/PID/stat). */
+static const char daemon_start_script[] =
+    "ln -sfn \"$1\" \"$2\" || exit 1; shift 2\n"
+    "pid=; st=; { read -r pid <" HC_REMOTE_AGENT_RUN "/hcagent.pid; } 2>/dev/null\n"
+    "case $pid in ''|*[!0-9]*) ;; *) { read -r _ _ st _ </proc/$pid/stat; } 2>/dev/null ;; esac\n"
+    "case $st in ''|Z|X) ;; *) if [ -f " HC_REMOTE_AGENT_DATA "/agent.json ]; then\n"
+    "  echo already running; exit 0; fi ;; esac\n"
+    "exec \"$@\"\n";
+
 static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                       struct hc_error *err)
 {
     struct boot_host *h = arg;
     struct hc_ssh_result r = {0};
     const char *bin = HC_REMOTE_AGENT_ROOT "/current/hcagent";
-    const char *daemon_argv[] = {bin, "join", "--config", HC_REMOTE_AGENT_ETC "/join.json",
-                                 "--daemon", "--pidfile", HC_REMOTE_AGENT_RUN "/hcagent.pid",
-                                 "--log-file", HC_REMOTE_AGENT_DATA ".log", NULL};
-    const char *reload_argv[] = {"systemctl", "daemon-reload", NULL};
+#define LINK "start", HC_VERSION, HC_REMOTE_AGENT_ROOT "/current"
+    const char *daemon_argv[] = {"sh", "-c", daemon_start_script, LINK, bin, "join", "--config",
+                                 HC_REMOTE_AGENT_ETC "/join.json", "--daemon", "--pidfile",
+                                 HC_REMOTE_AGENT_RUN "/hcagent.pid", "--log-file",
+                                 HC_REMOTE_AGENT_DATA ".log", NULL};
+    const char *reload_argv[] = {"sh", "-c", activate_script, LINK, "systemctl", "daemon-reload",
+                                 NULL};
+#undef LINK
     const char *enable_argv[] = {"systemctl", "enable", "--now", "hcagent.service", NULL};
     int systemd = strcmp(h->pf.init, "systemd") == 0;
     if (host_ssh(h, err) < 0)
@@ -320,11 +358,19 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
                           "/etc/systemd/system/hcagent.service", 0644, err) < 0 ||
             hc_ssh_run(h->ssh, reload_argv, 30000, &r, err) < 0)
             return -1;
+        int status = r.exit_status;
+        if (status != 0) {
+            r.err[strcspn(r.err, "\n")] = '\0';
+            hc_error_set(err, 502, "agent_start_failed", "cannot activate hcagent on %s "
+                         "(exit %d): %s", h->label, status, r.err);
+        }
         hc_ssh_result_clear(&r);
+        if (status != 0)
+            return -1;
     }
     if (hc_ssh_run(h->ssh, systemd ? enable_argv : daemon_argv, 30000, &r, err) < 0)
         return -1;
-    int status = r.exit_status;
+    int status = r.exit_status, already = strstr(r.out, "already running") != NULL;
     if (status != 0) {
         r.err[strcspn(r.err, "\n")] = '\0';
         hc_error_set(err, 502, "agent_start_failed", "cannot start hcagent on %s (exit %d): %s",
@@ -333,8 +379,8 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
     hc_ssh_result_clear(&r);
     if (status != 0)
         return -1;
-    snprintf(detail, len, "started as %s", systemd ? "systemd unit hcagent.service"
-                                                   : "supervised daemon");
+    snprintf(detail, len, "%s as %s", already ? "already running" : "started",
+             systemd ? "systemd unit hcagent.service" : "supervised daemon");
     return 0;
 }
 
@@ -354,39 +400,76 @@ static void agent_log_tail(struct boot_host *h, char *buf, size_t len)
     hc_ssh_result_clear(&r);
 }
 
+/* The node row enrollment wrote for this host: 1 with id and agent_url, 0 when absent. */
+static int enrolled_node(struct hc_op_ctx *ctx, struct boot_host *h, int64_t *id, char *url,
+                         size_t url_len, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(hc_op_db(ctx), err,
+                                    "SELECT id, agent_url FROM nodes WHERE name = ? AND "
+                                    "address = ?", "ss", h->name, h->target.host);
+    if (!rows)
+        return -1;
+    json_t *row = json_array_get(rows, 0);
+    if (row) {
+        *id = hc_json_int(row, "id", 0);
+        snprintf(url, url_len, "%s", hc_json_str(row, "agent_url", ""));
+    }
+    json_decref(rows);
+    return row ? 1 : 0;
+}
+
+/* Until the enrolled agent answers. It is asked directly (hc_poller_ask records its status and
+ * interfaces as a poll would, which the jumbo check at the end of create needs), so no poll
+ * interval is waited. An agent that is still binding its port refuses the connection at once:
+ * it is asked again after 10, 20, 40, then every 50 ms (a refused connect costs next to
+ * nothing; an agent that accepted is waited for by the request itself). */
+#define WAIT_RETRY_MIN_MS 10
+#define WAIT_RETRY_MAX_MS 50
+
 static int step_wait(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                      struct hc_error *err)
 {
     struct boot_host *h = arg;
-    int64_t start = hc_mono_ms(), deadline = start + h->job->wait_ms;
-    hc_op_waiting(ctx, "%s to enroll and answer the health poller", h->name);
+    int64_t start = hc_mono_ms(), deadline = start + h->job->wait_ms, pause = WAIT_RETRY_MIN_MS;
+    long timeout = hc_agent_timeout_ms(h->job->ctl);
+    char seen[700] = "not enrolled", url[1024];
+    int rc = -1;
+    struct hc_http_client *client = hc_agent_client_new(h->job->ctl, err);
+    if (!client)
+        return -1;
+    hc_op_waiting(ctx, "%s to enroll and answer", h->name);
     for (;;) {
-        json_t *rows = hc_db_query_json(hc_op_db(ctx), err,
-                                        "SELECT health FROM nodes WHERE name = ? AND address = ?",
-                                        "ss", h->name, h->target.host);
-        if (!rows)
-            return -1;
-        const char *health = hc_json_str(json_array_get(rows, 0), "health", "absent");
-        int up = strcmp(health, "reachable") == 0;
-        char seen[32];
-        snprintf(seen, sizeof(seen), "%s", health);
-        json_decref(rows);
-        if (up)
-            break;
+        int64_t id = 0, left = deadline - hc_mono_ms();
+        int found = enrolled_node(ctx, h, &id, url, sizeof(url), err);
+        if (found < 0)
+            goto cleanup;
+        if (found) {
+            long t = left >= timeout ? timeout : left > 100 ? (long)left : 100;
+            rc = hc_poller_ask(hc_op_db(ctx), client, id, h->name, url, t, seen, sizeof(seen),
+                               err);
+            if (rc != 0)
+                break;
+        }
         if (hc_mono_ms() > deadline || hc_op_checkpoint(ctx) != HC_OP_SUCCEEDED) {
             char tail[400];
             agent_log_tail(h, tail, sizeof(tail));
             hc_error_set(err, 504, HC_ERR_TIMEOUT, "agent on %s did not become healthy within "
-                         "%lld s (node %s)%s%s", h->label, (long long)(h->job->wait_ms / 1000),
-                         seen, tail[0] ? "; agent log: " : "", tail);
-            return hc_error_hint(err, "check that the node reaches the controller at %s",
-                                 h->job->controller_url);
+                         "%lld s (%s)%s%s", h->label, (long long)(h->job->wait_ms / 1000), seen,
+                         tail[0] ? "; agent log: " : "", tail);
+            hc_error_hint(err, "check that the node reaches the controller at %s",
+                          h->job->controller_url);
+            rc = -1;
+            goto cleanup;
         }
-        usleep(200 * 1000);
+        usleep((useconds_t)pause * 1000);
+        pause = pause * 2 > WAIT_RETRY_MAX_MS ? WAIT_RETRY_MAX_MS : pause * 2;
     }
-    snprintf(detail, len, "node %s healthy after %lld ms", h->name,
-             (long long)(hc_mono_ms() - start));
-    return 0;
+    if (rc > 0)
+        snprintf(detail, len, "node %s healthy after %lld ms", h->name,
+                 (long long)(hc_mono_ms() - start));
+cleanup:
+    hc_http_client_free(client);
+    return rc > 0 ? 0 : -1;
 }
 
 static int step_pin(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,

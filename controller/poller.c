@@ -326,10 +326,10 @@ static int poller_store_iface(struct hc_db *db, int64_t node_id, const json_t *i
 static int poller_store_ifaces(struct hc_db *db, int64_t node_id, const struct hc_http_call *ifc,
                                int64_t now, struct hc_error *err)
 {
-    const json_t *list = json_object_get(ifc->resp.body, "interfaces");
+    const json_t *list = ifc ? json_object_get(ifc->resp.body, "interfaces") : NULL;
     const json_t *iface;
     size_t i;
-    if (!ifc->ok || ifc->resp.status != 200 || !json_is_array(list))
+    if (!ifc || !ifc->ok || ifc->resp.status != 200 || !json_is_array(list))
         return 0; /* keep what we knew; status decides health */
     json_array_foreach(list, i, iface)
     {
@@ -355,15 +355,15 @@ static int poller_health_event(struct hc_db *db, const char *node, const char *f
                         node, v->health);
 }
 
-/* Records one node's poll inside the cycle's transaction. */
-static int poller_record(struct hc_db *db, const json_t *node, const struct hc_http_call *calls,
+/* Records one node's answers (status, interfaces) inside the caller's transaction; echo may be
+ * NULL (no echo probes: no stall verdict). */
+static int poller_record(struct hc_db *db, int64_t id, const char *name,
+                         const struct hc_http_call *status, const struct hc_http_call *ifaces,
                          const struct poller_echo *echo, int64_t now, struct hc_error *err)
 {
-    int64_t id = hc_json_int(node, "id", 0);
-    const char *name = hc_json_str(node, "name", "?");
     struct poller_verdict v;
     int rc = -1;
-    poller_judge(&calls[0], echo, &v);
+    poller_judge(status, echo, &v);
     /* Read the old health inside the transaction: the node may have been removed or changed
      * since the cycle started. */
     json_t *rows = hc_db_query_json(db, err, "SELECT health FROM nodes WHERE id = ?", "i", id);
@@ -374,9 +374,9 @@ static int poller_record(struct hc_db *db, const json_t *node, const struct hc_h
         goto cleanup;
     }
     const char *from = hc_json_str(json_array_get(rows, 0), "health", "unknown");
-    if (calls[0].ok && calls[0].resp.status == 200 && json_is_object(calls[0].resp.body))
-        rc = poller_store_status(db, id, &calls[0], &v, now, err) < 0 ||
-                     poller_store_ifaces(db, id, &calls[1], now, err) != 0
+    if (status->ok && status->resp.status == 200 && json_is_object(status->resp.body))
+        rc = poller_store_status(db, id, status, &v, now, err) < 0 ||
+                     poller_store_ifaces(db, id, ifaces, now, err) != 0
                  ? -1
                  : 0;
     else
@@ -389,12 +389,76 @@ static int poller_record(struct hc_db *db, const json_t *node, const struct hc_h
     if (rc == 0 && strcmp(from, v.health) != 0) {
         HC_INFO("node %s: %s -> %s%s%s", name, from, v.health, v.detail[0] ? ": " : "", v.detail);
         rc = poller_health_event(db, name, from, &v, err);
-        /* An operation that paused because this node stopped answering carries on now. */
-        if (rc == 0 && strcmp(v.health, "reachable") == 0)
-            rc = hc_ops_resume_for_node(db, name, err);
     }
+    /* An operation that paused until this node answers carries on now: also when the poller
+     * never saw it unreachable (the call that paused it timed out while /v1/status answered). */
+    if (rc == 0 && strcmp(v.health, "reachable") == 0)
+        rc = hc_ops_resume_for_node(db, name, err);
 cleanup:
     json_decref(rows);
+    return rc;
+}
+
+int hc_poller_record(struct hc_db *db, int64_t node_id, const char *node_name,
+                     const struct hc_http_call *status, const struct hc_http_call *ifaces,
+                     int64_t now_ms, struct hc_error *err)
+{
+    return poller_record(db, node_id, node_name, status, ifaces, NULL, now_ms, err);
+}
+
+/* One call of hc_poller_ask; 0 when the URL could not be made (why says so). */
+static int poller_ask1(struct hc_http_client *client, const char *agent_url, const char *path,
+                       long timeout_ms, char *url, size_t url_len, struct hc_http_call *call,
+                       char *why, size_t why_len)
+{
+    struct hc_error e = {0};
+    if (hc_agent_url(url, url_len, agent_url, path, &e) != 0) {
+        snprintf(why, why_len, "%s", e.message);
+        return 0;
+    }
+    *call = (struct hc_http_call){.method = "GET", .url = url, .timeout_ms = timeout_ms};
+    hc_http_fanout(client, call, 1, 1);
+    return 1;
+}
+
+int hc_poller_ask(struct hc_db *db, struct hc_http_client *client, int64_t node_id,
+                  const char *node_name, const char *agent_url, long timeout_ms, char *why,
+                  size_t why_len, struct hc_error *err)
+{
+    struct hc_http_call status = {0}, ifaces = {0};
+    char url[2048];
+    int rc = 0;
+    why[0] = '\0';
+    if (!poller_ask1(client, agent_url, "/v1/status", timeout_ms, url, sizeof(url), &status,
+                     why, why_len))
+        return 0;
+    if (!status.ok) {
+        snprintf(why, why_len, "%s", status.err.message);
+    } else if (status.resp.status != 200 || !json_is_object(status.resp.body)) {
+        snprintf(why, why_len, "agent answered GET /v1/status with HTTP %ld", status.resp.status);
+    } else {
+        /* Second request on the connection the first one opened (the client keeps it). */
+        char url2[2048], ignored[8];
+        poller_ask1(client, agent_url, "/v1/interfaces", timeout_ms, url2, sizeof(url2), &ifaces,
+                    ignored, sizeof(ignored));
+        int listed = ifaces.ok && ifaces.resp.status == 200 &&
+                     json_is_array(json_object_get(ifaces.resp.body, "interfaces"));
+        if (hc_db_begin(db, err) != 0) {
+            rc = -1;
+        } else if (poller_record(db, node_id, node_name, &status, &ifaces, NULL, hc_now_ms(),
+                                 err) != 0 ||
+                   hc_db_commit(db, err) != 0) {
+            hc_db_rollback(db);
+            rc = -1;
+        } else if (!listed) {
+            snprintf(why, why_len, "no interface list: %s", ifaces.ok ? "unexpected answer to "
+                     "GET /v1/interfaces" : ifaces.err.message);
+        } else {
+            rc = 1;
+        }
+    }
+    hc_http_response_clear(&status.resp);
+    hc_http_response_clear(&ifaces.resp);
     return rc;
 }
 
@@ -414,7 +478,9 @@ static void poller_store(struct hc_poller *p, const json_t *nodes, struct hc_htt
         hc_metrics_agent_poll(calls[2 * i].ok && calls[2 * i].resp.status == 200,
                               (int64_t)calls[2 * i].elapsed_ms); /* for /metrics */
         /* SQLite undoes only the failed statement: one bad answer does not lose the others. */
-        if (poller_record(p->db, node, &calls[2 * i], echo ? &echo[i] : NULL, now, &err) != 0)
+        if (poller_record(p->db, hc_json_int(node, "id", 0), hc_json_str(node, "name", "?"),
+                          &calls[2 * i], &calls[2 * i + 1], echo ? &echo[i] : NULL, now,
+                          &err) != 0)
             HC_WARN("poller cannot record node %s: %s", hc_json_str(node, "name", "?"),
                     err.message);
     }

@@ -197,7 +197,7 @@ static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char
 static int set_options(struct hc_ssh *s, const struct hc_ssh_target *t,
                        const struct hc_ssh_opts *opts, struct hc_error *err)
 {
-    int no = 0;
+    int no = 0, yes = 1;
     long timeout_s = (opts->timeout_ms > 0 ? opts->timeout_ms : 10000) / 1000;
     if (timeout_s < 1)
         timeout_s = 1;
@@ -207,6 +207,7 @@ static int set_options(struct hc_ssh *s, const struct hc_ssh_target *t,
         ssh_options_set(s->session, SSH_OPTIONS_PORT, &port) < 0 ||
         ssh_options_set(s->session, SSH_OPTIONS_USER, t->user) < 0 ||
         ssh_options_set(s->session, SSH_OPTIONS_TIMEOUT, &timeout_s) < 0 ||
+        ssh_options_set(s->session, SSH_OPTIONS_NODELAY, &yes) < 0 ||
         ssh_options_set(s->session, SSH_OPTIONS_KNOWNHOSTS, opts->known_hosts) < 0 ||
         ssh_options_set(s->session, SSH_OPTIONS_GLOBAL_KNOWNHOSTS,
                         opts->extra_known_hosts ? opts->extra_known_hosts : "/dev/null") < 0)
@@ -417,10 +418,15 @@ static int run_checked(struct hc_ssh *s, const char *const argv[], struct hc_err
     return rc;
 }
 
-static int sftp_write_all(sftp_file f, const char *p, size_t len)
+/* Data per SFTP write request, each one a round trip. 32 KiB is what every server takes;
+ * OpenSSH's sftp-server (it announces posix-rename@openssh.com) takes messages up to 256 KiB. */
+#define SFTP_CHUNK_PORTABLE (32 * 1024)
+#define SFTP_CHUNK_OPENSSH (192 * 1024)
+
+static int sftp_write_all(sftp_file f, const char *p, size_t len, size_t chunk_max)
 {
     while (len > 0) {
-        size_t chunk = len > 32768 ? 32768 : len;
+        size_t chunk = len > chunk_max ? chunk_max : len;
         ssize_t w = sftp_write(f, p, chunk);
         if (w <= 0)
             return -1;
@@ -430,7 +436,8 @@ static int sftp_write_all(sftp_file f, const char *p, size_t len)
     return 0;
 }
 
-/* Moves each temporary name over its target in one remote command (argv: tmp1 dst1 tmp2 ...). */
+/* Moves each temporary name over its target in one remote command (argv: tmp1 dst1 tmp2 ...):
+ * what SFTP's rename cannot do (replace an existing file). */
 static const char move_script[] =
     "while [ $# -gt 1 ]; do mv -f -- \"$1\" \"$2\" || exit 1; shift 2; done";
 
@@ -446,9 +453,11 @@ static int temp_name(const struct hc_ssh_file *f, char *tmp, size_t len, struct 
     return 0;
 }
 
-/* argv for one remote command: prefix words, then one or two strings per file. */
-static const char **files_argv(const char *const *prefix, size_t np, const struct hc_ssh_file *files,
-                               size_t n, char (*tmps)[1200], int with_tmp, char (*dirs)[1024])
+/* argv of the fallback move: the prefix words, then tmp and target of each file not yet in
+ * place. */
+static const char **move_argv(const char *const *prefix, size_t np,
+                              const struct hc_ssh_file *files, size_t n, char (*tmps)[1200],
+                              const int *moved)
 {
     const char **argv = calloc(np + 2 * n + 1, sizeof(*argv));
     size_t k = 0;
@@ -457,27 +466,74 @@ static const char **files_argv(const char *const *prefix, size_t np, const struc
     for (size_t i = 0; i < np; i++)
         argv[k++] = prefix[i];
     for (size_t i = 0; i < n; i++) {
-        if (dirs) {
-            argv[k++] = dirs[i];
-        } else {
-            if (with_tmp)
-                argv[k++] = tmps[i];
-            argv[k++] = files[i].remote_path;
-        }
+        if (moved[i])
+            continue;
+        argv[k++] = tmps[i];
+        argv[k++] = files[i].remote_path;
     }
     return argv;
 }
 
+/* mkdir -p over SFTP: dir and its missing parents (0755), asking only as far up as needed.
+ * 0, or -1 with err. */
+static int sftp_mkdir_p(struct hc_ssh *s, sftp_session sftp, const char *dir,
+                        struct hc_error *err)
+{
+    if (sftp_mkdir(sftp, dir, 0755) == 0)
+        return 0;
+    if (sftp_get_error(sftp) == SSH_FX_NO_SUCH_FILE) {
+        char parent[1024];
+        snprintf(parent, sizeof(parent), "%s", dir);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash != parent) {
+            *slash = '\0';
+            if (sftp_mkdir_p(s, sftp, parent, err) < 0)
+                return -1;
+        }
+        if (sftp_mkdir(sftp, dir, 0755) == 0)
+            return 0;
+    }
+    /* SFTP 3 has no "already exists": look whether a directory is there. */
+    sftp_attributes a = sftp_stat(sftp, dir);
+    int is_dir = a && a->type == SSH_FILEXFER_TYPE_DIRECTORY;
+    sftp_attributes_free(a);
+    return is_dir ? 0
+                  : hc_error_set(err, 502, HC_ERR_SSH, "cannot create directory '%s' on '%s': "
+                                 "sftp error %d", dir, s->target, sftp_get_error(sftp));
+}
+
+/* Opens tmp for writing, making its directory first when it is missing. NULL with err. */
+static sftp_file sftp_create(struct hc_ssh *s, sftp_session sftp, const char *tmp,
+                             const char *dir, int mode, struct hc_error *err)
+{
+    sftp_file f = sftp_open(sftp, tmp, O_WRONLY | O_CREAT | O_EXCL, (mode_t)mode);
+    if (!f && sftp_get_error(sftp) == SSH_FX_NO_SUCH_FILE) {
+        if (sftp_mkdir_p(s, sftp, dir, err) < 0)
+            return NULL;
+        f = sftp_open(sftp, tmp, O_WRONLY | O_CREAT | O_EXCL, (mode_t)mode);
+    }
+    if (!f)
+        hc_error_set(err, 502, HC_ERR_SSH, "cannot create '%s' on '%s': sftp error %d", tmp,
+                     s->target, sftp_get_error(sftp));
+    return f;
+}
+
+/* Everything goes through one SFTP session, in as few round trips as it takes: directories
+ * are made only when creating a file in them fails, and no remote process is started unless a
+ * target already exists. SFTP (version 3, as OpenSSH speaks it) renames only onto a free name,
+ * so a fresh file lands with a rename and an existing one is replaced by `mv -f` (atomic either
+ * way). */
 int hc_ssh_upload_files(struct hc_ssh *s, const struct hc_ssh_file *files, size_t n,
                         struct hc_error *err)
 {
     char (*tmps)[1200] = calloc(n, sizeof(*tmps));
     char (*dirs)[1024] = calloc(n, sizeof(*dirs));
+    int *moved = calloc(n, sizeof(*moved));
     const char **argv = NULL;
     sftp_session sftp = NULL;
-    size_t written = 0;
+    size_t written = 0, pending = 0;
     int rc = -1;
-    if (!tmps || !dirs) {
+    if (!tmps || !dirs || !moved) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
@@ -487,44 +543,50 @@ int hc_ssh_upload_files(struct hc_ssh *s, const struct hc_ssh_file *files, size_
         snprintf(dirs[i], sizeof(dirs[i]), "%s", files[i].remote_path);
         *strrchr(dirs[i], '/') = '\0';
     }
-    static const char *const mkdir_prefix[] = {"mkdir", "-p", "--"};
-    argv = files_argv(mkdir_prefix, 3, files, n, NULL, 0, dirs);
-    if (!argv || run_checked(s, argv, err) < 0)
-        goto cleanup;
     sftp = sftp_new(s->session);
     if (!sftp || sftp_init(sftp) != SSH_OK) {
         hc_error_set(err, 502, HC_ERR_SSH, "cannot start sftp on '%s': %s", s->target,
                      ssh_get_error(s->session));
         goto cleanup;
     }
+    size_t chunk = sftp_extension_supported(sftp, "posix-rename@openssh.com", "1")
+                       ? SFTP_CHUNK_OPENSSH
+                       : SFTP_CHUNK_PORTABLE;
     for (; written < n; written++) {
-        sftp_file f = sftp_open(sftp, tmps[written], O_WRONLY | O_CREAT | O_EXCL,
-                                (mode_t)files[written].mode);
-        int ok = f && sftp_write_all(f, files[written].data, files[written].len) == 0;
-        if (f)
-            sftp_close(f);
+        sftp_file f = sftp_create(s, sftp, tmps[written], dirs[written], files[written].mode,
+                                  err);
+        if (!f)
+            goto cleanup;
+        int ok = sftp_write_all(f, files[written].data, files[written].len, chunk) == 0;
+        sftp_close(f);
         if (!ok) {
             hc_error_set(err, 502, HC_ERR_SSH, "cannot write '%s' on '%s': sftp error %d",
                          tmps[written], s->target, sftp_get_error(sftp));
-            written++; /* its temporary file may exist: remove it below */
+            written++; /* its temporary file exists: remove it below */
             goto cleanup;
         }
     }
-    /* SFTP rename refuses to overwrite: move everything into place with the shell's mv -f. */
-    free(argv);
-    static const char *const mv_prefix[] = {"sh", "-c", move_script, "move"};
-    argv = files_argv(mv_prefix, 4, files, n, tmps, 1, NULL);
-    if (!argv || run_checked(s, argv, err) < 0)
-        goto cleanup;
+    for (size_t i = 0; i < n; i++) {
+        moved[i] = sftp_rename(sftp, tmps[i], files[i].remote_path) == 0;
+        pending += !moved[i];
+    }
+    if (pending) {
+        static const char *const mv_prefix[] = {"sh", "-c", move_script, "move"};
+        argv = move_argv(mv_prefix, 4, files, n, tmps, moved);
+        if (!argv || run_checked(s, argv, err) < 0)
+            goto cleanup;
+    }
     rc = 0;
 cleanup:
     for (size_t i = 0; rc < 0 && sftp && i < written; i++)
-        sftp_unlink(sftp, tmps[i]);
+        if (!moved[i])
+            sftp_unlink(sftp, tmps[i]);
     if (sftp)
         sftp_free(sftp);
     free(argv);
     free(tmps);
     free(dirs);
+    free(moved);
     return rc;
 }
 

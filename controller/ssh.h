@@ -66,9 +66,10 @@ int hc_ssh_run(struct hc_ssh *s, const char *const argv[], long timeout_ms,
 int hc_ssh_upload(struct hc_ssh *s, const void *data, size_t len, const char *remote_path,
                   int mode, struct hc_error *err);
 
-/* Several files in one go: one mkdir for their directories, one SFTP session, one command that
- * moves them all into place (what bootstrap pushes costs three round trips, not ten). A file
- * whose move did not happen keeps its old content. */
+/* Several files in one SFTP session, each written to a temporary name and moved into place:
+ * directories are made only when creating a file fails, a fresh file lands with an SFTP rename,
+ * and `mv -f` runs only for targets that already exist. A file whose move did not happen keeps
+ * its old content. */
 struct hc_ssh_file {
     const char *remote_path;
     const void *data;

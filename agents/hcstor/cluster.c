@@ -311,21 +311,9 @@ static void after_probe(struct hcstor *s, struct hcstor_peer *p, struct evhttp_r
 
 static void probe(struct hcstor *s, struct hcstor_peer *p, struct batch *b)
 {
-    struct msg *m = calloc(1, sizeof(*m));
-    if (!m)
-        return;
-    *m = (struct msg){s, "", hc_mono_ms(), after_probe, b};
-    snprintf(m->peer, sizeof(m->peer), "%s", p->name);
     p->probing = 1;
-    if (hcstor_peer_request(s, p->ctl, EVHTTP_REQ_GET, "/health", NULL, 0, NULL, msg_done,
-                            m) < 0) {
-        free(m);
+    if (send_msg(s, p, EVHTTP_REQ_GET, "/health", NULL, b, after_probe) < 0)
         p->probing = 0;
-        hcstor_peer_mark_down(s, p);
-        return;
-    }
-    if (b)
-        b->remaining++;
 }
 
 void hcstor_probe_all(struct hcstor *s, void (*done)(struct hcstor *s, void *arg), void *arg)
