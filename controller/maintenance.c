@@ -108,6 +108,17 @@ static int set_state(struct hc_op_ctx *ctx, const char *node, const char *state,
     if (hc_db_begin(db, err) < 0)
         return -1;
     int none = strcmp(state, "none") == 0;
+    /* A step re-run after a controller restart records the same change once: the event log
+     * replays to the nodes really in maintenance. */
+    json_t *now = hc_db_query_json(db, err, "SELECT maintenance FROM nodes WHERE name = ?", "s",
+                                   node);
+    if (!now) {
+        hc_db_rollback(db);
+        return -1;
+    }
+    if (!strcmp(hc_json_str(json_array_get(now, 0), "maintenance", ""), state))
+        event = NULL;
+    json_decref(now);
     if (hc_db_run(db, err, "UPDATE nodes SET maintenance = ?, maintenance_mode = ?, "
                   "maintenance_since = CASE WHEN ? THEN NULL ELSE COALESCE(maintenance_since, ?) "
                   "END, maintenance_op = ? WHERE name = ?", "ssiiss", state, none ? NULL : mode,

@@ -2,11 +2,12 @@
  * The rolling upgrade of the storage software (operation "upgrade.rolling", disruptive: it holds
  * the cluster lease from start to end).
  *
- * verify (bundle uploaded, every node's version >= the bundle's min_upgrade_from) -> pre-stage
- * the bundle on every node at once (no disruption) -> node by node, in name order: budget and
- * ok-to-stop -> drain -> stop (maintenance) -> activate -> health (on failure: rollback to the
- * previous version, health, exit maintenance, and the operation fails with the cluster healthy)
- * -> start/health/resync (exit maintenance) -> next. Every step is recorded per node and
+ * verify (bundle uploaded, every node's version >= the bundle's min_upgrade_from) -> send the
+ * storage peers -> pre-stage the bundle on every node (no disruption) -> up to max_unavailable
+ * nodes at a time, in name order (docs/upgrade.md): budget and ok-to-stop -> drain -> stop
+ * (maintenance) -> activate -> health (on failure: rollback to the previous version, health,
+ * exit maintenance, and no further node goes down) -> start/health/resync (exit maintenance) ->
+ * the next node. Every step is recorded per node and
  * idempotent, so a controller killed at any instant carries on after restart. An agent that
  * stops answering pauses the operation with the reason; it resumes by itself once the node is
  * reachable again (or by `hcctl upgrade resume`). Abort leaves every node on a working version:

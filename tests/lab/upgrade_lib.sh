@@ -13,9 +13,10 @@ now_ms() { date +%s%3N; }
 max_down_from_events() {
     hcctl events --type maintenance.entered --limit 1000 -o json >ent.json &&
     hcctl events --type maintenance.exited --limit 1000 -o json >exi.json &&
-    jq -s '[.[0].events[] | {id, d: 1}] + [.[1].events[] | {id, d: -1}] | sort_by(.id)
-           | reduce .[] as $e ({cur: 0, max: 0}; .cur += $e.d | .max = ([.max, .cur] | max)) | .max' \
-        ent.json exi.json
+    jq -s '[.[0].events[] | {id, node, in: true}] + [.[1].events[] | {id, node, in: false}]
+           | sort_by(.id) | reduce .[] as $e ({in: {}, max: 0};
+               .in[$e.node] = $e.in | .max = ([.max, ([.in[] | select(.)] | length)] | max))
+           | .max' ent.json exi.json
 }
 
 # The agents' view: every lab node's DIR/software/service-history.jsonl, one event per line,
