@@ -9,7 +9,6 @@ if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"
 . "$HC_SRC/tests/lab/lab.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
 lab_trap_teardown 'e2e_cleanup'
-BUNDLES=$HC_BIN/../bundles
 CTL_URL=https://198.18.0.1:$CTL_PORT
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
 
@@ -29,13 +28,7 @@ agent_api() {
         --key "$CTL_DIR/client.key" -X "$2" "$(agent_url "$1")$3"
 }
 
-hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name up \
-    --trust-key "$BUNDLES/dev.pub" >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }
-lab_up 3 --prefix hcu --key "$CTL_DIR/ssh/id_ed25519.pub" >"$T/lab.out" 2>"$T/lab.log" ||
-    { cat "$T/lab.log"; exit 1; }
-POLL=500ms controller_start
-hcctl cluster create up --node 198.18.0.11 --node 198.18.0.12 --node 198.18.0.13 \
-    --storage-interface eth1 --accept-new-host-keys >"$T/create.out" 2>&1 || { cat "$T/create.out"; exit 1; }
+upgrade_lab_up up hcu 3 3
 
 test_expect_success 'bundles are uploaded after verification; bad ones are refused untouched' '
     hcctl software upload "$BUNDLES/hcstor-1.0.tar.gz" &&

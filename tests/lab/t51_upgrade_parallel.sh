@@ -9,7 +9,6 @@ if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"
 . "$HC_SRC/tests/lab/lab.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
 lab_trap_teardown 'e2e_cleanup'
-BUNDLES=$HC_BIN/../bundles
 CTL_URL=https://198.18.0.1:$CTL_PORT
 NODES=5
 all_on() { [ "$(versions)" = "$(printf "$1 %.0s" $(seq $NODES) | sed "s/ $//")" ]; }
@@ -58,13 +57,7 @@ slow_bundle() {
     hcctl software upload "hcstor-$v.tar.gz" >/dev/null
 }
 
-hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name upp \
-    --trust-key "$BUNDLES/dev.pub" >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }
-lab_up $NODES --prefix hcp --key "$CTL_DIR/ssh/id_ed25519.pub" >"$T/lab.out" 2>"$T/lab.log" ||
-    { cat "$T/lab.log"; exit 1; }
-POLL=500ms controller_start
-hcctl cluster create upp $(for i in $(seq $NODES); do echo --node 198.18.0.$((10 + i)); done) \
-    --storage-interface eth1 --accept-new-host-keys >"$T/create.out" 2>&1 || { cat "$T/create.out"; exit 1; }
+upgrade_lab_up upp hcp $NODES $NODES
 
 test_expect_success 'bundles: 1.0, 1.1, 1.2-broken, and 1.3 and 1.4 that start in 2 s' '
     hcctl software upload "$BUNDLES/hcstor-1.0.tar.gz" >/dev/null &&

@@ -8,7 +8,6 @@ if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"
 . "$HC_SRC/tests/lab/lab.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
 lab_trap_teardown 'e2e_cleanup'
-BUNDLES=$HC_BIN/../bundles
 svc_nodes() { hcctl node list -o json | jq -r '[.nodes[].address | sub(":[0-9]+$"; "") + ":7480"] | join(",")'; }
 
 # load_start NAME: hcload in the background against every member, until load_stop NAME.
@@ -44,13 +43,7 @@ node_start_agent() {
 }
 hcstor_pid() { lab_exec "n$1" cat /var/lib/hcctl/agent/software/service.pid | jq -r .pid; }
 
-hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name load \
-    --trust-key "$BUNDLES/dev.pub" >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }
-lab_up 5 --prefix hcw --key "$CTL_DIR/ssh/id_ed25519.pub" >"$T/lab.out" 2>"$T/lab.log" ||
-    { cat "$T/lab.log"; exit 1; }
-POLL=500ms controller_start
-hcctl cluster create load --node 198.18.0.11 --node 198.18.0.12 --node 198.18.0.13 \
-    --storage-interface eth1 --accept-new-host-keys >"$T/create.out" 2>&1 || { cat "$T/create.out"; exit 1; }
+upgrade_lab_up load hcw 5 3
 
 test_expect_success 'install 1.0 on 3 nodes; every member knows its 2 peers' '
     hcctl software upload "$BUNDLES/hcstor-1.0.tar.gz" >/dev/null &&

@@ -3,6 +3,22 @@
 # and from the agents' own service histories. Sourced after lab.sh and e2e/lib.sh, with the lab
 # up (the node list comes from it).
 AGENT_DATA=/var/lib/hcctl/agent
+BUNDLES=$HC_BIN/../bundles
+
+# upgrade_lab_up CLUSTER PREFIX LAB_NODES CLUSTER_NODES: a controller trusting the development
+# bundle key (polling every 500 ms), a lab of LAB_NODES nodes, and a cluster of its first
+# CLUSTER_NODES. Run in the test script's own shell; exits the script on failure.
+upgrade_lab_up() {
+    local i nodes=()
+    hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name "$1" \
+        --trust-key "$BUNDLES/dev.pub" >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }
+    lab_up "$3" --prefix "$2" --key "$CTL_DIR/ssh/id_ed25519.pub" >"$T/lab.out" 2>"$T/lab.log" ||
+        { cat "$T/lab.log"; exit 1; }
+    POLL=500ms controller_start
+    for i in $(seq "$4"); do nodes+=(--node "198.18.0.$((10 + i))"); done
+    hcctl cluster create "$1" "${nodes[@]}" --storage-interface eth1 --accept-new-host-keys \
+        >"$T/create.out" 2>&1 || { cat "$T/create.out"; exit 1; }
+}
 versions() { hcctl node list -o json | jq -r '[.nodes[].software_version // "none"] | join(" ")'; }
 up_state() { hcctl upgrade status -o json | jq -r .state; }
 up_id() { hcctl upgrade status -o json | jq -r .operation_id; }
