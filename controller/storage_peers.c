@@ -22,22 +22,22 @@ static int url_host(const char *url, char *host, size_t len)
     return hc_split_host_port(hostport, host, len, &port, &err);
 }
 
-json_t *hc_storage_peers_list(struct hc_db *db, struct hc_error *err)
+static json_t *member_rows(struct hc_db *db, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT name, agent_url FROM nodes WHERE "
-                                    "desired_state = 'member' ORDER BY name", "");
+    return hc_db_query_json(db, err, "SELECT name, agent_url FROM nodes WHERE "
+                            "desired_state = 'member' ORDER BY name", "");
+}
+
+/* {"epoch", "nodes": [{"name", "host"}]} from the member rows (new reference). */
+static json_t *peers_list(const json_t *rows)
+{
     json_t *nodes = json_array(), *row;
     size_t i;
     char host[256];
-    if (!rows) {
-        json_decref(nodes);
-        return NULL;
-    }
     json_array_foreach(rows, i, row)
         if (url_host(hc_json_str(row, "agent_url", ""), host, sizeof(host)) == 0)
             json_array_append_new(nodes, json_pack("{s:s, s:s}", "name",
                                                    hc_json_str(row, "name", ""), "host", host));
-    json_decref(rows);
     return json_pack("{s:I, s:o}", "epoch", (json_int_t)hc_now_ms(), "nodes", nodes);
 }
 
@@ -49,16 +49,11 @@ static int push_step(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                      struct hc_error *err)
 {
     struct push *p = arg;
-    json_t *list = hc_storage_peers_list(hc_op_db(ctx), err), *rows, *row;
+    json_t *rows = member_rows(hc_op_db(ctx), err), *list, *row;
     size_t i, sent = 0, at = 0;
-    if (!list)
+    if (!rows)
         return -1;
-    rows = hc_db_query_json(hc_op_db(ctx), err, "SELECT name, agent_url FROM nodes WHERE "
-                            "desired_state = 'member' ORDER BY name", "");
-    if (!rows) {
-        json_decref(list);
-        return -1;
-    }
+    list = peers_list(rows);
     detail[0] = '\0';
     json_array_foreach(rows, i, row) {
         struct hc_http_response resp = {0};
@@ -68,14 +63,14 @@ static int push_step(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                           "/v1/service/peers", list,
                           hc_agent_timeout_ms(hc_op_controller(ctx)), &resp, &e) == 0)
             sent++;
-        else
-            at += (size_t)snprintf(detail + at, at < len ? len - at : 0, "%s%s: %s",
-                                   at ? "; " : "not sent to ", hc_json_str(row, "name", ""),
-                                   e.message);
+        else if (at < len)
+            at += (size_t)snprintf(detail + at, len - at, "%s%s: %s", at ? "; " : "not sent to ",
+                                   hc_json_str(row, "name", ""), e.message);
         hc_http_response_clear(&resp);
     }
     hc_op_waiting(ctx, NULL);
-    if (sent == 0 && json_array_size(rows) > 0)
+    int none_took = sent == 0 && json_array_size(rows) > 0;
+    if (none_took)
         hc_error_set(err, 503, HC_ERR_UNREACHABLE, "no agent took the storage peers: %s", detail);
     else if (at == 0)
         snprintf(detail, len, "%zu members sent to every agent (epoch %lld)",
@@ -83,7 +78,7 @@ static int push_step(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                  (long long)json_integer_value(json_object_get(list, "epoch")));
     json_decref(rows);
     json_decref(list);
-    return sent == 0 && i > 0 ? -1 : 0;
+    return none_took ? -1 : 0;
 }
 
 int hc_storage_peers_step(struct hc_op_ctx *ctx, struct hc_http_client *client,

@@ -168,9 +168,9 @@ int hcstor_peer_request(struct hcstor *s, struct evhttp_connection *conn,
                         size_t body_len, const char *version_header,
                         void (*cb)(struct evhttp_request *res, void *arg), void *arg)
 {
-    struct evhttp_request *req = evhttp_request_new(cb, arg);
-    if (!req || !conn)
-        goto fail;
+    struct evhttp_request *req = conn ? evhttp_request_new(cb, arg) : NULL;
+    if (!req)
+        return -1;
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Host", "hcstor");
     evhttp_add_header(h, "X-Hcstor-From", s->node);
@@ -180,13 +180,8 @@ int hcstor_peer_request(struct hcstor *s, struct evhttp_connection *conn,
         evhttp_add_header(h, "Content-Type", "application/octet-stream");
         evbuffer_add(evhttp_request_get_output_buffer(req), body, body_len);
     }
-    if (evhttp_make_request(conn, req, type, uri) == 0)
-        return 0; /* on failure evhttp_make_request frees req */
-    req = NULL;
-fail:
-    if (req)
-        evhttp_request_free(req);
-    return -1;
+    /* on failure evhttp_make_request frees req itself */
+    return evhttp_make_request(conn, req, type, uri) == 0 ? 0 : -1;
 }
 
 static json_t *response_json(struct evhttp_request *res)
