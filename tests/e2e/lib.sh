@@ -55,11 +55,13 @@ test_done() {
     exit 0
 }
 
-# A TCP port nobody listens on (on any loopback address).
+# A TCP port nobody listens on (on any loopback address), below the kernel's ephemeral range
+# (ip_local_port_range, 32768 and up by default): a port in that range can be taken by any
+# outgoing connection of a test running beside this one before our daemon binds it.
 free_port() {
     local p
     while :; do
-        p=$((20000 + RANDOM % 40000))
+        p=$((20000 + RANDOM % 12000))
         ss -ltnH "( sport = :$p )" | grep -q . || { echo "$p"; return; }
     done
 }
