@@ -18,6 +18,8 @@
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
 #define STABLE_AFTER_MS 60000 /* a worker that ran this long resets the backoff */
+#define LOG_MAX (16LL << 20)  /* the log file moves to FILE.1 past this, checked every minute */
+#define LOG_CHECK_MS 60000
 
 static volatile sig_atomic_t stop_signal;
 static volatile pid_t worker_pid;
@@ -73,7 +75,26 @@ static int redirect_stdio(const char *log_file)
 }
 
 /* The supervisor's loop: returns 0 in a fresh worker, exits the process otherwise. */
-static int supervise(const char *pidfile)
+/* Waits for the worker to end, keeping the log file within LOG_MAX meanwhile. */
+static void wait_worker(pid_t pid, int *status, const char *log_file)
+{
+    int64_t checked = hc_mono_ms();
+    for (;;) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            return;
+        if (log_file && hc_mono_ms() - checked >= LOG_CHECK_MS) {
+            struct hc_error err = {0};
+            if (hc_file_cap(log_file, LOG_MAX, &err) > 0)
+                HC_INFO("supervisor: log over %lld MiB: moved to %s.1", LOG_MAX >> 20, log_file);
+            checked = hc_mono_ms();
+        }
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int supervise(const char *pidfile, const char *log_file)
 {
     struct sigaction sa = {.sa_handler = on_stop};
     sigemptyset(&sa.sa_mask);
@@ -95,8 +116,7 @@ static int supervise(const char *pidfile)
         }
         worker_pid = pid;
         int status = 0;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
+        wait_worker(pid, &status, log_file);
         worker_pid = 0;
         int clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (clean || stop_signal) {
@@ -160,5 +180,5 @@ int hc_daemon_start(const struct hc_daemon_options *opts, struct hc_error *err)
         }
     }
     HC_INFO("supervisor: running as pid %d", (int)getpid());
-    return supervise(opts->pidfile);
+    return supervise(opts->pidfile, opts->log_file);
 }

@@ -620,7 +620,15 @@ struct health_job {
 static void health_work(void *arg)
 {
     struct health_job *j = arg;
+    struct hc_error err = {0};
     hc_hook_run(HC_HOOK_HEALTH, j->hook, &j->env, &j->res);
+    /* The log is kept in check here, off the event loop, at the pace of the health checks. */
+    int rotated = hc_file_cap(j->svc->log_path, HC_SERVICE_LOG_MAX, &err);
+    if (rotated < 0)
+        HC_WARN("%s", err.message);
+    else if (rotated)
+        HC_INFO("service log over %d MiB: moved to %s.1", HC_SERVICE_LOG_MAX >> 20,
+                j->svc->log_path);
 }
 
 static void health_done(void *arg)

@@ -137,6 +137,9 @@ json_t *hc_service_json(const struct hc_service *svc);
  * adoption), exited (ended unexpectedly; a restart follows), crashed (no more restarts). The
  * last ~1000 lines are kept (docs/hcagent.md "Service history"). */
 #define HC_SERVICE_HISTORY_FILE "service-history.jsonl"
+/* DIR/software/service.log is moved to service.log.1 when it grows past this (checked with
+ * every health check, 5 s apart while running). */
+#define HC_SERVICE_LOG_MAX (16 << 20)
 /* The recorded events with ts_ms >= since_ms, oldest first (new reference; [] when none). */
 json_t *hc_service_history_json(const struct hc_service *svc, int64_t since_ms);
 

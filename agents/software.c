@@ -163,6 +163,93 @@ static int set_link(const struct hc_agent_software *sw, const char *link, const 
     return 0;
 }
 
+/* A field of the record written when version was staged ("sha256", "staged_at"), "" when
+ * unknown. */
+static void meta_field(const char *dir, const char *version, const char *field, char *out,
+                       size_t len)
+{
+    char path[1300], *text = NULL;
+    size_t n;
+    struct hc_error err = {0};
+    out[0] = '\0';
+    snprintf(path, sizeof(path), "%s/.meta/%s.json", dir, version);
+    if (hc_file_read(path, &text, &n, &err) < 0)
+        return;
+    json_t *doc = json_loads(text, 0, NULL);
+    snprintf(out, len, "%s", hc_json_str(doc, field, ""));
+    json_decref(doc);
+    free(text);
+}
+
+/* ---------------------------------------------------------------- pruning */
+
+/* Besides current and previous, the most recently staged versions kept on a node (one
+ * pre-staged for a later activation survives); older ones are deleted after an activation. */
+#define KEEP_OTHER_VERSIONS 2
+#define PRUNE_SCAN_MAX 256
+
+struct staged_version {
+    char version[65];
+    char staged_at[32];
+};
+
+static int newest_first(const void *a, const void *b)
+{
+    return strcmp(((const struct staged_version *)b)->staged_at,
+                  ((const struct staged_version *)a)->staged_at);
+}
+
+static void delete_version(const struct hc_agent_software *sw, const struct staged_version *v)
+{
+    char path[1300];
+    snprintf(path, sizeof(path), "%s/%s", sw->dir, v->version);
+    if (hc_bundle_rmtree(path) < 0) {
+        HC_WARN("software: cannot delete old version %s: %s", v->version, strerror(errno));
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/.meta/%s.json", sw->dir, v->version);
+    unlink(path);
+    HC_INFO("software: deleted old version %s (staged %s)", v->version,
+            v->staged_at[0] ? v->staged_at : "at an unknown time");
+}
+
+/* Deletes staged versions beyond current, previous and the KEEP_OTHER_VERSIONS newest others,
+ * and the leftovers of an interrupted staging (with_stage_dirs: its extraction directories too,
+ * only when no staging can be running). */
+static void prune_versions(const struct hc_agent_software *sw, int with_stage_dirs)
+{
+    char current[65], previous[65], path[1300];
+    struct staged_version *others = calloc(PRUNE_SCAN_MAX, sizeof(*others));
+    size_t n = 0;
+    hc_agent_sw_link(sw, "current", current);
+    hc_agent_sw_link(sw, "previous", previous);
+    DIR *d = others ? opendir(sw->dir) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < PRUNE_SCAN_MAX) {
+        if (strncmp(e->d_name, ".old-", 5) == 0 ||
+            (with_stage_dirs && strncmp(e->d_name, ".stage-", 7) == 0)) {
+            snprintf(path, sizeof(path), "%s/%s", sw->dir, e->d_name);
+            hc_bundle_rmtree(path);
+            continue;
+        }
+        if (!hc_agent_sw_staged(sw, e->d_name) || strcmp(e->d_name, current) == 0 ||
+            strcmp(e->d_name, previous) == 0)
+            continue;
+        snprintf(others[n].version, sizeof(others[n].version), "%s", e->d_name);
+        meta_field(sw->dir, e->d_name, "staged_at", others[n].staged_at,
+                   sizeof(others[n].staged_at));
+        n++;
+    }
+    if (d)
+        closedir(d);
+    if (n > KEEP_OTHER_VERSIONS) {
+        qsort(others, n, sizeof(*others), newest_first);
+        for (size_t i = KEEP_OTHER_VERSIONS; i < n; i++)
+            delete_version(sw, &others[i]);
+    }
+    free(others);
+}
+
 int hc_agent_sw_switch(struct hc_agent_software *sw, const char *version, int rollback,
                        struct hc_error *err)
 {
@@ -182,6 +269,8 @@ int hc_agent_sw_switch(struct hc_agent_software *sw, const char *version, int ro
             rollback ? (current[0] ? current : "none") : "");
     if (rollback)
         HC_INFO("software: rollback done, no rollback target left");
+    else
+        prune_versions(sw, 0);
     return 0;
 }
 
@@ -262,22 +351,6 @@ void hc_agent_software_status(const struct hc_agent_software *sw, json_t *status
 }
 
 /* ---------------------------------------------------------------- staging (a job) */
-
-/* The sha256 recorded when version was staged, "" when unknown. */
-static void meta_sha(const char *dir, const char *version, char out[65])
-{
-    char path[1300], *text = NULL;
-    size_t len;
-    struct hc_error err = {0};
-    out[0] = '\0';
-    snprintf(path, sizeof(path), "%s/.meta/%s.json", dir, version);
-    if (hc_file_read(path, &text, &len, &err) < 0)
-        return;
-    json_t *doc = json_loads(text, 0, NULL);
-    snprintf(out, 65, "%s", hc_json_str(doc, "sha256", ""));
-    json_decref(doc);
-    free(text);
-}
 
 static int http_fail(const struct hc_http_response *resp, const char *what, const char *url,
                      struct hc_error *err)
@@ -422,7 +495,7 @@ void hc_agent_sw_stage_work(void *arg)
     struct hc_bundle_keys *keys = NULL;
     char have[65], path[1200];
     snprintf(path, sizeof(path), "%s/%s", st->dir, st->version);
-    meta_sha(st->dir, st->version, have);
+    meta_field(st->dir, st->version, "sha256", have, sizeof(have));
     if (access(path, F_OK) == 0 && have[0] && (!st->sha256[0] || !strcmp(have, st->sha256))) {
         st->already = 1; /* staging is idempotent */
         snprintf(st->sha256_out, sizeof(st->sha256_out), "%s", have);
@@ -490,6 +563,7 @@ struct hc_agent_software *hc_agent_software_new(struct hc_http_server *srv, stru
     sw->desired_running = load_desired(sw);
     hc_agent_sw_link(sw, "current", current);
     hc_service_set_idle(sw->svc, current[0] != 0);
+    prune_versions(sw, 1); /* no staging job runs yet */
     return sw;
 }
 

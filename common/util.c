@@ -146,6 +146,35 @@ int hc_file_read(const char *path, char **out, size_t *len, struct hc_error *err
     return 0;
 }
 
+int hc_file_cap(const char *path, long long max, struct hc_error *err)
+{
+    struct stat st;
+    char old[1100], tmp[1200], buf[65536];
+    if (stat(path, &st) < 0 || st.st_size <= max)
+        return 0;
+    snprintf(old, sizeof(old), "%s.1", path);
+    snprintf(tmp, sizeof(tmp), "%s.1.tmp", path);
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    int out = in < 0 ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 0777);
+    ssize_t n = 0;
+    while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+        if (write(out, buf, (size_t)n) != n) {
+            n = -1;
+            break;
+        }
+    int ok = in >= 0 && out >= 0 && n == 0;
+    if (in >= 0)
+        close(in);
+    if (out >= 0 && close(out) < 0)
+        ok = 0;
+    if (!ok || rename(tmp, old) < 0 || truncate(path, 0) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot rotate '%s': %s", path, strerror(e));
+    }
+    return 1;
+}
+
 int hc_file_write_atomic(const char *path, const void *data, size_t len, int mode,
                          struct hc_error *err)
 {

@@ -38,6 +38,12 @@ int hc_file_read(const char *path, char **out, size_t *len, struct hc_error *err
  * Returns 0 or -1 with err. */
 int hc_file_write_atomic(const char *path, const void *data, size_t len, int mode,
                          struct hc_error *err);
+/* Keeps an append-only log file within max bytes: when it is larger, its content moves to
+ * PATH.1 (replacing the older one) and PATH is truncated in place, so that a process appending
+ * to it (O_APPEND) carries on from the start. A line written between the copy and the
+ * truncation is lost (as with logrotate's copytruncate). Returns 1 when it rotated, 0 when it
+ * did not need to, -1 with err. */
+int hc_file_cap(const char *path, long long max, struct hc_error *err);
 /* mkdir -p with mode for created directories. Returns 0 or -1 with err. */
 int hc_mkdir_p(const char *path, int mode, struct hc_error *err);
 /* Joins dir and name into a newly allocated string. Caller frees. */

@@ -231,6 +231,34 @@ test_expect_success 'a read-only token cannot upload or remove bundles' '
     hcctl --token "$ro" software list >/dev/null
 '
 
+test_expect_success 'an activation deletes staged versions beyond current, previous and the two newest' '
+    for v in 2.0 2.1 2.2; do
+        jq ".version = \"$v\"" "$HC_SRC/agents/hcstor-bundle/1.0.json" >m-$v.json &&
+        hcctl software build --manifest m-$v.json --dir "$BUNDLES/stage-1.0" \
+            --key "$BUNDLES/dev.key" -o hcstor-$v.tar.gz >/dev/null &&
+        hcctl software upload hcstor-$v.tar.gz >/dev/null &&
+        tok=$(stage_token "p$v") &&
+        agent_api POST /v1/software/stage "{\"version\":\"$v\",\"token\":\"$tok\"}" |
+            jq -e ".staged == true" || exit 1
+    done &&
+    agent_api GET /v1/software | jq -e "[.installed[].version] | sort == [\"1.0\",\"1.1\",\"1.2-broken\",\"2.0\",\"2.1\",\"2.2\"]" &&
+    mkdir "$T/n1/software/.old-1.1-deadbeef" &&
+    agent_api POST /v1/software/activate "{\"version\":\"2.2\"}" | jq -e ".current == \"2.2\" and .previous == \"1.0\"" &&
+    agent_api GET /v1/software | jq -e "[.installed[].version] | sort == [\"1.0\",\"2.0\",\"2.1\",\"2.2\"]" &&
+    [ ! -e "$T/n1/software/1.1" ] && [ ! -e "$T/n1/software/.meta/1.1.json" ] &&
+    [ ! -e "$T/n1/software/.old-1.1-deadbeef" ] &&
+    grep -q "deleted old version 1.2-broken" "$T/n1.log" &&
+    wait_for 15 healthy
+'
+
+test_expect_success 'a service log past 16 MiB moves to service.log.1 while the service runs' '
+    head -c 17M /dev/zero | tr "\0" x >>"$T/n1/software/service.log" &&
+    wait_for 15 "[ -f \"$T/n1/software/service.log.1\" ]" &&
+    [ "$(stat -c %s "$T/n1/software/service.log")" -lt 1048576 ] &&
+    [ "$(stat -c %s "$T/n1/software/service.log.1")" -gt 16777216 ] &&
+    grep -q "service log over 16 MiB" "$T/n1.log" && healthy
+'
+
 test_expect_success 'cleanup: the service stops through the agent' '
     agent_api POST /v1/service/stop | jq -e ".service.state == \"stopped\""
 '

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -175,6 +176,53 @@ static void test_file_write_missing_dir(void **state)
     free(path);
 }
 
+/* A log under the limit stays; over it, its content moves to .1 and a writer holding it open
+ * with O_APPEND carries on at the start of the emptied file. */
+static void test_file_cap(void **state)
+{
+    char *path = hc_path_join(*state, "service.log");
+    char *old = NULL;
+    struct hc_error err = {0};
+    assert_true(asprintf(&old, "%s.1", path) > 0);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0640);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0123456789", 10), 10);
+    assert_int_equal(hc_file_cap(path, 10, &err), 0);
+    assert_int_equal(access(old, F_OK), -1);
+
+    assert_int_equal(write(fd, "abc", 3), 3);
+    assert_int_equal(hc_file_cap(path, 10, &err), 1);
+    char *back = NULL;
+    size_t len = 0;
+    assert_int_equal(hc_file_read(old, &back, &len, &err), 0);
+    assert_string_equal(back, "0123456789abc");
+    free(back);
+    assert_int_equal(write(fd, "new", 3), 3);
+    assert_int_equal(hc_file_read(path, &back, &len, &err), 0);
+    assert_string_equal(back, "new");
+    free(back);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+    close(fd);
+
+    /* A missing file needs nothing; an unwritable .1 is an error that names the file. */
+    assert_int_equal(hc_file_cap("/nonexistent/x.log", 1, &err), 0);
+    unlink(old);
+    assert_int_equal(mkdir(old, 0755), 0);
+    assert_int_equal(write(fd = open(path, O_WRONLY | O_APPEND), "0123456789ab", 12), 12);
+    close(fd);
+    assert_int_equal(hc_file_cap(path, 10, &err), -1);
+    assert_string_equal(err.code, HC_ERR_IO);
+    assert_non_null(strstr(err.message, "service.log"));
+    assert_int_equal(hc_file_read(path, &back, &len, &err), 0);
+    assert_int_equal(len, 3 + 12); /* nothing lost */
+    free(back);
+    rmdir(old);
+    free(old);
+    free(path);
+}
+
 static void test_random_hex(void **state)
 {
     char a[65], b[65];
@@ -245,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_host_port_invalid),
         cmocka_unit_test_setup_teardown(test_file_write_atomic, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_file_write_missing_dir, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_file_cap, setup_tmp, teardown_tmp),
         cmocka_unit_test(test_random_hex),
         cmocka_unit_test(test_sha256_and_ct_equal),
         cmocka_unit_test_setup_teardown(test_mkdir_p_and_join, setup_tmp, teardown_tmp),
