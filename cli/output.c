@@ -395,9 +395,9 @@ void hc_output_json(struct hc_output *o, const json_t *doc)
 void hc_output_error(struct hc_output *o, const struct hc_error *err, const json_t *extra)
 {
     fflush(o->out);
-    fprintf(o->err, "hcctl: error: %s\n", err->message[0] ? err->message : "unknown error");
-    if (err->hint[0])
-        fprintf(o->err, "hint: %s\n", err->hint);
+    /* One line, so that a script's log keeps the error and what to do together. */
+    fprintf(o->err, "hcctl: error: %s%s%s\n", err->message[0] ? err->message : "unknown error",
+            err->hint[0] ? "; hint: " : "", err->hint);
     if (!o->json || (o->documents > 0 && !o->stream))
         return;
     json_t *doc = hc_error_to_json(err);

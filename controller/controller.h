@@ -29,6 +29,8 @@ struct hc_controller {
     char client_key[1100];
     char listen_host[256];
     int listen_port;
+    char advertise_host[256]; /* where nodes reach the controller; "" = the listen address */
+    int advertise_port;
     char cluster_id[64];
     int64_t poll_interval_ms;
     int64_t agent_timeout_ms; /* per request to an agent; below the poll interval */
@@ -42,5 +44,14 @@ struct hc_controller {
 
 /* Fills the path fields from data_dir. */
 void hc_controller_paths(struct hc_controller *ctl, const char *data_dir);
+/* The URL nodes are given to reach the controller: https://ADVERTISE, else https://LISTEN.
+ * Returns 0, or -1 with err when that is a wildcard address nodes cannot be told. */
+int hc_controller_url(const struct hc_controller *ctl, char *buf, size_t len, struct hc_error *err);
+/* 0 when the server certificate names the advertised host (or none is set), else -1 with err:
+ * agents check the name, so an address the certificate lacks could never be joined. */
+int hc_controller_check_advertise(const struct hc_controller *ctl, struct hc_error *err);
+/* Parses an --advertise ADDR:PORT (no wildcard, a real port). 0 or -1 with err. */
+int hc_controller_parse_advertise(const char *text, char *host, size_t len, int *port,
+                                  struct hc_error *err);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <openssl/x509v3.h>
 #include <unistd.h>
 
 #include "common/json_util.h"
@@ -49,6 +50,57 @@ static int is_wildcard(const char *host)
     return !*host || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0;
 }
 
+static void format_url(char *buf, size_t len, const char *host, int port)
+{
+    snprintf(buf, len, strchr(host, ':') ? "https://[%s]:%d" : "https://%s:%d", host, port);
+}
+
+int hc_controller_parse_advertise(const char *text, char *host, size_t len, int *port,
+                                  struct hc_error *err)
+{
+    if (hc_split_host_port(text, host, len, port, err) < 0)
+        return hc_error_prefix(err, "--advertise");
+    if (is_wildcard(host) || *port < 1 || *port > 65535)
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+                            "--advertise '%s' is not an address and port nodes can reach", text);
+    return 0;
+}
+
+int hc_controller_check_advertise(const struct hc_controller *ctl, struct hc_error *err)
+{
+    const char *host = ctl->advertise_host;
+    if (!host[0])
+        return 0;
+    X509 *cert = hc_pki_cert_load(ctl->server_cert, err);
+    if (!cert)
+        return -1;
+    int named =
+        X509_check_ip_asc(cert, host, 0) == 1 || X509_check_host(cert, host, 0, 0, NULL) == 1;
+    X509_free(cert);
+    if (named)
+        return 0;
+    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+                 "--advertise %s: the controller's certificate does not name that address, so "
+                 "agents would refuse it", host);
+    return hc_error_hint(err, "advertise an address given to 'hcctld init' (--listen, --advertise "
+                              "or --san)");
+}
+
+int hc_controller_url(const struct hc_controller *ctl, char *buf, size_t len, struct hc_error *err)
+{
+    const char *host = ctl->advertise_host[0] ? ctl->advertise_host : ctl->listen_host;
+    int port = ctl->advertise_host[0] ? ctl->advertise_port : ctl->listen_port;
+    if (is_wildcard(host)) {
+        hc_error_set(err, 412, "preflight_failed",
+                     "the controller listens on %s and advertises no address: nodes cannot be "
+                     "told where to reach it", host[0] ? host : "every address");
+        return hc_error_hint(err, "give hcctld an address the nodes reach: 'hcctld run "
+                                  "--advertise ADDR:PORT' (or --listen ADDR:PORT)");
+    }
+    format_url(buf, len, host, port);
+    return 0;
+}
+
 /* Work state of one init, so the steps can share it without long argument lists. */
 struct init_state {
     const struct hc_init_options *opts;
@@ -56,6 +108,8 @@ struct init_state {
     struct hc_controller ctl;
     char host[256];
     int port;
+    char adv_host[256]; /* "" without --advertise */
+    int adv_port;
     X509 *ca;
     EVP_PKEY *ca_key;
     char *ca_pem;
@@ -152,6 +206,8 @@ static int make_certs(struct init_state *s, struct hc_error *err)
     size_t n = 0;
     if (!is_wildcard(s->host))
         n = add_san(sans, n, s->host);
+    if (s->adv_host[0])
+        n = add_san(sans, n, s->adv_host);
     for (size_t i = 0; i < s->opts->nsans; i++)
         n = add_san(sans, n, s->opts->sans[i]);
     n = add_san(sans, n, "localhost");
@@ -230,9 +286,10 @@ static int write_files(struct init_state *s, struct hc_error *err)
     if (hc_mkdir_p(path, 0700, err) < 0 || hc_ssh_keygen(key, err) < 0)
         return -1;
     path_in(path, sizeof(path), s->ctl.data_dir, "controller.json");
-    return write_json(path,
-                      json_pack("{s:s, s:s}", "listen", listen, "cluster_id", s->res->cluster_id),
-                      0644, err);
+    json_t *settings = json_pack("{s:s, s:s}", "listen", listen, "cluster_id", s->res->cluster_id);
+    if (settings && s->opts->advertise)
+        json_object_set_new(settings, "advertise", json_string(s->opts->advertise));
+    return write_json(path, settings, 0644, err);
 }
 
 int hc_init_cli_config_path(char *buf, size_t len, struct hc_error *err)
@@ -259,11 +316,11 @@ static int write_cli_config(struct init_state *s, struct hc_error *err)
         snprintf(res->cli_config, sizeof(res->cli_config), "%s", s->opts->cli_config);
     else if (hc_init_cli_config_path(res->cli_config, sizeof(res->cli_config), err) < 0)
         return -1;
-    const char *host = s->host;
+    const char *host = s->adv_host[0] ? s->adv_host : s->host;
+    int port = s->adv_host[0] ? s->adv_port : s->port;
     if (is_wildcard(host))
         host = s->opts->nsans ? s->opts->sans[0] : "127.0.0.1";
-    snprintf(res->controller_url, sizeof(res->controller_url),
-             strchr(host, ':') ? "https://[%s]:%d" : "https://%s:%d", host, s->port);
+    format_url(res->controller_url, sizeof(res->controller_url), host, port);
     char dir[1100];
     snprintf(dir, sizeof(dir), "%s", res->cli_config);
     if (hc_mkdir_p(dirname(dir), 0700, err) < 0)
@@ -307,6 +364,9 @@ static int check_options(struct init_state *s, struct hc_error *err)
     if (s->port < 1 || s->port > 65535)
         return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "listen port %d is out of range",
                             s->port);
+    if (o->advertise && hc_controller_parse_advertise(o->advertise, s->adv_host,
+                                                      sizeof(s->adv_host), &s->adv_port, err) < 0)
+        return -1;
     if (o->nsans > MAX_SANS - 3)
         return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "too many --san values (max %d)",
                             MAX_SANS - 3);
@@ -378,9 +438,13 @@ static int load_settings(struct hc_controller *ctl, struct hc_error *err)
     if (!doc)
         return hc_error_prefix(err, "reading '%s'", path);
     const char *listen = hc_json_str(doc, "listen", HC_INIT_DEFAULT_LISTEN);
+    const char *advertise = hc_json_str(doc, "advertise", NULL);
     snprintf(ctl->cluster_id, sizeof(ctl->cluster_id), "%s", hc_json_str(doc, "cluster_id", ""));
     int rc = hc_split_host_port(listen, ctl->listen_host, sizeof(ctl->listen_host),
                                 &ctl->listen_port, err);
+    if (rc == 0 && advertise)
+        rc = hc_controller_parse_advertise(advertise, ctl->advertise_host,
+                                           sizeof(ctl->advertise_host), &ctl->advertise_port, err);
     json_decref(doc);
     if (rc < 0)
         return hc_error_prefix(err, "reading '%s'", path);

@@ -21,6 +21,7 @@
 struct hc_init_options {
     const char *data_dir;
     const char *listen;      /* ADDR:PORT; NULL for HC_INIT_DEFAULT_LISTEN */
+    const char *advertise;   /* ADDR:PORT nodes and the CLI use; NULL: the listen address */
     const char *const *sans; /* extra server certificate names (DNS names or IPs) */
     size_t nsans;
     const char *cluster_name; /* NULL for HC_INIT_DEFAULT_CLUSTER_NAME */
@@ -47,7 +48,8 @@ int hc_init_run(const struct hc_init_options *opts, struct hc_init_result *res,
 /* $XDG_CONFIG_HOME/hcctl/config.json, else ~/.config/hcctl/config.json. 0 or -1 with err. */
 int hc_init_cli_config_path(char *buf, size_t len, struct hc_error *err);
 
-/* Fills ctl's paths and the settings in DIR/controller.json (listen address, cluster id), and
+/* Fills ctl's paths and the settings in DIR/controller.json (listen and advertised addresses,
+ * cluster id), and
  * the defaults of the other settings. Returns 0 or -1 with err (e.g. not initialised). */
 int hc_controller_load(struct hc_controller *ctl, const char *data_dir, struct hc_error *err);
 

@@ -5,12 +5,16 @@
  */
 #include <event2/event.h>
 #include <event2/thread.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -36,12 +40,14 @@
 
 static void usage(FILE *out)
 {
-    fputs("usage: hcctld init --data-dir DIR [--listen ADDR:PORT] [--san NAME]...\n"
+    fputs("usage: hcctld init --data-dir DIR [--listen ADDR:PORT] [--advertise ADDR:PORT]\n"
+          "                   [--san NAME]...\n"
           "                   [--cluster-name NAME] [--cli-config PATH] [--force]\n"
           "                   [--trust-key FILE]...  (Ed25519 public keys that sign bundles)\n"
           "       hcctld token create --data-dir DIR --name NAME [--role admin|readonly]\n"
           "                   [--ttl DUR]\n"
-          "       hcctld run --data-dir DIR [--listen ADDR:PORT] [--poll-interval DUR]\n"
+          "       hcctld run --data-dir DIR [--listen ADDR:PORT] [--advertise ADDR:PORT]\n"
+          "                   [--poll-interval DUR]\n"
           "                   [--workers N] [--log-level debug|info|warn|error]\n"
           "       hcctld version\n",
           out);
@@ -71,6 +77,7 @@ static int cmd_init(int argc, char **argv)
 {
     static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
                                          {"listen", required_argument, NULL, 'l'},
+                                         {"advertise", required_argument, NULL, 'a'},
                                          {"san", required_argument, NULL, 's'},
                                          {"cluster-name", required_argument, NULL, 'n'},
                                          {"cli-config", required_argument, NULL, 'c'},
@@ -88,6 +95,9 @@ static int cmd_init(int argc, char **argv)
             break;
         case 'l':
             o.listen = optarg;
+            break;
+        case 'a':
+            o.advertise = optarg;
             break;
         case 'n':
             o.cluster_name = optarg;
@@ -211,6 +221,30 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     event_base_loopexit(ctl->base, NULL);
 }
 
+/* One hcctld per data directory: DIR/hcctld.lock is held (flock) for the whole run and holds
+ * the pid. The descriptor stays open until the process ends. */
+static int lock_data_dir(const struct hc_controller *ctl, struct hc_error *err)
+{
+    char path[1100], text[32];
+    snprintf(path, sizeof(path), "%s/hcctld.lock", ctl->data_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        ssize_t n = read(fd, text, sizeof(text) - 1);
+        text[n > 0 ? n : 0] = '\0';
+        text[strcspn(text, "\n")] = '\0';
+        close(fd);
+        hc_error_set(err, 409, HC_ERR_CONFLICT, "another hcctld (pid %s) already runs on '%s'",
+                     text[0] ? text : "unknown", ctl->data_dir);
+        return hc_error_hint(err, "stop it first, or give this one another --data-dir");
+    }
+    int len = snprintf(text, sizeof(text), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, text, (size_t)len, 0) != len)
+        HC_WARN("cannot write the pid into '%s': %s", path, strerror(errno));
+    return 0;
+}
+
 /* Serves until a signal; every piece started here is stopped and freed here. */
 static int serve(struct hc_controller *ctl, struct hc_error *err)
 {
@@ -268,6 +302,7 @@ cleanup:
 struct run_options {
     const char *data_dir;
     const char *listen;
+    const char *advertise;
     const char *poll;
     const char *workers;
     const char *log_level;
@@ -281,6 +316,12 @@ static int run_settings(const struct run_options *o, struct hc_controller *ctl,
         return -1;
     if (o->listen && hc_split_host_port(o->listen, ctl->listen_host, sizeof(ctl->listen_host),
                                         &ctl->listen_port, err) < 0)
+        return -1;
+    if (o->advertise &&
+        hc_controller_parse_advertise(o->advertise, ctl->advertise_host,
+                                      sizeof(ctl->advertise_host), &ctl->advertise_port, err) < 0)
+        return -1;
+    if (hc_controller_check_advertise(ctl, err) < 0)
         return -1;
     if (o->poll && hc_duration_parse(o->poll, &ctl->poll_interval_ms, err) < 0)
         return -1;
@@ -306,6 +347,7 @@ static int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
                                          {"listen", required_argument, NULL, 'l'},
+                                         {"advertise", required_argument, NULL, 'a'},
                                          {"poll-interval", required_argument, NULL, 'p'},
                                          {"workers", required_argument, NULL, 'w'},
                                          {"log-level", required_argument, NULL, 'L'},
@@ -320,6 +362,9 @@ static int cmd_run(int argc, char **argv)
             break;
         case 'l':
             o.listen = optarg;
+            break;
+        case 'a':
+            o.advertise = optarg;
             break;
         case 'p':
             o.poll = optarg;
@@ -345,7 +390,7 @@ static int cmd_run(int argc, char **argv)
     hc_log_set_level(level);
     static struct hc_controller ctl; /* large; lives for the whole run */
     struct hc_error err = {0};
-    if (run_settings(&o, &ctl, &err) < 0)
+    if (run_settings(&o, &ctl, &err) < 0 || lock_data_dir(&ctl, &err) < 0)
         return fail(&err);
     ctl.started_mono_ms = hc_mono_ms();
     signal(SIGPIPE, SIG_IGN);

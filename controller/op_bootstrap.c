@@ -627,14 +627,8 @@ static int job_setup(struct boot_job *job, struct hc_error *err)
     job->ssh.timeout_ms = 10000;
     job->iface = hc_json_str(p, "storage_interface", NULL);
     job->wait_ms = hc_json_int(p, "join_timeout_ms", BOOT_WAIT_DEFAULT_MS);
-    snprintf(job->controller_url, sizeof(job->controller_url), "https://%s:%d", ctl->listen_host,
-             ctl->listen_port);
-    if (!strcmp(ctl->listen_host, "0.0.0.0") || !strcmp(ctl->listen_host, "::")) {
-        hc_error_set(err, 412, "preflight_failed", "the controller listens on %s: nodes cannot "
-                     "be told where to reach it", ctl->listen_host);
-        return hc_error_hint(err, "run hcctld with --listen ADDRESS:PORT on an address the nodes "
-                                  "reach");
-    }
+    if (hc_controller_url(ctl, job->controller_url, sizeof(job->controller_url), err) < 0)
+        return -1;
     X509 *ca = hc_pki_cert_load(ctl->ca_file, err);
     if (!ca)
         return -1;

@@ -38,4 +38,30 @@ test_expect_success 'operation wait on an unknown operation exits 1' '
     hcctl operation wait op-000000000000 2>err; [ $? = 1 ] && grep -q "op-000000000000" err
 '
 
+test_expect_success 'a second hcctld on the same data dir is refused, naming the first' '
+    ! timeout 10 hcctld run --data-dir "$CTL_DIR" --listen "127.0.0.1:$(free_port)" 2>err &&
+    grep -q "another hcctld (pid $(cat "$T/pids/hcctld")) already runs" err &&
+    hcctl version -o json | jq -e .controller.version >/dev/null
+'
+
+test_expect_success 'init --advertise: nodes and the CLI are told that address; the certificate names it' '
+    port=$(free_port) &&
+    XDG_CONFIG_HOME=$T/adv-config hcctld init --data-dir "$T/adv" --listen "0.0.0.0:$port" \
+        --advertise "127.0.0.7:$port" >adv.out &&
+    jq -e ".advertise == \"127.0.0.7:$port\" and .listen == \"0.0.0.0:$port\"" "$T/adv/controller.json" &&
+    jq -e ".controller == \"https://127.0.0.7:$port\"" "$T/adv-config/hcctl/config.json" &&
+    openssl x509 -in "$T/adv/server.pem" -noout -ext subjectAltName | grep -q "IP Address:127.0.0.7" &&
+    { hcctld run --data-dir "$T/adv" --poll-interval 1s >>"$T/adv.log" 2>&1 & echo $! >"$T/pids/adv"; } &&
+    wait_for 10 "XDG_CONFIG_HOME=$T/adv-config hcctl version -o json | jq -e .controller.version" &&
+    stop_daemon adv TERM
+'
+
+test_expect_success '--advertise that nodes could not use is refused' '
+    ! timeout 10 hcctld run --data-dir "$T/adv" --advertise "127.0.0.99:1" 2>err &&
+    grep -q "certificate does not name" err &&
+    ! timeout 10 hcctld run --data-dir "$T/adv" --advertise "0.0.0.0:7443" 2>err &&
+    grep -q "not an address and port nodes can reach" err &&
+    ! hcctld init --data-dir "$T/adv2" --advertise "127.0.0.7" 2>err && [ ! -e "$T/adv2/hcctld.db" ]
+'
+
 test_done

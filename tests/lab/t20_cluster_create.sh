@@ -14,8 +14,9 @@ nodes_named() { hcctl node list -o json | jq -r '[.nodes[].name] | join(" ")'; }
 alive() { [ -r "/proc/$1/stat" ] && [ "$(cut -d" " -f3 "/proc/$1/stat")" != Z ]; }
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
 
-hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name lab \
-    >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }
+# Listening on every address, the controller tells the nodes the one they reach it on.
+hcctld init --data-dir "$CTL_DIR" --listen "0.0.0.0:$CTL_PORT" --advertise "198.18.0.1:$CTL_PORT" \
+    --cluster-name lab >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }
 lab_up 7 --prefix hce --key "$CTL_DIR/ssh/id_ed25519.pub" >"$T/lab.out" 2>"$T/lab.log" ||
     { cat "$T/lab.log"; exit 1; }
 controller_start

@@ -219,8 +219,8 @@ static void test_unknown_group_suggests(void **state)
     (void)state;
     struct run r = RUN("clustr", "status");
     assert_int_equal(r.rc, HC_EXIT_USAGE);
-    assert_non_null(strstr(r.err, "hcctl: error: unknown command 'clustr'\n"));
-    assert_non_null(strstr(r.err, "hint: did you mean 'cluster'?\n"));
+    assert_non_null(strstr(r.err, "hcctl: error: unknown command 'clustr'; "));
+    assert_non_null(strstr(r.err, "; hint: did you mean 'cluster'?\n"));
     assert_string_equal(r.out, "");
     run_free(&r);
     r = RUN("zzzzzz");
@@ -1092,7 +1092,7 @@ static void test_api_node_show(void **state)
     run_free(&r);
     r = CTL("node", "show", "n9");
     assert_int_equal(r.rc, HC_EXIT_FAILED);
-    assert_string_equal(r.err, "hcctl: error: node 'n9' not found\nhint: see 'hcctl node list'\n");
+    assert_string_equal(r.err, "hcctl: error: node 'n9' not found; hint: see 'hcctl node list'\n");
     assert_string_equal(r.out, "");
     run_free(&r);
     r = CTL("-o", "json", "node", "show", "n9");
@@ -1121,7 +1121,7 @@ static void test_api_auth_and_transport(void **state)
     (void)state;
     struct run r = run_ctl("bad-token", (const char *const[]){"node", "list", NULL});
     assert_int_equal(r.rc, HC_EXIT_UNAVAILABLE);
-    assert_non_null(strstr(r.err, "hcctl: error: missing or unknown token\n"));
+    assert_non_null(strstr(r.err, "hcctl: error: missing or unknown token; "));
     assert_non_null(strstr(r.err, "hint: the token (from flag) was refused"));
     run_free(&r);
     /* the wrong CA: TLS failure */
@@ -1206,7 +1206,7 @@ static void test_api_operation_wait(void **state)
     struct run r = CTL("operation", "wait", "op-fail");
     assert_int_equal(r.rc, HC_EXIT_FAILED);
     assert_non_null(strstr(r.err, "hcctl: error: operation op-fail (node.remove) failed: agent n2 "
-                                  "did not answer\nhint: check n2\n"));
+                                  "did not answer; hint: check n2\n"));
     run_free(&r);
     r = CTL("-o", "json", "operation", "wait", "op-fail");
     assert_int_equal(r.rc, HC_EXIT_FAILED);

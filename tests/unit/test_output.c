@@ -213,7 +213,7 @@ static void test_json_error_shape(void **state)
                         "wait for it");
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(parsed, "operation"), "id")), "op-2");
-    assert_string_equal(c.err_buf, "hcctl: error: operation 'op-1' is running\nhint: wait for it\n");
+    assert_string_equal(c.err_buf, "hcctl: error: operation 'op-1' is running; hint: wait for it\n");
     json_decref(parsed);
     json_decref(extra);
     capture_close(&c);
