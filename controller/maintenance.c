@@ -356,14 +356,28 @@ static int step_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
     return 0;
 }
 
+/* 1 when the node has no storage software active (a node joined but never upgraded): leaving
+ * maintenance then has nothing to start or wait for. 0, or -1 with err. */
+static int no_software(const struct maint_step *s, struct hc_error *err)
+{
+    struct hc_sw_state st;
+    if (hc_sw_state(&s->svc, &st, err) < 0)
+        return -1;
+    return st.current[0] == '\0';
+}
+
+#define NO_SOFTWARE "no storage software on this node"
+
 static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                       struct hc_error *err)
 {
     struct maint_step *s = arg;
-    if (set_state(ctx, s->svc.name, "exiting", NULL, NULL, err) < 0 ||
-        hc_svc_start(&s->svc, err) < 0)
+    if (set_state(ctx, s->svc.name, "exiting", NULL, NULL, err) < 0)
         return -1;
-    snprintf(detail, len, "service started");
+    int bare = no_software(s, err);
+    if (bare < 0 || (!bare && hc_svc_start(&s->svc, err) < 0))
+        return -1;
+    snprintf(detail, len, "%s", bare ? NO_SOFTWARE ": nothing to start" : "service started");
     return 0;
 }
 
@@ -372,6 +386,11 @@ static int step_healthy(struct hc_op_ctx *ctx, void *arg, char *detail, size_t l
 {
     struct maint_step *s = arg;
     int64_t t0 = hc_mono_ms();
+    int bare = no_software(s, err);
+    if (bare) {
+        snprintf(detail, len, "%s: skipped", NO_SOFTWARE);
+        return bare < 0 ? -1 : 0;
+    }
     if (hc_maint_wait_healthy(ctx, &s->svc, s->timeout_ms, err) < 0)
         return -1;
     snprintf(detail, len, "healthy after %lld ms", (long long)(hc_mono_ms() - t0));
@@ -383,6 +402,15 @@ static int step_resync(struct hc_op_ctx *ctx, void *arg, char *detail, size_t le
 {
     struct maint_step *s = arg;
     int64_t t0 = hc_mono_ms();
+    int bare = no_software(s, err);
+    if (bare < 0)
+        return -1;
+    if (bare) {
+        if (set_state(ctx, s->svc.name, "none", NULL, "maintenance.exited", err) < 0)
+            return -1;
+        snprintf(detail, len, "%s: nothing to resync; maintenance over", NO_SOFTWARE);
+        return 0;
+    }
     /* The poller would learn that the service runs again only at its next cycle; the budget
      * of the next node must not count this one as down meanwhile. */
     if (hc_maint_wait_resync(ctx, &s->svc, s->timeout_ms, err) < 0 ||

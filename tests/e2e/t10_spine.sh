@@ -152,6 +152,15 @@ test_expect_success 'unknown node gives exit 1 and names the node' '
     hcctl node show nosuch 2>err; [ $? = 1 ] && grep -q "nosuch" err
 '
 
+test_expect_success 'a node without storage software enters and leaves maintenance' '
+    hcctl maintenance enter n2 --yes -o json >enter.json &&
+    hcctl maintenance status -o json | jq -e ".nodes[] | select(.name == \"n2\") | .maintenance == \"active\"" &&
+    hcctl maintenance exit n2 --yes -o json >exit.json &&
+    jq -e ".operation.state == \"succeeded\"" exit.json &&
+    jq -e "[.steps[] | select(.step == \"start\") | .detail] == [\"no storage software on this node: nothing to start\"]" exit.json &&
+    hcctl maintenance status -o json | jq -e ".nodes[] | select(.name == \"n2\") | .maintenance == \"none\""
+'
+
 test_expect_success 'a restarted controller keeps every node' '
     controller_stop TERM &&
     controller_start &&
