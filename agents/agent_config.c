@@ -1,7 +1,6 @@
 /* hcagent's configuration file (DATA_DIR/agent.json) and node-name rules. */
 #include "agents/agent.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,19 +12,11 @@
 
 int hc_agent_name_check(const char *name, struct hc_error *err)
 {
-    size_t len = name ? strlen(name) : 0;
-    if (len == 0 || len > 63 || !isalnum((unsigned char)name[0]))
-        goto bad;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)name[i];
-        if (!isalnum(c) && c != '.' && c != '-' && c != '_')
-            goto bad;
-    }
-    return 0;
-bad:
+    if (hc_node_name_valid(name))
+        return 0;
     hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid node name '%s'", name ? name : "");
-    return hc_error_hint(err, "use 1-63 letters, digits, '.', '-' or '_', starting with a "
-                              "letter or a digit");
+    return hc_error_hint(err, "use 1-63 lowercase letters, digits, '.', '-' or '_', starting "
+                              "with a letter or a digit");
 }
 
 json_t *hc_agent_config_to_json(const struct hc_agent_config *cfg)

@@ -347,6 +347,9 @@ static int join_config(struct join *j, struct hc_error *err)
     const struct hc_join_options *opt = j->opt;
     if (gethostname(j->hostname, sizeof(j->hostname) - 1) < 0)
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot read hostname: %s", strerror(errno));
+    /* Host names are case-insensitive; node names are lowercase. */
+    for (char *c = j->hostname; *c; c++)
+        *c = (char)tolower((unsigned char)*c);
     const char *name = opt->name ? opt->name : j->hostname;
     if (hc_agent_name_check(name, err) < 0)
         return opt->name ? -1

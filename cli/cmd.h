@@ -174,9 +174,18 @@ const char *hc_cmd_suggest(const char *word, const char *const *candidates);
  * NULL). Returns the number of problems. */
 int hc_cmd_self_test(const struct hc_cmd_group *const *groups, FILE *report);
 
-/* Lookups used by the engine and completion. */
+/* Lookups used by the engine and completion. hc_cmd_find_verb finds the verbs typed as a word
+ * after the group word, so never a group's default verb (below). */
 const struct hc_cmd_group *hc_cmd_find_group(const struct hc_cmd_group *const *groups,
                                              const char *name);
 const struct hc_cmd_verb *hc_cmd_find_verb(const struct hc_cmd_group *group, const char *name);
+/* A group's default verb: the verb named like its (not standalone) group, run when an option
+ * follows the group word ("hcctl upgrade --rolling --to V"); NULL when the group has none. Its
+ * name is never typed or shown: its usage holds the option that selects it ("--rolling"), which
+ * help, messages, man pages and completion show in the verb's place. */
+const struct hc_cmd_verb *hc_cmd_default_verb(const struct hc_cmd_group *group);
+/* How a verb is typed, for messages and help: "node show", "events", "upgrade --rolling". */
+void hc_cmd_verb_words(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
+                       char *buf, size_t len);
 
 #endif

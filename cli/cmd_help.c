@@ -20,12 +20,37 @@ const struct hc_cmd_group *hc_cmd_find_group(const struct hc_cmd_group *const *g
     return NULL;
 }
 
+static int is_default_verb(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb)
+{
+    return !(group->flags & HC_GROUP_STANDALONE) && strcmp(verb->name, group->name) == 0;
+}
+
 const struct hc_cmd_verb *hc_cmd_find_verb(const struct hc_cmd_group *group, const char *name)
 {
     for (size_t i = 0; group->verbs[i].name; i++)
-        if (strcmp(group->verbs[i].name, name) == 0)
+        if (strcmp(group->verbs[i].name, name) == 0 && !is_default_verb(group, &group->verbs[i]))
             return &group->verbs[i];
     return NULL;
+}
+
+const struct hc_cmd_verb *hc_cmd_default_verb(const struct hc_cmd_group *group)
+{
+    for (size_t i = 0; group->verbs[i].name; i++)
+        if (is_default_verb(group, &group->verbs[i]))
+            return &group->verbs[i];
+    return NULL;
+}
+
+void hc_cmd_verb_words(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
+                       char *buf, size_t len)
+{
+    if (group->flags & HC_GROUP_STANDALONE)
+        snprintf(buf, len, "%s", group->name);
+    else if (is_default_verb(group, verb))
+        snprintf(buf, len, "%s%s%s", group->name, verb->usage ? " " : "",
+                 verb->usage ? verb->usage : "");
+    else
+        snprintf(buf, len, "%s %s", group->name, verb->name);
 }
 
 int hc_cmd_distance(const char *a, const char *b)
@@ -82,12 +107,11 @@ static void required_opts(const struct hc_cmd_opt *opts, char *buf, size_t len)
 void hc_cmd_usage_line(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
                        char *buf, size_t len)
 {
-    /* Standalone groups and a group's default verb (named like it) have no verb word. */
-    if ((group->flags & HC_GROUP_STANDALONE) || strcmp(verb->name, group->name) == 0)
-        snprintf(buf, len, "hcctl %s", group->name);
-    else
-        snprintf(buf, len, "hcctl %s %s", group->name, verb->name);
-    if (verb->usage) {
+    char words[128];
+    /* A default verb's usage is its selecting option, already part of its words. */
+    hc_cmd_verb_words(group, verb, words, sizeof(words));
+    snprintf(buf, len, "hcctl %s", words);
+    if (verb->usage && !is_default_verb(group, verb)) {
         size_t used = strlen(buf);
         snprintf(buf + used, len - used, " %s", verb->usage);
     }
@@ -137,11 +161,8 @@ static int opts_width(const struct hc_cmd_opt *opts, int width)
 
 static void verb_line(FILE *f, const struct hc_cmd_group *g, const struct hc_cmd_verb *v)
 {
-    char name[96];
-    if ((g->flags & HC_GROUP_STANDALONE) || strcmp(v->name, g->name) == 0)
-        snprintf(name, sizeof(name), "%s", g->name);
-    else
-        snprintf(name, sizeof(name), "%s %s", g->name, v->name);
+    char name[128];
+    hc_cmd_verb_words(g, v, name, sizeof(name));
     fprintf(f, "  %-24s %s\n", name, v->summary ? v->summary : "");
 }
 
@@ -175,10 +196,14 @@ void hc_cmd_help_group(FILE *f, const struct hc_cmd_group *group)
     }
     fprintf(f, "Usage: hcctl %s VERB [ARGS] [OPTIONS]\n\n%s\n\nVerbs:\n", group->name,
             group->summary ? group->summary : "");
-    for (size_t j = 0; group->verbs[j].name; j++)
-        if (!(group->verbs[j].flags & HC_CMD_HIDDEN))
-            fprintf(f, "  %-12s %s\n", group->verbs[j].name,
-                    group->verbs[j].summary ? group->verbs[j].summary : "");
+    for (size_t j = 0; group->verbs[j].name; j++) {
+        const struct hc_cmd_verb *v = &group->verbs[j];
+        if (v->flags & HC_CMD_HIDDEN)
+            continue;
+        /* the default verb is typed as its option ("--rolling"), never by its name */
+        fprintf(f, "  %-12s %s\n", is_default_verb(group, v) && v->usage ? v->usage : v->name,
+                v->summary ? v->summary : "");
+    }
     fprintf(f, "\nRun 'hcctl %s VERB --help' for a verb's options.\n", group->name);
 }
 

@@ -276,3 +276,17 @@ bad:
     hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid address '%s'", text);
     return hc_error_hint(err, "use HOST:PORT, e.g. 127.0.0.1:7443");
 }
+
+int hc_node_name_valid(const char *name)
+{
+    size_t len = name ? strlen(name) : 0;
+    if (len < 1 || len > 63)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+            return 0;
+    }
+    return 1;
+}

@@ -49,6 +49,10 @@ int hc_mkdir_p(const char *path, int mode, struct hc_error *err);
 /* Joins dir and name into a newly allocated string. Caller frees. */
 char *hc_path_join(const char *dir, const char *name);
 
+/* Node names, the same for agents and the controller: ^[a-z0-9][a-z0-9._-]{0,62}$.
+ * Returns 1 when valid. */
+int hc_node_name_valid(const char *name);
+
 /* Splits "HOST:PORT" (IPv4, name, or [IPv6]). host must hold 256 bytes. Returns 0 or -1. */
 int hc_split_host_port(const char *text, char *host, size_t host_len, int *port,
                        struct hc_error *err);

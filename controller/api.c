@@ -93,13 +93,42 @@ static int api_before(struct hc_request *req, const struct hc_route *route, void
     return 0;
 }
 
+#define ANON_RECORDS_PER_MIN 60
+#define AUDIT_PATH_MAX 200 /* a longer path is cut in the record */
+
 static int is_mutation(const char *method)
 {
     return strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
            strcmp(method, "DELETE") == 0;
 }
 
-/* After-hook: the audit record of every mutating call, refused ones included. */
+/* 1 when an anonymous call may be recorded: at most ANON_RECORDS_PER_MIN a minute; the number
+ * left out is recorded once the next window opens. */
+static int anon_admit(struct hc_api *api)
+{
+    int64_t now = hc_mono_ms();
+    if (now - api->anon_window_ms >= 60000) {
+        if (api->anon_suppressed > 0) {
+            struct hc_error err = {0};
+            json_t *details = json_pack("{s:i}", "suppressed", api->anon_suppressed);
+            if (hc_event_add(api->db, "api.calls_suppressed", NULL, NULL, "anonymous", details,
+                             &err, "%d anonymous calls in a minute were not recorded one by one "
+                             "(more than %d)", api->anon_suppressed, ANON_RECORDS_PER_MIN) < 0)
+                HC_WARN("cannot record suppressed calls: %s", err.message);
+        }
+        api->anon_window_ms = now;
+        api->anon_recorded = api->anon_suppressed = 0;
+    }
+    if (api->anon_recorded >= ANON_RECORDS_PER_MIN) {
+        api->anon_suppressed++;
+        return 0;
+    }
+    api->anon_recorded++;
+    return 1;
+}
+
+/* After-hook: the audit record of every mutating call, refused ones included (anonymous ones
+ * within a rate). */
 static void api_after(struct hc_request *req, int status, void *arg)
 {
     struct hc_api *api = arg;
@@ -110,7 +139,11 @@ static void api_after(struct hc_request *req, int status, void *arg)
     const struct hc_api_caller *caller = hc_req_user(req);
     const char *actor = caller && caller->actor[0] ? caller->actor : "anonymous";
     const char *node = caller && caller->node[0] ? caller->node : NULL;
-    const char *path = hc_req_path(req);
+    char path[AUDIT_PATH_MAX + 4];
+    snprintf(path, sizeof(path), "%.*s%s", AUDIT_PATH_MAX, hc_req_path(req),
+             strlen(hc_req_path(req)) > AUDIT_PATH_MAX ? "..." : "");
+    if (!strcmp(actor, "anonymous") && !anon_admit(api))
+        return;
     struct hc_error err = {0};
     json_t *details =
         json_pack("{s:s, s:s, s:i}", "method", method, "path", path, "status", status);

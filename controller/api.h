@@ -41,6 +41,10 @@ struct hc_api {
     char *ca_pem;
     char ca_fingerprint[65];
     struct hc_api_caller caller; /* the request being served (see the file comment) */
+    /* Audit records of anonymous calls, limited per minute (anyone reaching the port could
+     * otherwise grow the events table without end). */
+    int64_t anon_window_ms;
+    int anon_recorded, anon_suppressed;
 };
 
 /* Opens the API's database connection, loads the CA and its key, and creates the server with

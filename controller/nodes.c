@@ -19,20 +19,6 @@
     "i.master AS master, i.addresses_json AS addresses_json, i.updated_at AS updated_at "          \
     "FROM interfaces i JOIN nodes n ON n.id = i.node_id WHERE n.name = ? ORDER BY i.name"
 
-int hc_node_name_valid(const char *name)
-{
-    size_t len = name ? strlen(name) : 0;
-    if (len < 1 || len > 63)
-        return 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = name[i];
-        int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
-            return 0;
-    }
-    return 1;
-}
-
 static int is_time_column(const char *name)
 {
     static const char *const times[] = {"last_seen", "joined_at", "updated_at", "created_at"};

@@ -23,9 +23,6 @@ struct hc_node_new {
     const char *cert_pem;
 };
 
-/* Node names: ^[a-z0-9][a-z0-9._-]{0,62}$. Returns 1 when valid. */
-int hc_node_name_valid(const char *name);
-
 /* {"nodes":[NODE...]} sorted by name (new reference), or NULL with err. */
 json_t *hc_nodes_list(struct hc_db *db, struct hc_error *err);
 /* {"node":NODE,"interfaces":[IFACE...]} or NULL with err (404 naming the node). */

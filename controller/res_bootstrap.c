@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/json_util.h"
+#include "common/util.h"
 #include "controller/api.h"
 #include "controller/nodes.h"
 #include "controller/op_bootstrap.h"

@@ -40,7 +40,8 @@ install(FILES ${CMAKE_SOURCE_DIR}/docs/man/hcctld.8 ${CMAKE_SOURCE_DIR}/docs/man
 
 # systemd units. ExecStart must name the installed binary, and CPack installs under its own
 # prefix (/usr) whatever CMAKE_INSTALL_PREFIX was at configure time: so the units are written
-# at install time, from the prefix in force then.
+# at install time, from the prefix in force then, mode 0644 whatever the source's mode (a
+# checkout under umask 002 has 0664 files), and recorded in install_manifest.txt.
 set(HC_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING
   "where the systemd units go, relative to the install prefix")
 foreach(unit hcctld hcagent)
@@ -49,7 +50,9 @@ foreach(unit hcctld hcagent)
     set(unit_dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${HC_SYSTEMD_UNIT_DIR}\")
     message(STATUS \"Installing: \${unit_dir}/${unit}.service\")
     configure_file(\"${CMAKE_SOURCE_DIR}/packaging/systemd/${unit}.service.in\"
-                   \"\${unit_dir}/${unit}.service\" @ONLY)")
+                   \"\${unit_dir}/${unit}.service\" @ONLY
+                   FILE_PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+    list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${CMAKE_INSTALL_PREFIX}/${HC_SYSTEMD_UNIT_DIR}/${unit}.service\")")
 endforeach()
 
 # The .deb: `cpack -G DEB` in the build directory. Depends is computed from the binaries'

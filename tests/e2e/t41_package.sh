@@ -21,7 +21,10 @@ test_expect_success 'cmake --install lays out programs, man pages, completions a
     grep -qx "ExecStart=$T/inst/bin/hcctld run --data-dir /var/lib/hcctld" \
         "$T/inst/$UNITS/hcctld.service" &&
     grep -qx "ExecStart=$T/inst/bin/hcagent run --data-dir /var/lib/hcagent" \
-        "$T/inst/$UNITS/hcagent.service"
+        "$T/inst/$UNITS/hcagent.service" &&
+    [ "$(stat -c %a "$T/inst/$UNITS/hcctld.service" "$T/inst/$UNITS/hcagent.service")" = "644
+644" ] &&
+    grep -qx "$T/inst/$UNITS/hcagent.service" "$BUILD/install_manifest.txt"
 '
 
 test_expect_success 'one man page per visible group, and every page is clean roff' '
@@ -74,6 +77,7 @@ test_expect_success 'the .deb unpacked into a scratch root runs, with its files 
     "$T/root/usr/bin/hcctld" version && "$T/root/usr/bin/hcagent" version &&
     grep -qx "ExecStart=/usr/bin/hcctld run --data-dir /var/lib/hcctld" \
         "$T/root/usr/$UNITS/hcctld.service" &&
+    dpkg -c "$deb" | grep "hcagent.service$" | grep -q "^-rw-r--r-- " &&
     for f in usr/share/man/man1/hcctl.1 usr/share/man/man8/hcctld.8 \
              usr/share/bash-completion/completions/hcctl usr/share/zsh/vendor-completions/_hcctl \
              usr/share/fish/vendor_completions.d/hcctl.fish usr/$UNITS/hcagent.service; do

@@ -324,7 +324,8 @@ static void test_name_check(void **state)
 {
     (void)state;
     assert_int_equal(hc_agent_name_check("n1", NULL), 0);
-    assert_int_equal(hc_agent_name_check("Node_2.example-com", NULL), 0);
+    assert_int_equal(hc_agent_name_check("node_2.example-com", NULL), 0);
+    assert_int_equal(hc_agent_name_check("Node2", NULL), -1); /* the controller would refuse it */
     assert_int_equal(hc_agent_name_check("", NULL), -1);
     assert_int_equal(hc_agent_name_check(".n", NULL), -1);
     assert_int_equal(hc_agent_name_check("a/b", NULL), -1);

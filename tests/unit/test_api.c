@@ -261,6 +261,31 @@ static void test_public_routes_and_missing_token(void **state)
     assert_int_equal(count_calls(f, "anonymous", "POST", "/v1/join-tokens", 401), 1);
 }
 
+/* Anyone reaching the port can make refused calls: their audit records are capped per minute
+ * and a long path is cut, so the events table cannot be grown at will. */
+static void test_anonymous_audit_is_bounded(void **state)
+{
+    struct fixture *f = *state;
+    char path[400];
+    memset(path, 'x', sizeof(path));
+    memcpy(path, "/v1/", 4);
+    path[sizeof(path) - 1] = '\0';
+    call_error(f, "POST", path, NULL, json_object(), 404, "not_found");
+    json_t *events = api_calls(f);
+    const char *recorded =
+        json_string_value(json_object_get(json_object_get(json_array_get(events, 0), "details"), "path"));
+    assert_int_equal(strlen(recorded), 203);
+    assert_non_null(strstr(recorded, "xxx..."));
+    json_decref(events);
+    for (int i = 0; i < 70; i++)
+        call_error(f, "POST", "/v1/join-tokens", NULL, json_object(), 401, "unauthorized");
+    assert_int_equal(count_calls(f, "anonymous", "POST", "/v1/join-tokens", 401), 59);
+    /* calls with a valid token are all recorded */
+    for (int i = 0; i < 3; i++)
+        json_decref(call(f, "POST", "/v1/join-tokens", admin(f), json_object(), 201));
+    assert_int_equal(count_calls(f, "admin", "POST", "/v1/join-tokens", 201), 3);
+}
+
 static void test_readonly_token(void **state)
 {
     struct fixture *f = *state;
@@ -650,6 +675,7 @@ int main(void)
     hc_op_node_remove_register();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_public_routes_and_missing_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_anonymous_audit_is_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readonly_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_join_token_and_enroll_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_enroll_refusals_keep_the_token, setup, teardown),
