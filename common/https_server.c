@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <netinet/tcp.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -46,6 +47,7 @@
  *     can take to backstop bytes.
  */
 #define HC_HTTP_BODY_BACKSTOP_FACTOR 8
+#define HC_HTTP_TRIM_AFTER (1024 * 1024)
 
 struct hc_router {
     size_t count;
@@ -476,6 +478,14 @@ static void hc_server_gencb(struct evhttp_request *ev, void *arg)
         hc_reply_error(&req, &err);
     }
     hc_request_release(&req);
+    /* A large body (an upload, or anyone's oversized request) is no longer needed: a deferred
+     * reply keeps only the parsed JSON. Give its memory back now rather than keeping the peak
+     * of the largest requests for the life of the process. */
+    struct evbuffer *in = evhttp_request_get_input_buffer(ev);
+    if (evbuffer_get_length(in) > HC_HTTP_TRIM_AFTER) {
+        evbuffer_drain(in, evbuffer_get_length(in));
+        malloc_trim(0);
+    }
 }
 
 const char *hc_req_method(const struct hc_request *req)
