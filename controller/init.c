@@ -321,10 +321,18 @@ static int write_cli_config(struct init_state *s, struct hc_error *err)
     if (is_wildcard(host))
         host = s->opts->nsans ? s->opts->sans[0] : "127.0.0.1";
     format_url(res->controller_url, sizeof(res->controller_url), host, port);
-    char dir[1100];
+    char dir[1100], bak[1200];
     snprintf(dir, sizeof(dir), "%s", res->cli_config);
     if (hc_mkdir_p(dirname(dir), 0700, err) < 0)
         return -1;
+    /* Another cluster's config (or this one's before a forced init) is kept, not lost. */
+    snprintf(bak, sizeof(bak), "%s.bak", res->cli_config);
+    if (access(res->cli_config, F_OK) == 0) {
+        if (rename(res->cli_config, bak) < 0)
+            return hc_error_set(err, 500, HC_ERR_IO, "cannot keep the old CLI config as '%s': %s",
+                                bak, strerror(errno));
+        res->cli_config_kept = 1;
+    }
     return write_json(res->cli_config,
                       json_pack("{s:s, s:s, s:s}", "controller", res->controller_url, "token",
                                 res->admin_token, "ca_pem", s->ca_pem),

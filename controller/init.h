@@ -36,6 +36,7 @@ struct hc_init_result {
     char admin_token[HC_AUTH_TOKEN_TEXT_MAX]; /* the only copy besides DIR/admin.token */
     char controller_url[320];
     char cli_config[1100];
+    int cli_config_kept; /* an existing CLI config was moved to cli_config + ".bak" */
     char ca_fingerprint[65];
 };
 

@@ -53,12 +53,13 @@ static void usage(FILE *out)
           out);
 }
 
+/* Prints err; exit 2 when the command line was at fault (a bad value: 400), else 1. */
 static int fail(const struct hc_error *err)
 {
     fprintf(stderr, "hcctld: %s\n", err->message);
     if (err->hint[0])
         fprintf(stderr, "hint: %s\n", err->hint);
-    return 1;
+    return err->status == 400 ? EXIT_USAGE : 1;
 }
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
@@ -134,6 +135,9 @@ static int cmd_init(int argc, char **argv)
     printf("admin token: %s\n", res.admin_token);
     printf("data dir: %s\n", o.data_dir);
     printf("cli config: %s\n", res.cli_config);
+    if (res.cli_config_kept)
+        fprintf(stderr, "hcctld: the CLI config that was there is kept as %s.bak\n",
+                res.cli_config);
     printf("controller: %s\n", res.controller_url);
     printf("cluster id: %s\n", res.cluster_id);
     printf("ca fingerprint: %s\n", res.ca_fingerprint);

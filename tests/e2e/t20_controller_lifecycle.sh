@@ -56,12 +56,22 @@ test_expect_success 'init --advertise: nodes and the CLI are told that address; 
     stop_daemon adv TERM
 '
 
-test_expect_success '--advertise that nodes could not use is refused' '
-    ! timeout 10 hcctld run --data-dir "$T/adv" --advertise "127.0.0.99:1" 2>err &&
+test_expect_success '--advertise that nodes could not use is refused (exit 2)' '
+    timeout 10 hcctld run --data-dir "$T/adv" --advertise "127.0.0.99:1" 2>err; [ $? = 2 ] &&
     grep -q "certificate does not name" err &&
-    ! timeout 10 hcctld run --data-dir "$T/adv" --advertise "0.0.0.0:7443" 2>err &&
+    timeout 10 hcctld run --data-dir "$T/adv" --advertise "0.0.0.0:7443" 2>err; [ $? = 2 ] &&
     grep -q "not an address and port nodes can reach" err &&
-    ! hcctld init --data-dir "$T/adv2" --advertise "127.0.0.7" 2>err && [ ! -e "$T/adv2/hcctld.db" ]
+    hcctld init --data-dir "$T/adv2" --advertise "127.0.0.7" 2>err; [ $? = 2 ] &&
+    [ ! -e "$T/adv2/hcctld.db" ]
+'
+
+test_expect_success 'init keeps a CLI config that was already there as .bak' '
+    cp "$T/adv-config/hcctl/config.json" before.json &&
+    XDG_CONFIG_HOME=$T/adv-config hcctld init --data-dir "$T/adv3" --listen "127.0.0.8:$(free_port)" \
+        >/dev/null 2>err &&
+    grep -q "kept as $T/adv-config/hcctl/config.json.bak" err &&
+    cmp before.json "$T/adv-config/hcctl/config.json.bak" &&
+    jq -e ".controller | startswith(\"https://127.0.0.8:\")" "$T/adv-config/hcctl/config.json"
 '
 
 test_done
