@@ -4,9 +4,12 @@
  */
 #include "cli/api_client.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "cli/exit_codes.h"
 #include "common/https_client.h"
@@ -20,15 +23,57 @@ struct hc_api_client {
     int64_t timeout_ms;
 };
 
+/* Where a setting came from, as the user wrote it: the flag, the variable or the file. */
+static const char *setting_source(const char *from, const char *flag, const char *env,
+                                  const char *path, char *buf, size_t len)
+{
+    if (from && strcmp(from, "flag") == 0)
+        snprintf(buf, len, "%s", flag);
+    else if (from && strcmp(from, "env") == 0)
+        snprintf(buf, len, "%s", env);
+    else
+        snprintf(buf, len, "the config file '%s'", path);
+    return buf;
+}
+
+/* The settings are checked before any request, so that a mistake in them is named as such
+ * instead of surfacing as a transport error with a misleading "is hcctld running?". */
+static int check_settings(const struct hc_cli_config *cfg, struct hc_error *err)
+{
+    char from[1100];
+    if (!cfg->controller) {
+        hc_error_set(err, 0, HC_CLI_ERR_USAGE, "no controller configured");
+        return hc_error_hint(err, "pass --controller URL, set HCCTL_CONTROLLER, or run `hcctld "
+                                  "init` which writes ~/.config/hcctl/config.json");
+    }
+    /* hcctld speaks only HTTPS; "host:port" alone was already made https:// by the config. */
+    if (strncasecmp(cfg->controller, "https://", 8) != 0) {
+        hc_error_set(err, 0, HC_CLI_ERR_USAGE,
+                     "the controller URL must start with https:// (got '%s' from %s)",
+                     cfg->controller,
+                     setting_source(cfg->controller_from, "--controller", "HCCTL_CONTROLLER",
+                                    cfg->path, from, sizeof(from)));
+        return hc_error_hint(err, "hcctld serves its API over HTTPS only: https://HOST:7443");
+    }
+    if (cfg->ca_file && access(cfg->ca_file, R_OK) != 0) {
+        const char *why = strerror(errno);
+        hc_error_set(err, 0, HC_ERR_IO, "cannot read the CA file '%s' (from %s): %s",
+                     cfg->ca_file,
+                     setting_source(cfg->ca_from, "--ca", "HCCTL_CA_FILE", cfg->path, from,
+                                    sizeof(from)),
+                     why);
+        return hc_error_hint(err, "pass the cluster's CA certificate (`hcctld init` wrote it to "
+                                  "DATA_DIR/ca.pem), or give no CA file to use \"ca_pem\" from "
+                                  "the config file");
+    }
+    return 0;
+}
+
 struct hc_api_client *hc_api_client_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
                           struct hc_error *err)
 {
-    if (!cfg->controller) {
-        hc_error_set(err, 0, HC_CLI_ERR_USAGE, "no controller configured");
-        hc_error_hint(err, "pass --controller URL, set HCCTL_CONTROLLER, or run `hcctld init` "
-                           "which writes ~/.config/hcctl/config.json");
+    if (check_settings(cfg, err) < 0)
         return NULL;
-    }
     struct hc_api_client *api = calloc(1, sizeof(*api));
     struct hc_tls_client_config tls = {.ca_file = cfg->ca_file,
                                        .ca_pem = cfg->ca_file ? NULL : cfg->ca_pem};

@@ -290,7 +290,8 @@ static const struct hc_cmd_verb *resolve_verb(const struct hc_cmd_group *group, 
     if (v)
         return v;
     for (size_t i = 0; group->verbs[i].name && n + 1 < HC_ARRAY_LEN(names); i++)
-        if (!(group->verbs[i].flags & HC_CMD_HIDDEN))
+        if (!(group->verbs[i].flags & HC_CMD_HIDDEN) &&
+            &group->verbs[i] != hc_cmd_default_verb(group)) /* never typed by its name */
             names[n++] = group->verbs[i].name;
     names[n] = NULL;
     const char *guess = hc_cmd_suggest(word, names);
@@ -302,23 +303,13 @@ static const struct hc_cmd_verb *resolve_verb(const struct hc_cmd_group *group, 
     return NULL;
 }
 
-/* "node show", or "events" for a standalone group. */
-static void command_name(const struct hc_cmd_group *g, const struct hc_cmd_verb *v, char *buf,
-                         size_t len)
-{
-    if (g->flags & HC_GROUP_STANDALONE)
-        snprintf(buf, len, "%s", g->name);
-    else
-        snprintf(buf, len, "%s %s", g->name, v->name);
-}
-
 /* Positional count and required options, checked here so that no handler has to. */
 static int check_args(const struct hc_cmd_ctx *ctx, struct hc_error *err)
 {
     const struct hc_cmd_verb *v = ctx->verb;
     char usage[256], hint[300], name[128];
     hc_cmd_usage_line(ctx->group, v, usage, sizeof(usage));
-    command_name(ctx->group, v, name, sizeof(name));
+    hc_cmd_verb_words(ctx->group, v, name, sizeof(name));
     snprintf(hint, sizeof(hint), "usage: %s", usage);
     if (ctx->argc < v->min_args)
         return usage_error(err, hint, "missing argument for '%s' (expected %s)", name,
@@ -349,7 +340,7 @@ static int parse_verb(struct hc_cmd_ctx *ctx, struct hc_opt_val *gvals, int varg
     for (; n < nv; n++)
         e[n] = (struct parse_entry){&ctx->verb->opts[n], &ctx->vals[n]};
     n = global_entries(gvals, ctx->verb->opts, e, n);
-    command_name(ctx->group, ctx->verb, name, sizeof(name));
+    hc_cmd_verb_words(ctx->group, ctx->verb, name, sizeof(name));
     snprintf(where, sizeof(where), "see 'hcctl %s --help'", name);
     if (parse_options(e, n, 0, vargc, vargv, where, &next, err) < 0)
         return -1;
@@ -382,7 +373,7 @@ static int resolve_words(struct hc_cmd_ctx *ctx, int argc, char **argv, int gi, 
     }
     if (word[0] == '-') {
         /* A verb named like its group is the group's default form: "upgrade --rolling ...". */
-        ctx->verb = hc_cmd_find_verb(ctx->group, ctx->group->name);
+        ctx->verb = hc_cmd_default_verb(ctx->group);
         *vi = gi;
         if (ctx->verb)
             return 0;
@@ -422,6 +413,101 @@ static int parse_line(struct hc_cmd_ctx *ctx, struct hc_opt_val *gvals, int argc
     return check_args(ctx, err);
 }
 
+/* ---------------------------------------------------------------- -o json on usage errors */
+
+/* The option a word names for the scan below: the verb's options first, then the globals it
+ * does not shadow (the order of build_getopt); a long name may be abbreviated as getopt_long
+ * allows (a unique prefix). */
+static const struct hc_cmd_opt *scan_long(const struct hc_cmd_verb *v, const char *name,
+                                          size_t len)
+{
+    const struct hc_cmd_opt *tables[2] = {v ? v->opts : NULL, hc_cmd_global_opts}, *prefix = NULL;
+    int nprefix = 0;
+    for (size_t t = 0; t < 2; t++)
+        for (size_t i = 0; tables[t] && tables[t][i].name; i++) {
+            const struct hc_cmd_opt *o = &tables[t][i];
+            if (strncmp(o->name, name, len) != 0)
+                continue;
+            if (strlen(o->name) == len)
+                return o;
+            if (!prefix || strcmp(prefix->name, o->name) != 0) /* a shadowed global is the same */
+                nprefix++;
+            if (!prefix)
+                prefix = o;
+        }
+    return nprefix == 1 ? prefix : NULL;
+}
+
+static const struct hc_cmd_opt *scan_short(const struct hc_cmd_verb *v, char c)
+{
+    for (size_t i = 0; v && v->opts && v->opts[i].name; i++)
+        if (v->opts[i].short_name == c)
+            return &v->opts[i];
+    for (size_t i = 0; hc_cmd_global_opts[i].name; i++)
+        if (hc_cmd_global_opts[i].short_name == c)
+            return &hc_cmd_global_opts[i];
+    return NULL;
+}
+
+/* The option of an option word and its value when attached ("--output=json", "-ojson",
+ * "-qojson"); *value NULL when the value is the next word. */
+static const struct hc_cmd_opt *scan_option(const struct hc_cmd_verb *v, const char *word,
+                                            const char **value)
+{
+    *value = NULL;
+    if (word[1] == '-') {
+        const char *eq = strchr(word + 2, '=');
+        const struct hc_cmd_opt *o =
+            scan_long(v, word + 2, eq ? (size_t)(eq - word - 2) : strlen(word + 2));
+        *value = o && eq ? eq + 1 : NULL;
+        return o;
+    }
+    for (const char *p = word + 1; *p; p++) {
+        const struct hc_cmd_opt *o = scan_short(v, *p);
+        if (o && o->type != HC_OPT_BOOL) {
+            *value = p[1] ? p + 1 : NULL;
+            return o;
+        }
+    }
+    return NULL;
+}
+
+/* Whether the line asks for -o json anywhere, read without getopt: a usage error stops the
+ * parser at the bad word, possibly before an "-o json" that comes later, and the error must
+ * still be the one JSON document on stdout. The scan follows the parser's rules: the group,
+ * then the verb (or the group's default verb when an option follows the group word), whose
+ * options shadow globals of the same name (`software build -o FILE` is not the output format);
+ * an option that takes a value consumes the next word; "--" ends the options; the last -o wins.
+ * Unknown words are passed over. */
+static int line_wants_json(const struct hc_cmd_group *const *groups, int argc, char **argv)
+{
+    const struct hc_cmd_group *g = NULL;
+    const struct hc_cmd_verb *v = NULL;
+    int json = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *word = argv[i], *value;
+        if (word[0] != '-' || !word[1]) { /* the group, the verb, or a positional */
+            if (!g) {
+                g = hc_cmd_find_group(groups, word);
+                v = g && (g->flags & HC_GROUP_STANDALONE) ? &g->verbs[0] : NULL;
+            } else if (!v) {
+                v = hc_cmd_find_verb(g, word);
+            }
+            continue;
+        }
+        if (g && !v)
+            v = hc_cmd_default_verb(g);
+        const struct hc_cmd_opt *o = scan_option(v, word, &value);
+        if (!o || o->type == HC_OPT_BOOL)
+            continue;
+        if (!value && i + 1 < argc)
+            value = argv[++i];
+        if (o == &hc_cmd_global_opts[G_OUTPUT])
+            json = value && strcmp(value, "json") == 0;
+    }
+    return json;
+}
+
 int hc_cli_main(const struct hc_cmd_group *const *groups, int argc, char **argv,
                 const struct hc_cli_io *io)
 {
@@ -444,12 +530,15 @@ int hc_cli_main(const struct hc_cmd_group *const *groups, int argc, char **argv,
     }
     memcpy(args, argv, (size_t)argc * sizeof(*args));
     rc = parse_line(&ctx, gvals, argc, args, stream_tty(io->out, io->out_tty), &err);
-    if (rc < 0)
+    if (rc < 0) {
+        /* the parser may have stopped before it read -o json (argv: args is permuted) */
+        ctx.out.json = ctx.out.json || line_wants_json(groups, argc, argv);
         rc = hc_cmd_fail(&ctx, &err, NULL);
-    else if (rc == 1)
+    } else if (rc == 1) {
         rc = HC_EXIT_OK;
-    else
+    } else {
         rc = ctx.verb->handler(&ctx);
+    }
     fflush(io->out);
 cleanup:
     hc_api_client_free(ctx.api);

@@ -1,11 +1,18 @@
 /*
- * `hcctl cluster`: the cluster at a glance (status) and one-time join tokens for new nodes.
+ * `hcctl cluster`: the cluster at a glance (status), its settings (show) and one-time join
+ * tokens for new nodes.
  */
 #include <stdio.h>
 
+#include "cli/api_client.h"
 #include "cli/exit_codes.h"
 #include "cli/groups.h"
 #include "common/json_util.h"
+
+/* The controller's limit on a join token's life (JOIN_TTL_MAX_S in controller/res_enroll.c):
+ * checked here too, so that a typo is a usage error naming the limit rather than a 400. */
+#define JOIN_TTL_MAX "7d"
+#define JOIN_TTL_MAX_MS (7 * 24 * 3600 * 1000LL)
 
 static int cmd_join_token(struct hc_cmd_ctx *ctx)
 {
@@ -13,6 +20,9 @@ static int cmd_join_token(struct hc_cmd_ctx *ctx)
     int64_t ttl_ms = hc_cmd_opt_ms(ctx, "ttl");
     if (ttl_ms < 1000)
         return hc_cmd_usage(ctx, "for example --ttl 30m", "--ttl must be at least 1s");
+    if (ttl_ms > JOIN_TTL_MAX_MS)
+        return hc_cmd_usage(ctx, "for example --ttl 1d; a new token can be created at any time",
+                            "--ttl must be at most " JOIN_TTL_MAX " (the controller's limit)");
     json_t *body = json_pack("{s:I}", "ttl_seconds", (json_int_t)(ttl_ms / 1000));
     json_t *doc = hc_cmd_request(ctx, "POST", "/v1/join-tokens", body, &err);
     json_decref(body);
@@ -66,6 +76,71 @@ static int cmd_status(struct hc_cmd_ctx *ctx)
     return hc_cmd_show(ctx, "/v1/cluster", status_view);
 }
 
+/* "3 (2 reachable, 1 unreachable, 0 unknown)" from the node counts object. */
+static void fmt_node_counts(const struct hc_output *o, const json_t *v, char *buf, size_t len,
+                            enum hc_color *color)
+{
+    if (!json_is_object(v)) {
+        hc_fmt_text(o, v, buf, len, color);
+        return;
+    }
+    *color = HC_COLOR_NONE;
+    snprintf(buf, len, "%lld (%lld reachable, %lld unreachable, %lld unknown)",
+             (long long)hc_json_int(v, "total", 0), (long long)hc_json_int(v, "reachable", 0),
+             (long long)hc_json_int(v, "unreachable", 0), (long long)hc_json_int(v, "unknown", 0));
+}
+
+static const struct hc_col show_fields[] = {
+    {"Name", "cluster.name", NULL},
+    {"ID", "cluster.id", NULL},
+    {"MTU", "cluster.mtu", NULL},
+    {"Created", "cluster.created_at", hc_fmt_time},
+    {"Controller", "controller.url", NULL},
+    {"Controller version", "controller.version", NULL},
+    {"CA fingerprint", "controller.ca_fingerprint", NULL},
+    {"Nodes", "nodes", fmt_node_counts},
+    {NULL, NULL, NULL},
+};
+
+static const struct hc_section show_view[] = {
+    {HC_SECTION_FIELDS, NULL, NULL, show_fields},
+    {0, NULL, NULL, NULL},
+};
+
+/* The settings of the cluster, from what the API has: GET /v1/cluster (the cluster row, node
+ * counts, the controller's version), GET /v1/ca (the fingerprint joining agents pin) and the
+ * URL this client reached the controller at. No per-cluster storage interface exists (it is
+ * chosen per node), so none is shown. */
+static json_t *show_document(struct hc_cmd_ctx *ctx, struct hc_error *err)
+{
+    json_t *cl = hc_cmd_request(ctx, "GET", "/v1/cluster", NULL, err);
+    json_t *ca = cl ? hc_cmd_request(ctx, "GET", "/v1/ca", NULL, err) : NULL;
+    json_t *doc = NULL;
+    if (ca) {
+        json_t *controller = json_pack("{s:s, s:O, s:O}", "url", hc_api_client_url(ctx->api),
+                                       "version", hc_output_lookup(cl, "controller.version"),
+                                       "ca_fingerprint", json_object_get(ca, "ca_fingerprint"));
+        doc = json_pack("{s:O, s:o, s:O}", "cluster", json_object_get(cl, "cluster"),
+                        "controller", controller, "nodes", json_object_get(cl, "nodes"));
+    }
+    if (ca && !doc)
+        hc_error_set(err, 0, HC_ERR_INVALID_JSON, "GET /v1/cluster: unexpected answer");
+    json_decref(cl);
+    json_decref(ca);
+    return doc;
+}
+
+static int cmd_show(struct hc_cmd_ctx *ctx)
+{
+    struct hc_error err = {0};
+    json_t *doc = show_document(ctx, &err);
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    hc_output_render(&ctx->out, show_view, doc);
+    json_decref(doc);
+    return HC_EXIT_OK;
+}
+
 static int cmd_create(struct hc_cmd_ctx *ctx)
 {
     size_t n;
@@ -81,8 +156,8 @@ static const struct hc_cmd_opt create_opts[] = {
 };
 
 static const struct hc_cmd_opt join_token_opts[] = {
-    {"ttl", 0, HC_OPT_DURATION, 0, "how long the token stays valid", "DUR", HC_COMPLETE_NONE,
-     "1h", NULL},
+    {"ttl", 0, HC_OPT_DURATION, 0, "how long the token stays valid (1s to " JOIN_TTL_MAX ")",
+     "DUR", HC_COMPLETE_NONE, "1h", NULL},
     {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
 };
 
@@ -96,8 +171,12 @@ static const struct hc_cmd_verb cluster_verbs[] = {
     {"status", cmd_status, NULL, 0, 0,
      "show the cluster, node health counts, active operations and the controller", NULL, 0,
      HC_COMPLETE_NONE},
+    {"show", cmd_show, NULL, 0, 0,
+     "show the cluster's settings: name, id, MTU, created, controller URL, CA fingerprint, nodes",
+     NULL, 0, HC_COMPLETE_NONE},
     {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
 };
 
 const struct hc_cmd_group hc_cmd_group_cluster = {
-    "cluster", "the cluster as a whole: create, status and join tokens", cluster_verbs, 0};
+    "cluster", "the cluster as a whole: create, status, settings and join tokens", cluster_verbs,
+    0};

@@ -2,7 +2,8 @@
  * `hcctl completion bash|zsh|fish` prints a completion script for that shell, and the hidden
  * `hcctl __complete -- WORDS...` answers it. The scripts hold no command names at all: every
  * TAB runs `hcctl __complete` with the words typed so far, and the engine (cli/complete.c)
- * answers from the command table and, for node names and operation ids, from the controller.
+ * answers from the command table and, for node names, operation ids and bundle
+ * versions, from the controller.
  * A group added to the table is therefore completed by every shell without a new script.
  *
  * __complete prints one candidate per line, "WORD" or "WORD<TAB>DESCRIPTION", and a last line

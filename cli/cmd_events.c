@@ -1,7 +1,10 @@
 /*
- * `hcctl events`: the controller's append-only event log, oldest first. --follow keeps asking
- * for events after the last one seen until SIGINT/SIGTERM; with -o json it streams JSON Lines
- * (one compact event object per line), the one exception to "one JSON document per command".
+ * `hcctl events`: the controller's append-only event log, printed oldest first. By default the
+ * newest --limit events (what an operator looks for), with a note on stderr when older ones
+ * exist and how to page back (--before); --since ID reads forward from an event id instead.
+ * --follow prints the newest page (or the events after --since) and keeps asking for events after
+ * the last one seen until SIGINT/SIGTERM; with -o json it streams JSON Lines (one compact event
+ * object per line), the one exception to "one JSON document per command".
  */
 #include <signal.h>
 #include <stdio.h>
@@ -39,17 +42,25 @@ static void on_stop(int sig)
     stop_requested = 1;
 }
 
-/* "/v1/events?since=..&limit=..&type=..&node=..". Returns 0 or -1 when it does not fit. */
-static int events_path(const struct hc_cmd_ctx *ctx, int64_t since, char *path, size_t len)
+/* Adds "&key=N" for n > 0. */
+static int query_num(char *path, size_t len, const char *key, int64_t n)
 {
     char num[32];
+    snprintf(num, sizeof(num), "%lld", (long long)n);
+    return n > 0 ? hc_api_client_query_add(path, len, key, num) : 0;
+}
+
+/* "/v1/events?since=..&before=..&limit=..&newest=1&type=..&node=..": newest asks for the newest
+ * page rather than the oldest. Returns 0 or -1 when it does not fit. */
+static int events_path(const struct hc_cmd_ctx *ctx, int64_t since, int newest, char *path,
+                       size_t len)
+{
     const char *type = hc_cmd_opt_str(ctx, "type"), *node = hc_cmd_opt_str(ctx, "node");
     snprintf(path, len, "/v1/events");
-    snprintf(num, sizeof(num), "%lld", (long long)since);
-    if (since > 0 && hc_api_client_query_add(path, len, "since", num) < 0)
-        return -1;
-    snprintf(num, sizeof(num), "%lld", (long long)hc_cmd_opt_int(ctx, "limit"));
-    if (hc_api_client_query_add(path, len, "limit", num) < 0)
+    if (query_num(path, len, "since", since) < 0 ||
+        query_num(path, len, "before", hc_cmd_opt_int(ctx, "before")) < 0 ||
+        query_num(path, len, "limit", hc_cmd_opt_int(ctx, "limit")) < 0 ||
+        (newest && hc_api_client_query_add(path, len, "newest", "1") < 0))
         return -1;
     if (type && hc_api_client_query_add(path, len, "type", type) < 0)
         return -1;
@@ -59,6 +70,7 @@ static int events_path(const struct hc_cmd_ctx *ctx, int64_t since, char *path, 
 /* State of a --follow loop. */
 struct follow {
     int64_t since;
+    int newest;     /* the first round asks for the newest page (no --since given) */
     int widths[16]; /* column widths so far (text) */
     int header;     /* the header is still to be printed (text) */
     int answered;   /* the controller answered at least once */
@@ -96,7 +108,7 @@ static int follow_round(struct hc_cmd_ctx *ctx, struct follow *f)
 {
     char path[2048];
     struct hc_error err = {0};
-    if (events_path(ctx, f->since, path, sizeof(path)) < 0) {
+    if (events_path(ctx, f->since, f->newest, path, sizeof(path)) < 0) {
         f->code = hc_cmd_usage(ctx, NULL, "--type or --node value is too long");
         return 0;
     }
@@ -120,6 +132,7 @@ static int follow_round(struct hc_cmd_ctx *ctx, struct follow *f)
     const json_t *events = json_object_get(doc, "events");
     f->answered = 1;
     f->warned = 0;
+    f->newest = 0; /* from here on: whatever comes after the last event seen */
     follow_print(ctx, f, events);
     f->since = hc_json_int(doc, "last_id", f->since);
     /* A full page means more are waiting: ask again at once. */
@@ -129,12 +142,12 @@ static int follow_round(struct hc_cmd_ctx *ctx, struct follow *f)
     return 1;
 }
 
-static int follow(struct hc_cmd_ctx *ctx, int64_t since)
+static int follow(struct hc_cmd_ctx *ctx, int64_t since, int newest)
 {
     struct sigaction sa, old_int, old_term;
     /* Typical widths up front, so that rows arriving after an empty first batch line up with
      * the header: id, RFC 3339 time, type, node, "op-" + 12 hex, actor. */
-    struct follow f = {since, {4, 24, 19, 6, 15, 10}, 1, 0, 0, HC_EXIT_OK};
+    struct follow f = {since, newest, {4, 24, 19, 6, 15, 10}, 1, 0, 0, HC_EXIT_OK};
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop;
     sigemptyset(&sa.sa_mask);
@@ -150,24 +163,59 @@ static int follow(struct hc_cmd_ctx *ctx, int64_t since)
     return f.code;
 }
 
+/* A page that does not hold every matching event says so, on stderr (the data stays clean),
+ * with the option that shows the rest. */
+static void note_more(struct hc_cmd_ctx *ctx, const json_t *doc, int newest)
+{
+    const json_t *events = json_object_get(doc, "events");
+    size_t n = json_array_size(events);
+    if (!hc_json_bool(doc, "more", 0) || ctx->out.json || n == 0)
+        return;
+    if (newest)
+        hc_output_info(&ctx->out,
+                       "showing the newest %zu events; older ones exist: see them with "
+                       "--before %lld, or raise --limit (at most 1000)",
+                       n, (long long)hc_json_int(json_array_get(events, 0), "id", 0));
+    else
+        hc_output_info(&ctx->out, "showing %zu events; newer ones exist: go on with --since %lld",
+                       n, (long long)hc_json_int(doc, "last_id", 0));
+}
+
 static int cmd_events(struct hc_cmd_ctx *ctx)
 {
+    struct hc_error err = {0};
     char path[2048];
     int64_t limit = hc_cmd_opt_int(ctx, "limit"), since = hc_cmd_opt_int(ctx, "since");
+    /* Without --since: the newest page, the end of the log being what one looks for. */
+    int newest = !hc_cmd_opt_set(ctx, "since");
     if (limit < 1 || limit > 1000)
         return hc_cmd_usage(ctx, NULL, "--limit must be between 1 and 1000");
     if (since < 0)
         return hc_cmd_usage(ctx, NULL, "--since must be an event id (0 or more)");
+    if (hc_cmd_opt_set(ctx, "before") && hc_cmd_opt_int(ctx, "before") < 1)
+        return hc_cmd_usage(ctx, NULL, "--before must be an event id (1 or more)");
+    if (hc_cmd_opt_bool(ctx, "follow") && hc_cmd_opt_set(ctx, "before"))
+        return hc_cmd_usage(ctx, "--follow prints what comes after the newest event",
+                            "--before cannot be combined with --follow");
     if (hc_cmd_opt_bool(ctx, "follow"))
-        return follow(ctx, since);
-    if (events_path(ctx, since, path, sizeof(path)) < 0)
+        return follow(ctx, since, newest);
+    if (events_path(ctx, since, newest, path, sizeof(path)) < 0)
         return hc_cmd_usage(ctx, NULL, "--type or --node value is too long");
-    return hc_cmd_show(ctx, path, events_view);
+    json_t *doc = hc_cmd_request(ctx, "GET", path, NULL, &err);
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    hc_output_render(&ctx->out, events_view, doc);
+    note_more(ctx, doc, newest);
+    json_decref(doc);
+    return HC_EXIT_OK;
 }
 
 static const struct hc_cmd_opt events_opts[] = {
-    {"since", 0, HC_OPT_INT, 0, "only events after this event id", "ID", HC_COMPLETE_NONE, "0",
-     NULL},
+    {"since", 0, HC_OPT_INT, 0,
+     "the events after this event id, oldest first (default: the newest events)", "ID",
+     HC_COMPLETE_NONE, NULL, NULL},
+    {"before", 0, HC_OPT_INT, 0, "only events before this event id (pages back)", "ID",
+     HC_COMPLETE_NONE, NULL, NULL},
     {"limit", 0, HC_OPT_INT, 0, "at most this many events (1-1000; with --follow, per request)",
      "N", HC_COMPLETE_NONE, "100", NULL},
     {"type", 0, HC_OPT_STRING, 0, "only events of this type (node.joined, api.call, ...)", "TYPE",
@@ -180,7 +228,8 @@ static const struct hc_cmd_opt events_opts[] = {
 };
 
 static const struct hc_cmd_verb events_verbs[] = {
-    {"events", cmd_events, events_opts, 0, 0, "show the event log, oldest first", NULL, 0,
+    {"events", cmd_events, events_opts, 0, 0,
+     "show the newest events of the log (or those after --since), oldest first", NULL, 0,
      HC_COMPLETE_NONE},
     {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
 };

@@ -287,12 +287,12 @@ const struct hc_help_topic hc_help_topics[] = {
     {"shell", "INTERACTIVE SHELL", "hcctl shell: history, completion, the same commands",
      "'hcctl shell' reads commands with line editing: type a command without the leading\n"
      "hcctl ('node list'). TAB completes groups, verbs, options and values, including node\n"
-     "names and operation ids asked from the controller. Quotes work as in sh. 'help TOPIC'\n"
-     "shows help; 'exit', 'quit' or Ctrl-D leave. Global options given to 'hcctl shell'\n"
-     "apply to every command in it. History: $XDG_STATE_HOME/hcctl/history.\n"},
+     "names, operation ids and bundle versions asked from the controller. Quotes work as in\n"
+     "sh. 'help TOPIC' shows help; 'exit', 'quit' or Ctrl-D leave. Global options given to\n"
+     "'hcctl shell' apply to every command in it. History: $XDG_STATE_HOME/hcctl/history.\n"},
     {"completion", "COMPLETION", "installing bash, zsh and fish completion",
      "'hcctl completion SHELL' prints a completion script; every completion asks hcctl\n"
-     "itself, so node names and operation ids come from the controller.\n"
+     "itself, so node names, operation ids and bundle versions come from the controller.\n"
      "\n"
      "  bash: hcctl completion bash > /usr/share/bash-completion/completions/hcctl\n"
      "  zsh:  hcctl completion zsh > \"${fpath[1]}/_hcctl\"\n"

@@ -123,12 +123,10 @@ static void roff_header(FILE *f, const char *name, const char *summary)
 /* ".B hcctl node show" "NODE [OPTIONS]" from the usage line the help uses. */
 static void roff_usage(FILE *f, const struct hc_cmd_group *g, const struct hc_cmd_verb *v)
 {
-    char usage[256], cmd[128];
+    char usage[256], cmd[160], words[128];
     hc_cmd_usage_line(g, v, usage, sizeof(usage));
-    if ((g->flags & HC_GROUP_STANDALONE) || strcmp(v->name, g->name) == 0)
-        snprintf(cmd, sizeof(cmd), "hcctl %s", g->name);
-    else
-        snprintf(cmd, sizeof(cmd), "hcctl %s %s", g->name, v->name);
+    hc_cmd_verb_words(g, v, words, sizeof(words));
+    snprintf(cmd, sizeof(cmd), "hcctl %s", words);
     fputs(".B ", f);
     roff_put(f, cmd, 1);
     fputs("\n", f);

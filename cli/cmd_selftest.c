@@ -102,6 +102,22 @@ static void check_opt_table(struct checker *c, const char *where, const struct h
     }
 }
 
+/* A group's default verb is never typed by name: its usage is the flag that selects it
+ * ("--rolling"), which help, messages and completion show instead, so it must be one of the
+ * verb's own flags. */
+static void check_default_verb(struct checker *c, const char *where, const struct hc_cmd_verb *v)
+{
+    const char *flag = v->usage && strncmp(v->usage, "--", 2) == 0 ? v->usage + 2 : NULL;
+    size_t i = 0;
+    while (flag && v->opts && v->opts[i].name &&
+           (strcmp(v->opts[i].name, flag) != 0 || v->opts[i].type != HC_OPT_BOOL))
+        i++;
+    if (!flag || !v->opts || !v->opts[i].name)
+        problem(c, "%s: a default verb's usage is one of its flags (\"--rolling\")", where);
+    if (v->max_args != 0)
+        problem(c, "%s: a default verb takes no positional arguments", where);
+}
+
 static void check_verb(struct checker *c, const struct hc_cmd_group *g,
                        const struct hc_cmd_verb *v)
 {
@@ -114,7 +130,9 @@ static void check_verb(struct checker *c, const struct hc_cmd_group *g,
         problem(c, "%s: no summary", where);
     if (v->min_args < 0 || (v->max_args != HC_ARGS_MANY && v->max_args < v->min_args))
         problem(c, "%s: min_args %d > max_args %d", where, v->min_args, v->max_args);
-    if ((v->max_args != 0) != !empty(v->usage))
+    if (v == hc_cmd_default_verb(g))
+        check_default_verb(c, where, v);
+    else if ((v->max_args != 0) != !empty(v->usage))
         problem(c, "%s: positional arguments and the usage text go together", where);
     if (v->arg_completer == HC_COMPLETE_CHOICES ||
         (v->arg_completer != HC_COMPLETE_NONE && v->max_args == 0))

@@ -3,8 +3,8 @@
  * POSIX shell would split it (quotes, backslashes, comments; no expansions) and run by
  * hc_cli_main, so a line behaves exactly as `hcctl LINE` would, with the global options given
  * to `hcctl shell` in front. TAB completion asks the same engine as the bash/zsh/fish scripts
- * (cli/complete.c) on the partial line: groups, verbs, options, choices, files, and node names
- * and operation ids from the controller.
+ * (cli/complete.c) on the partial line: groups, verbs, options, choices, files, and node names,
+ * operation ids and bundle versions from the controller.
  *
  * On a terminal: readline with history in $XDG_STATE_HOME/hcctl/history (default
  * ~/.local/state/hcctl/history, mode 0600: a line may hold a --token), and each command runs in

@@ -91,9 +91,25 @@ static const struct hc_section status_view[] = {
     {0, NULL, NULL, NULL},
 };
 
+/* The controller answers state "none" (operation_id null) on a cluster that never ran an
+ * upgrade: nothing is wrong, there is just nothing to show. */
+static int never_ran(const json_t *st)
+{
+    return hc_json_str(st, "operation_id", NULL) == NULL;
+}
+
 static int cmd_status(struct hc_cmd_ctx *ctx)
 {
-    return hc_cmd_show(ctx, "/v1/upgrade", status_view);
+    struct hc_error err = {0};
+    json_t *doc = hc_cmd_request(ctx, "GET", "/v1/upgrade", NULL, &err);
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    if (never_ran(doc) && !ctx->out.json) /* the text is the answer: stdout, exit 0 */
+        fprintf(ctx->out.out, "no rolling upgrade has run\n");
+    else
+        hc_output_render(&ctx->out, status_view, doc);
+    json_decref(doc);
+    return HC_EXIT_OK;
 }
 
 /* pause / resume / abort the current upgrade through its operation. */
@@ -104,6 +120,12 @@ static int control(struct hc_cmd_ctx *ctx, const char *action)
     json_t *st = hc_cmd_request(ctx, "GET", "/v1/upgrade", NULL, &err);
     if (!st)
         return hc_cmd_fail(ctx, &err, NULL);
+    if (never_ran(st)) {
+        json_decref(st);
+        hc_error_set(&err, 404, HC_ERR_NOT_FOUND, "no rolling upgrade has run on this cluster");
+        hc_error_hint(&err, "start one with 'hcctl upgrade --rolling --to VERSION'");
+        return hc_cmd_fail(ctx, &err, NULL);
+    }
     snprintf(path, sizeof(path), "/v1/operations/%s/%s", hc_json_str(st, "operation_id", ""),
              action);
     json_decref(st);
@@ -141,7 +163,7 @@ static const struct hc_cmd_opt rolling_opts[] = {
     {"rolling", 0, HC_OPT_BOOL, 0, "one node (or N) at a time, never more than the data tolerates",
      NULL, HC_COMPLETE_NONE, NULL, NULL},
     {"to", 0, HC_OPT_STRING, 1, "the uploaded version to run everywhere", "VERSION",
-     HC_COMPLETE_NONE, NULL, NULL},
+     HC_COMPLETE_BUNDLE, NULL, NULL},
     {"max-unavailable", 0, HC_OPT_INT, 0, "nodes down at once, counting those already down", "N",
      HC_COMPLETE_NONE, "1", NULL},
     {"node-timeout", 0, HC_OPT_DURATION, 0, "how long each wait on one node may take", "DUR",
@@ -156,9 +178,10 @@ static const struct hc_cmd_opt rolling_opts[] = {
 };
 
 static const struct hc_cmd_verb upgrade_verbs[] = {
+    /* the group's default verb, typed as its usage: "hcctl upgrade --rolling --to V" */
     {"upgrade", cmd_rolling, rolling_opts, 0, 0,
-     "rolling upgrade: hcctl upgrade --rolling --to VERSION (disruptive: asks, or needs --yes)",
-     NULL, HC_CMD_DISRUPTIVE, HC_COMPLETE_NONE},
+     "upgrade every node to an uploaded version, N at a time (disruptive: asks, or needs --yes)",
+     "--rolling", HC_CMD_DISRUPTIVE, HC_COMPLETE_NONE},
     {"status", cmd_status, NULL, 0, 0, "the latest upgrade, node by node", NULL, 0,
      HC_COMPLETE_NONE},
     {"pause", cmd_pause, NULL, 0, 0, "pause at the next safe point", NULL, 0, HC_COMPLETE_NONE},

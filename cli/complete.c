@@ -160,7 +160,7 @@ static int walk_command(struct walk *w, int nwords, char *const *words)
     if (i >= nwords)
         return nwords;
     /* "upgrade --rolling ...": a verb named like its group runs when an option follows it */
-    if (is_option(words[i]) && (w->verb = hc_cmd_find_verb(w->group, w->group->name)))
+    if (is_option(words[i]) && (w->verb = hc_cmd_default_verb(w->group)))
         return i;
     w->verb = hc_cmd_find_verb(w->group, words[i++]);
     if (!w->verb)
@@ -236,12 +236,19 @@ static int add_groups(const struct walk *w, const char *cur, struct hc_complete 
     return 0;
 }
 
-static int add_verbs(const struct hc_cmd_group *g, const char *cur, struct hc_complete *out)
+/* The verbs after the group word. The group's default verb is never offered by its name: after
+ * the group word (with_default) as the flag that selects it ("upgrade --rolling"), and not at
+ * all as a help topic (`help upgrade --rolling` would be an option of help). */
+static int add_verbs(const struct hc_cmd_group *g, int with_default, const char *cur,
+                     struct hc_complete *out)
 {
-    for (size_t i = 0; g->verbs[i].name; i++)
-        if (!(g->verbs[i].flags & HC_CMD_HIDDEN) && strcmp(g->verbs[i].name, g->name) != 0 &&
-            add_item(out, NULL, g->verbs[i].name, g->verbs[i].summary, cur) < 0)
+    const struct hc_cmd_verb *def = hc_cmd_default_verb(g);
+    for (size_t i = 0; g->verbs[i].name; i++) {
+        const struct hc_cmd_verb *v = &g->verbs[i];
+        const char *word = v != def ? v->name : with_default ? v->usage : NULL;
+        if (!(v->flags & HC_CMD_HIDDEN) && word && add_item(out, NULL, word, v->summary, cur) < 0)
             return -1;
+    }
     return 0;
 }
 
@@ -339,7 +346,7 @@ static int add_topics(const struct walk *w, const char *cur, struct hc_complete 
     }
     const struct hc_cmd_group *g = hc_cmd_find_group(w->groups, w->pos[0]);
     if (w->npos == 1 && g && !(g->flags & (HC_GROUP_STANDALONE | HC_CMD_HIDDEN)))
-        return add_verbs(g, cur, out);
+        return add_verbs(g, 0, cur, out);
     return 0;
 }
 
@@ -420,11 +427,11 @@ int hc_complete_line(const struct hc_cmd_group *const *groups, int nwords, char 
             return complete_attached(&w, cur, conn, out);
         return add_opt_names(hc_cmd_global_opts, NULL, cur, out);
     }
-    if (!w.verb && cur[0] == '-' && (w.verb = hc_cmd_find_verb(w.group, w.group->name)))
+    if (!w.verb && cur[0] == '-' && (w.verb = hc_cmd_default_verb(w.group)))
         return complete_after_verb(&w, cur, conn, out); /* the group's default verb */
     if (!w.verb)
         return cur[0] == '-' ? add_item(out, NULL, "--help", "show help and exit", cur)
-                             : add_verbs(w.group, cur, out);
+                             : add_verbs(w.group, 1, cur, out);
     return complete_after_verb(&w, cur, conn, out);
 }
 

@@ -3,7 +3,7 @@
  * interactive shell (readline asks it on TAB) and the hidden `hcctl __complete`, which the
  * bash, zsh and fish scripts printed by `hcctl completion SHELL` call for every completion, so
  * that every shell offers the same words, including values only the controller knows (node
- * names, operation ids).
+ * names, operation ids, bundle versions).
  *
  * The engine walks the words before the cursor with the parser's rules (cli/cmd.c): global
  * options up to the group word, the group, the verb, then the verb's options (which shadow

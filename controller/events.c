@@ -73,45 +73,91 @@ static json_t *event_from_row(sqlite3_stmt *st)
     return ev;
 }
 
-json_t *hc_events_list(struct hc_db *db, int64_t since, int limit, const char *type,
-                       const char *node, struct hc_error *err)
+/* Reads up to limit + 1 rows: the extra one only tells whether there is more. */
+static int read_page(sqlite3_stmt *st, int limit, json_t *events, int *more)
 {
-    if (limit < 1 || limit > 1000) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "limit %d is out of range", limit);
+    int rc;
+    *more = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((int)json_array_size(events) == limit) {
+            *more = 1;
+            return SQLITE_DONE;
+        }
+        json_array_append_new(events, event_from_row(st));
+    }
+    return rc;
+}
+
+/* A page read newest first is sent oldest first, like every other page. */
+static void reverse(json_t *events)
+{
+    size_t n = json_array_size(events);
+    for (size_t i = 0; i < n / 2; i++) {
+        json_t *a = json_incref(json_array_get(events, i));
+        json_array_set(events, i, json_array_get(events, n - 1 - i));
+        json_array_set_new(events, n - 1 - i, a);
+    }
+}
+
+json_t *hc_events_query(struct hc_db *db, const struct hc_events_query *q, struct hc_error *err)
+{
+    if (q->limit < 1 || q->limit > 1000) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "limit %d is out of range", q->limit);
         hc_error_hint(err, "use a limit between 1 and 1000");
         return NULL;
     }
     json_t *result = NULL;
     json_t *events = json_array();
-    /* "? IS NULL OR" lets one statement serve every combination of filters. */
+    int more = 0;
+    /* "? IS NULL OR" lets one statement serve every combination of filters; ids are the
+     * primary key, so either end of the log is an index walk. */
     sqlite3_stmt *st = hc_db_prepare(db,
-                                     "SELECT id, ts, type, node, op_id, actor, message, "
-                                     "details_json FROM events WHERE id > ? "
-                                     "AND (? IS NULL OR type = ?) AND (? IS NULL OR node = ?) "
-                                     "ORDER BY id LIMIT ?",
+                                     q->newest ? "SELECT id, ts, type, node, op_id, actor, "
+                                                 "message, details_json FROM events WHERE id > ? "
+                                                 "AND (? IS NULL OR id < ?) "
+                                                 "AND (? IS NULL OR type = ?) "
+                                                 "AND (? IS NULL OR node = ?) "
+                                                 "ORDER BY id DESC LIMIT ?"
+                                               : "SELECT id, ts, type, node, op_id, actor, "
+                                                 "message, details_json FROM events WHERE id > ? "
+                                                 "AND (? IS NULL OR id < ?) "
+                                                 "AND (? IS NULL OR type = ?) "
+                                                 "AND (? IS NULL OR node = ?) "
+                                                 "ORDER BY id LIMIT ?",
                                      err);
     if (!st)
         goto cleanup;
-    sqlite3_bind_int64(st, 1, since);
-    sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, type, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, node, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, node, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 6, limit);
-    int64_t last_id = since;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        last_id = sqlite3_column_int64(st, 0);
-        json_array_append_new(events, event_from_row(st));
-    }
-    if (rc != SQLITE_DONE) {
+    sqlite3_bind_int64(st, 1, q->since);
+    for (int i = 2; i <= 3; i++)
+        if (q->before > 0)
+            sqlite3_bind_int64(st, i, q->before);
+        else
+            sqlite3_bind_null(st, i);
+    sqlite3_bind_text(st, 4, q->type, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, q->type, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, q->node, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, q->node, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 8, q->limit + 1);
+    if (read_page(st, q->limit, events, &more) != SQLITE_DONE) {
         hc_db_error(db, err, "cannot list events");
         goto cleanup;
     }
+    if (q->newest)
+        reverse(events);
     /* With no new events last_id stays at since, so a follower keeps asking from there. */
-    result = json_pack("{s:O, s:I}", "events", events, "last_id", (json_int_t)last_id);
+    json_t *last = json_array_get(events, json_array_size(events) - 1);
+    int64_t last_id = last ? json_integer_value(json_object_get(last, "id")) : q->since;
+    result = json_pack("{s:O, s:I, s:b}", "events", events, "last_id", (json_int_t)last_id,
+                       "more", more);
 cleanup:
     sqlite3_finalize(st);
     json_decref(events);
     return result;
+}
+
+json_t *hc_events_list(struct hc_db *db, int64_t since, int limit, const char *type,
+                       const char *node, struct hc_error *err)
+{
+    struct hc_events_query q = {since, 0, limit, 0, type, node};
+    return hc_events_query(db, &q, err);
 }

@@ -553,8 +553,11 @@ json_t *hc_upgrade_status(struct hc_db *db, struct hc_error *err)
     const char *id = hc_json_str(json_array_get(ops, 0), "id", NULL);
     json_t *out = NULL, *show = NULL, *rows = NULL;
     if (!id) {
-        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "no rolling upgrade has run on this cluster");
-        hc_error_hint(err, "start one with 'hcctl upgrade --rolling --to VERSION'");
+        /* Never ran: a status like any other (state "none", the same keys), not an error, so
+         * that `hcctl upgrade status` exits 0 on a new cluster. */
+        out = json_pack("{s:n, s:s, s:n, s:i, s:i, s:[], s:n, s:n}", "operation_id", "state",
+                        "none", "to_version", "done", 0, "total", 0, "nodes", "error",
+                        "waiting_on");
         goto cleanup;
     }
     show = hc_ops_show(db, id, err);

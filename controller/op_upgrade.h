@@ -33,7 +33,9 @@ int hc_version_cmp(const char *a, const char *b);
  * (404 unknown version, 409 a node below min_upgrade_from). Changes nothing. */
 json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error *err);
 
-/* `upgrade status`: the latest upgrade operation with per-node progress, or NULL with 404. */
+/* `upgrade status`: the latest upgrade operation with per-node progress; when none ever ran,
+ * the same keys with state "none" (operation_id, to_version, error, waiting_on null, no nodes).
+ * NULL with err only on a database error. */
 json_t *hc_upgrade_status(struct hc_db *db, struct hc_error *err);
 
 void hc_op_upgrade_register(void);

@@ -1,6 +1,8 @@
 /*
- * GET /v1/events?since=ID&limit=N&type=T&node=N: the event log, oldest first, for `hcctl events`
- * (and its --follow, which asks again with since = the last_id it got).
+ * GET /v1/events?since=ID&before=ID&limit=N&newest=1&type=T&node=N: the event log, one page,
+ * oldest first, for `hcctl events` (newest=1: the newest page, which the CLI shows by default;
+ * before=ID pages back from there) and its --follow (which asks again with since = the last_id it
+ * got). "more" says whether matching events exist beyond the page.
  */
 #include <stdint.h>
 
@@ -14,14 +16,19 @@ void hc_res_events_list(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    int64_t since, limit;
-    if (hc_api_query_int(req, "since", 0, 0, INT64_MAX, &since, &err) < 0 ||
+    int64_t limit, newest;
+    struct hc_events_query q = {0};
+    if (hc_api_query_int(req, "since", 0, 0, INT64_MAX, &q.since, &err) < 0 ||
+        hc_api_query_int(req, "before", 0, 0, INT64_MAX, &q.before, &err) < 0 ||
         hc_api_query_int(req, "limit", EVENTS_DEFAULT_LIMIT, 1, EVENTS_MAX_LIMIT, &limit, &err) <
-            0) {
+            0 ||
+        hc_api_query_int(req, "newest", 0, 0, 1, &newest, &err) < 0) {
         hc_reply_error(req, &err);
         return;
     }
-    json_t *body = hc_events_list(api->db, since, (int)limit, hc_req_query(req, "type"),
-                                  hc_req_query(req, "node"), &err);
-    hc_api_reply(req, 200, body, &err);
+    q.limit = (int)limit;
+    q.newest = (int)newest;
+    q.type = hc_req_query(req, "type");
+    q.node = hc_req_query(req, "node");
+    hc_api_reply(req, 200, hc_events_query(api->db, &q, &err), &err);
 }

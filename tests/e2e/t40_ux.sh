@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The operator's experience end to end, against a real hcctld with three real hcagents:
 # the JSON keys of every read command frozen in golden files (tests/golden), completion of node
-# names and operation ids from the controller through `hcctl __complete` and through the bash,
+# names, operation ids and bundle versions from the controller through `hcctl __complete` and
+# through the bash,
 # zsh and fish scripts the build generated, the interactive shell on a terminal (script(1))
 # completing node names, progress of a followed operation (plain lines off a terminal, redrawn
 # rows on one, nothing but the JSON document on stdout with -o json), and /metrics checked by
@@ -65,6 +66,8 @@ test_expect_success 'on a terminal, progress is redrawn in place: rows per node,
 test_expect_success 'golden: the JSON keys of every read command' '
     wait_for 10 "[ \$(reachable_count) = 3 ]" &&
     golden cluster-status cluster status &&
+    golden cluster-show cluster show &&
+    golden upgrade-status upgrade status &&
     golden node-list node list &&
     golden node-show node show n1 &&
     golden operation-list operation list &&
@@ -85,6 +88,84 @@ test_expect_success '__complete asks the controller for node names and operation
     hcctl __complete -- operation show "" | cut -f1 | grep -qx "$(cat op.id)" &&
     hcctl __complete -- events --node "" | cut -f1 | grep -qx n3 &&
     hcctl __complete -- --output=json maintenance enter n | cut -f1 | grep -qx n1
+'
+
+test_expect_success '__complete asks the controller for bundle versions' '
+    [ "$(hcctl __complete -- software remove "")" = "$(printf "1.0\thcstor, %s" \
+        "$(hcctl software show 1.0 -o json | jq -r .bundle.uploaded_at)")" ] &&
+    hcctl __complete -- software show "" | cut -f1 | grep -qx 1.0 &&
+    hcctl __complete -- upgrade --rolling --to "" | cut -f1 | grep -qx 1.0 &&
+    hcctl __complete -- upgrade --to 1 | cut -f1 | grep -qx 1.0 &&
+    hcctl __complete -- upgrade --rolling --to=1 | cut -f1 | grep -qx -- --to=1.0 &&
+    [ -z "$(hcctl __complete -- software remove 2)" ]
+'
+
+test_expect_success 'upgrade is typed, shown and completed as upgrade --rolling' '
+    hcctl __complete -- upgrade "" | cut -f1 | head -1 | grep -qx -- --rolling &&
+    ! hcctl upgrade --rolling 2>u.err &&
+    grep -q "option --to is required for .upgrade --rolling.; hint: usage: hcctl upgrade --rolling --to VERSION" u.err &&
+    hcctl upgrade --help >u.help && grep -q "^  --rolling  " u.help && ! grep -q "^  upgrade " u.help &&
+    grep -qxF ".B hcctl upgrade \\-\\-rolling" "$BUILD/man/hcctl-upgrade.1" &&
+    grep -qF ".B hcctl cluster show" "$BUILD/man/hcctl-cluster.1"
+'
+
+test_expect_success 'upgrade status before any upgrade: exit 0, says so' '
+    [ "$(hcctl upgrade status)" = "no rolling upgrade has run" ] &&
+    hcctl upgrade status -o json | jq -e ".state == \"none\" and .operation_id == null and .nodes == [] and .done == 0 and .total == 0"
+'
+
+test_expect_success 'cluster show: the settings, as key: value lines' '
+    hcctl cluster show >cs.out &&
+    grep -qx "Name: *e2e" cs.out &&
+    grep -qx "Controller: *$CTL_URL" cs.out &&
+    grep -qx "CA fingerprint: *$(curl -sS --cacert "$CTL_DIR/ca.pem" "$CTL_URL/v1/ca" | jq -r .ca_fingerprint)" cs.out &&
+    grep -qx "Nodes: *3 (3 reachable, 0 unreachable, 0 unknown)" cs.out &&
+    [ "$(hcctl cluster show -o json | jq -r .cluster.id)" = "$(hcctl cluster status -o json | jq -r .cluster.id)" ]
+'
+
+test_expect_success 'events: the newest N by default, "more" when older ones exist, --before pages back' '
+    hcctl events --since 0 --limit 1000 -o json >all.json &&
+    jq -e ".more == false and (.events | length) > 6" all.json &&
+    hcctl events --limit 3 -o json >new3.json &&
+    jq -e ".more == true and (.events | length) == 3" new3.json &&
+    [ "$(jq -c "[.events[].id]" new3.json)" = "$(jq -c "[.events[-3:][].id]" all.json)" ] &&
+    [ "$(jq .last_id new3.json)" = "$(jq ".events[-1].id" all.json)" ] &&
+    first=$(jq ".events[0].id" new3.json) &&
+    hcctl events --limit 3 --before "$first" -o json >prev3.json &&
+    [ "$(jq -c "[.events[].id]" prev3.json)" = "$(jq -c "[.events[-6:-3][].id]" all.json)" ] &&
+    hcctl events --limit 3 >new3.out 2>new3.err &&
+    [ "$(tail -n +2 new3.out | wc -l)" = 3 ] &&
+    grep -qx "showing the newest 3 events; older ones exist: see them with --before $first, or raise --limit (at most 1000)" new3.err &&
+    hcctl -q events --limit 3 2>q.err >/dev/null && [ ! -s q.err ] &&
+    hcctl events --since 0 --limit 2 -o json | jq -e ".more == true and [.events[].id] == [$(jq -r "[.events[:2][].id] | join(\",\")" all.json)]" &&
+    hcctl events --limit 1000 -o json | jq -e ".more == false" &&
+    hcctl events 2>all.err >/dev/null && [ ! -s all.err ]
+'
+
+test_expect_success 'join-token --ttl: at most the controller'"'"'s 7 days, a usage error beyond' '
+    hcctl -q cluster join-token --ttl 7d >/dev/null &&
+    hcctl cluster join-token --ttl 7d1s -o json >ttl.json 2>ttl.err; [ $? = 2 ] &&
+    jq -e ".error.code == \"usage\"" ttl.json &&
+    grep -q "at most 7d" ttl.err &&
+    hcctl cluster join-token --help | grep -q "(1s to 7d)"
+'
+
+test_expect_success 'usage errors are one JSON document with -o json anywhere on the line' '
+    hcctl -o json --timeout abc node list >j1 2>/dev/null; [ $? = 2 ] &&
+    jq -e ".error.code == \"usage\"" j1 &&
+    hcctl cluster join-token --ttl abc -o json >j2 2>/dev/null; [ $? = 2 ] &&
+    jq -e ".error.message | test(\"--ttl\")" j2 &&
+    hcctl node list --bogus --output=json >j3 2>/dev/null; [ $? = 2 ] &&
+    [ "$(jq -s length j3)" = 1 ]
+'
+
+test_expect_success 'the controller URL must be https, from any setting; an unreadable CA is named' '
+    hcctl --controller "http://127.0.0.1:$CTL_PORT" node list 2>h1; [ $? = 2 ] &&
+    grep -q "the controller URL must start with https://" h1 && ! grep -q "is hcctld running" h1 &&
+    HCCTL_CONTROLLER=http://127.0.0.1:$CTL_PORT hcctl node list 2>h2; [ $? = 2 ] &&
+    grep -q "from HCCTL_CONTROLLER" h2 &&
+    hcctl --ca /nonexistent/ca.pem node list 2>h3; [ $? = 1 ] &&
+    grep -q "cannot read the CA file ./nonexistent/ca.pem. (from --ca): No such file or directory; hint: " h3
 '
 
 test_expect_success '__complete uses the controller named on the line, and fails quietly' '

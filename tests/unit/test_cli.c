@@ -353,6 +353,89 @@ static void test_usage_error_json(void **state)
     run_free(&r);
 }
 
+/* -o json anywhere on the line, even after the word the parser stopped at or written in any
+ * form getopt accepts: the usage error is also the one JSON document on stdout. */
+static void test_usage_error_json_anywhere(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *words[10];
+        const char *message;
+    } cases[] = {
+        {{"-o", "json", "--timeout", "abc", "node", "list"}, "invalid value 'abc' for --timeout"},
+        {{"cluster", "join-token", "--ttl", "abc", "-o", "json"}, "invalid value 'abc' for --ttl"},
+        {{"--timeout", "abc", "node", "list", "--output=json"}, "for --timeout"},
+        {{"node", "list", "--bogus", "-ojson"}, "unknown option '--bogus'"},
+        {{"-qo", "json", "--timeout", "0", "node", "list"}, "--timeout must be > 0"},
+        {{"--outp", "json", "clustr"}, "unknown command 'clustr'"},
+        {{"node", "-o", "json"}, "expected a verb after 'node'"},
+        {{"node", "show", "a", "b", "--output", "json"}, "too many arguments"},
+        {{"upgrade", "--rolling", "-o", "json"}, "option --to is required"},
+        {{"events", "--limit", "x", "-o", "json"}, "not an integer"},
+        {{"cluster", "join-token", "--ttl", "-o", "json"}, "invalid value '-o' for --ttl"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct run r = run_io(hc_cmd_groups, 0, 0, NULL, cases[i].words);
+        if (r.rc != HC_EXIT_USAGE || !strstr(r.err, cases[i].message))
+            fail_msg("case %zu: rc %d, stderr '%s'", i, r.rc, r.err);
+        if (i + 1 < sizeof(cases) / sizeof(cases[0])) {
+            json_t *doc = one_document(r.out);
+            assert_string_equal(error_code(doc), "usage");
+            assert_non_null(strstr(json_string_value(json_object_get(
+                                       json_object_get(doc, "error"), "message")),
+                                   cases[i].message));
+            json_decref(doc);
+        } else {
+            /* "-o" was the value of --ttl: "json" is a stray word, the output stays text */
+            assert_string_equal(r.out, "");
+        }
+        run_free(&r);
+    }
+    /* software build -o is the bundle file, not the output format: text */
+    struct run r = RUN("software", "build", "-o", "json", "--bogus");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    assert_string_equal(r.out, "");
+    run_free(&r);
+    r = RUN("cluster", "join-token", "--ttl", "abc", "-o", "text");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    assert_string_equal(r.out, "");
+    run_free(&r);
+}
+
+/* The group's default verb ("upgrade --rolling") is never shown by its name "upgrade". */
+static void test_default_verb_wording(void **state)
+{
+    (void)state;
+    struct run r = RUN("upgrade", "--rolling");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    assert_non_null(strstr(r.err, "option --to is required for 'upgrade --rolling'; hint: usage: "
+                                  "hcctl upgrade --rolling --to VERSION [OPTIONS]"));
+    run_free(&r);
+    r = RUN("upgrade", "--help");
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "\n  --rolling    upgrade every node"));
+    assert_null(strstr(r.out, "\n  upgrade ")); /* no verb line for the pseudo-verb */
+    run_free(&r);
+    r = RUN("upgrade", "--rolling", "--help");
+    assert_non_null(strstr(r.out, "Usage: hcctl upgrade --rolling --to VERSION [OPTIONS]\n"));
+    run_free(&r);
+    r = RUN("--help");
+    assert_non_null(strstr(r.out, "\n  upgrade --rolling        upgrade every node"));
+    run_free(&r);
+    /* the pseudo-verb cannot be typed, and "did you mean" never offers it */
+    r = RUN("upgrade", "upgrade", "--rolling", "--to", "1");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    assert_non_null(strstr(r.err, "unknown verb 'upgrade' for 'upgrade'"));
+    run_free(&r);
+    r = RUN("upgrade", "upgrad");
+    assert_null(strstr(r.err, "did you mean 'upgrade'"));
+    run_free(&r);
+    r = RUN("upgrade", "--to", "1");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    assert_non_null(strstr(r.err, "add --rolling"));
+    run_free(&r);
+}
+
 static void expect_help(const char *const *words, const char *usage_prefix)
 {
     struct run r = run_io(hc_cmd_groups, 0, 0, NULL, words);
@@ -377,15 +460,13 @@ static void test_help_everywhere(void **state)
         for (size_t v = 0; grp->verbs[v].name; v++) {
             if (grp->flags & HC_GROUP_STANDALONE)
                 continue;
-            if (strcmp(grp->verbs[v].name, grp->name) == 0) /* the group's default verb */
-                snprintf(prefix, sizeof(prefix), "Usage: hcctl %s", grp->name);
-            else
-                snprintf(prefix, sizeof(prefix), "Usage: hcctl %s %s", grp->name,
-                         grp->verbs[v].name);
-            expect_help((const char *const[]){grp->name, grp->verbs[v].name, "--help", NULL},
-                        prefix);
+            /* the group's default verb is typed as its flag ("upgrade --rolling") */
+            const char *word = &grp->verbs[v] == hc_cmd_default_verb(grp) ? grp->verbs[v].usage
+                                                                           : grp->verbs[v].name;
+            snprintf(prefix, sizeof(prefix), "Usage: hcctl %s %s", grp->name, word);
+            expect_help((const char *const[]){grp->name, word, "--help", NULL}, prefix);
             /* help wins over missing arguments */
-            expect_help((const char *const[]){grp->name, grp->verbs[v].name, "-h", NULL}, prefix);
+            expect_help((const char *const[]){grp->name, word, "-h", NULL}, prefix);
         }
     }
 }
@@ -481,6 +562,35 @@ static void test_self_test_finds_problems(void **state)
     assert_int_equal(r.rc, HC_EXIT_CHECK);
     assert_non_null(strstr(r.out, "problem: bad a --dup: declared twice"));
     run_free(&r);
+}
+
+/* A group's default verb must name the flag that selects it (its usage). */
+static void test_self_test_default_verb(void **state)
+{
+    (void)state;
+    static const struct hc_cmd_opt flag_opts[] = {
+        {"go", 0, HC_OPT_BOOL, 0, "go", NULL, 0, NULL, NULL},
+        {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    };
+    static const struct hc_cmd_verb good_verbs[] = {
+        {"grp", probe_handler, flag_opts, 0, 0, "default", "--go", 0, 0},
+        {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, 0},
+    };
+    static const struct hc_cmd_verb bad_verbs[] = {
+        {"grp", probe_handler, flag_opts, 0, 0, "default", NULL, 0, 0},
+        {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, 0},
+    };
+    static const struct hc_cmd_verb wrong_verbs[] = {
+        {"grp", probe_handler, flag_opts, 0, 0, "default", "--stop", 0, 0},
+        {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, 0},
+    };
+    static const struct hc_cmd_group good = {"grp", "g", good_verbs, 0};
+    static const struct hc_cmd_group bad = {"grp", "g", bad_verbs, 0};
+    static const struct hc_cmd_group wrong = {"grp", "g", wrong_verbs, 0};
+    assert_int_equal(hc_cmd_self_test((const struct hc_cmd_group *const[]){&good, NULL}, NULL), 0);
+    assert_int_equal(hc_cmd_self_test((const struct hc_cmd_group *const[]){&bad, NULL}, NULL), 1);
+    assert_int_equal(hc_cmd_self_test((const struct hc_cmd_group *const[]){&wrong, NULL}, NULL),
+                     1);
 }
 
 /* ---------------------------------------------------------------- parsing: fake table */
@@ -930,17 +1040,46 @@ static void on_join_token(struct hc_request *req, void *arg)
                          "\"expires_at\":\"2026-01-01T01:00:00.000Z\",\"ca_fingerprint\":\"ff\"}");
 }
 
+/* One event (id 6); with limit=2 the answer says more exist beyond the page. */
 static void on_events(struct hc_request *req, void *arg)
 {
+    const char *limit = hc_req_query(req, "limit");
+    char body[512];
     pthread_mutex_lock(&ctl.mu);
-    snprintf(ctl.events_query, sizeof(ctl.events_query), "since=%s limit=%s type=%s node=%s",
-             hc_req_query(req, "since"), hc_req_query(req, "limit"), hc_req_query(req, "type"),
-             hc_req_query(req, "node"));
+    snprintf(ctl.events_query, sizeof(ctl.events_query),
+             "since=%s before=%s limit=%s newest=%s type=%s node=%s", hc_req_query(req, "since"),
+             hc_req_query(req, "before"), limit, hc_req_query(req, "newest"),
+             hc_req_query(req, "type"), hc_req_query(req, "node"));
     pthread_mutex_unlock(&ctl.mu);
-    reply_text(req, 200, "{\"events\":[{\"id\":6,\"ts\":\"2026-01-01T00:00:00.000Z\","
-                         "\"type\":\"node.joined\",\"node\":\"n1\",\"op_id\":null,"
-                         "\"actor\":\"n1\",\"message\":\"node 'n1' joined\",\"details\":{}}],"
-                         "\"last_id\":6}");
+    snprintf(body, sizeof(body),
+             "{\"events\":[{\"id\":6,\"ts\":\"2026-01-01T00:00:00.000Z\","
+             "\"type\":\"node.joined\",\"node\":\"n1\",\"op_id\":null,"
+             "\"actor\":\"n1\",\"message\":\"node 'n1' joined\",\"details\":{}}],"
+             "\"last_id\":6,\"more\":%s}",
+             limit && strcmp(limit, "2") == 0 ? "true" : "false");
+    reply_text(req, 200, body);
+}
+
+static void on_cluster(struct hc_request *req, void *arg)
+{
+    reply_text(req, 200, "{\"cluster\":{\"id\":\"c0ffee\",\"name\":\"prod\",\"mtu\":9000,"
+                         "\"created_at\":\"2026-01-01T00:00:00.000Z\"},\"nodes\":{\"total\":3,"
+                         "\"reachable\":2,\"unreachable\":1,\"unknown\":0},"
+                         "\"operations\":{\"active\":[]},\"controller\":{\"version\":\"9.9.9\","
+                         "\"uptime_seconds\":5,\"poll_interval_ms\":1000}}");
+}
+
+static void on_ca(struct hc_request *req, void *arg)
+{
+    reply_text(req, 200, "{\"ca_pem\":\"-----BEGIN CERTIFICATE-----\",\"ca_fingerprint\":\"ab12\"}");
+}
+
+/* A cluster that never ran an upgrade (controller/op_upgrade.c hc_upgrade_status). */
+static void on_upgrade(struct hc_request *req, void *arg)
+{
+    reply_text(req, 200, "{\"operation_id\":null,\"state\":\"none\",\"to_version\":null,"
+                         "\"done\":0,\"total\":0,\"nodes\":[],\"error\":null,"
+                         "\"waiting_on\":null}");
 }
 
 static int before_hook(struct hc_request *req, const struct hc_route *route, void *arg)
@@ -1004,6 +1143,9 @@ static void add_routes(struct hc_http_server *srv)
         {"GET", "/v1/operations/{id}", 1, on_operation},
         {"POST", "/v1/join-tokens", 1, on_join_token},
         {"GET", "/v1/events", 1, on_events},
+        {"GET", "/v1/cluster", 1, on_cluster},
+        {"GET", "/v1/ca", 0, on_ca},
+        {"GET", "/v1/upgrade", 1, on_upgrade},
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
         assert_int_equal(hc_http_server_route(srv, routes[i].method, routes[i].pattern,
@@ -1241,8 +1383,10 @@ static void test_api_join_token_events_version(void **state)
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out, "6   2026-01-01T00:00:00.000Z  node.joined  n1    -"));
     pthread_mutex_lock(&ctl.mu);
-    assert_string_equal(ctl.events_query, "since=5 limit=10 type=node.joined node=n 1");
+    assert_string_equal(ctl.events_query,
+                        "since=5 before=(null) limit=10 newest=(null) type=node.joined node=n 1");
     pthread_mutex_unlock(&ctl.mu);
+    assert_string_equal(r.err, ""); /* the page held everything: no note */
     run_free(&r);
     r = CTL("events", "--limit", "0");
     assert_int_equal(r.rc, HC_EXIT_USAGE);
@@ -1251,6 +1395,174 @@ static void test_api_join_token_events_version(void **state)
     r = CTL("version");
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out, "Controller: 9.9.9 (api v1) at https://127.0.0.1:"));
+    run_free(&r);
+}
+
+/* Without --since, events asks for the newest page; a page that does not hold every event says
+ * so on stderr (not with -q, not in JSON, whose "more" says it) and names the way to the rest. */
+static void test_api_events_newest(void **state)
+{
+    (void)state;
+    struct run r = CTL("events");
+    assert_int_equal(r.rc, 0);
+    pthread_mutex_lock(&ctl.mu);
+    assert_string_equal(ctl.events_query,
+                        "since=(null) before=(null) limit=100 newest=1 type=(null) node=(null)");
+    pthread_mutex_unlock(&ctl.mu);
+    assert_string_equal(r.err, "");
+    run_free(&r);
+    r = CTL("events", "--limit", "2");
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "node 'n1' joined"));
+    assert_string_equal(r.err, "showing the newest 1 events; older ones exist: see them with "
+                               "--before 6, or raise --limit (at most 1000)\n");
+    run_free(&r);
+    r = CTL("events", "--limit", "2", "--before", "9");
+    pthread_mutex_lock(&ctl.mu);
+    assert_string_equal(ctl.events_query,
+                        "since=(null) before=9 limit=2 newest=1 type=(null) node=(null)");
+    pthread_mutex_unlock(&ctl.mu);
+    run_free(&r);
+    r = CTL("events", "--limit", "2", "--since", "0");
+    pthread_mutex_lock(&ctl.mu); /* --since 0: from the start, oldest first */
+    assert_string_equal(ctl.events_query,
+                        "since=(null) before=(null) limit=2 newest=(null) type=(null) node=(null)");
+    pthread_mutex_unlock(&ctl.mu);
+    assert_non_null(strstr(r.err, "newer ones exist: go on with --since 6"));
+    run_free(&r);
+    r = CTL("-q", "events", "--limit", "2");
+    assert_string_equal(r.err, "");
+    run_free(&r);
+    r = CTL("events", "--limit", "2", "-o", "json");
+    assert_string_equal(r.err, "");
+    json_t *doc = one_document(r.out);
+    assert_true(json_is_true(json_object_get(doc, "more")));
+    json_decref(doc);
+    run_free(&r);
+    r = CTL("events", "--before", "3", "--follow");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    assert_non_null(strstr(r.err, "--before cannot be combined with --follow"));
+    run_free(&r);
+}
+
+/* cluster show: the settings from GET /v1/cluster and GET /v1/ca, the URL in use. */
+static void test_api_cluster_show(void **state)
+{
+    (void)state;
+    char line[128];
+    struct run r = CTL("cluster", "show");
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "Name:               prod\n"));
+    assert_non_null(strstr(r.out, "ID:                 c0ffee\n"));
+    assert_non_null(strstr(r.out, "MTU:                9000\n"));
+    assert_non_null(strstr(r.out, "Created:            2026-01-01T00:00:00.000Z ("));
+    snprintf(line, sizeof(line), "Controller:         %s\n", server->url);
+    assert_non_null(strstr(r.out, line));
+    assert_non_null(strstr(r.out, "Controller version: 9.9.9\n"));
+    assert_non_null(strstr(r.out, "CA fingerprint:     ab12\n"));
+    assert_non_null(strstr(r.out, "Nodes:              3 (2 reachable, 1 unreachable, 0 unknown)\n"));
+    assert_string_equal(r.err, "");
+    run_free(&r);
+    r = CTL("cluster", "show", "-o", "json");
+    assert_int_equal(r.rc, 0);
+    json_t *doc = one_document(r.out);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "cluster"), "name")),
+                        "prod");
+    json_t *c = json_object_get(doc, "controller");
+    assert_string_equal(json_string_value(json_object_get(c, "url")), server->url);
+    assert_string_equal(json_string_value(json_object_get(c, "ca_fingerprint")), "ab12");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "nodes"), "total")),
+                     3);
+    json_decref(doc);
+    run_free(&r);
+}
+
+/* upgrade status before any upgrade: exit 0, "no rolling upgrade has run", the documented keys;
+ * pause/resume/abort have nothing to act on. */
+static void test_api_upgrade_status_none(void **state)
+{
+    (void)state;
+    struct run r = CTL("upgrade", "status");
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.out, "no rolling upgrade has run\n");
+    assert_string_equal(r.err, "");
+    run_free(&r);
+    r = CTL("upgrade", "status", "-o", "json");
+    assert_int_equal(r.rc, 0);
+    json_t *doc = one_document(r.out);
+    assert_string_equal(json_string_value(json_object_get(doc, "state")), "none");
+    assert_true(json_is_null(json_object_get(doc, "operation_id")));
+    assert_int_equal(json_array_size(json_object_get(doc, "nodes")), 0);
+    json_decref(doc);
+    run_free(&r);
+    r = CTL("upgrade", "pause");
+    assert_int_equal(r.rc, HC_EXIT_FAILED);
+    assert_non_null(strstr(r.err, "no rolling upgrade has run on this cluster"));
+    run_free(&r);
+}
+
+/* join-token --ttl is bounded by the controller's 7 days: a usage error before any request. */
+static void test_api_join_token_ttl_max(void **state)
+{
+    (void)state;
+    pthread_mutex_lock(&ctl.mu);
+    ctl.ttl_seconds = -1;
+    pthread_mutex_unlock(&ctl.mu);
+    struct run r = CTL("cluster", "join-token", "--ttl", "999999d");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    assert_non_null(strstr(r.err, "--ttl must be at most 7d"));
+    run_free(&r);
+    r = CTL("cluster", "join-token", "--ttl", "7d1s", "-o", "json");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    json_t *doc = one_document(r.out);
+    assert_string_equal(error_code(doc), "usage");
+    json_decref(doc);
+    run_free(&r);
+    pthread_mutex_lock(&ctl.mu);
+    assert_int_equal(ctl.ttl_seconds, -1); /* never sent */
+    pthread_mutex_unlock(&ctl.mu);
+    r = CTL("cluster", "join-token", "--ttl", "7d");
+    assert_int_equal(r.rc, 0);
+    pthread_mutex_lock(&ctl.mu);
+    assert_int_equal(ctl.ttl_seconds, 7 * 24 * 3600);
+    pthread_mutex_unlock(&ctl.mu);
+    run_free(&r);
+    r = RUN("cluster", "join-token", "--help");
+    assert_non_null(strstr(r.out, "(1s to 7d)"));
+    run_free(&r);
+}
+
+/* The controller URL must be https:// wherever it comes from: a usage error naming the source,
+ * never a transport error ("is hcctld running?"). An unreadable CA file is named too. */
+static void test_settings_checked(void **state)
+{
+    (void)state;
+    struct run r = RUN("--controller", "http://127.0.0.1:7443", "--ca", ca_path, "node", "list");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    assert_non_null(strstr(r.err, "hcctl: error: the controller URL must start with https:// "
+                                  "(got 'http://127.0.0.1:7443' from --controller)"));
+    assert_null(strstr(r.err, "is hcctld running"));
+    run_free(&r);
+    setenv("HCCTL_CONTROLLER", "HTTP://127.0.0.1:7443", 1);
+    r = RUN("-o", "json", "node", "list");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    assert_non_null(strstr(r.err, "from HCCTL_CONTROLLER"));
+    json_t *doc = one_document(r.out);
+    assert_string_equal(error_code(doc), "usage");
+    json_decref(doc);
+    run_free(&r);
+    unsetenv("HCCTL_CONTROLLER");
+    write_config("{\"controller\":\"ftp://127.0.0.1:7443\"}");
+    r = RUN("node", "list");
+    assert_int_equal(r.rc, HC_EXIT_USAGE);
+    assert_non_null(strstr(r.err, "from the config file '"));
+    run_free(&r);
+    /* a CA file that cannot be read */
+    r = RUN("--controller", server->url, "--ca", "/nonexistent/ca.pem", "node", "list");
+    assert_int_equal(r.rc, HC_EXIT_FAILED);
+    assert_non_null(strstr(r.err, "hcctl: error: cannot read the CA file '/nonexistent/ca.pem' "
+                                  "(from --ca): No such file or directory; hint: "));
+    assert_non_null(strstr(r.err, "ca.pem"));
     run_free(&r);
 }
 
@@ -1287,10 +1599,13 @@ int main(void)
         T(test_arg_counts),
         T(test_output_format),
         T(test_usage_error_json),
+        T(test_usage_error_json_anywhere),
+        T(test_default_verb_wording),
         T(test_help_everywhere),
         T(test_help_content),
         T(test_self_test_real_tables),
         T(test_self_test_finds_problems),
+        T(test_self_test_default_verb),
         T(test_options_parsed),
         T(test_option_defaults_and_globals),
         T(test_option_errors),
@@ -1311,6 +1626,11 @@ int main(void)
         T(test_api_node_remove),
         T(test_api_operation_wait),
         T(test_api_join_token_events_version),
+        T(test_api_events_newest),
+        T(test_api_cluster_show),
+        T(test_api_upgrade_status_none),
+        T(test_api_join_token_ttl_max),
+        T(test_settings_checked),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

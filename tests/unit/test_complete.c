@@ -153,6 +153,44 @@ static void test_options(void **state)
     ASSERT_COMPLETES("help -- --o", "");
 }
 
+/* The group's default verb is offered as the flag that selects it, never by its name. */
+static void test_default_verb(void **state)
+{
+    (void)state;
+    ASSERT_COMPLETES("upgrade ", "--rolling status pause resume abort");
+    ASSERT_COMPLETES("upgrade --r", "--rolling");
+    ASSERT_COMPLETES("upgrade --rolling --dr", "--dry-run");
+    ASSERT_COMPLETES("upgrade upgrade ", ""); /* not a verb word */
+    ASSERT_COMPLETES("help upgrade ", "status pause resume abort");
+}
+
+/* Bundle versions come from the controller (GET /v1/software) where a VERSION is expected; the
+ * e2e test (tests/e2e/t40_ux.sh) asks a real controller, here the tables say where. */
+static void test_bundle_completers(void **state)
+{
+    (void)state;
+    const struct hc_cmd_group *sw = hc_cmd_find_group(hc_cmd_groups, "software");
+    const struct hc_cmd_group *up = hc_cmd_find_group(hc_cmd_groups, "upgrade");
+    assert_non_null(sw);
+    assert_non_null(up);
+    assert_int_equal(hc_cmd_find_verb(sw, "remove")->arg_completer, HC_COMPLETE_BUNDLE);
+    assert_int_equal(hc_cmd_find_verb(sw, "show")->arg_completer, HC_COMPLETE_BUNDLE);
+    const struct hc_cmd_verb *rolling = hc_cmd_default_verb(up);
+    assert_non_null(rolling);
+    const struct hc_cmd_opt *to = NULL;
+    for (size_t i = 0; rolling->opts[i].name; i++)
+        if (strcmp(rolling->opts[i].name, "to") == 0)
+            to = &rolling->opts[i];
+    assert_non_null(to);
+    assert_int_equal(to->completer, HC_COMPLETE_BUNDLE);
+    /* offline: no candidates and no file names */
+    int files = 1;
+    char *got = complete_text(hc_cmd_groups, "upgrade --rolling --to ", &files);
+    assert_string_equal(got, "");
+    assert_false(files);
+    free(got);
+}
+
 static void test_values(void **state)
 {
     (void)state;
@@ -389,6 +427,15 @@ static void test_man_pages(void **state)
     assert_non_null(strstr(r.out, "hcctl node show NODE"));
     assert_non_null(strstr(r.out, "\\fB\\-\\-no\\-wait\\fR"));
     run_free(&r);
+    /* the default verb's synopsis is how it is typed */
+    r = RUN(NULL, "__man", "upgrade");
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, ".B hcctl upgrade \\-\\-rolling\n\\-\\-to VERSION [OPTIONS]\n"));
+    assert_null(strstr(r.out, "hcctl upgrade upgrade"));
+    run_free(&r);
+    r = RUN(NULL, "__man", "cluster");
+    assert_non_null(strstr(r.out, ".B hcctl cluster show\n"));
+    run_free(&r);
     r = RUN(NULL, "__man", "nod");
     assert_int_equal(r.rc, HC_EXIT_USAGE);
     run_free(&r);
@@ -464,6 +511,8 @@ int main(void)
         cmocka_unit_test(test_groups_and_verbs),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_values),
+        cmocka_unit_test(test_default_verb),
+        cmocka_unit_test(test_bundle_completers),
         cmocka_unit_test(test_own_table),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_complete_verb),
