@@ -264,8 +264,9 @@ int hc_bundle_verify(const struct hc_bundle_keys *keys, const void *data, size_t
         hc_error_set(err, 400, HC_BUNDLE_ERR_NO_KEYS,
                      "no trusted bundle signing keys are "
                      "configured");
-        return hc_error_hint(err, "give the controller the public key with 'hcctld init "
-                                  "--trust-key FILE'");
+        return hc_error_hint(err, "the signing keys are fixed when the cluster is created "
+                                  "('hcctld init --trust-key FILE'): sign bundles with one of "
+                                  "those");
     }
     if (hc_bundle_sig_parse(sig_line, &sig, err) < 0)
         return -1;
@@ -282,7 +283,9 @@ int hc_bundle_verify(const struct hc_bundle_keys *keys, const void *data, size_t
     if (!k) {
         hc_error_set(err, 400, HC_BUNDLE_ERR_SIGNATURE,
                      "bundle is signed by key %s, which is not trusted", sig.key_id);
-        return hc_error_hint(err, "only keys given to 'hcctld init --trust-key' are trusted");
+        return hc_error_hint(err, "sign it with a key given to 'hcctld init --trust-key' when the "
+                                  "cluster was created: only those are trusted, on the "
+                                  "controller and on every node");
     }
     if (!ed25519_verify(k->pub, sig.sig, digest, sizeof(digest))) {
         hc_error_set(err, 400, HC_BUNDLE_ERR_SIGNATURE,

@@ -1,6 +1,7 @@
 /* Small helpers: clocks, durations, randomness, hashing and files written safely. */
 #include "common/util.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -268,6 +269,20 @@ int hc_split_host_port(const char *text, char *host, size_t host_len, int *port,
     long p = strtol(colon + 1, NULL, 10);
     if (p > 65535)
         goto bad;
+    /* What looks like an IPv4 address must be one ("300.1.1.1" is no host name either); a
+     * bracketed host must be an IPv6 address. */
+    char literal[64];
+    unsigned char addr[16];
+    int dotted = strspn(hstart, "0123456789.") >= hlen;
+    if (dotted || text[0] == '[') {
+        if (hlen >= sizeof(literal))
+            goto bad;
+        memcpy(literal, hstart, hlen);
+        literal[hlen] = '\0';
+        literal[strcspn(literal, "%")] = '\0'; /* an IPv6 zone: fe80::1%eth0 */
+        if (inet_pton(dotted ? AF_INET : AF_INET6, literal, addr) != 1)
+            goto bad;
+    }
     memcpy(host, hstart, hlen);
     host[hlen] = '\0';
     *port = (int)p;

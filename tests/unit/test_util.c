@@ -105,7 +105,8 @@ static void test_host_port_invalid(void **state)
                                       "host:70000", "host:65536",  "host:-1",  "[::1]",
                                       "[::1]443",   "[]:443",      "host:12x", "[::1:443",
                                       "host: 80",   "host:+80",    "host:-0",  "fe80::1",
-                                      "::1:443",    "host:080000", ""};
+                                      "::1:443",    "host:080000", "300.1.1.1:80",
+                                      "10.0.0:80",  "[host]:80",   ""};
     for (size_t i = 0; i < HC_ARRAY_LEN(bad); i++) {
         char host[256] = "untouched";
         int port = -7;
