@@ -190,9 +190,11 @@ int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t 
 {
     why[0] = fix[0] = '\0';
     if (!n->iface[0]) {
-        snprintf(why, why_len, "%s has no storage interface on record", n->name);
-        snprintf(fix, fix_len, "name it with 'hcctl node add %s --storage-interface IFACE'",
-                 n->address);
+        snprintf(why, why_len, "%s has no storage interface on record and no interface carries "
+                 "its address %s", n->name, n->address);
+        snprintf(fix, fix_len, "nodes brought in by 'hcctl cluster create' or 'node add' "
+                 "(--storage-interface IFACE) have one on record; a node that joined by itself "
+                 "is checked on the interface that carries the address it joined with");
         return 2;
     }
     if (!n->state[0]) {
