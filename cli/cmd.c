@@ -134,6 +134,11 @@ static int store_value(const struct parse_entry *e, const char *arg, struct hc_e
         if (hc_duration_parse(arg, &e->val->num, &derr) < 0)
             return usage_error(err, derr.hint, "invalid value '%s' for --%s: not a duration",
                                arg, opt->name);
+        /* Every duration bounds a wait or a lifetime: zero would wait for nothing. */
+        if (e->val->num <= 0)
+            return usage_error(err, "use a positive duration such as 30s",
+                               "invalid value '%s' for --%s: must be more than 0", arg,
+                               opt->name);
     }
     return 0;
 }
@@ -252,8 +257,6 @@ static int apply_globals(struct hc_cmd_ctx *ctx, const struct hc_opt_val *g, int
     ctx->out.json = ctx->g.json;
     ctx->out.quiet = ctx->g.quiet;
     ctx->out.color = !ctx->g.no_color && out_tty;
-    if (ctx->g.timeout_ms <= 0)
-        return usage_error(err, "use a positive duration such as 30s", "--timeout must be > 0");
     return 0;
 }
 

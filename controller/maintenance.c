@@ -81,8 +81,8 @@ int hc_avail_check(struct hc_db *db, const char *node, int max_unavailable, stru
 int hc_maint_node_load(struct hc_db *db, const char *name, struct hc_maint_node *mn,
                        struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT agent_url, maintenance FROM nodes "
-                                    "WHERE name = ?", "s", name);
+    json_t *rows = hc_db_query_json(db, err, "SELECT agent_url, maintenance, maintenance_op "
+                                    "FROM nodes WHERE name = ?", "s", name);
     if (!rows)
         return -1;
     json_t *row = json_array_get(rows, 0);
@@ -91,6 +91,8 @@ int hc_maint_node_load(struct hc_db *db, const char *name, struct hc_maint_node 
         snprintf(mn->agent_url, sizeof(mn->agent_url), "%s", hc_json_str(row, "agent_url", ""));
         snprintf(mn->maintenance, sizeof(mn->maintenance), "%s",
                  hc_json_str(row, "maintenance", "none"));
+        snprintf(mn->maintenance_op, sizeof(mn->maintenance_op), "%s",
+                 hc_json_str(row, "maintenance_op", ""));
     }
     json_decref(rows);
     if (!row) {

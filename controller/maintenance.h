@@ -47,6 +47,7 @@ struct hc_maint_node {
     char name[64];
     char agent_url[320];
     char maintenance[16];
+    char maintenance_op[64]; /* the operation that took it down, "" when up or unknown */
 };
 int hc_maint_node_load(struct hc_db *db, const char *name, struct hc_maint_node *mn,
                        struct hc_error *err);

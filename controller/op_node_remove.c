@@ -191,7 +191,7 @@ static enum hc_op_result node_remove_run(struct hc_op_ctx *ctx, struct hc_error 
 
 static const struct hc_op_kind node_remove_kind = {
     .name = HC_OP_NODE_REMOVE,
-    .disruptive = 0,
+    .disruptive = 1, /* a storage member leaves: not while an upgrade or maintenance runs */
     .run = node_remove_run,
 };
 

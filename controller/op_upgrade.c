@@ -308,13 +308,43 @@ static int stopping(void *arg)
     return stop;
 }
 
-/* 1 when the node is out of maintenance (-1 on error). */
+/* 1 when the node is out of maintenance, 0 when this upgrade took it down (-1 on error, also
+ * for a node another operation or the admin holds in maintenance: not this upgrade's to bring
+ * back). */
 static int node_up(struct hc_op_ctx *ctx, const char *name, struct hc_error *err)
 {
     struct hc_maint_node mn;
     if (hc_maint_node_load(hc_op_db(ctx), name, &mn, err) < 0)
         return -1;
-    return strcmp(mn.maintenance, "none") == 0;
+    if (!strcmp(mn.maintenance, "none"))
+        return 1;
+    if (mn.maintenance_op[0] && strcmp(mn.maintenance_op, hc_op_id(ctx)) != 0) {
+        hc_error_set(err, 409, HC_ERR_CONFLICT, "node '%s' is in maintenance by operation %s, "
+                     "not by this upgrade: left alone", name, mn.maintenance_op);
+        return hc_error_hint(err, "bring it back with 'hcctl maintenance exit %s', then resume "
+                                  "or run the upgrade again", name);
+    }
+    return 0;
+}
+
+int hc_upgrade_check_nodes_up(struct hc_db *db, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(db, err, "SELECT name, maintenance, maintenance_op FROM nodes "
+                                    "WHERE maintenance != 'none' ORDER BY name", "");
+    if (!rows)
+        return -1;
+    const json_t *row = json_array_get(rows, 0);
+    if (row) {
+        const char *name = hc_json_str(row, "name", "");
+        hc_error_set(err, 409, HC_ERR_CONFLICT, "node '%s' is in maintenance (%s, by operation "
+                     "%s)%s: an upgrade takes every node down itself", name,
+                     hc_json_str(row, "maintenance", ""), hc_json_str(row, "maintenance_op", "?"),
+                     json_array_size(rows) > 1 ? ", and others" : "");
+        hc_error_hint(err, "bring it back first with 'hcctl maintenance exit %s' (see 'hcctl "
+                           "maintenance status')", name);
+    }
+    json_decref(rows);
+    return row ? -1 : 0;
 }
 
 /* 1 when this operation already brought the node back (its resync step succeeded). */

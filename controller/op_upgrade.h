@@ -32,6 +32,10 @@ int hc_version_cmp(const char *a, const char *b);
  * "max_unavailable","nodes":[{"name","from_version","action","steps":[...]}]} or NULL with err
  * (404 unknown version, 409 a node below min_upgrade_from). Changes nothing. */
 json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error *err);
+/* 0 when no node is in maintenance, else -1 with a 409 naming one: a new upgrade is refused
+ * rather than bringing back (or counting around) a node the admin or a failed operation left
+ * down. */
+int hc_upgrade_check_nodes_up(struct hc_db *db, struct hc_error *err);
 
 /* `upgrade status`: the latest upgrade operation with per-node progress; when none ever ran,
  * the same keys with state "none" (operation_id, to_version, error, waiting_on null, no nodes).

@@ -136,7 +136,9 @@ void hc_res_upgrade_start(struct hc_request *req, void *arg)
         params = json_pack("{s:s, s:I, s:I}", "to_version", to, "max_unavailable",
                            (json_int_t)max_unavailable, "node_timeout_ms",
                            (json_int_t)(node_timeout_s * 1000));
-        plan = hc_upgrade_plan(api->db, params, &err); /* refusals before anything starts */
+        /* refusals before anything starts */
+        if (hc_upgrade_check_nodes_up(api->db, &err) == 0)
+            plan = hc_upgrade_plan(api->db, params, &err);
     }
     if (plan && hc_json_bool(body, "dry_run", 0))
         hc_api_reply(req, 200, json_pack("{s:O}", "plan", plan), &err);

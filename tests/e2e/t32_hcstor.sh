@@ -120,7 +120,12 @@ test_expect_success 'bad requests get clear errors and change nothing' '
     [ "$(code "$(url 1)/blocks/nosuchkey")" = 404 ] &&
     [ "$(code -X PUT --data-binary x "$(url 1)/internal/blocks/k1")" = 400 ] &&
     [ "$(code -X POST --data "not json" "$(url 1)/internal/hello")" = 404 ] &&
-    [ "$(code -X DELETE "$(url 1)/blocks/k1")" = 501 ] &&
+    [ "$(code -X DELETE "$(url 1)/blocks/k1")" = 405 ] &&
+    curl -s -X DELETE "$(url 1)/blocks/k1" | jq -e ".error.code == \"method_not_allowed\"" &&
+    head -c 17M /dev/zero >big.bin &&
+    curl -s -X PUT --data-binary @big.bin "$(url 1)/blocks/big" >big.json &&
+    jq -e ".error.code == \"body_too_large\"" big.json &&
+    [ "$(code "$(url 1)/blocks/big")" = 404 ] &&
     [ "$(code "$(url 1)/nowhere")" = 404 ] &&
     all_read e
 '

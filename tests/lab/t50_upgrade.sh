@@ -109,6 +109,8 @@ test_expect_success 'pause and resume' '
     done1=$(hcctl upgrade status -o json | jq .done) && sleep 2 &&
     [ "$(hcctl upgrade status -o json | jq .done)" = "$done1" ] &&
     hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")" &&
+    hcctl node remove hcu-n3 --yes 2>err; rc=$?
+    cat err; [ $rc = 5 ] && grep -q "op-" err && [ "$(reachable_count)" = 3 ] &&
     hcctl upgrade resume &&
     hcctl operation wait "$(hcctl upgrade status -o json | jq -r .operation_id)" &&
     [ "$(versions)" = "1.1 1.1 1.1" ] && check_down_window "$t0" "$(now_ms)" 1
@@ -215,6 +217,11 @@ test_expect_success 'maintenance enter and exit; refused (exit 5) while another 
     hcctl maintenance status -o json | jq -e ".nodes[0].maintenance == \"active\"" &&
     hcctl maintenance enter hcu-n2 --yes 2>err; rc=$?
     cat err; [ $rc = 5 ] && grep -q "hcu-n1" err &&
+    hcctl upgrade --rolling --to 1.0 --yes 2>err; rc=$?
+    cat err; [ $rc = 5 ] && grep -q "node .hcu-n1. is in maintenance" err &&
+    hcctl upgrade --rolling --to 1.0 --dry-run 2>err; rc=$?
+    [ $rc = 5 ] && grep -q "maintenance exit hcu-n1" err &&
+    hcctl maintenance status -o json | jq -e ".nodes[0].maintenance == \"active\"" &&
     hcctl maintenance exit hcu-n1 &&
     hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")"
 '
