@@ -10,6 +10,7 @@
 #include "cli/exit_codes.h"
 #include "cli/groups.h"
 #include "common/json_util.h"
+#include "common/ssh_target.h"
 
 /* A local path as the controller must see it: absolute (the controller has another cwd). */
 static json_t *abs_path(const char *path)
@@ -54,6 +55,11 @@ int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const
                             "invalid --mtu %lld", (long long)mtu);
     if (parallel < 1 || parallel > 64)
         return hc_cmd_usage(ctx, "1 to 64", "invalid --parallel %lld", (long long)parallel);
+    for (size_t i = 0; i < n; i++) {
+        struct hc_ssh_target t;
+        if (hc_ssh_target_parse(nodes[i], &t, &err) < 0)
+            return hc_cmd_usage(ctx, err.hint, "%s", err.message);
+    }
     json_t *body = bootstrap_body(ctx, name, nodes, n);
     json_t *doc = hc_cmd_request(ctx, "POST", name ? "/v1/cluster" : "/v1/nodes", body, &err);
     json_decref(body);

@@ -104,9 +104,11 @@ static int ops_finish_locked(struct hc_db *db, const char *id, const char *kind,
     int n = hc_db_run(db, err,
                       "UPDATE operations SET state = ?, finished_at = ?, updated_at = ?, "
                       "control = NULL, waiting_on = NULL, lease_holder = NULL, error_code = ?, "
-                      "error_message = ?, error_hint = ? "
+                      "error_message = ?, error_hint = ?, "
+                      /* the last step stays on record only where it says where things stopped */
+                      "progress_json = CASE WHEN ? = 'succeeded' THEN '{}' ELSE progress_json END "
                       "WHERE id = ? AND state NOT IN " HC_OPS_TERMINAL,
-                      "siissss", to, now, now, code, message, hint, id);
+                      "siisssss", to, now, now, code, message, hint, to, id);
     if (n <= 0)
         return n < 0 ? -1 : 0;
     if (hc_db_run(db, err, "DELETE FROM cluster_lease WHERE op_id = ?", "s", id) < 0)

@@ -21,61 +21,29 @@ struct hc_ssh {
     ssh_session session;
     char target[400];       /* user@host:port, for messages */
     char host_pattern[300]; /* how known_hosts names this host */
+    long timeout_s;         /* libssh's limit on each wait for the server */
 };
+
+/* An error of an established session about `what`. libssh leaves its message empty when a
+ * wait ran out: say so, and name the usual cause (large packets lost on the path while the
+ * handshake's small ones passed). */
+static int session_error(const struct hc_ssh *s, const char *what, struct hc_error *err)
+{
+    const char *msg = ssh_get_error(s->session);
+    if (msg && msg[0])
+        return hc_error_set(err, 502, HC_ERR_SSH, "%s on '%s': %s", what, s->target, msg);
+    hc_error_set(err, 504, HC_ERR_TIMEOUT, "%s on '%s': no answer within %ld s", what,
+                 s->target, s->timeout_s);
+    return hc_error_hint(err, "the ssh session was up, so large packets may be lost on the way "
+                              "(an MTU blackhole): check 'hcctl net check-jumbo', or the host "
+                              "is overloaded");
+}
 
 static pthread_once_t ssh_once = PTHREAD_ONCE_INIT;
 
 static void ssh_global_init(void)
 {
     ssh_init();
-}
-
-int hc_ssh_target_parse(const char *text, struct hc_ssh_target *t, struct hc_error *err)
-{
-    memset(t, 0, sizeof(*t));
-    snprintf(t->user, sizeof(t->user), "root");
-    t->port = 22;
-    const char *at = strchr(text, '@');
-    const char *hostpart = text;
-    if (at) {
-        size_t ul = (size_t)(at - text);
-        if (ul == 0 || ul >= sizeof(t->user))
-            goto bad;
-        memcpy(t->user, text, ul);
-        t->user[ul] = '\0';
-        hostpart = at + 1;
-    }
-    const char *colon = strrchr(hostpart, ':');
-    int bracketed = hostpart[0] == '[';
-    if (bracketed || (colon && strchr(hostpart, ':') == colon)) {
-        if (colon && (!bracketed || colon > strchr(hostpart, ']'))) {
-            if (hc_split_host_port(hostpart, t->host, sizeof(t->host), &t->port, err) < 0)
-                goto bad;
-            if (t->port == 0)
-                goto bad;
-        } else if (bracketed) {
-            const char *close = strchr(hostpart, ']');
-            if (!close || close[1])
-                goto bad;
-            snprintf(t->host, sizeof(t->host), "%.*s", (int)(close - hostpart - 1), hostpart + 1);
-        }
-    } else {
-        snprintf(t->host, sizeof(t->host), "%s", hostpart);
-    }
-    if (!t->host[0] || strpbrk(t->user, " \t'\"\\;$`") || strpbrk(t->host, " \t'\"\\;$`/@"))
-        goto bad;
-    return 0;
-bad:
-    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid node address '%s'", text);
-    return hc_error_hint(err, "use [USER@]HOST[:PORT], e.g. root@198.18.0.11:22");
-}
-
-void hc_ssh_target_format(const struct hc_ssh_target *t, char *buf, size_t len)
-{
-    if (strchr(t->host, ':'))
-        snprintf(buf, len, "%s@[%s]:%d", t->user, t->host, t->port);
-    else
-        snprintf(buf, len, "%s@%s:%d", t->user, t->host, t->port);
 }
 
 char *hc_sh_quote(const char *arg)
@@ -158,10 +126,13 @@ static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char
 
     enum ssh_known_hosts_e state = ssh_session_is_known_server(s->session);
     char old_fp[128] = "unknown";
+    const char *holder = opts->known_hosts; /* the file whose key differs */
     if (state == SSH_KNOWN_HOSTS_CHANGED || state == SSH_KNOWN_HOSTS_OTHER) {
         if (pinned_fingerprint(opts->known_hosts, s->host_pattern, old_fp, sizeof(old_fp)) < 0 &&
-            opts->extra_known_hosts)
-            pinned_fingerprint(opts->extra_known_hosts, s->host_pattern, old_fp, sizeof(old_fp));
+            opts->extra_known_hosts &&
+            pinned_fingerprint(opts->extra_known_hosts, s->host_pattern, old_fp,
+                               sizeof(old_fp)) == 0)
+            holder = opts->extra_known_hosts;
     }
 
     switch (state) {
@@ -170,10 +141,12 @@ static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char
     case SSH_KNOWN_HOSTS_CHANGED:
     case SSH_KNOWN_HOSTS_OTHER:
         hc_error_set(err, 409, HC_ERR_HOST_KEY_CHANGED,
-                     "host key of '%s' changed: pinned %s, offered %s", s->target, old_fp, fp);
+                     "host key of '%s' changed: %s %s, offered %s", s->target,
+                     holder == opts->known_hosts ? "pinned" : "--known-hosts file has", old_fp,
+                     fp);
         return hc_error_hint(err, "refusing to connect (possible man-in-the-middle); if the host "
                                   "was reinstalled, delete its line from %s and add it again",
-                             opts->known_hosts);
+                             holder);
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
         if (!opts->accept_new) {
@@ -201,6 +174,7 @@ static int set_options(struct hc_ssh *s, const struct hc_ssh_target *t,
     long timeout_s = (opts->timeout_ms > 0 ? opts->timeout_ms : 10000) / 1000;
     if (timeout_s < 1)
         timeout_s = 1;
+    s->timeout_s = timeout_s;
     unsigned int port = (unsigned int)t->port;
     if (ssh_options_set(s->session, SSH_OPTIONS_PROCESS_CONFIG, &no) < 0 ||
         ssh_options_set(s->session, SSH_OPTIONS_HOST, t->host) < 0 ||
@@ -228,8 +202,8 @@ static int authenticate(struct hc_ssh *s, const struct hc_ssh_opts *opts, struct
     if (rc != SSH_AUTH_SUCCESS) {
         hc_error_set(err, 401, HC_ERR_SSH_AUTH, "ssh key '%s' was refused by '%s'",
                      opts->key_file, s->target);
-        return hc_error_hint(err, "add the controller's public key (%s.pub) to the node's "
-                                  "authorized_keys or pass --ssh-key",
+        return hc_error_hint(err, "add its public key (%s.pub) to the user's authorized_keys "
+                                  "on the node, or pass another --ssh-key",
                              opts->key_file);
     }
     return 0;
@@ -365,8 +339,9 @@ int hc_ssh_run(struct hc_ssh *s, const char *const argv[], long timeout_ms,
         goto cleanup;
     }
     if (ssh_channel_open_session(ch) != SSH_OK || ssh_channel_request_exec(ch, cmd) != SSH_OK) {
-        hc_error_set(err, 502, HC_ERR_SSH, "cannot run '%s' on '%s': %s", argv[0], s->target,
-                     ssh_get_error(s->session));
+        char what[300];
+        snprintf(what, sizeof(what), "cannot run '%s'", argv[0]);
+        session_error(s, what, err);
         goto cleanup;
     }
     int64_t deadline = hc_mono_ms() + (timeout_ms > 0 ? timeout_ms : 30000);
@@ -545,8 +520,7 @@ int hc_ssh_upload_files(struct hc_ssh *s, const struct hc_ssh_file *files, size_
     }
     sftp = sftp_new(s->session);
     if (!sftp || sftp_init(sftp) != SSH_OK) {
-        hc_error_set(err, 502, HC_ERR_SSH, "cannot start sftp on '%s': %s", s->target,
-                     ssh_get_error(s->session));
+        session_error(s, "cannot start sftp", err);
         goto cleanup;
     }
     size_t chunk = sftp_extension_supported(sftp, "posix-rename@openssh.com", "1")

@@ -18,21 +18,13 @@
 #include <stddef.h>
 
 #include "common/error.h"
+#include "common/ssh_target.h"
 
 #define HC_ERR_HOST_KEY_UNKNOWN "host_key_unknown"
 #define HC_ERR_HOST_KEY_CHANGED "host_key_changed"
 #define HC_ERR_SSH_AUTH "ssh_auth_failed"
 #define HC_ERR_SSH "ssh_error"
 
-struct hc_ssh_target {
-    char user[64];
-    char host[256];
-    int port;
-};
-/* Parses [USER@]HOST[:PORT] (user defaults to root, port to 22; [v6]:port accepted). */
-int hc_ssh_target_parse(const char *text, struct hc_ssh_target *t, struct hc_error *err);
-/* "user@host:port" into buf. */
-void hc_ssh_target_format(const struct hc_ssh_target *t, char *buf, size_t len);
 
 struct hc_ssh_opts {
     const char *key_file;          /* private key for public-key authentication */

@@ -44,7 +44,7 @@ ms_until() {
 
 hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name lab \
     >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }
-lab_up_when_free 3 --shared --prefix hcj --key "$CTL_DIR/ssh/id_ed25519.pub" >"$T/lab.out" 2>"$T/lab.log" ||
+lab_up_when_free 4 --shared --prefix hcj --key "$CTL_DIR/ssh/id_ed25519.pub" >"$T/lab.out" 2>"$T/lab.log" ||
     { cat "$T/lab.log"; exit 1; }
 LAB_JSON=$(lab_info --json)
 controller_start
@@ -94,6 +94,16 @@ test_expect_success 'no hcctl call hangs: list, show, status, events, net show' 
         [ $rc = 0 ] && [ $took -lt 5000 ] || exit 1
     done &&
     bounded 10 hcctl net show -o json | jq -e ".nodes[] | select(.name == \"hcj-n2\") | .health == \"stalled\""
+'
+
+test_expect_success 'node add of a host behind a small-MTU port fails in bounded time, naming the cause' '
+    lab_set_port_mtu n4 mgmt 1500 &&
+    t0=$(now_ms); bounded 60 hcctl node add "$(node_ip 4)" --storage-interface eth0 \
+        --accept-new-host-keys --yes 2>err; rc=$?
+    note "node add behind the stall: exit $rc in $(( $(now_ms) - t0 )) ms"
+    cat err; lab_set_port_mtu n4 mgmt 9000
+    [ $rc = 1 ] && grep -q "no answer within\|timed out\|did not finish" err && grep -qi "mtu" err &&
+    ! grep -q ": ;" err
 '
 
 test_expect_success 'check-jumbo ends (exit 4) and names the stalled node' '

@@ -332,6 +332,23 @@ static void test_output_format(void **state)
 }
 
 /* Usage errors with -o json: the JSON error shape on stdout too, exactly one document. */
+/* A host that is no [USER@]HOST[:PORT] is a usage error, found before the controller is asked
+ * (none is configured here: a request would fail with exit 3). */
+static void test_bad_node_addresses(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"root@", "host:99999", "x;rm -rf /", "a b", "h:0", "[h]:22"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct run r = RUN("node", "add", "198.18.0.11", bad[i], "--yes");
+        if (r.rc != HC_EXIT_USAGE || !strstr(r.err, "invalid node address"))
+            fail_msg("'%s': rc %d, stderr '%s'", bad[i], r.rc, r.err);
+        run_free(&r);
+        r = RUN("cluster", "create", "c", "--node", bad[i], "--yes");
+        assert_int_equal(r.rc, HC_EXIT_USAGE);
+        run_free(&r);
+    }
+}
+
 static void test_usage_error_json(void **state)
 {
     (void)state;
@@ -1601,6 +1618,7 @@ int main(void)
         T(test_unknown_flag),
         T(test_arg_counts),
         T(test_output_format),
+        T(test_bad_node_addresses),
         T(test_usage_error_json),
         T(test_usage_error_json_anywhere),
         T(test_default_verb_wording),
