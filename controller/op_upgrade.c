@@ -1,8 +1,8 @@
 /*
  * upgrade.rolling: see op_upgrade.h for the sequence and the rules it keeps.
  *
- * Parallelism: after the pre-stage, min(max_unavailable, nodes left, UPGRADE_MAX_PARALLEL)
- * threads ("slots") each take the next node and carry it all the way (maintenance, activate,
+ * Parallelism: the pre-stage runs PRESTAGE_PARALLEL slots that each stage the next node; then
+ * min(max_unavailable, nodes left, UPGRADE_MAX_PARALLEL) threads ("slots") each take the next node and carry it all the way (maintenance, activate,
  * health, exit maintenance, resync), then take the next. Each thread has its own forked
  * operation context (its own database connection) and its own agent client. Taking a node down
  * (budget, ok-to-stop, drain, stop) is done by one thread at a time under `admit`, so the budget
@@ -32,6 +32,7 @@
 
 #define STAGE_TOKEN_TTL_MS (30 * 60 * 1000)
 #define UPGRADE_MAX_PARALLEL 32
+#define PRESTAGE_PARALLEL 16 /* nodes fetching the bundle from the controller at once */
 
 int hc_version_cmp(const char *a, const char *b)
 {
@@ -153,6 +154,11 @@ static int progress_init(struct hc_op_ctx *ctx, const json_t *nodes, const char 
 
 /* --- the run ------------------------------------------------------------------------------ */
 
+struct slot;
+/* What a slot does with one node of the queue. */
+typedef enum hc_op_result (*node_work_fn)(struct slot *w, const json_t *row,
+                                          struct hc_error *err);
+
 struct upgrade {
     struct hc_op_ctx *ctx;
     struct hc_http_client *client; /* the run's own thread (pre-stage) */
@@ -162,8 +168,9 @@ struct upgrade {
     int max_unavailable;
     int64_t node_timeout_ms;
     char token[HC_AUTH_TOKEN_TEXT_MAX]; /* read-only, for the agents to fetch the bundle */
-    /* The slots. */
-    json_t *queue;         /* rows {name, agent_url} not done yet: nodes already down first */
+    /* The slots: threads taking the next row of the queue, for pre-staging and for upgrading. */
+    node_work_fn work;
+    json_t *queue;         /* rows {name, agent_url}; to upgrade: nodes already down first */
     pthread_mutex_t admit; /* held while a node is taken down (budget .. stop) */
     pthread_mutex_t lock;  /* guards next, stop, result and err */
     size_t next;
@@ -464,7 +471,7 @@ static void *slot_thread(void *arg)
         const json_t *row;
         r = HC_OP_SUCCEEDED;
         while (r == HC_OP_SUCCEEDED && (row = take_next(u)))
-            r = upgrade_node(&w, row, &err);
+            r = u->work(&w, row, &err);
     }
     if (r == HC_OP_FAILED)
         HC_WARN("upgrade %s: %s", hc_op_id(u->ctx), err.message);
@@ -474,25 +481,23 @@ static void *slot_thread(void *arg)
     return NULL;
 }
 
-/* Upgrades every node not done yet, up to max_unavailable at a time. */
-static enum hc_op_result upgrade_nodes(struct upgrade *u, struct hc_error *err)
+/* Runs u->work on every row of u->queue (which it takes over) with up to `want` slots; the
+ * outcome is the gravest of theirs. */
+static enum hc_op_result run_slots(struct upgrade *u, json_t *queue, node_work_fn work,
+                                   size_t want, struct hc_error *err)
 {
     pthread_t threads[UPGRADE_MAX_PARALLEL];
-    size_t n = 0, want;
-    u->queue = hc_db_query_json(hc_op_db(u->ctx), err, "SELECT n.name, n.agent_url FROM "
-                                "upgrade_nodes un JOIN nodes n ON n.name = un.node WHERE "
-                                "un.op_id = ? AND un.state != 'done' "
-                                "ORDER BY n.maintenance = 'none', un.seq", "s", hc_op_id(u->ctx));
-    if (!u->queue)
-        return HC_OP_FAILED;
-    want = json_array_size(u->queue);
-    if (want > (size_t)u->max_unavailable)
-        want = (size_t)u->max_unavailable;
+    size_t n = 0;
+    json_decref(u->queue);
+    u->queue = queue;
+    u->work = work;
+    u->next = 0;
+    u->stop = 0;
+    u->result = HC_OP_SUCCEEDED;
+    if (want > json_array_size(queue))
+        want = json_array_size(queue);
     if (want > UPGRADE_MAX_PARALLEL)
         want = UPGRADE_MAX_PARALLEL;
-    hc_op_waiting(u->ctx, "%zu node(s) to upgrade, up to %zu at a time",
-                  json_array_size(u->queue), want);
-    u->result = HC_OP_SUCCEEDED;
     for (; n < want; n++)
         if (pthread_create(&threads[n], NULL, slot_thread, u) != 0)
             break;
@@ -507,24 +512,50 @@ static enum hc_op_result upgrade_nodes(struct upgrade *u, struct hc_error *err)
     return u->result;
 }
 
-/* Pre-stages the bundle on every node before any disruption. */
+/* Upgrades every node not done yet, up to max_unavailable at a time. */
+static enum hc_op_result upgrade_nodes(struct upgrade *u, struct hc_error *err)
+{
+    json_t *queue = hc_db_query_json(hc_op_db(u->ctx), err, "SELECT n.name, n.agent_url FROM "
+                                     "upgrade_nodes un JOIN nodes n ON n.name = un.node WHERE "
+                                     "un.op_id = ? AND un.state != 'done' "
+                                     "ORDER BY n.maintenance = 'none', un.seq", "s",
+                                     hc_op_id(u->ctx));
+    if (!queue)
+        return HC_OP_FAILED;
+    size_t want = (size_t)u->max_unavailable;
+    hc_op_waiting(u->ctx, "%zu node(s) to upgrade, up to %zu at a time",
+                  json_array_size(queue), want < json_array_size(queue) ? want
+                                                                       : json_array_size(queue));
+    return run_slots(u, queue, upgrade_node, want, err);
+}
+
+/* One node's pre-staging (a slot's work). */
+static enum hc_op_result stage_node(struct slot *w, const json_t *row, struct hc_error *err)
+{
+    const char *name = hc_json_str(row, "name", "");
+    struct node_step s = {.u = w->u, .ctx = w->ctx, .client = w->client};
+    s.svc = (struct hc_svc_node){w->client, name, hc_json_str(row, "agent_url", ""),
+                                 w->u->node_timeout_ms};
+    progress(w->ctx, name, NULL, "stage");
+    if (hc_op_step(w->ctx, name, "stage", step_stage, &s, err) < 0)
+        return classify(w->ctx, name, err);
+    progress(w->ctx, name, NULL, NULL); /* staged: pending, with no step under way */
+    return HC_OP_SUCCEEDED;
+}
+
+/* Pre-stages the bundle on every node, PRESTAGE_PARALLEL at a time, before any disruption:
+ * a node that cannot fetch or verify it fails the upgrade while every node still runs. */
 static enum hc_op_result prestage(struct upgrade *u, struct hc_error *err)
 {
     size_t i;
-    json_t *row;
-    hc_op_waiting(u->ctx, "every node to stage %s", u->to);
+    json_t *row, *queue = json_array();
     json_array_foreach(u->nodes, i, row) {
-        struct node_step s = {.u = u, .ctx = u->ctx, .client = u->client};
-        const char *name = hc_json_str(row, "name", "");
-        s.svc = (struct hc_svc_node){u->client, name, hc_json_str(row, "agent_url", ""),
-                                     u->node_timeout_ms};
-        if (!strcmp(hc_json_str(row, "software_version", ""), u->to))
-            continue;
-        progress(u->ctx, name, NULL, "stage");
-        if (hc_op_step(u->ctx, name, "stage", step_stage, &s, err) < 0)
-            return classify(u->ctx, name, err);
+        if (strcmp(hc_json_str(row, "software_version", ""), u->to) != 0)
+            json_array_append(queue, row);
     }
-    return HC_OP_SUCCEEDED;
+    hc_op_waiting(u->ctx, "%zu node(s) to stage %s, up to %d at a time", json_array_size(queue),
+                  u->to, PRESTAGE_PARALLEL);
+    return run_slots(u, queue, stage_node, PRESTAGE_PARALLEL, err);
 }
 
 static int mint_token(struct upgrade *u, struct hc_error *err)
