@@ -88,6 +88,42 @@ static json_t *bootstrap_params(const json_t *body, int create, struct hc_error 
     return p;
 }
 
+/* Refuses (409) a host that an unfinished create or add is bringing in already: two pushes to
+ * one node would race (one of them then finds an agent it did not start). The API thread runs
+ * one request at a time, so the check and the submission cannot interleave with another. */
+static int hosts_free(struct hc_db *db, const json_t *nodes, struct hc_error *err)
+{
+    json_t *busy = hc_db_query_json(db, err, "SELECT o.id AS id, j.value AS node "
+                                    "FROM operations o, json_each(o.params_json, '$.nodes') j "
+                                    "WHERE o.kind IN ('cluster.create', 'node.add') "
+                                    "AND o.state NOT IN ('succeeded', 'failed', 'aborted')", "");
+    if (!busy)
+        return -1;
+    size_t i, j;
+    const json_t *n, *row;
+    int rc = 0;
+    json_array_foreach(nodes, i, n) {
+        struct hc_ssh_target want, have;
+        char a[400], b[400];
+        hc_ssh_target_parse(json_string_value(n), &want, NULL);
+        hc_ssh_target_format(&want, a, sizeof(a));
+        json_array_foreach(busy, j, row) {
+            if (hc_ssh_target_parse(hc_json_str(row, "node", ""), &have, NULL) < 0)
+                continue;
+            hc_ssh_target_format(&have, b, sizeof(b));
+            if (rc == 0 && strcmp(a, b) == 0) {
+                hc_error_set(err, 409, HC_ERR_CONFLICT, "'%s' is already being brought in by "
+                             "operation %s", a, hc_json_str(row, "id", ""));
+                hc_error_hint(err, "wait for it: hcctl operation wait %s",
+                              hc_json_str(row, "id", ""));
+                rc = -1;
+            }
+        }
+    }
+    json_decref(busy);
+    return rc;
+}
+
 static void bootstrap(struct hc_request *req, struct hc_api *api, int create)
 {
     struct hc_error err = {0};
@@ -97,7 +133,7 @@ static void bootstrap(struct hc_request *req, struct hc_api *api, int create)
     if (!body)
         return;
     params = bootstrap_params(body, create, &err);
-    if (!params)
+    if (!params || hosts_free(api->db, json_object_get(params, "nodes"), &err) < 0)
         goto cleanup;
     if (hc_ops_submit(api->db, api->ctl->cluster_id, create ? "cluster.create" : "node.add",
                       params, hc_api_actor(req), op_id, &err) < 0)

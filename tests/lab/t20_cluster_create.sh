@@ -62,6 +62,8 @@ test_expect_success 'each agent runs from its versioned directory with its own f
 test_expect_success 'hcctld killed with SIGKILL during node add; after restart the add completes' '
     hcctl node add "$(node_ip 4)" --storage-interface eth1 --accept-new-host-keys --no-wait -o json >add.json &&
     id=$(jq -r .operation.id add.json) &&
+    { hcctl node add "root@$(node_ip 4):22" --storage-interface eth1 --yes 2>err; rc=$?; } &&
+    cat err && [ $rc = 5 ] && grep -q "already being brought in by operation $id" err &&
     wait_for 30 "hcctl operation show $id -o json | jq -e \"[.steps[] | select(.step == \\\"push\\\")] | length > 0\"" &&
     controller_stop KILL &&
     controller_start &&
