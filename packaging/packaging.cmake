@@ -3,8 +3,10 @@
 include(GNUInstallDirs)
 
 # Completion scripts and man pages are printed by the built hcctl from its command table, so
-# they can never list a command the binary does not have (or miss one it has).
-set(HC_COMPLETIONS_DIR ${CMAKE_BINARY_DIR}/completions)
+# they can never list a command the binary does not have (or miss one it has). The completion
+# scripts land in the source tree's completions/ (ignored by git), where a user of the checkout
+# can source them; the man pages stay in the build directory.
+set(HC_COMPLETIONS_DIR ${CMAKE_SOURCE_DIR}/completions)
 set(HC_MAN_DIR ${CMAKE_BINARY_DIR}/man)
 set(HC_GENERATED "")
 foreach(sh bash zsh fish)

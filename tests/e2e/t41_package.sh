@@ -10,6 +10,9 @@ BUILD=$(cd "$HC_BIN/.." && pwd)
 UNITS=lib/systemd/system
 
 test_expect_success 'cmake --install lays out programs, man pages, completions and units' '
+    for sh in bash zsh fish; do
+        cmp "$HC_SRC/completions/hcctl.$sh" <(hcctl completion $sh) || exit 1
+    done &&
     cmake --install "$BUILD" --prefix "$T/inst" >install.log &&
     for f in bin/hcctl bin/hcctld bin/hcagent share/man/man1/hcctl.1 \
              share/man/man8/hcctld.8 share/man/man8/hcagent.8 \
