@@ -6,10 +6,17 @@
  * written to the state file first, then the MTU is set, then the timer is armed. A restart finds
  * the change in the file and reverts it (or re-arms the timer). Reverting and confirming rewrite
  * the file.
+ *
+ * After the link's MTU changed (a change or a revert), the namespace's route cache is flushed:
+ * Linux keeps path MTUs learnt from ICMP (or clamped at 552 and locked when something named a
+ * smaller one) for ~10 minutes, and a raise would otherwise go on failing with EMSGSIZE toward
+ * exactly the peers the node talked to at the old MTU. IPv4 cannot drop one destination's cached
+ * path MTU, so the flush is namespace-wide: other destinations only relearn theirs.
  */
 #include "agents/mtu.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libmnl/libmnl.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
@@ -17,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/json_util.h"
 #include "common/log.h"
@@ -142,6 +150,48 @@ int hc_mtu_link_set(const char *ifname, int mtu, struct hc_error *err)
     return 0;
 }
 
+/* ================================================================ route cache */
+
+/* Writes "1" to one flush sysctl. 0, or 1 when it does not exist (IPv6 disabled), -1 with err. */
+static int flush_write(const char *path, struct hc_error *err)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 1;
+    if (fd < 0 || write(fd, "1\n", 2) != 2) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        hc_error_set(err, 500, HC_ERR_IO, "cannot flush the route cache ('%s'): %s", path,
+                     strerror(e));
+        if (e == EACCES || e == EPERM)
+            hc_error_hint(err, "the agent needs CAP_NET_ADMIN in its network namespace");
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+int hc_mtu_route_flush(struct hc_error *err)
+{
+    struct hc_error v6 = {0};
+    int rc4 = flush_write("/proc/sys/net/ipv4/route/flush", err);
+    int rc6 = flush_write("/proc/sys/net/ipv6/route/flush", &v6);
+    if (rc4 >= 0 && rc6 < 0)
+        *err = v6;
+    return rc4 < 0 || rc6 < 0 ? -1 : 0;
+}
+
+/* After the MTU of a link changed: drop what was learnt at the old one. Failing is not fatal:
+ * the cached values expire by themselves. */
+static void flush_after_change(const struct hc_mtu_change *c)
+{
+    struct hc_error err = {0};
+    if (hc_mtu_route_flush(&err) < 0)
+        HC_WARN("mtu change %s on %s: %s; path MTUs cached at the old MTU stay until they expire "
+                "(~10 min)", c->change_id, c->interface, err.message);
+}
+
 /* ================================================================ manager */
 
 struct hc_mtu_mgr {
@@ -163,12 +213,13 @@ json_t *hc_mtu_change_json(const struct hc_mtu_change *c)
                      hc_time_format(c->revert_at_ms, at, sizeof(at)));
 }
 
-static json_t *revert_json(const struct hc_mtu_change *c)
+json_t *hc_mtu_revert_json(const struct hc_mtu_change *c)
 {
     char at[40];
     json_t *o = hc_mtu_change_json(c);
     json_object_set_new(o, "reverted_at",
                         json_string(hc_time_format(c->reverted_at_ms, at, sizeof(at))));
+    json_object_set_new(o, "reverted_by", json_string(c->requested ? "request" : "timer"));
     if (c->revert_error[0])
         json_object_set_new(o, "error", json_string(c->revert_error));
     return o;
@@ -178,13 +229,13 @@ json_t *hc_mtu_state_json(const struct hc_mtu_mgr *m)
 {
     return json_pack("{s:o, s:o}", "pending",
                      m->has_pending ? hc_mtu_change_json(&m->pending) : json_null(), "last_revert",
-                     m->has_last_revert ? revert_json(&m->last_revert) : json_null());
+                     m->has_last_revert ? hc_mtu_revert_json(&m->last_revert) : json_null());
 }
 
 /* The state file keeps the times as epoch milliseconds too, so that parsing back is exact. */
 static json_t *file_change_json(const struct hc_mtu_change *c, int reverted)
 {
-    json_t *o = reverted ? revert_json(c) : hc_mtu_change_json(c);
+    json_t *o = reverted ? hc_mtu_revert_json(c) : hc_mtu_change_json(c);
     json_object_set_new(o, "revert_at_ms", json_integer(c->revert_at_ms));
     if (reverted)
         json_object_set_new(o, "reverted_at_ms", json_integer(c->reverted_at_ms));
@@ -222,6 +273,7 @@ static int change_from_json(const json_t *o, struct hc_mtu_change *c)
     c->mtu = (int)hc_json_int(o, "mtu", 0);
     c->revert_at_ms = hc_json_int(o, "revert_at_ms", 0);
     c->reverted_at_ms = hc_json_int(o, "reverted_at_ms", 0);
+    c->requested = strcmp(hc_json_str(o, "reverted_by", ""), "request") == 0;
     snprintf(c->revert_error, sizeof(c->revert_error), "%s", hc_json_str(o, "error", ""));
     return c->previous_mtu >= HC_MTU_MIN ? 0 : -1;
 }
@@ -257,7 +309,9 @@ static void load_state(struct hc_mtu_mgr *m)
     json_decref(doc);
 }
 
-int hc_mtu_revert_now(struct hc_mtu_mgr *m)
+/* Puts the pending change's previous MTU back (requested: on the controller's request, else the
+ * timer) and records it as the last revert. 0, or -1 when the link could not be set. */
+static int revert_pending(struct hc_mtu_mgr *m, int requested)
 {
     struct hc_error err = {0};
     if (!m->has_pending)
@@ -265,13 +319,19 @@ int hc_mtu_revert_now(struct hc_mtu_mgr *m)
     evtimer_del(m->timer);
     struct hc_mtu_change c = m->pending;
     c.reverted_at_ms = hc_now_ms();
+    c.requested = requested;
     if (hc_mtu_link_set(c.interface, c.previous_mtu, &err) < 0) {
         snprintf(c.revert_error, sizeof(c.revert_error), "%s", err.message);
         HC_ERROR("mtu change %s: revert of %s to %d failed: %s", c.change_id, c.interface,
                  c.previous_mtu, err.message);
     } else {
-        HC_WARN("mtu change %s not confirmed in time: %s reverted from %d to %d", c.change_id,
-                c.interface, c.mtu, c.previous_mtu);
+        if (requested)
+            HC_WARN("mtu change %s reverted at the controller's request: %s from %d to %d",
+                    c.change_id, c.interface, c.mtu, c.previous_mtu);
+        else
+            HC_WARN("mtu change %s not confirmed in time: %s reverted from %d to %d",
+                    c.change_id, c.interface, c.mtu, c.previous_mtu);
+        flush_after_change(&c);
     }
     m->last_revert = c;
     m->has_last_revert = 1;
@@ -279,6 +339,35 @@ int hc_mtu_revert_now(struct hc_mtu_mgr *m)
     if (save_state(m, &err) < 0)
         HC_ERROR("%s", err.message);
     return c.revert_error[0] ? -1 : 0;
+}
+
+int hc_mtu_revert_now(struct hc_mtu_mgr *m)
+{
+    return revert_pending(m, 0);
+}
+
+int hc_mtu_revert(struct hc_mtu_mgr *m, const char *change_id, struct hc_mtu_change *out,
+                  struct hc_error *err)
+{
+    const struct hc_mtu_change *r = &m->last_revert;
+    if (!change_id || !change_id[0])
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "missing change_id");
+    if (m->has_pending && strcmp(m->pending.change_id, change_id) == 0) {
+        revert_pending(m, 1);
+    } else if (!m->has_last_revert || strcmp(r->change_id, change_id) != 0) {
+        if (strcmp(m->last_confirmed, change_id) == 0) {
+            hc_error_set(err, 409, HC_ERR_CONFLICT, "mtu change %s was confirmed: it stays",
+                         change_id);
+            return hc_error_hint(err, "set the old MTU back with a new change");
+        }
+        return hc_error_set(err, 404, HC_ERR_NOT_FOUND, "mtu change '%s' not found", change_id);
+    }
+    if (out)
+        *out = *r;
+    if (r->revert_error[0])
+        return hc_error_set(err, 500, HC_ERR_IO, "mtu change %s: %s could not be set back to %d: "
+                            "%s", change_id, r->interface, r->previous_mtu, r->revert_error);
+    return 0;
 }
 
 static void on_revert_timer(evutil_socket_t fd, short what, void *arg)
@@ -378,6 +467,7 @@ int hc_mtu_apply(struct hc_mtu_mgr *m, const char *ifname, int mtu, int64_t reve
         return -1;
     }
     arm_timer(m, revert_after_ms);
+    flush_after_change(&c);
     HC_INFO("mtu change %s: %s %d -> %d, reverts at %s unless confirmed", c.change_id, ifname,
             c.previous_mtu, mtu, hc_time_format(c.revert_at_ms, at, sizeof(at)));
     if (out)

@@ -8,6 +8,10 @@
  * in a small state file in the data directory, written before the MTU is touched, so that an
  * agent restarted while a change is pending reverts at start (revert_at passed) or re-arms the
  * timer. Links are read and changed over rtnetlink (libmnl); this needs CAP_NET_ADMIN.
+ *
+ * Every change and every revert also flushes the route cache of the agent's network namespace:
+ * path MTUs learnt at the old MTU (kept ~10 minutes, locked when they were below 552) would
+ * otherwise go on limiting the new one, and a verification would blame "a router" for them.
  */
 #ifndef HC_AGENTS_MTU_H
 #define HC_AGENTS_MTU_H
@@ -45,6 +49,7 @@ struct hc_mtu_change {
     int mtu;
     int64_t revert_at_ms;   /* wall clock, epoch ms */
     int64_t reverted_at_ms; /* for last_revert; 0 while pending */
+    int requested;          /* for last_revert: 1 reverted on request (hc_mtu_revert), 0 timer */
     char revert_error[256]; /* why putting previous_mtu back failed; "" = it worked */
 };
 
@@ -69,10 +74,27 @@ int hc_mtu_apply(struct hc_mtu_mgr *m, const char *ifname, int mtu, int64_t reve
 int hc_mtu_confirm(struct hc_mtu_mgr *m, const char *change_id, struct hc_error *err);
 /* Reverts the pending change now (what the timer does). 0 when nothing is pending. */
 int hc_mtu_revert_now(struct hc_mtu_mgr *m);
+/* Reverts change_id now, at the controller's request (its verification failed): the counterpart
+ * of hc_mtu_confirm, so that nobody waits for the timer. Reverting a change that was already
+ * reverted (by the timer or an earlier request) is a success too (retries); out (may be NULL)
+ * receives that revert, `requested` saying who did it. Errors: 400 invalid_argument (no
+ * change_id), 409 conflict (that change was confirmed), 404 not_found (unknown change_id), 500
+ * (the previous MTU could not be put back: the change is no longer pending either way). */
+int hc_mtu_revert(struct hc_mtu_mgr *m, const char *change_id, struct hc_mtu_change *out,
+                  struct hc_error *err);
 
-/* {"pending":CHANGE|null,"last_revert":CHANGE+{"reverted_at"[,"error"]}|null}. New reference. */
+/* Flushes the route cache of this network namespace: writes "1" to
+ * /proc/sys/net/ipv4/route/flush and, when IPv6 is there, /proc/sys/net/ipv6/route/flush. Drops
+ * cached path MTUs (also locked ones) so that the next packets learn the path as it is now.
+ * Needs CAP_NET_ADMIN; -1 with err (what could not be written), which callers log. */
+int hc_mtu_route_flush(struct hc_error *err);
+
+/* {"pending":CHANGE|null,"last_revert":REVERT|null} (hc_mtu_revert_json). New reference. */
 json_t *hc_mtu_state_json(const struct hc_mtu_mgr *m);
 /* {"change_id","interface","previous_mtu","mtu","revert_at"}. New reference. */
 json_t *hc_mtu_change_json(const struct hc_mtu_change *c);
+/* A revert: the change plus {"reverted_at","reverted_by":"timer"|"request"[,"error"]}. New
+ * reference. */
+json_t *hc_mtu_revert_json(const struct hc_mtu_change *c);
 
 #endif

@@ -8,6 +8,11 @@
  * on the loop; the loop answers and joins. MTU routes are quick netlink calls and run on the
  * loop, where the revert timer lives too.
  *
+ * A probe starts by flushing the namespace's route cache (agents/mtu.h): a path MTU learnt
+ * earlier (a routed hop since fixed, an MTU since raised) would otherwise be reported as the path
+ * for ~10 minutes. The check measures the path as it is now, and what it learns (an ICMP
+ * "fragmentation needed" from a hop still there) is cached again by the probe itself.
+ *
  * The network state belongs to one agent. The agent's struct is private to agent_api.c, so the
  * state is found through a small registry keyed by the agent pointer.
  */
@@ -128,11 +133,25 @@ static void job_mark(struct job *job, int answer_ready, int finished)
         ;
 }
 
+/* Before a probe: what is cached is not measured. Failing (no CAP_NET_ADMIN) is logged once:
+ * the probe then reports cached path MTUs as the kernel applies them. */
+static void probe_flush_routes(void)
+{
+    static atomic_int warned;
+    struct hc_error err = {0};
+    if (hc_mtu_route_flush(&err) == 0)
+        return;
+    if (atomic_exchange(&warned, 1) == 0)
+        HC_WARN("%s; probes report path MTUs cached by the kernel (~10 min) as they are",
+                err.message);
+}
+
 static void *job_main(void *arg)
 {
     struct job *job = arg;
     switch (job->kind) {
     case JOB_PROBE:
+        probe_flush_routes();
         job->rc = hc_probe_run(&job->popt, job->targets, job->ntargets, &job->err);
         break;
     case JOB_BENCH_CLIENT:
@@ -410,6 +429,24 @@ static void mtu_confirm_route(struct hc_request *req, void *arg)
     hc_reply_json(req, 200, json_pack("{s:b}", "confirmed", 1));
 }
 
+/* The counterpart of confirm: the controller's verification failed, so the change goes now
+ * instead of at its deadline. */
+static void mtu_revert_route(struct hc_request *req, void *arg)
+{
+    struct net_ctx *ctx = arg;
+    struct hc_error err = {0};
+    struct hc_mtu_change reverted;
+    json_t *body = hc_req_json(req);
+    if (!body)
+        return;
+    const char *id = hc_json_req_str(body, "change_id", &err);
+    if (!id || hc_mtu_revert(ctx->mtu, id, &reverted, &err) < 0) {
+        hc_reply_error(req, &err);
+        return;
+    }
+    hc_reply_json(req, 200, hc_mtu_revert_json(&reverted));
+}
+
 /* ================================================================ lifetime */
 
 static void ctx_free(struct net_ctx *ctx)
@@ -444,6 +481,7 @@ static int ctx_routes(struct net_ctx *ctx, struct hc_http_server *srv, struct hc
         hc_http_server_route(srv, "GET", "/v1/net/mtu", 0, mtu_get_route, ctx) < 0 ||
         hc_http_server_route(srv, "POST", "/v1/net/mtu", 0, mtu_set_route, ctx) < 0 ||
         hc_http_server_route(srv, "POST", "/v1/net/mtu/confirm", 0, mtu_confirm_route, ctx) < 0 ||
+        hc_http_server_route(srv, "POST", "/v1/net/mtu/revert", 0, mtu_revert_route, ctx) < 0 ||
         hc_http_server_route(srv, "POST", "/v1/net/bench/server", 0, bench_server_route, ctx) < 0 ||
         hc_http_server_route(srv, "POST", "/v1/net/bench/client", 0, bench_client_route, ctx) < 0)
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot register the network routes");

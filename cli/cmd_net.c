@@ -5,11 +5,13 @@
  *                             bond it hangs on; values that differ from the cluster MTU stand out
  *   check-jumbo [--mtu N] [--nodes A,B,...]
  *                             every directed pair probed at the MTU: pair matrix and findings;
- *                             exit 0 when all pass, 4 when anything fails
+ *                             exit 0 when all pass, 4 when anything fails; --nodes names two
+ *                             or more (one node has no pair to prove: exit 2)
  *   set-mtu MTU [--confirm-timeout DUR]
  *                             disruptive: node by node, commit-confirmed (the agent reverts by
  *                             itself unless the controller confirms after re-probing)
- *   bench [--nodes A,B]       TCP throughput between pairs (iperf in the agents)
+ *   bench [--nodes A,B]       TCP throughput between pairs (iperf in the agents); exit 1 when a
+ *                             pair could not be measured, 4 when one moved (almost) nothing
  *
  * check-jumbo and bench start an operation and wait for its stored result quietly; set-mtu
  * follows its operation like every disruptive command.
@@ -323,11 +325,17 @@ static void print_check(struct hc_cmd_ctx *ctx, const json_t *res)
     int mtu = (int)hc_json_int(res, "mtu", 0);
     json_t *rows = json_array();
     size_t i;
-    fprintf(ctx->out.out, "Jumbo frame check at MTU %d (DF probes of %d bytes, payload %lld): "
-            "%lld node(s), %lld directed pair(s), %lld failing: %s\n\n", mtu, mtu,
-            (long long)hc_json_int(res, "payload_bytes", 0), (long long)hc_json_int(sum, "nodes", 0),
-            (long long)hc_json_int(sum, "pairs", 0), (long long)hc_json_int(sum, "pairs_failed", 0),
-            hc_json_bool(res, "passed", 0) ? "PASSED" : "FAILED");
+    if (hc_json_int(sum, "pairs", 0) == 0)
+        fprintf(ctx->out.out, "Jumbo frame check at MTU %d: %lld node(s), no pair of nodes to "
+                "probe: nothing to check%s\n\n", mtu, (long long)hc_json_int(sum, "nodes", 0),
+                hc_json_bool(res, "passed", 0) ? "" : " (FAILED: see the findings)");
+    else
+        fprintf(ctx->out.out, "Jumbo frame check at MTU %d (DF probes of %d bytes, payload %lld): "
+                "%lld node(s), %lld directed pair(s), %lld failing: %s\n\n", mtu, mtu,
+                (long long)hc_json_int(res, "payload_bytes", 0),
+                (long long)hc_json_int(sum, "nodes", 0), (long long)hc_json_int(sum, "pairs", 0),
+                (long long)hc_json_int(sum, "pairs_failed", 0),
+                hc_json_bool(res, "passed", 0) ? "PASSED" : "FAILED");
     json_array_foreach(json_object_get(res, "nodes"), i, n)
     {
         json_t *row = json_deep_copy(n);
@@ -349,6 +357,13 @@ static int cmd_check(struct hc_cmd_ctx *ctx)
         return hc_cmd_usage(ctx, "an MTU is 68 to 65535 bytes, e.g. 9000", "invalid --mtu %lld",
                             (long long)mtu);
     json_t *body = json_object(), *nodes = nodes_option(ctx);
+    if (nodes && json_array_size(nodes) < 2) {
+        /* One node has no pair to prove: passing it would be a vacuous "proof". */
+        json_decref(nodes);
+        json_decref(body);
+        return hc_cmd_usage(ctx, "a check proves pairs of nodes: e.g. --nodes n1,n2, or leave "
+                            "--nodes out for every node", "--nodes needs at least two nodes");
+    }
     if (hc_cmd_opt_set(ctx, "mtu"))
         json_object_set_new(body, "mtu", json_integer(mtu));
     if (nodes)
@@ -499,10 +514,16 @@ static int cmd_bench(struct hc_cmd_ctx *ctx)
             hc_output_json(&ctx->out, res);
         else
             hc_output_table(&ctx->out, bench_cols, json_object_get(res, "pairs"), NULL, 1);
+        /* A pair that could not be measured fails the command (1); one that was measured but
+         * moved (almost) nothing is a problem the bench found (4). */
         json_array_foreach(json_object_get(res, "pairs"), i, p)
         {
-            if (json_object_get(p, "error"))
+            if (!json_object_get(p, "error"))
+                continue;
+            if (!json_object_get(p, "bits_per_second"))
                 rc = HC_EXIT_FAILED;
+            else if (rc == HC_EXIT_OK)
+                rc = HC_EXIT_CHECK;
         }
     }
     json_decref(doc);
@@ -514,8 +535,8 @@ static int cmd_bench(struct hc_cmd_ctx *ctx)
 static const struct hc_cmd_opt check_opts[] = {
     {"mtu", 0, HC_OPT_INT, 0, "MTU to prove (default: the cluster's, else 9000)", "N",
      HC_COMPLETE_NONE, NULL, NULL},
-    {"nodes", 0, HC_OPT_LIST, 0, "only these nodes (comma-separated, or repeated)", "A,B,...",
-     HC_COMPLETE_NODE, NULL, NULL},
+    {"nodes", 0, HC_OPT_LIST, 0, "only these nodes, at least two (comma-separated, or repeated)",
+     "A,B,...", HC_COMPLETE_NODE, NULL, NULL},
     {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for the result", "DUR",
      HC_COMPLETE_NONE, "2m", NULL},
     {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},

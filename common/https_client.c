@@ -5,6 +5,11 @@
  * so the multi handle's connection cache is reused across requests, and a share handle keeps TLS
  * sessions and DNS answers across easy handles. Each request carries a connect and a total
  * timeout: a peer that accepts but never answers ends as HC_ERR_TIMEOUT.
+ *
+ * With a CRL file, libcurl loads it into a fresh certificate store for every new connection
+ * (it does not cache a store that has a CRL), but connections in the cache and TLS sessions in
+ * the share handle were verified against the old list: when the file changes, both handles
+ * are replaced before the next request.
  */
 #include "common/https_client.h"
 
@@ -16,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/json_util.h"
@@ -33,6 +39,9 @@ struct hc_http_client {
     char *ca_pem;
     char *cert_file;
     char *key_file;
+    char *crl_file;
+    struct stat crl_seen; /* the CRL file the cached connections were verified against; all
+                             zero when it was missing */
     int insecure;
     long connect_timeout_ms;
 };
@@ -89,17 +98,78 @@ static int hc_client_copy_config(struct hc_http_client *c, const struct hc_tls_c
 {
     if (hc_client_check_file("ca file", tls->ca_file, err) != 0 ||
         hc_client_check_file("client certificate", tls->cert_file, err) != 0 ||
-        hc_client_check_file("client key", tls->key_file, err) != 0)
+        hc_client_check_file("client key", tls->key_file, err) != 0 ||
+        hc_client_check_file("crl file", tls->crl_file, err) != 0)
         return -1;
     if (hc_strdup_opt(&c->ca_file, tls->ca_file) != 0 ||
         hc_strdup_opt(&c->ca_pem, tls->ca_file ? NULL : tls->ca_pem) != 0 ||
         hc_strdup_opt(&c->cert_file, tls->cert_file) != 0 ||
-        hc_strdup_opt(&c->key_file, tls->key_file) != 0)
+        hc_strdup_opt(&c->key_file, tls->key_file) != 0 ||
+        hc_strdup_opt(&c->crl_file, tls->crl_file) != 0)
         return hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot create https client: out of memory");
     c->insecure = tls->insecure;
     c->connect_timeout_ms =
         tls->connect_timeout_ms > 0 ? tls->connect_timeout_ms : HC_HTTP_DEFAULT_CONNECT_MS;
     return 0;
+}
+
+/* The multi handle (connection cache) and the share handle (TLS sessions, DNS). */
+static int hc_client_handles_new(struct hc_http_client *c)
+{
+    c->multi = curl_multi_init();
+    c->share = curl_share_init();
+    if (!c->multi || !c->share)
+        return -1;
+    /* One thread per client, so the share handle needs no lock callbacks. */
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    return 0;
+}
+
+static void hc_client_handles_free(struct hc_http_client *c)
+{
+    if (c->multi)
+        curl_multi_cleanup(c->multi);
+    if (c->share)
+        curl_share_cleanup(c->share);
+    c->multi = NULL;
+    c->share = NULL;
+}
+
+/* What identifies one version of the CRL file: a rewrite renames a new file into place (a new
+ * inode), an edit in place changes the size or the change time. */
+static void hc_client_crl_stat(const struct hc_http_client *c, struct stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    if (c->crl_file && stat(c->crl_file, st) != 0)
+        memset(st, 0, sizeof(*st));
+}
+
+static int hc_client_crl_same(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Between requests (no easy handle is attached): a changed CRL drops every cached connection
+ * and TLS session, so the next request to any peer is verified against the new list. A missing
+ * file is no reason to keep them either; the next connection then fails (fail closed). Handles
+ * that could not be made last time are made again here. */
+static int hc_client_crl_refresh(struct hc_http_client *c)
+{
+    struct stat now;
+    if (c->crl_file) {
+        hc_client_crl_stat(c, &now);
+        if (!hc_client_crl_same(&now, &c->crl_seen)) {
+            c->crl_seen = now;
+            hc_client_handles_free(c);
+        }
+    }
+    if (c->multi && c->share)
+        return 0;
+    hc_client_handles_free(c);
+    return hc_client_handles_new(c);
 }
 
 struct hc_http_client *hc_http_client_new(const struct hc_tls_client_config *tls,
@@ -119,15 +189,11 @@ struct hc_http_client *hc_http_client_new(const struct hc_tls_client_config *tls
     }
     if (hc_client_copy_config(c, tls ? tls : &none, err) != 0)
         goto fail;
-    c->multi = curl_multi_init();
-    c->share = curl_share_init();
-    if (!c->multi || !c->share) {
+    hc_client_crl_stat(c, &c->crl_seen);
+    if (hc_client_handles_new(c) != 0) {
         hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot create https client: out of memory");
         goto fail;
     }
-    /* One thread per client, so the share handle needs no lock callbacks. */
-    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
     return c;
 fail:
     hc_http_client_free(c);
@@ -138,14 +204,12 @@ void hc_http_client_free(struct hc_http_client *c)
 {
     if (!c)
         return;
-    if (c->multi)
-        curl_multi_cleanup(c->multi);
-    if (c->share)
-        curl_share_cleanup(c->share);
+    hc_client_handles_free(c);
     free(c->ca_file);
     free(c->ca_pem);
     free(c->cert_file);
     free(c->key_file);
+    free(c->crl_file);
     free(c);
 }
 
@@ -191,6 +255,9 @@ static int hc_call_set_tls(struct hc_http_client *c, CURL *e)
         rc |= curl_easy_setopt(e, CURLOPT_SSLCERT, c->cert_file);
     if (c->key_file)
         rc |= curl_easy_setopt(e, CURLOPT_SSLKEY, c->key_file);
+    /* OpenSSL then checks the peer's certificate (the leaf) against the list. */
+    if (c->crl_file)
+        rc |= curl_easy_setopt(e, CURLOPT_CRLFILE, c->crl_file);
     if (c->insecure) {
         rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
         rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -389,15 +456,23 @@ static void hc_tls_detail(const char *errbuf, CURLcode rc, char *detail, size_t 
 }
 
 /* An MTU blackhole shows up here: the TCP handshake passes, the server's certificate flight
- * (or any large answer) never arrives. */
+ * (or any large answer) never arrives.
+ *
+ * The message states the limit that fired. While the connection is being made (TCP and TLS
+ * handshakes) that is curl's connect timeout, the client's connect_timeout_ms when it is shorter
+ * than the request's (an agent client: 3 s or less, while a probe request may allow 12 s). It is
+ * not stored with the call, so it is read off the clock, as curl gives up at that limit (a few ms
+ * late at most); the request's timeout caps it. Once connected, the request's own timeout is
+ * what ran out. */
 static void hc_call_timeout_error(struct hc_call_ctx *ctx, struct hc_error *err)
 {
     const char *url = ctx->call->url;
     curl_off_t tls_us = 0;
+    long took = (long)(hc_mono_ms() - ctx->started_ms);
     curl_easy_getinfo(ctx->easy, CURLINFO_APPCONNECT_TIME_T, &tls_us);
     if (tls_us == 0)
         hc_error_set(err, 0, HC_ERR_TIMEOUT, "cannot reach '%s': connection timed out after %ld ms",
-                     url, ctx->timeout_ms);
+                     url, took < ctx->timeout_ms ? took : ctx->timeout_ms);
     else
         hc_error_set(err, 0, HC_ERR_TIMEOUT, "no answer from '%s' within %ld ms", url,
                      ctx->timeout_ms);
@@ -506,7 +581,9 @@ size_t hc_http_fanout(struct hc_http_client *c, struct hc_http_call *calls, size
                       size_t max_parallel)
 {
     hc_fanout_reset(calls, n);
-    struct hc_call_ctx *ctxs = n ? calloc(n, sizeof(*ctxs)) : NULL;
+    struct hc_call_ctx *ctxs = NULL;
+    if (hc_client_crl_refresh(c) == 0)
+        ctxs = n ? calloc(n, sizeof(*ctxs)) : NULL;
     for (size_t i = 0; n && !ctxs && i < n; i++)
         hc_error_set(&calls[i].err, 0, HC_ERR_INTERNAL, "cannot start request: out of memory");
     if (max_parallel == 0 || max_parallel > n)

@@ -20,6 +20,11 @@ struct hc_tls_client_config {
     const char *ca_pem;       /* PEM text of the CA (used when ca_file is NULL) */
     const char *cert_file;    /* client certificate for mutual TLS, or NULL */
     const char *key_file;     /* its key */
+    const char *crl_file;     /* PEM CRL of the CA, or NULL: the peer's certificate must not be
+                                 listed in it. The file must exist; it is read for every new
+                                 connection, and a client that sees it replaced (or removed)
+                                 drops its kept-alive connections and TLS sessions first, so a
+                                 revocation also ends connections verified before it */
     int insecure;             /* skip peer verification: only to fetch a CA that is then pinned
                                  by fingerprint (join), never for anything else */
     long connect_timeout_ms;  /* default 3000 */

@@ -1,6 +1,6 @@
 /*
  * The cluster PKI on OpenSSL 3 (EVP and X509 APIs only): P-256 keys, the self-signed cluster
- * CA, CSRs, issuing leaf certificates, PEM files and fingerprints.
+ * CA, CSRs, issuing leaf certificates, revocation lists, PEM files and fingerprints.
  *
  * Every failure drains OpenSSL's thread-local error queue into the message, so a stale error
  * never leaks into an unrelated later call.
@@ -409,17 +409,21 @@ int hc_pki_cert_cn(X509 *cert, char *buf, size_t len)
     return rc;
 }
 
-int hc_pki_verify(X509 *ca, X509 *cert, struct hc_error *err)
+/* X509_verify_cert against the CA alone, and against crl when there is one. */
+static int verify_cert(X509 *ca, X509_CRL *crl, X509 *cert, struct hc_error *err)
 {
     X509_STORE *store = X509_STORE_new();
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
     int rc = -1;
     if (!store || !ctx || X509_STORE_add_cert(store, ca) != 1 ||
+        (crl && X509_STORE_add_crl(store, crl) != 1) ||
         X509_STORE_CTX_init(ctx, store, cert, NULL) != 1) {
         ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot set up certificate verification");
         goto cleanup;
     }
-    X509_STORE_CTX_set_flags(ctx, X509_V_FLAG_X509_STRICT);
+    /* CRL_CHECK covers the leaf only, as libcurl's CURLOPT_CRLFILE does: the CA is the trust
+     * anchor. */
+    X509_STORE_CTX_set_flags(ctx, X509_V_FLAG_X509_STRICT | (crl ? X509_V_FLAG_CRL_CHECK : 0));
     if (X509_verify_cert(ctx) == 1) {
         rc = 0;
         goto cleanup;
@@ -433,4 +437,143 @@ cleanup:
     X509_STORE_CTX_free(ctx);
     X509_STORE_free(store);
     return rc;
+}
+
+int hc_pki_verify(X509 *ca, X509 *cert, struct hc_error *err)
+{
+    return verify_cert(ca, NULL, cert, err);
+}
+
+int hc_pki_verify_crl(X509 *ca, X509_CRL *crl, X509 *cert, struct hc_error *err)
+{
+    return verify_cert(ca, crl, cert, err);
+}
+
+/* ---------------------------------------------------------------- revocation lists */
+
+int hc_pki_serial_valid(const char *serial_hex)
+{
+    size_t n = serial_hex ? strlen(serial_hex) : 0;
+    return n >= 1 && n <= 40 && strspn(serial_hex, "0123456789abcdefABCDEF") == n;
+}
+
+/* One entry: serial, revocation date and reason cessationOfOperation (the node left the
+ * cluster; its key was not necessarily compromised). */
+static X509_REVOKED *crl_entry(const struct hc_pki_revoked *r)
+{
+    BIGNUM *bn = NULL;
+    X509_REVOKED *rev = X509_REVOKED_new();
+    ASN1_INTEGER *serial = NULL;
+    ASN1_TIME *when = ASN1_TIME_set(NULL, (time_t)r->revoked_at);
+    ASN1_ENUMERATED *reason = ASN1_ENUMERATED_new();
+    int ok = rev && when && reason && BN_hex2bn(&bn, r->serial_hex) > 0 &&
+             (serial = BN_to_ASN1_INTEGER(bn, NULL)) &&
+             X509_REVOKED_set_serialNumber(rev, serial) == 1 &&
+             X509_REVOKED_set_revocationDate(rev, when) == 1 &&
+             ASN1_ENUMERATED_set(reason, CRL_REASON_CESSATION_OF_OPERATION) == 1 &&
+             X509_REVOKED_add1_ext_i2d(rev, NID_crl_reason, reason, 0, 0) == 1;
+    ASN1_ENUMERATED_free(reason);
+    ASN1_TIME_free(when);
+    ASN1_INTEGER_free(serial);
+    BN_free(bn);
+    if (!ok) {
+        X509_REVOKED_free(rev);
+        return NULL;
+    }
+    return rev;
+}
+
+/* Version, issuer, dates and the two extensions RFC 5280 asks of a CRL issuer. */
+static int crl_header(X509_CRL *crl, X509 *ca)
+{
+    X509V3_CTX v3;
+    ASN1_TIME *now = X509_gmtime_adj(NULL, 0);
+    ASN1_INTEGER *number = ASN1_INTEGER_new();
+    X509_EXTENSION *akid = NULL;
+    X509V3_set_ctx(&v3, ca, NULL, NULL, crl, 0);
+    int ok =
+        now && number && X509_CRL_set_version(crl, X509_CRL_VERSION_2) == 1 &&
+        X509_CRL_set_issuer_name(crl, X509_get_subject_name(ca)) == 1 &&
+        X509_CRL_set1_lastUpdate(crl, now) == 1 &&
+        X509_CRL_set1_nextUpdate(crl, X509_get0_notAfter(ca)) == 1 &&
+        ASN1_INTEGER_set_int64(number, hc_now_ms()) == 1 &&
+        X509_CRL_add1_ext_i2d(crl, NID_crl_number, number, 0, 0) == 1 &&
+        (akid = X509V3_EXT_nconf_nid(NULL, &v3, NID_authority_key_identifier, "keyid:always")) &&
+        X509_CRL_add_ext(crl, akid, -1) == 1;
+    X509_EXTENSION_free(akid);
+    ASN1_INTEGER_free(number);
+    ASN1_TIME_free(now);
+    return ok ? 0 : -1;
+}
+
+X509_CRL *hc_pki_crl_new(X509 *ca, EVP_PKEY *ca_key, const struct hc_pki_revoked *revoked, size_t n,
+                         struct hc_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!hc_pki_serial_valid(revoked[i].serial_hex)) {
+            hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid certificate serial '%s'",
+                         revoked[i].serial_hex ? revoked[i].serial_hex : "");
+            return NULL;
+        }
+    if (X509_check_private_key(ca, ca_key) != 1) {
+        ossl_fail(err, 500, HC_ERR_INTERNAL, "ca key does not match the ca certificate");
+        return NULL;
+    }
+    X509_CRL *crl = X509_CRL_new();
+    if (!crl || crl_header(crl, ca) < 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        X509_REVOKED *rev = crl_entry(&revoked[i]);
+        if (!rev)
+            goto fail;
+        if (X509_CRL_add0_revoked(crl, rev) != 1) {
+            X509_REVOKED_free(rev);
+            goto fail;
+        }
+    }
+    if (X509_CRL_sort(crl) != 1 || X509_CRL_sign(crl, ca_key, EVP_sha256()) <= 0)
+        goto fail;
+    return crl;
+fail:
+    ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot build the certificate revocation list");
+    X509_CRL_free(crl);
+    return NULL;
+}
+
+char *hc_pki_crl_to_pem(X509_CRL *crl)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    char *out = NULL;
+    if (bio && PEM_write_bio_X509_CRL(bio, crl) == 1)
+        out = bio_strdup(bio);
+    BIO_free(bio);
+    ERR_clear_error();
+    return out;
+}
+
+int hc_pki_crl_save(X509_CRL *crl, const char *path, struct hc_error *err)
+{
+    char *pem = hc_pki_crl_to_pem(crl);
+    if (!pem)
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode revocation list for '%s'",
+                            path);
+    int rc = hc_file_write_atomic(path, pem, strlen(pem), 0644, err);
+    free(pem);
+    return rc;
+}
+
+X509_CRL *hc_pki_crl_load(const char *path, struct hc_error *err)
+{
+    char *pem = NULL;
+    if (hc_file_read(path, &pem, NULL, err) < 0)
+        return NULL;
+    BIO *bio = BIO_new_mem_buf(pem, -1);
+    X509_CRL *crl = bio ? PEM_read_bio_X509_CRL(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    free(pem);
+    if (!crl) {
+        ossl_fail(err, 500, HC_ERR_IO, "cannot parse revocation list");
+        hc_error_prefix(err, "cannot load '%s'", path);
+    }
+    return crl;
 }

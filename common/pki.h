@@ -1,10 +1,11 @@
 /*
- * The cluster PKI on OpenSSL 3: EC P-256 keys, the cluster CA, CSRs, certificate signing and
- * fingerprints. Everything on disk is PEM; private keys are written 0600.
+ * The cluster PKI on OpenSSL 3: EC P-256 keys, the cluster CA, CSRs, certificate signing,
+ * certificate revocation lists and fingerprints. Everything on disk is PEM; private keys are
+ * written 0600.
  *
- * Ownership: functions returning EVP_PKEY / X509 / X509_REQ give the caller a reference to free
- * with EVP_PKEY_free / X509_free / X509_REQ_free; functions returning char * give a malloc'd
- * string.
+ * Ownership: functions returning EVP_PKEY / X509 / X509_REQ / X509_CRL give the caller a
+ * reference to free with EVP_PKEY_free / X509_free / X509_REQ_free / X509_CRL_free; functions
+ * returning char * give a malloc'd string.
  */
 #ifndef HC_COMMON_PKI_H
 #define HC_COMMON_PKI_H
@@ -12,6 +13,7 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/error.h"
 
@@ -55,5 +57,26 @@ void hc_pki_fingerprint(X509 *cert, char out[65]);
 int hc_pki_cert_cn(X509 *cert, char *buf, size_t len);
 /* Verifies cert was signed by ca (and is within its validity). 0 or -1 with err. */
 int hc_pki_verify(X509 *ca, X509 *cert, struct hc_error *err);
+
+/* One entry of a CRL. */
+struct hc_pki_revoked {
+    const char *serial_hex; /* as hc_pki_issue reports it (see hc_pki_serial_valid) */
+    int64_t revoked_at;     /* seconds since the epoch */
+};
+/* 1 when text can be a certificate serial: 1 to 40 hex digits (RFC 5280: at most 20 octets). */
+int hc_pki_serial_valid(const char *serial_hex);
+/* A v2 CRL issued by ca listing the n certificates (reason cessationOfOperation): thisUpdate
+ * now, nextUpdate the CA's notAfter (the list is issued again at every change, not on a
+ * schedule, so it never needs to expire before the CA does), the CA's key identifier, and as
+ * cRLNumber the issue time in milliseconds (a later list has a larger number). Signed with
+ * ca_key. NULL with err (400 for a serial hc_pki_serial_valid refuses). */
+X509_CRL *hc_pki_crl_new(X509 *ca, EVP_PKEY *ca_key, const struct hc_pki_revoked *revoked, size_t n,
+                         struct hc_error *err);
+char *hc_pki_crl_to_pem(X509_CRL *crl);
+int hc_pki_crl_save(X509_CRL *crl, const char *path, struct hc_error *err); /* mode 0644 */
+X509_CRL *hc_pki_crl_load(const char *path, struct hc_error *err);
+/* Like hc_pki_verify, and cert must not be listed in crl, which must be issued by ca, signed by
+ * it and current. A listed certificate fails with "certificate revoked". 0 or -1 with err. */
+int hc_pki_verify_crl(X509 *ca, X509_CRL *crl, X509 *cert, struct hc_error *err);
 
 #endif

@@ -6,6 +6,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "controller/crl.h"
 
 long hc_agent_timeout_ms(const struct hc_controller *ctl)
 {
@@ -15,10 +18,15 @@ long hc_agent_timeout_ms(const struct hc_controller *ctl)
 struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_error *err)
 {
     long timeout = hc_agent_timeout_ms(ctl);
+    char crl[1200];
+    hc_crl_path(ctl, crl, sizeof(crl));
     struct hc_tls_client_config tls = {
         .ca_file = ctl->ca_file,
         .cert_file = ctl->client_cert,
         .key_file = ctl->client_key,
+        /* Written at start (hc_api_new) and at every revocation; never optional once there is
+         * a data dir: a missing list fails the client rather than trusting a removed node. */
+        .crl_file = crl[0] ? crl : NULL,
         /* A peer that does not finish the TCP handshake within the request timeout is as
          * unreachable as one that refuses it; never wait longer than the request itself. */
         .connect_timeout_ms = timeout < 3000 ? timeout : 3000,
@@ -26,6 +34,8 @@ struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, stru
     struct hc_http_client *c = hc_http_client_new(&tls, err);
     if (!c)
         hc_error_prefix(err, "cannot create the agent client");
+    if (!c && crl[0] && access(crl, F_OK) != 0)
+        hc_error_hint(err, "restart hcctld: it writes the revocation list from its database");
     return c;
 }
 

@@ -1,6 +1,7 @@
 /*
  * The controller's HTTPS client toward agents: mutual TLS with the controller's client
- * certificate (CN hcctld-client) and the cluster CA as the only trust anchor.
+ * certificate (CN hcctld-client), the cluster CA as the only trust anchor, and the cluster's
+ * revocation list (DATA_DIR/crl.pem, controller/crl.h): a removed node's certificate is refused.
  *
  * A client wraps one hc_http_client (one curl multi handle) and, like it, belongs to one thread.
  * Use hc_http_fanout on it for many agents at once.
@@ -18,7 +19,8 @@
 /* Default per-request timeout when ctl->agent_timeout_ms is not set. */
 #define HC_AGENT_DEFAULT_TIMEOUT_MS 5000
 
-/* New client configured from ctl (client_cert, client_key, ca_file). NULL with err.
+/* New client configured from ctl (client_cert, client_key, ca_file, the CRL in data_dir).
+ * NULL with err, e.g. when the CRL file is missing (the controller writes it at start).
  * Caller frees with hc_http_client_free. */
 struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_error *err);
 

@@ -16,6 +16,7 @@
 #include "common/pki.h"
 #include "common/util.h"
 #include "controller/auth.h"
+#include "controller/crl.h"
 #include "controller/events.h"
 #include "controller/metrics.h"
 #include "common/bundle.h"
@@ -246,6 +247,10 @@ struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, st
     struct hc_tls_server_config tls = {.cert_file = ctl->server_cert, .key_file = ctl->server_key};
     api->db = hc_db_open(ctl->db_path, err);
     if (!api->db || load_ca(api, err) < 0)
+        goto fail;
+    /* Before the workers and the poller make their first agent client: the list they check
+     * then says what revoked_certs says, whatever happened to the file while hcctld was down. */
+    if (hc_crl_write(ctl, api->db, err) < 0)
         goto fail;
     api->srv = hc_http_server_new(base, &tls, err);
     if (!api->srv || add_routes(api, err) < 0)

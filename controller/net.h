@@ -146,6 +146,20 @@ int hc_net_store_result(struct hc_db *db, const char *op_id, const json_t *resul
  * hint) when it failed or could not run. The nodes stay joined either way. */
 int hc_net_check_after_join(struct hc_op_ctx *ctx, struct hc_error *err);
 
+/* A bench pair that moved less than HC_NET_BENCH_MIN_BPS in a whole run, or lost (retransmitted)
+ * at least HC_NET_BENCH_MAX_LOSS of its segments (at least HC_NET_BENCH_MIN_LOST of them), is
+ * broken, not slow: TCP's handshake and a few segments passed while full-size ones vanished (an
+ * MTU blackhole; behind a 1500 switch port the lab measures a few Mbit/s with ~40 % of the
+ * segments retransmitted, the healthy direction several Gbit/s with none). */
+#define HC_NET_BENCH_MIN_BPS 1e6
+#define HC_NET_BENCH_MAX_LOSS 0.10
+#define HC_NET_BENCH_MIN_LOST 10
+
+/* Whether a measured bench pair moved (almost) nothing (mtu: the sender's, for the segment
+ * count): 1 with the error for the pair in why (retransmits < 0: unknown), else 0, why = "". */
+int hc_net_bench_stalled(double bits_per_second, long long retransmits, int mtu, int seconds,
+                         char *why, size_t len);
+
 /* Registers the operation kinds "net.check", "net.set_mtu" and "net.bench" (op_net.c). */
 void hc_op_net_register(void);
 

@@ -11,6 +11,8 @@
  *    when there are at least two) is named: its switch port, NIC or cable, or a routed hop on its
  *    path when the probes drew "fragmentation needed".
  * 4. What is left is named by pair.
+ * A check of fewer than two nodes has no pair to prove: it says so in a finding of severity
+ * `info` (its nodes' configuration is still judged).
  * Every finding carries the observed sizes (largest passing packet, the MTU an ICMP error named)
  * and a concrete fix.
  */
@@ -29,6 +31,8 @@ struct tally {
     int frag_min, frag_max;   /* MTUs named by frag-needed from the path */
     int ok_min, ok_max;       /* largest passing sizes measured */
     int size;
+    size_t focus;       /* node index + 1 whose own reason for unprobed pairs is told; 0: any */
+    int np_own;         /* np_detail is about the focus node */
     char np_detail[192];
 };
 
@@ -53,8 +57,16 @@ static int frag_is_local(const struct hc_net_check *c, const struct hc_net_pair 
     return (n->mtu > 0 && n->mtu < p->size) || (n->master_mtu > 0 && n->master_mtu < p->size);
 }
 
+/* The node a pair that could not be probed waits on: the target when it has no storage address
+ * (no probe can be aimed at it), else the source (its agent did not answer or could not probe). */
+static size_t np_cause(const struct hc_net_check *c, const struct hc_net_pair *p)
+{
+    return c->nodes[p->to].addr[0] ? p->from : p->to;
+}
+
 static void tally_add(struct tally *t, const struct hc_net_check *c, const struct hc_net_pair *p)
 {
+    int own;
     t->total++;
     if (p->result != HC_NET_OK || t->failed == 0)
         t->size = p->size; /* the size that failed, when pairs of several sizes are mixed */
@@ -79,8 +91,13 @@ static void tally_add(struct tally *t, const struct hc_net_check *c, const struc
         break;
     default:
         t->np++;
-        if (!t->np_detail[0])
+        /* A node's finding tells its own reason, not the first peer's ("no storage address known
+         * for n2" in n1's finding named the wrong node). */
+        own = t->focus && np_cause(c, p) + 1 == t->focus;
+        if (!t->np_detail[0] || (own && !t->np_own)) {
             snprintf(t->np_detail, sizeof(t->np_detail), "%s", p->detail);
+            t->np_own = own;
+        }
         break;
     }
     if (p->result != HC_NET_NOT_PROBED)
@@ -271,7 +288,7 @@ static void add(struct ctx *x, json_t *f)
  * only. */
 static struct tally node_tally(const struct ctx *x, size_t i, int dir, int good_only)
 {
-    struct tally t = {0};
+    struct tally t = {.focus = i + 1};
     for (size_t k = 0; k < x->c->npairs; k++) {
         const struct hc_net_pair *p = &x->c->pairs[k];
         int from = p->from == i, to = p->to == i;
@@ -461,6 +478,26 @@ static void pair_findings(struct ctx *x)
     }
 }
 
+/* Fewer than two nodes: nothing was proven, and the result says so rather than passing
+ * silently. */
+static void no_pairs_finding(struct ctx *x)
+{
+    const struct hc_net_check *c = x->c;
+    char msg[256];
+    if (c->nnodes >= 2)
+        return;
+    if (c->nnodes == 1)
+        snprintf(msg, sizeof(msg), "one node (%s): there is no pair of nodes to probe, so there "
+                 "is nothing to check", c->nodes[0].name);
+    else
+        snprintf(msg, sizeof(msg), "no nodes: there is nothing to check");
+    json_t *f = finding("info", "cluster", msg, "add nodes (hcctl node add HOST), then check "
+                        "again: the pairs they form are probed");
+    json_object_set_new(f, "pairs_failed", json_integer(0));
+    json_object_set_new(f, "pairs_total", json_integer(0));
+    add(x, f);
+}
+
 json_t *hc_net_findings(const struct hc_net_check *c)
 {
     struct ctx x = {.c = c, .errors = json_array(), .warnings = json_array()};
@@ -475,6 +512,7 @@ json_t *hc_net_findings(const struct hc_net_check *c)
             path_node_findings(&x);
             pair_findings(&x);
         }
+        no_pairs_finding(&x);
     }
     json_array_extend(x.errors, x.warnings);
     json_decref(x.warnings);
@@ -488,7 +526,7 @@ json_t *hc_net_findings(const struct hc_net_check *c)
 void hc_net_summary(const struct hc_net_check *c, size_t node, char *msg, size_t len, char *fix,
                     size_t fix_len)
 {
-    struct tally t = {0};
+    struct tally t = {.focus = node + 1};
     char peers[512] = "", where[640];
     const char *name = c->nodes[node].name;
     size_t npeers = 0;

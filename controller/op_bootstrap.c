@@ -565,7 +565,7 @@ static const char uninstall_script[] =
     "  i=0; while kill -0 \"$pid\" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n"
     "  kill -KILL \"-$pg\" 2>/dev/null; fi\n"
     "rm -rf " HC_REMOTE_AGENT_ROOT " " HC_REMOTE_AGENT_ETC " " HC_REMOTE_AGENT_DATA " "
-    HC_REMOTE_AGENT_DATA ".log " HC_REMOTE_AGENT_RUN "/hcagent.pid\n";
+    HC_REMOTE_AGENT_DATA ".log " HC_REMOTE_AGENT_DATA ".log.1 " HC_REMOTE_AGENT_RUN "/hcagent.pid\n";
 
 int hc_bootstrap_uninstall(const struct hc_controller *ctl, const char *ssh_endpoint,
                            struct hc_error *err)

@@ -6,11 +6,13 @@
  * - net.set_mtu (disruptive, holds the cluster lease): node by node, in name order, the agent
  *   sets the storage interface's MTU with a revert timer (commit-confirmed); the controller
  *   re-probes that node against every other one, both ways, at the size each pair will use
- *   (the smaller of the two MTUs), and confirms only when all pass. Otherwise it lets the agent
- *   revert by itself, waits until the agent reports the revert, sets the nodes it already changed
- *   back to their old MTU, and fails with the finding. clusters.mtu changes only when every node
- *   confirmed. The per-node changes are kept in result_json, so a restarted controller knows
- *   what to undo.
+ *   (the smaller of the two MTUs), and confirms only when all pass. Otherwise it tells the agent
+ *   to revert at once (POST /v1/net/mtu/revert); only when the agent cannot be reached (the
+ *   change cut it off, an older agent) does it wait for the agent's own timer to revert. Then it
+ *   sets the nodes it already changed back to their old MTU and fails with the finding. Nodes
+ *   already at the MTU are not changed, but every pair among them is probed at it before anything
+ *   changes. clusters.mtu changes only when every node confirmed. The per-node changes are kept
+ *   in result_json, so a restarted controller knows what to undo.
  * - net.bench (non-disruptive): TCP throughput between pairs with the agents' iperf endpoints,
  *   one pair at a time.
  */
@@ -260,23 +262,92 @@ static void mtu_event(struct mtu_job *j, size_t i, int from, int to, const char 
         HC_WARN("cannot record an MTU event: %s", err.message);
 }
 
-/* A change that must not stay: the agent reverts it by itself; wait for that, then fail. */
-static int let_revert(struct mtu_job *j, size_t i, const char *change_id, int previous,
-                      const char *why, const char *fix, struct hc_error *err)
+enum revert_answer {
+    REVERT_UNASKED = 0,   /* the agent could not be asked: its own timer reverts */
+    REVERT_DONE = 1,      /* reverted (on this request, or by the timer before it) */
+    REVERT_CONFIRMED = 2, /* the agent says the change was confirmed (a lost confirm answer) */
+};
+
+/* Asks node i's agent to revert change_id now: the counterpart of confirm. REVERT_DONE with
+ * *by_request (this request did it, or the agent's timer already had), REVERT_CONFIRMED,
+ * REVERT_UNASKED when the agent did not answer or does not know the route (an older hcagent),
+ * or -1 with err when the agent answered that it could not put the old MTU back. */
+static int ask_revert(struct mtu_job *j, size_t i, const char *change_id, int previous,
+                      int *by_request, struct hc_error *err)
 {
     const struct hc_net_node *n = &j->chk.nodes[i];
-    int64_t deadline = hc_mono_ms() + j->confirm_ms + MTU_REVERT_GRACE_MS;
-    int r = wait_revert(j, i, change_id, previous, deadline, err);
+    struct hc_error e = {0};
+    long status = 0;
+    json_t *body = json_pack("{s:s}", "change_id", change_id);
+    hc_op_waiting(j->ctx, "%s to revert %s to MTU %d", n->name, n->iface, previous);
+    json_t *r = agent_do(j->client, n, "POST", "/v1/net/mtu/revert", body, j->call_ms, &status,
+                         &e);
+    json_decref(body);
+    if (r) {
+        *by_request = strcmp(hc_json_str(r, "reverted_by", ""), "request") == 0;
+        json_decref(r);
+        return REVERT_DONE;
+    }
+    if (status == 409)
+        return REVERT_CONFIRMED;
+    if (status == 500) {
+        *err = e;
+        return -1;
+    }
+    HC_INFO("operation %s: cannot ask %s to revert change %s (%s): waiting for its own timer",
+            hc_op_id(j->ctx), n->name, change_id, e.message);
+    return REVERT_UNASKED;
+}
+
+/* How a change that must not stay ended: recorded, and the operation's error. */
+static int reverted(struct mtu_job *j, size_t i, int previous, int by_request, const char *why,
+                    const char *fix, struct hc_error *err)
+{
+    const struct hc_net_node *n = &j->chk.nodes[i];
+    change_set(j, i, "reverted", previous, NULL);
+    mtu_event(j, i, j->mtu, previous, by_request ? "reverted by the agent at the controller's "
+              "request (not verified)" : "reverted by the agent itself (not confirmed)");
+    hc_error_set(err, 422, "mtu_change_failed", "MTU %d on %s failed verification: %s; %s "
+                 "reverted %s to %d %s", j->mtu, n->name, why, n->name, n->iface, previous,
+                 by_request ? "when asked" : "by itself");
+    return hc_error_hint(err, "%s", fix);
+}
+
+/* The end of a change that must not stay, given what the agent answered to the revert request
+ * (r: enum revert_answer, or -1 with err): when it could not be asked, its own timer reverts and
+ * the controller waits for that. Then the operation fails. */
+static int end_change(struct mtu_job *j, size_t i, const char *change_id, int previous, int r,
+                      int by_request, const char *why, const char *fix, struct hc_error *err)
+{
+    const struct hc_net_node *n = &j->chk.nodes[i];
+    if (r == REVERT_UNASKED) {
+        int64_t deadline = hc_mono_ms() + j->confirm_ms + MTU_REVERT_GRACE_MS;
+        r = wait_revert(j, i, change_id, previous, deadline, err) < 0 ? -1 : REVERT_DONE;
+    } else if (r == REVERT_CONFIRMED) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "its agent reports the change as confirmed");
+        r = -1;
+    }
     if (r < 0) {
         change_set(j, i, "unknown", previous, NULL);
         return hc_error_prefix(err, "MTU %d on %s failed (%s) and ", j->mtu, n->name, why);
     }
-    change_set(j, i, "reverted", previous, NULL);
-    mtu_event(j, i, j->mtu, previous, "reverted by the agent itself (not confirmed)");
-    hc_error_set(err, 422, "mtu_change_failed", "MTU %d on %s failed verification: %s; %s "
-                 "reverted %s to %d by itself", j->mtu, n->name, why, n->name, n->iface,
-                 previous);
-    return hc_error_hint(err, "%s", fix);
+    return reverted(j, i, previous, by_request, why, fix, err);
+}
+
+/* A change that must not stay: the agent is told to revert it at once. An empty change_id (the
+ * answer to the apply was lost) is looked up among the agent's pending changes first. */
+static int let_revert(struct mtu_job *j, size_t i, const char *change_id, int previous,
+                      const char *why, const char *fix, struct hc_error *err)
+{
+    char id[96];
+    int by_request = 0, r = REVERT_UNASKED, ignored_prev = 0;
+    struct hc_error ignored = {0};
+    snprintf(id, sizeof(id), "%s", change_id);
+    if (!id[0] && adopt_pending(j, i, id, sizeof(id), &ignored_prev, &ignored) != 1)
+        id[0] = '\0';
+    if (id[0])
+        r = ask_revert(j, i, id, previous, &by_request, err);
+    return end_change(j, i, id, previous, r, by_request, why, fix, err);
 }
 
 static int step_set_mtu(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
@@ -293,6 +364,8 @@ static int step_set_mtu(struct hc_op_ctx *ctx, void *arg, char *detail, size_t l
     if (adopted < 0)
         return -1;
     if (!adopted && j->cur[i] == j->mtu) {
+        /* Proven with the others already at it (step verify_unchanged) and with each node that
+         * changes after it (that node's verification). */
         change_set(j, i, "unchanged", j->mtu, NULL);
         snprintf(detail, len, "%s already at MTU %d", n->iface, j->mtu);
         return 0;
@@ -310,14 +383,19 @@ static int step_set_mtu(struct hc_op_ctx *ctx, void *arg, char *detail, size_t l
     if (!ok)
         return let_revert(j, i, id, previous, msg, fix, err);
     if (confirm(j, i, id, &status, err) < 0) {
+        int by_request = 0, r;
         if (status == 409) {
             change_set(j, i, "reverted", previous, NULL);
             hc_error_set(err, 504, HC_ERR_TIMEOUT, "MTU %d on %s reverted before it could be "
                          "confirmed", j->mtu, n->name);
             return hc_error_hint(err, "give the probes more time: --confirm-timeout");
         }
+        /* The confirm may have arrived and only its answer got lost: the agent knows. */
         snprintf(msg, sizeof(msg), "%s", err->message);
-        return let_revert(j, i, id, previous, msg, "see 'hcctl node show'", err);
+        r = ask_revert(j, i, id, previous, &by_request, err);
+        if (r != REVERT_CONFIRMED)
+            return end_change(j, i, id, previous, r, by_request, msg, "see 'hcctl node show'",
+                              err);
     }
     j->cur[i] = j->mtu;
     change_set(j, i, "confirmed", previous, id);
@@ -440,9 +518,85 @@ static int set_cluster_mtu(struct mtu_job *j, struct hc_error *err)
     return 0;
 }
 
+/* Nodes already at the MTU are left alone, but not unproven: before anything changes, every
+ * directed pair among them is probed at the MTU (the pairs that touch a node that changes are
+ * probed by that node's verification). A path that does not carry the MTU fails the operation
+ * with the check's first finding, while nothing has changed yet. The check is stored in the
+ * result ("unchanged_check"). */
+static int step_verify_unchanged(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
+                                 struct hc_error *err)
+{
+    struct mtu_job *j = arg;
+    struct hc_net_check v = {.mtu = j->mtu, .mtu_source = "option", .search = 1};
+    struct hc_error ignored = {0};
+    const json_t *f, *first = NULL;
+    json_t *doc = NULL;
+    size_t k;
+    int rc = -1;
+    if (!(v.nodes = calloc(j->chk.nnodes + 1, sizeof(*v.nodes))))
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < j->chk.nnodes; i++)
+        if (j->cur[i] == j->mtu)
+            v.nodes[v.nnodes++] = j->chk.nodes[i];
+    if (v.nnodes < 2) {
+        snprintf(detail, len, "%zu node(s) already at MTU %d: no pair among them", v.nnodes,
+                 j->mtu);
+        rc = 0;
+        goto cleanup;
+    }
+    if (hc_net_all_pairs(&v, err) < 0)
+        goto cleanup;
+    hc_op_waiting(ctx, "the %zu nodes already at MTU %d to pass probes among themselves",
+                  v.nnodes, j->mtu);
+    hc_net_probe(j->client, &v, 0);
+    doc = hc_net_result_json(&v);
+    json_object_set(j->state, "unchanged_check", doc);
+    hc_net_store_result(j->db, hc_op_id(ctx), j->state, &ignored);
+    json_array_foreach(json_object_get(doc, "findings"), k, f)
+    {
+        if (!first && strcmp(hc_json_str(f, "severity", ""), "error") == 0)
+            first = f;
+    }
+    if (hc_json_bool(doc, "passed", 0)) {
+        snprintf(detail, len, "%zu node(s) already at MTU %d: %zu pairs among them pass",
+                 v.nnodes, j->mtu, v.npairs);
+        rc = 0;
+        goto cleanup;
+    }
+    hc_error_set(err, 422, "mtu_change_failed", "MTU %d does not pass between the nodes already "
+                 "at it: %s; nothing was changed", j->mtu,
+                 first ? hc_json_str(first, "message", "") : "some pairs fail");
+    hc_error_hint(err, "%s", first ? hc_json_str(first, "fix", "") : "see 'hcctl net check-jumbo'");
+cleanup:
+    json_decref(doc);
+    hc_net_check_clear(&v);
+    return rc;
+}
+
+/* A failed step: the nodes already changed go back, and the error is recorded. */
+static enum hc_op_result set_mtu_failed(struct mtu_job *j, struct hc_error *err)
+{
+    char note[1024];
+    struct hc_error e = *err;
+    rollback(j, note, sizeof(note));
+    hc_error_set(err, e.status, e.code, "%s%s", e.message, note);
+    if (e.hint[0])
+        hc_error_hint(err, "%s", e.hint);
+    json_object_set_new(j->state, "error", json_pack("{s:s, s:s, s:s}", "code", err->code,
+                                                     "message", err->message, "hint", err->hint));
+    hc_net_store_result(j->db, hc_op_id(j->ctx), j->state, &e);
+    return HC_OP_FAILED;
+}
+
 static enum hc_op_result set_mtu_nodes(struct mtu_job *j, struct hc_error *err)
 {
     char note[1024];
+    size_t unchanged = 0;
+    for (size_t i = 0; i < j->chk.nnodes; i++)
+        unchanged += j->cur[i] == j->mtu;
+    if (unchanged >= 2 &&
+        hc_op_step(j->ctx, NULL, "verify_unchanged", step_verify_unchanged, j, err) < 0)
+        return set_mtu_failed(j, err);
     for (size_t i = 0; i < j->chk.nnodes; i++) {
         enum hc_op_result cp = hc_op_checkpoint(j->ctx);
         struct mtu_step s = {j, i};
@@ -450,18 +604,8 @@ static enum hc_op_result set_mtu_nodes(struct mtu_job *j, struct hc_error *err)
             rollback(j, note, sizeof(note)); /* abort: back to the old MTU everywhere */
         if (cp != HC_OP_SUCCEEDED)
             return cp;
-        if (hc_op_step(j->ctx, j->chk.nodes[i].name, "set_mtu", step_set_mtu, &s, err) < 0) {
-            struct hc_error e = *err;
-            rollback(j, note, sizeof(note));
-            hc_error_set(err, e.status, e.code, "%s%s", e.message, note);
-            if (e.hint[0])
-                hc_error_hint(err, "%s", e.hint);
-            json_object_set_new(j->state, "error", json_pack("{s:s, s:s, s:s}", "code", err->code,
-                                                             "message", err->message, "hint",
-                                                             err->hint));
-            hc_net_store_result(j->db, hc_op_id(j->ctx), j->state, &e);
-            return HC_OP_FAILED;
-        }
+        if (hc_op_step(j->ctx, j->chk.nodes[i].name, "set_mtu", step_set_mtu, &s, err) < 0)
+            return set_mtu_failed(j, err);
     }
     return HC_OP_SUCCEEDED;
 }
@@ -490,6 +634,31 @@ cleanup:
 
 /* --- net.bench ------------------------------------------------------------------------------ */
 
+int hc_net_bench_stalled(double bits_per_second, long long retransmits, int mtu, int seconds,
+                         char *why, size_t len)
+{
+    char passed[160], retr[48] = "";
+    double segments = bits_per_second * seconds / 8 / (mtu > 100 ? mtu - 40 : 1460);
+    double lost = retransmits > 0 ? retransmits / (segments + (double)retransmits) : 0;
+    why[0] = '\0';
+    if (retransmits >= 0)
+        snprintf(retr, sizeof(retr), ", %lld retransmits", retransmits);
+    if (bits_per_second <= 0)
+        snprintf(passed, sizeof(passed), "no data passed in %d s (0 bit/s%s)", seconds, retr);
+    else if (bits_per_second < HC_NET_BENCH_MIN_BPS)
+        snprintf(passed, sizeof(passed), "almost no data passed in %d s (%.0f kbit/s%s)", seconds,
+                 bits_per_second / 1e3, retr);
+    else if (retransmits >= HC_NET_BENCH_MIN_LOST && lost >= HC_NET_BENCH_MAX_LOSS)
+        snprintf(passed, sizeof(passed), "only %.1f Mbit/s passed in %d s, with %lld retransmits "
+                 "(~%.0f%% of the segments)", bits_per_second / 1e6, seconds, retransmits,
+                 lost * 100);
+    else
+        return 0;
+    snprintf(why, len, "%s: full-size segments vanish on the path (an MTU blackhole?): check "
+             "'hcctl net check-jumbo'", passed);
+    return 1;
+}
+
 /* One iperf run from node a to node b; a new pair object (with "error" when it failed). */
 static json_t *bench_pair(struct hc_op_ctx *ctx, struct hc_http_client *client,
                           const struct hc_net_node *a, const struct hc_net_node *b, int seconds)
@@ -510,10 +679,16 @@ static json_t *bench_pair(struct hc_op_ctx *ctx, struct hc_http_client *client,
     if (r) {
         const json_t *bps = json_object_get(r, "bits_per_second");
         double v = json_is_number(bps) ? json_number_value(bps) : 0;
+        json_int_t retr = hc_json_int(r, "retransmits", 0);
+        char why[256];
         json_object_set_new(out, "bits_per_second", json_real(v));
         json_object_set_new(out, "gbit_per_second", json_real(v / 1e9));
-        json_object_set_new(out, "retransmits", json_integer(hc_json_int(r, "retransmits", 0)));
+        json_object_set_new(out, "retransmits", json_integer(retr));
         json_object_set_new(out, "mtu", json_integer(hc_json_int(r, "mtu", a->mtu)));
+        /* Measured, but (almost) nothing passed: a problem of the path, not a slow one. */
+        if (hc_net_bench_stalled(v, (long long)retr, (int)hc_json_int(r, "mtu", a->mtu), seconds,
+                                 why, sizeof(why)))
+            json_object_set_new(out, "error", json_string(why));
     } else {
         json_object_set_new(out, "error", json_string(err.message));
     }

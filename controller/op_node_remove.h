@@ -1,6 +1,9 @@
 /*
- * Operation kind "node.remove" (not disruptive): params {"node": NAME}. Asks the node's agent
- * to leave (step "leave"), then revokes its certificate and deletes the node (step "revoke").
+ * Operation kind "node.remove" (disruptive: holds the cluster lease): params {"node": NAME}.
+ * Asks the node's agent to leave (step "leave"), stops and uninstalls it over SSH when it was
+ * brought in that way (step "uninstall"), then revokes its certificate, deletes the node and
+ * issues the revocation list again (step "revoke"). An uninstall that fails does not keep the
+ * node in the cluster, but the operation then ends failed, its hint the cleanup left to do.
  */
 #ifndef HC_CONTROLLER_OP_NODE_REMOVE_H
 #define HC_CONTROLLER_OP_NODE_REMOVE_H

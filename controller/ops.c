@@ -106,7 +106,8 @@ static int ops_finish_locked(struct hc_db *db, const char *id, const char *kind,
                       "control = NULL, waiting_on = NULL, lease_holder = NULL, error_code = ?, "
                       "error_message = ?, error_hint = ?, "
                       /* the last step stays on record only where it says where things stopped */
-                      "progress_json = CASE WHEN ? = 'succeeded' THEN '{}' ELSE progress_json END "
+                      "progress_json = CASE WHEN ? = 'succeeded' "
+                      "THEN '{\"node\":null,\"step\":null}' ELSE progress_json END "
                       "WHERE id = ? AND state NOT IN " HC_OPS_TERMINAL,
                       "siisssss", to, now, now, code, message, hint, to, id);
     if (n <= 0)

@@ -40,9 +40,23 @@ static int body_nodes(struct hc_db *db, const json_t *body, size_t min, struct h
     size_t i, j;
     if (!v || json_is_null(v))
         return 0;
-    if (!json_is_array(v) || json_array_size(v) < min)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'nodes' must be an array of at "
-                            "least %zu node names", min);
+    if (!json_is_array(v) || json_array_size(v) < min) {
+        /* An unknown name is the more useful answer (404) when there is one. */
+        json_array_foreach(v, i, name)
+        {
+            int exists = json_is_string(name) ? hc_node_exists(db, json_string_value(name), err)
+                                              : 1;
+            if (exists < 0)
+                return -1;
+            if (!exists)
+                return hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found",
+                                    json_string_value(name));
+        }
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'nodes' must be an array of at least "
+                     "%zu node names", min);
+        return hc_error_hint(err, "pairs of nodes are measured: name at least %zu, or leave "
+                             "'nodes' out for every node", min);
+    }
     json_array_foreach(v, i, name)
     {
         if (!json_is_string(name))
@@ -99,8 +113,10 @@ void hc_res_net_check(struct hc_request *req, void *arg)
     json_t *body = hc_api_body(req);
     if (!body)
         return;
+    /* A check proves pairs: one named node has none (the whole cluster may have one node: then
+     * the result says there is nothing to check). */
     if (body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, &err) < 0 ||
-        body_nodes(api->db, body, 1, &err) < 0) {
+        body_nodes(api->db, body, 2, &err) < 0) {
         json_decref(body);
         hc_reply_error(req, &err);
         return;

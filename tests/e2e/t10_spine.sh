@@ -75,11 +75,25 @@ test_expect_success 'a join never trusts a controller whose CA does not match th
     grep -q "pins" err && [ ! -e "$T/x4/agent.key" ]
 '
 
+test_expect_success 'hcctld run writes an empty revocation list signed by the CA' '
+    [ "$(stat -c %a "$CTL_DIR/crl.pem")" = 644 ] &&
+    openssl crl -in "$CTL_DIR/crl.pem" -CAfile "$CTL_DIR/ca.pem" -noout 2>&1 | grep -q "verify OK" &&
+    openssl crl -in "$CTL_DIR/crl.pem" -noout -text | grep -q "No Revoked Certificates" &&
+    openssl verify -crl_check -CAfile "$CTL_DIR/ca.pem" -CRLfile "$CTL_DIR/crl.pem" "$T/n1/agent.pem"
+'
+
 test_expect_success 'node remove of the extra node x1 runs an operation to the end' '
+    cp "$T/x1/agent.pem" x1.pem && # the agent deletes its credentials when it leaves
     hcctl node remove x1 --yes -o json >op.json &&
     ! hcctl node show x1 >/dev/null 2>&1 &&
     hcctl operation list -o json | jq -e "[.operations[] | select(.kind == \"node.remove\" and .state == \"succeeded\")] | length == 1" &&
-    sqlite3 "$CTL_DIR/hcctld.db" "select count(*) from revoked_certs where node_name = \"x1\"" | grep -qx 1
+    sqlite3 "$CTL_DIR/hcctld.db" "select count(*) from revoked_certs where node_name = \"x1\"" | grep -qx 1 &&
+    openssl verify -CAfile "$CTL_DIR/ca.pem" x1.pem &&
+    ! openssl verify -crl_check -CAfile "$CTL_DIR/ca.pem" -CRLfile "$CTL_DIR/crl.pem" x1.pem >verify.out 2>&1 &&
+    cat verify.out && grep -q "certificate revoked" verify.out &&
+    openssl verify -crl_check -CAfile "$CTL_DIR/ca.pem" -CRLfile "$CTL_DIR/crl.pem" "$T/n2/agent.pem" | grep -q ": OK$" &&
+    serial=$(openssl x509 -in x1.pem -noout -serial | cut -d= -f2) &&
+    openssl crl -in "$CTL_DIR/crl.pem" -noout -text | grep -qi "Serial Number: *$serial"
 '
 
 test_expect_success 'an agent killed with SIGKILL turns unreachable within the poll interval' '
@@ -161,9 +175,12 @@ test_expect_success 'a node without storage software enters and leaves maintenan
     hcctl maintenance status -o json | jq -e ".nodes[] | select(.name == \"n2\") | .maintenance == \"none\""
 '
 
-test_expect_success 'a restarted controller keeps every node' '
+test_expect_success 'a restarted controller keeps every node, and writes the revocation list again' '
     controller_stop TERM &&
+    rm "$CTL_DIR/crl.pem" &&
     controller_start &&
+    ! openssl verify -crl_check -CAfile "$CTL_DIR/ca.pem" -CRLfile "$CTL_DIR/crl.pem" x1.pem >verify.out 2>&1 &&
+    grep -q "certificate revoked" verify.out &&
     wait_for 5 "[ \$(reachable_count) = 3 ]" &&
     hcctl node list -o json | jq -e "[.nodes[].name] == [\"n1\",\"n2\",\"n3\"]"
 '

@@ -131,4 +131,31 @@ test_expect_success 'node remove of a hung agent stops it over ssh' '
     ! lab_exec n6 test -e /opt/hcctl/agent
 '
 
+test_expect_success 'node remove with the agent down and ssh refused: the node leaves, the operation fails with the cleanup left to do' '
+    serial=$(hcctl node show hce-n2 -o json | jq -r .node.cert_serial) &&
+    sup=$(lab_exec n2 cat /run/hcctl/hcagent.pid) && worker=$(pgrep -P "$sup") &&
+    kill -KILL "$sup" "$worker" && wait_for 5 "! alive $sup && ! alive $worker" &&
+    hcctl node remove hce-n2 --yes 2>err; rc=$?
+    cat err; [ $rc = 1 ] &&
+    hcctl operation show "$(last_op)" -o json >op.json &&
+    jq -e ".operation.state == \"failed\" and .operation.error.code == \"host_key_changed\"" op.json &&
+    jq -e ".operation.error.message | startswith(\"node '"'"'hce-n2'"'"' left the cluster (certificate revoked) but its host root@$(node_ip 2):22 was not cleaned up\")" op.json &&
+    hint=$(jq -r .operation.error.hint op.json) &&
+    [ "$hint" = "on $(node_ip 2), as root: pkill -x hcagent; rm -rf /opt/hcctl/agent /etc/hcctl/agent /var/lib/hcctl/agent /var/lib/hcctl/agent.log* /run/hcctl/hcagent.pid" ] &&
+    grep -qF "$hint" err &&
+    jq -e "[.steps[] | select(.step == \"leave\") | .detail] == [\"agent unreachable, credentials revoked only\"]" op.json &&
+    jq -e "[.steps[] | select(.step == \"uninstall\") | .state] == [\"failed\"]" op.json &&
+    jq -e "[.steps[] | select(.step == \"revoke\") | .state] == [\"succeeded\"]" op.json &&
+    ! hcctl node show hce-n2 >/dev/null 2>&1 &&
+    sqlite3 "$CTL_DIR/hcctld.db" "select node_name from revoked_certs where serial = \"$serial\"" | grep -qx hce-n2 &&
+    openssl crl -in "$CTL_DIR/crl.pem" -noout -text | grep -qi "Serial Number: *$serial" &&
+    lab_exec n2 test -e /opt/hcctl/agent && lab_exec n2 test -e /var/lib/hcctl/agent &&
+    # the hint names every path to delete (its pkill is not run here: the lab nodes share the
+    # host pid namespace, and the agent is already dead)
+    lab_exec n2 sh -c "rm -rf ${hint#*rm -rf }" &&
+    for d in /opt/hcctl/agent /etc/hcctl/agent /var/lib/hcctl/agent /var/lib/hcctl/agent.log /run/hcctl/hcagent.pid; do
+        ! lab_exec n2 test -e "$d" || { echo "left: $d"; exit 1; }
+    done
+'
+
 test_done

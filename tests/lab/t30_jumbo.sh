@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Jumbo frames made safe (issue 4) on the namespace lab: `net check-jumbo` proves every directed
 # pair and names what is wrong (a node's interface, the switch port toward a node, a 9000/8982
-# mismatch, a routed hop, a non-jumbo switch); cluster create and node add end with that check;
-# `net set-mtu` reverts a change that breaks connectivity by itself and reports it, sets back
-# the nodes it changed, and updates the cluster MTU only when every node confirmed; bad MTU
-# values are usage errors; `net show` and `net bench`.
+# mismatch, a routed hop, a non-jumbo switch) and never reports a path MTU the kernel merely
+# cached; cluster create and node add end with that check; `net set-mtu` has a change that
+# breaks connectivity reverted at once when the agent answers, and by the agent itself when the
+# change cut it off, reports it, sets back the nodes it changed, proves the paths of nodes
+# already at the MTU, and updates the cluster MTU only when every node confirmed; bad MTU values
+# and a one-node check are usage errors; `net show` and `net bench` (a blackholed pair fails).
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"; exit 0; fi
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$HC_SRC/tests/lab/lab.sh"
@@ -27,6 +29,8 @@ pairs_touching() {
     finding "[.pairs[] | select(.from != \"$1\" and .to != \"$1\") | .result == \"ok\"] | all"
 }
 mtu_of() { lab_exec "$1" cat /sys/class/net/eth1/mtu; }
+# note TEXT: a measured figure, printed at the end (a passing test's output is not shown).
+note() { echo "# $*" >>"$T/notes"; }
 # Other helpers' labs use the same address plan: wait for theirs to go rather than fail.
 lab_up_when_free() {
     local i
@@ -82,6 +86,21 @@ test_expect_success 'all at 9000: every directed pair passes, exit 0' '
     hcctl net check-jumbo >check.txt && grep -q "PASSED" check.txt && grep -q "FROM" check.txt
 '
 
+# A frozen agent accepts TCP (the kernel does) and never finishes TLS: the connect timeout (3 s at
+# most for agents) fires long before the probe request's own (12 s). The finding states the
+# timeout that fired, not the request's.
+test_expect_success 'a frozen agent: its finding states the timeout really in force' '
+    sup=$(lab_exec n4 cat /run/hcctl/hcagent.pid) && worker=$(pgrep -P "$sup") &&
+    kill -STOP $worker &&
+    t0=$(date +%s%N); check; ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    kill -CONT $worker
+    jq .findings check.json
+    [ "$(cat check.rc)" = 4 ] &&
+    said=$(jq -r ".findings[] | select(.node == \"hcj-n4\") | .message | capture(\"timed out after (?<ms>[0-9]+) ms\").ms" check.json) &&
+    note "frozen agent: check-jumbo took $ms ms, its finding says timed out after $said ms" &&
+    [ -n "$said" ] && [ "$said" -le "$ms" ] && [ "$said" -lt 12000 ]
+'
+
 lab_set_node_mtu n2 storage 1500
 test_expect_success 'one node interface at 1500: that node named, with the fix' '
     check; [ "$(cat check.rc)" = 4 ] &&
@@ -133,6 +152,16 @@ test_expect_success 'a routed hop at 1500: frag_needed 1500, the routed node nam
     finding ".findings[0].message | test(\"fragmentation needed\") and test(\"MTU 1500\")" &&
     finding ".findings[0].fix | test(\"router\")"
 '
+
+# The hop is fixed (raised to 9000) without anyone flushing the nodes' route caches: the kernel
+# keeps the 1500 it learnt for ~10 minutes. The agents flush before they probe, so the check
+# measures the path as it is now instead of reporting the cached value as frag_needed.
+lab_route_node n3 --mtu 9000 >>"$T/route.log" 2>&1
+test_expect_success 'a routed hop raised to 9000: passes at once, no stale cached path MTU' '
+    lab_exec n1 ip route get 198.18.1.13 >route.txt; cat route.txt; grep -q "mtu 1500" route.txt &&
+    check; [ "$(cat check.rc)" = 0 ] &&
+    finding ".passed == true and ([.pairs[] | .result == \"ok\"] | all)"
+'
 lab_unroute_node n3 >>"$T/route.log" 2>&1
 
 lab_set_port_mtu all storage 1500
@@ -146,19 +175,48 @@ test_expect_success 'every switch port at 1500: the fabric named, not a node' '
 
 # The cluster runs at 1500 on a non-jumbo switch: raising it to 9000 cuts nodes off each other.
 for n in n1 n2 n3 n4; do lab_set_node_mtu $n storage 1500; done
-test_expect_success 'set-mtu that breaks connectivity: reverted by the agent itself, reported' '
-    timeout 120 hcctl net set-mtu 9000 --confirm-timeout 3s --yes 2>err; rc=$?
-    cat err; [ $rc = 1 ] &&
-    grep -q "failed verification" err && grep -q "reverted eth1 to 1500 by itself" err &&
+# The agents answer the controller (management network) while their storage paths fail: the
+# controller tells the failing one to revert at once instead of waiting out --confirm-timeout.
+test_expect_success 'set-mtu that breaks connectivity: reverted at once when asked, reported' '
+    t0=$(date +%s%N)
+    timeout 120 hcctl net set-mtu 9000 --confirm-timeout 30s --yes 2>err; rc=$?
+    ms=$(( ($(date +%s%N) - t0) / 1000000 )); cat err
+    note "set-mtu failing verification, agent reachable: exit $rc after $ms ms (confirm timeout 30 s)"
+    [ $rc = 1 ] && [ $ms -lt 15000 ] &&
+    grep -q "failed verification" err && grep -q "reverted eth1 to 1500 when asked" err &&
     grep -q "set back to the old MTU: hcj-n1" err && grep -q "switch ports" err &&
     for n in n1 n2 n3 n4; do [ "$(mtu_of $n)" = 1500 ] || exit 1; done &&
     hcctl events --type net.mtu -o json >ev.json &&
-    jq -e "[.events[] | select(.node == \"hcj-n2\" and (.message | test(\"reverted by the agent itself\")))] | length == 1" ev.json &&
+    jq -e "[.events[] | select(.node == \"hcj-n2\" and (.message | test(\"at the controller.s request\")))] | length == 1" ev.json &&
     jq -e "[.events[] | select(.node == \"hcj-n1\" and (.message | test(\"set back by the controller\")))] | length == 1" ev.json &&
     hcctl cluster status -o json | jq -e ".cluster.mtu == 9000" &&
     id=$(hcctl operation list -o json | jq -r ".operations[0].id") &&
     api GET "/v1/operations/$id/result" >res.json &&
     jq -e ".operation.state == \"failed\" and .result.changes[\"hcj-n2\"].state == \"reverted\" and .result.changes[\"hcj-n1\"].state == \"rolled_back\"" res.json
+'
+
+# The change cuts n2 off from the controller (here: its management link goes down as soon as its
+# MTU changed), so nothing can reach its agent: the agent reverts by itself at the deadline, the
+# controller cannot ask for the revert, learns of it once n2 is back, and reports it.
+test_expect_success 'set-mtu that cuts a node off from the controller: its agent reverts by itself' '
+    t0=$(date +%s%N)
+    ( timeout 120 hcctl net set-mtu 9000 --confirm-timeout 3s --yes 2>err; echo $? >rc ) &
+    wait_for 30 "[ \"\$(mtu_of n2)\" = 9000 ]" && t1=$(date +%s%N) &&
+    lab_exec n2 ip link set eth0 down &&
+    wait_for 20 "[ \"\$(mtu_of n2)\" = 1500 ]"; cut=$?
+    t2=$(date +%s%N); lab_exec n2 ip link set eth0 up
+    wait; cat err
+    note "set-mtu with n2 cut off: n2 reverted by itself $(( (t2 - t1) / 1000000 )) ms after its change (confirm timeout 3 s); exit $(cat rc) after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    [ $cut = 0 ] && [ "$(cat rc)" = 1 ] &&
+    grep -q "failed" err && grep -q "reverted eth1 to 1500 by itself" err &&
+    grep -q "set back to the old MTU: hcj-n1" err &&
+    for n in n1 n2 n3 n4; do [ "$(mtu_of $n)" = 1500 ] || exit 1; done &&
+    hcctl events --type net.mtu -o json >ev.json &&
+    jq -e "[.events[] | select(.node == \"hcj-n2\" and (.message | test(\"reverted by the agent itself\")))] | length == 1" ev.json &&
+    hcctl cluster status -o json | jq -e ".cluster.mtu == 9000" &&
+    id=$(hcctl operation list -o json | jq -r ".operations[0].id") &&
+    api GET "/v1/operations/$id/result" >res.json &&
+    jq -e ".operation.state == \"failed\" and .result.changes[\"hcj-n2\"].state == \"reverted\"" res.json
 '
 
 test_expect_success 'set-mtu updates the cluster MTU once every node confirmed' '
@@ -171,6 +229,42 @@ test_expect_success 'set-mtu updates the cluster MTU once every node confirmed' 
     check && [ "$(cat check.rc)" = 0 ]
 '
 
+# Nothing to change is not nothing to prove: with n2's switch port back at 1500, a set-mtu to the
+# MTU every node already has probes the paths among them and fails, naming n2, changing nothing.
+lab_set_port_mtu n2 storage 1500
+test_expect_success 'set-mtu to the MTU the nodes already have still proves their paths' '
+    timeout 120 hcctl net set-mtu 9000 --confirm-timeout 10s --yes >out 2>err; rc=$?
+    cat err; [ $rc = 1 ] &&
+    grep -q "does not pass between the nodes already at it" err && grep -q "hcj-n2" err &&
+    grep -q "nothing was changed" err && grep -q "switch port toward hcj-n2" err &&
+    for n in n1 n2 n3 n4; do [ "$(mtu_of $n)" = 9000 ] || exit 1; done &&
+    id=$(hcctl operation list -o json | jq -r ".operations[0].id") &&
+    api GET "/v1/operations/$id/result" >res.json &&
+    jq -e ".operation.state == \"failed\" and .result.unchanged_check.passed == false" res.json &&
+    jq -e "[.result.unchanged_check.findings[] | select(.node == \"hcj-n2\")] | length == 1" res.json
+'
+lab_set_port_mtu n2 storage 9000
+
+# Running at a tiny MTU leaves locked path MTUs in the nodes' route caches (~10 min). The agents
+# flush them when they change the MTU, so raising it again works at once.
+test_expect_success 'after running at MTU 68, set-mtu 9000 works at once (route caches flushed)' '
+    timeout 120 hcctl net set-mtu 68 --confirm-timeout 10s --yes >out 2>err || { cat err; exit 1; }
+    timeout 60 hcctl net bench --nodes hcj-n1,hcj-n2 --duration 1s >bench.txt 2>&1
+    lab_exec n2 ip route get 198.18.1.11 >route.txt; cat route.txt bench.txt
+    grep -q "mtu lock" route.txt &&
+    timeout 120 hcctl net set-mtu 9000 --confirm-timeout 10s --yes >out 2>err; rc=$?
+    cat err; [ $rc = 0 ] && [ "$(grep -c confirmed out)" = 4 ] &&
+    for n in n1 n2 n3 n4; do [ "$(mtu_of $n)" = 9000 ] || exit 1; done &&
+    lab_exec n2 ip route get 198.18.1.11 >route.txt && ! grep -q "mtu lock" route.txt &&
+    check && [ "$(cat check.rc)" = 0 ]
+'
+
+test_expect_success 'check-jumbo with one node named is a usage error (no pair to prove)' '
+    hcctl net check-jumbo --nodes hcj-n1 -o json >out 2>err; rc=$?
+    cat err; [ $rc = 2 ] && grep -q "at least two nodes" err &&
+    hcctl net check-jumbo --nodes hcj-n1,hcj-n2 -o json >out && jq -e ".summary.pairs == 2" out
+'
+
 test_expect_success 'MTU values 0, 67, 70000 and abc are usage errors (exit 2)' '
     for v in 0 67 70000 abc; do
         hcctl net set-mtu "$v" --yes 2>err; rc=$?
@@ -181,6 +275,7 @@ test_expect_success 'MTU values 0, 67, 70000 and abc are usage errors (exit 2)' 
 '
 
 test_expect_success 'the API validates too: MTU range, node names, confirm timeout' '
+    ops=$(hcctl operation list -o json | jq "[.operations[] | select(.kind == \"net.set_mtu\")] | length") &&
     for body in "{\"mtu\": 67}" "{\"mtu\": 70000}" "{\"mtu\": \"abc\"}" "{}" \
                 "{\"mtu\": 9000, \"confirm_timeout_ms\": 10}"; do
         api POST /v1/net/mtu "$body" >resp.json &&
@@ -190,12 +285,33 @@ test_expect_success 'the API validates too: MTU range, node names, confirm timeo
     jq -e ".error.code == \"not_found\" and (.error.message | test(\"hcj-n9\"))" resp.json &&
     api POST /v1/net/check "{\"mtu\": 67}" >resp.json && jq -e ".error.code == \"invalid_argument\"" resp.json &&
     api POST /v1/net/bench "{\"nodes\": [\"hcj-n1\"]}" >resp.json && jq -e ".error.code == \"invalid_argument\"" resp.json &&
-    hcctl operation list -o json | jq -e "[.operations[] | select(.kind == \"net.set_mtu\")] | length == 3"
+    api POST /v1/net/check "{\"nodes\": [\"hcj-n1\"]}" >resp.json && jq -e ".error.code == \"invalid_argument\"" resp.json &&
+    hcctl operation list -o json | jq -e "[.operations[] | select(.kind == \"net.set_mtu\")] | length == $ops"
 '
 
 test_expect_success 'net bench: TCP throughput both ways between two nodes' '
-    timeout 120 hcctl net bench --nodes hcj-n1,hcj-n2 --duration 1s -o json >bench.json &&
-    jq -e "(.pairs | length) == 2 and ([.pairs[] | .bits_per_second > 0 and .mtu == 9000] | all)" bench.json
+    timeout 120 hcctl net bench --nodes hcj-n1,hcj-n2 --duration 1s -o json >bench.json; rc=$?
+    cat bench.json; [ $rc = 0 ] &&
+    jq -e "(.pairs | length) == 2 and ([.pairs[] | .bits_per_second > 0 and .mtu == 9000] | all)" bench.json &&
+    jq -e "[.pairs[] | has(\"error\")] | any | not" bench.json
 '
 
+# Behind a 1500 switch port the TCP handshake passes and full-size segments vanish: the pair
+# moves (almost) nothing. That is a problem the bench found (exit 4), not a slow pair. A real
+# switch drops every frame above its port's MTU; a veth lets GSO packets through whatever their
+# size, so the nodes' storage links send one segment per packet here (gso_max_segs 1), as a NIC
+# puts them on the wire.
+lab_set_port_mtu n2 storage 1500
+for n in n1 n2; do lab_exec $n ip link set dev eth1 gso_max_segs 1; done
+test_expect_success 'net bench across a blackholed pair: an error for the pair, exit 4' '
+    timeout 120 hcctl net bench --nodes hcj-n1,hcj-n2 --duration 1s -o json >bench.json; rc=$?
+    cat bench.json; [ $rc = 4 ] &&
+    jq -e "[.pairs[] | (.error | test(\"vanish on the path\")) and (.error | test(\"check-jumbo\")) and .bits_per_second < 1e6] | all" bench.json &&
+    timeout 120 hcctl net bench --nodes hcj-n1,hcj-n2 --duration 1s >blackhole.txt; rc=$?
+    cat blackhole.txt; [ $rc = 4 ] && grep "198.18.1.12" blackhole.txt | grep -q "check-jumbo"
+'
+for n in n1 n2; do lab_exec $n ip link set dev eth1 gso_max_segs 65535; done
+lab_set_port_mtu n2 storage 9000
+
+[ -f "$T/notes" ] && cat "$T/notes"
 test_done

@@ -52,8 +52,8 @@ controller_start
 test_expect_success 'cluster create on the shared network at 9000' '
     bounded 120 hcctl cluster create lab --node "$(node_ip 1)" --node "$(node_ip 2)" --node "$(node_ip 3)" \
         --storage-interface eth0 --accept-new-host-keys --mtu 9000 --yes &&
-    [ "$(reachable_count)" = 3 ] &&
-    bounded 60 hcctl net check-jumbo -q >/dev/null
+    wait_for 10 "[ \$(reachable_count) = 3 ]" &&
+    { bounded 60 hcctl net check-jumbo >cj.out 2>&1 || { cat cj.out; false; }; }
 '
 
 # The switch port toward n2 now passes only 1500-byte frames.

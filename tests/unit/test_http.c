@@ -1,7 +1,7 @@
 /*
  * Tests of common/https_server.c and common/https_client.c together: real TLS on 127.0.0.1 with
  * ephemeral ports, the server's event_base running in a thread, certificates made with the
- * openssl command line in a temporary directory.
+ * openssl command line in a temporary directory (revocation lists with common/pki.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +28,7 @@
 
 #include "common/https_client.h"
 #include "common/https_server.h"
+#include "common/pki.h"
 
 #define ROUTE_NEEDS_AUTH 1
 
@@ -54,6 +55,7 @@ static const char gen_script[] =
     "ca ca hc-test-ca\n"
     "ca ca2 hc-other-ca\n"
     "leaf server 127.0.0.1 ca 1 server\n"
+    "leaf server2 127.0.0.1 ca 5 server\n"
     "leaf client hcctld-client ca 2 client\n"
     "leaf intruder intruder ca 3 client\n"
     "leaf other hcctld-client ca2 4 client\n";
@@ -803,6 +805,129 @@ static void test_server_drops_idle_client(void **state)
     server_stop(s);
 }
 
+/* ---------------------------------------------------------------- revocation */
+
+/* crl.pem of the test CA listing the given serials (hex), made as hcctld makes its own. */
+static void write_crl(const char *const *serials, size_t n)
+{
+    struct hc_error err = {0};
+    struct hc_pki_revoked list[4];
+    X509 *ca = hc_pki_cert_load(cert("ca.pem"), &err);
+    EVP_PKEY *key = ca ? hc_pki_key_load(cert("ca.key"), &err) : NULL;
+    if (!key)
+        fail_msg("ca: %s", err.message);
+    assert_true(n <= 4);
+    for (size_t i = 0; i < n; i++)
+        list[i] = (struct hc_pki_revoked){serials[i], (int64_t)time(NULL)};
+    X509_CRL *crl = hc_pki_crl_new(ca, key, list, n, &err);
+    if (!crl || hc_pki_crl_save(crl, cert("crl.pem"), &err) != 0)
+        fail_msg("crl: %s", err.message);
+    X509_CRL_free(crl);
+    EVP_PKEY_free(key);
+    X509_free(ca);
+}
+
+/* An agent-like server: its own certificate, the controller's client certificate required. */
+static struct server *agent_like_server(const char *name)
+{
+    char certname[64], keyname[64];
+    snprintf(certname, sizeof(certname), "%s.pem", name);
+    snprintf(keyname, sizeof(keyname), "%s.key", name);
+    struct hc_tls_server_config tls = {.cert_file = cert(certname),
+                                       .key_file = cert(keyname),
+                                       .client_ca_file = cert("ca.pem"),
+                                       .required_client_cn = "hcctld-client"};
+    return server_start(&tls, 0);
+}
+
+static struct hc_http_client *controller_like_client(void)
+{
+    struct hc_tls_client_config tls = {.ca_file = cert("ca.pem"),
+                                       .cert_file = cert("client.pem"),
+                                       .key_file = cert("client.key"),
+                                       .crl_file = cert("crl.pem")};
+    struct hc_error err = {0};
+    struct hc_http_client *c = hc_http_client_new(&tls, &err);
+    if (!c)
+        fail_msg("client: %s", err.message);
+    return c;
+}
+
+static void expect_ok(struct hc_http_client *c, const struct server *s)
+{
+    struct hc_http_response resp = {0};
+    struct hc_error err;
+    if (call(c, "GET", s, "/v1/whoami", NULL, NULL, &resp, &err) != 0)
+        fail_msg("%s: %s", s->url, err.message);
+    assert_int_equal(resp.status, 200);
+    hc_http_response_clear(&resp);
+}
+
+static void expect_revoked(struct hc_http_client *c, const struct server *s)
+{
+    struct hc_http_response resp = {0};
+    struct hc_error err;
+    assert_int_equal(call(c, "GET", s, "/v1/whoami", NULL, NULL, &resp, &err), -1);
+    assert_string_equal(err.code, HC_ERR_TLS);
+    assert_non_null(strstr(err.message, s->url));
+    assert_non_null(strstr(err.message, "revoked"));
+}
+
+/* server.pem (serial 01) stays good; server2.pem (serial 05) is revoked half-way. */
+static void test_crl(void **state)
+{
+    struct server *good = agent_like_server("server");
+    struct server *gone = agent_like_server("server2");
+
+    /* An empty list breaks nothing. */
+    write_crl(NULL, 0);
+    struct hc_http_client *c = controller_like_client();
+    expect_ok(c, good);
+    expect_ok(c, gone);
+
+    /* Revoked while this client holds a kept-alive connection and a TLS session to it: both
+     * are dropped, the next request is a new handshake, refused. */
+    const char *serials[] = {"05"};
+    write_crl(serials, 1);
+    expect_revoked(c, gone);
+    expect_ok(c, good);
+    expect_revoked(c, gone);
+
+    /* A fan-out (the poller's way) refuses the revoked one only. */
+    char url_good[256], url_gone[256];
+    snprintf(url_good, sizeof(url_good), "%s/v1/whoami", good->url);
+    snprintf(url_gone, sizeof(url_gone), "%s/v1/whoami", gone->url);
+    struct hc_http_call calls[] = {{.method = "GET", .url = url_good, .timeout_ms = 5000},
+                                   {.method = "GET", .url = url_gone, .timeout_ms = 5000}};
+    assert_int_equal(hc_http_fanout(c, calls, 2, 0), 1);
+    assert_true(calls[0].ok);
+    assert_int_equal(calls[0].resp.status, 200);
+    assert_false(calls[1].ok);
+    assert_string_equal(calls[1].err.code, HC_ERR_TLS);
+    hc_http_response_clear(&calls[0].resp);
+    hc_http_client_free(c);
+
+    /* A new client refuses it from the start. */
+    c = controller_like_client();
+    expect_revoked(c, gone);
+    expect_ok(c, good);
+
+    /* A list that disappears fails closed: no connection, old or new, goes on without it. */
+    assert_int_equal(unlink(cert("crl.pem")), 0);
+    struct hc_http_response resp = {0};
+    struct hc_error err;
+    assert_int_equal(call(c, "GET", good, "/v1/whoami", NULL, NULL, &resp, &err), -1);
+    assert_string_equal(err.code, HC_ERR_TLS);
+    hc_http_client_free(c);
+    struct hc_tls_client_config tls = {.ca_file = cert("ca.pem"), .crl_file = cert("crl.pem")};
+    assert_null(hc_http_client_new(&tls, &err));
+    assert_string_equal(err.code, HC_ERR_IO);
+    assert_non_null(strstr(err.message, "crl file"));
+
+    server_stop(good);
+    server_stop(gone);
+}
+
 int main(void)
 {
     /* The test thread stops the server thread's loop: libevent needs its locks. */
@@ -822,6 +947,7 @@ int main(void)
         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_closed_port),
         cmocka_unit_test(test_server_drops_idle_client),
+        cmocka_unit_test(test_crl),
     };
     int rc = cmocka_run_group_tests(tests, make_certs, remove_certs);
     libevent_global_shutdown();

@@ -360,6 +360,99 @@ static void test_summary(void **state)
     hc_net_check_clear(&c);
 }
 
+/* One node has no pair to prove: the check passes, but says there was nothing to check. */
+static void test_one_node(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 1);
+    json_t *doc = hc_net_result_json(&c);
+    json_t *f = json_object_get(doc, "findings");
+    assert_true(json_is_true(json_object_get(doc, "passed")));
+    assert_int_equal(hc_json_int(json_object_get(doc, "summary"), "pairs", -1), 0);
+    assert_int_equal(json_array_size(f), 1);
+    const json_t *f0 = json_array_get(f, 0);
+    assert_string_equal(hc_json_str(f0, "severity", ""), "info");
+    assert_string_equal(hc_json_str(f0, "scope", ""), "cluster");
+    assert_null(json_object_get(f0, "node"));
+    assert_has(hc_json_str(f0, "message", NULL), "one node (n1)");
+    assert_has(hc_json_str(f0, "message", NULL), "nothing to check");
+    json_decref(doc);
+    /* Its configuration is still judged: an interface below the MTU fails. */
+    c.nodes[0].mtu = 1500;
+    doc = hc_net_result_json(&c);
+    f = json_object_get(doc, "findings");
+    assert_false(json_is_true(json_object_get(doc, "passed")));
+    assert_int_equal(json_array_size(f), 2);
+    assert_string_equal(hc_json_str(json_array_get(f, 0), "severity", ""), "error");
+    assert_string_equal(hc_json_str(json_array_get(f, 1), "severity", ""), "info");
+    json_decref(doc);
+    hc_net_check_clear(&c);
+    /* Two nodes: pairs, no such finding. */
+    make_check(&c, 2);
+    f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 0);
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* Hand-joined nodes whose address no interface carries (loopback aliases): no storage address
+ * anywhere, so no pair can be probed. Each node's finding names that node, not the first peer. */
+static void test_hand_joined_names_itself(void **state)
+{
+    struct hc_net_check c;
+    struct hc_error err = {0};
+    make_check(&c, 3);
+    for (size_t i = 0; i < 3; i++) {
+        struct hc_net_node *n = &c.nodes[i];
+        snprintf(n->address, sizeof(n->address), "127.0.88.%zu", i + 2);
+        n->iface[0] = n->addr[0] = n->state[0] = '\0';
+        n->mtu = 0;
+        n->agent_ok = -1;
+    }
+    struct hc_tls_client_config tls = {0};
+    struct hc_http_client *client = hc_http_client_new(&tls, &err);
+    assert_non_null(client);
+    hc_net_probe(client, &c, 0); /* nothing to ask: every pair lacks a target address */
+    hc_http_client_free(client);
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 3);
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *fi = json_array_get(f, i);
+        char own[64], other[64];
+        const char *msg = hc_json_str(fi, "message", NULL);
+        snprintf(own, sizeof(own), "no storage address known for n%zu", i + 1);
+        snprintf(other, sizeof(other), "no storage address known for n%zu", (i + 1) % 3 + 1);
+        assert_string_equal(hc_json_str(fi, "node", ""), c.nodes[i].name);
+        assert_has(msg, own);
+        if (strstr(msg, other))
+            fail_msg("the finding of %s names another node: %s", c.nodes[i].name, msg);
+    }
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* A pair that was measured but moved (almost) nothing is an error, not a slow pair. */
+static void test_bench_stalled(void **state)
+{
+    char why[256];
+    assert_int_equal(hc_net_bench_stalled(0, 59, 9000, 3, why, sizeof(why)), 1);
+    assert_has(why, "no data passed in 3 s (0 bit/s, 59 retransmits)");
+    assert_has(why, "hcctl net check-jumbo");
+    assert_int_equal(hc_net_bench_stalled(2.5e5, -1, 9000, 1, why, sizeof(why)), 1);
+    assert_has(why, "almost no data passed in 1 s (250 kbit/s)");
+    /* Behind a 1500 port in the lab: 6.2 Mbit/s with 49 retransmits in 1 s (~36 % lost). */
+    assert_int_equal(hc_net_bench_stalled(6.2e6, 49, 9000, 1, why, sizeof(why)), 1);
+    assert_has(why, "only 6.2 Mbit/s passed in 1 s, with 49 retransmits (~36% of the segments)");
+    assert_has(why, "vanish");
+    /* Healthy: fast, or slow without loss, or a few retransmits. */
+    assert_int_equal(hc_net_bench_stalled(9.4e9, 0, 9000, 3, why, sizeof(why)), 0);
+    assert_string_equal(why, "");
+    assert_int_equal(hc_net_bench_stalled(5.5e9, 1, 9000, 1, why, sizeof(why)), 0);
+    assert_int_equal(hc_net_bench_stalled(2e6, 0, 1500, 3, why, sizeof(why)), 0);
+    assert_int_equal(hc_net_bench_stalled(9e8, 9, 1500, 1, why, sizeof(why)), 0);
+    assert_int_equal(hc_net_bench_stalled(HC_NET_BENCH_MIN_BPS, 0, 9000, 3, why, sizeof(why)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,7 +462,9 @@ int main(void)
         cmocka_unit_test(test_two_nodes),       cmocka_unit_test(test_pair),
         cmocka_unit_test(test_one_direction),   cmocka_unit_test(test_agent_stalled),
         cmocka_unit_test(test_higher_mtu_warning), cmocka_unit_test(test_node_apply),
-        cmocka_unit_test(test_summary),
+        cmocka_unit_test(test_summary),        cmocka_unit_test(test_one_node),
+        cmocka_unit_test(test_hand_joined_names_itself),
+        cmocka_unit_test(test_bench_stalled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,6 +32,7 @@
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
+#include "pmtu_learn.h"
 
 #define SILENT "198.18.200.2" /* behind the dummy interface: probes vanish */
 
@@ -107,6 +108,7 @@ static int make_data_dir(struct env *e)
     EVP_PKEY_free(ca_key);
     return rc;
 }
+
 
 static void *loop_main(void *arg)
 {
@@ -359,6 +361,72 @@ static void test_mtu_routes(void **state)
     expect_error("POST", "/v1/net/mtu/confirm", "{\"change_id\":\"nope\"}", 404, "not found");
 }
 
+/* The counterpart of confirm: POST /v1/net/mtu/revert puts the old MTU back at once. */
+static void test_mtu_revert_route(void **state)
+{
+    NEED_ENV();
+    struct hc_http_response resp = {0};
+    char body[128], id[64];
+    int before = hc_test_link_mtu("hcp-sink");
+    assert_int_equal(call("POST", "/v1/net/mtu",
+                          "{\"interface\":\"hcp-sink\",\"mtu\":4000,\"revert_after_ms\":60000}",
+                          &resp),
+                     200);
+    snprintf(id, sizeof(id), "%s", hc_json_str(resp.body, "change_id", ""));
+    hc_http_response_clear(&resp);
+    assert_int_equal(hc_test_link_mtu("hcp-sink"), 4000);
+    snprintf(body, sizeof(body), "{\"change_id\":\"%s\"}", id);
+    int64_t t0 = hc_mono_ms();
+    assert_int_equal(call("POST", "/v1/net/mtu/revert", body, &resp), 200);
+    assert_true(hc_mono_ms() - t0 < 5000); /* at once, not at the 60 s deadline */
+    assert_int_equal(hc_test_link_mtu("hcp-sink"), before);
+    assert_string_equal(hc_json_str(resp.body, "change_id", ""), id);
+    assert_string_equal(hc_json_str(resp.body, "reverted_by", ""), "request");
+    assert_int_equal(hc_json_int(resp.body, "previous_mtu", 0), before);
+    assert_true(json_is_string(json_object_get(resp.body, "reverted_at")));
+    hc_http_response_clear(&resp);
+    assert_int_equal(call("GET", "/v1/net/mtu", NULL, &resp), 200);
+    assert_true(json_is_null(json_object_get(resp.body, "pending")));
+    assert_string_equal(hc_json_str(json_object_get(resp.body, "last_revert"), "reverted_by", ""),
+                        "request");
+    hc_http_response_clear(&resp);
+    assert_int_equal(call("POST", "/v1/net/mtu/revert", body, &resp), 200); /* a retry */
+    hc_http_response_clear(&resp);
+    expect_error("POST", "/v1/net/mtu/confirm", body, 409, "already reverted");
+    expect_error("POST", "/v1/net/mtu/revert", "{}", 400, "change_id");
+    expect_error("POST", "/v1/net/mtu/revert", "{\"change_id\":\"nope\"}", 404, "not found");
+    /* A confirmed change is not reverted. */
+    assert_int_equal(call("POST", "/v1/net/mtu",
+                          "{\"interface\":\"hcp-sink\",\"mtu\":4000,\"revert_after_ms\":60000}",
+                          &resp),
+                     200);
+    snprintf(body, sizeof(body), "{\"change_id\":\"%s\"}", hc_json_str(resp.body, "change_id", ""));
+    hc_http_response_clear(&resp);
+    assert_int_equal(call("POST", "/v1/net/mtu/confirm", body, &resp), 200);
+    hc_http_response_clear(&resp);
+    expect_error("POST", "/v1/net/mtu/revert", body, 409, "confirmed");
+    assert_int_equal(hc_test_link_mtu("hcp-sink"), 4000);
+}
+
+/* A probe measures the path as it is now: a path MTU cached earlier (learnt from a router that
+ * has been fixed since) is flushed first instead of being reported as the path. */
+static void test_probe_flushes_cached_pmtu(void **state)
+{
+    NEED_ENV();
+    struct hc_http_response resp = {0};
+    hc_test_learn_pmtu("198.18.200.1", SILENT, 1280);
+    assert_true(hc_test_route_cached(SILENT));
+    assert_int_equal(call("POST", "/v1/net/probe",
+                          "{\"targets\":[{\"address\":\"" SILENT "\",\"size\":1400}],"
+                          "\"timeout_ms\":100,\"search\":false}",
+                          &resp),
+                     200);
+    json_t *r = json_array_get(json_object_get(resp.body, "results"), 0);
+    assert_string_equal(hc_json_str(r, "result", ""), "unreachable"); /* it answers nothing */
+    hc_http_response_clear(&resp);
+    assert_false(hc_test_route_cached(SILENT)); /* the probe flushed before it sent */
+}
+
 static void test_bench(void **state)
 {
     NEED_ENV();
@@ -436,6 +504,8 @@ int main(void)
         cmocka_unit_test(test_probe_validation),
         cmocka_unit_test(test_status_answered_while_probing),
         cmocka_unit_test(test_mtu_routes),
+        cmocka_unit_test(test_mtu_revert_route),
+        cmocka_unit_test(test_probe_flushes_cached_pmtu),
         cmocka_unit_test(test_bench),
         cmocka_unit_test(test_shutdown_with_probe_in_flight),
     };

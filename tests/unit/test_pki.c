@@ -1,4 +1,5 @@
-/* Unit tests for common/pki.c: CA, issuing, CSRs, PEM files, fingerprints and verification. */
+/* Unit tests for common/pki.c: CA, issuing, CSRs, PEM files, fingerprints, verification and
+ * revocation lists. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -401,6 +402,153 @@ static void test_files(void **state)
     free(cpath);
 }
 
+/* ---------------------------------------------------------------- revocation lists */
+
+/* X509_verify_cert as a TLS client with a CRL file does it: the CA as trust anchor, the CRL in
+ * the store, CRL_CHECK (the leaf only). Returns the verification error (X509_V_OK on success). */
+static int verify_with_crl(X509 *ca, X509_CRL *crl, X509 *cert)
+{
+    X509_STORE *store = X509_STORE_new();
+    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    assert_non_null(store);
+    assert_non_null(ctx);
+    assert_int_equal(X509_STORE_add_cert(store, ca), 1);
+    if (crl)
+        assert_int_equal(X509_STORE_add_crl(store, crl), 1);
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+    assert_int_equal(X509_STORE_CTX_init(ctx, store, cert, NULL), 1);
+    int ok = X509_verify_cert(ctx);
+    int e = X509_STORE_CTX_get_error(ctx);
+    assert_true((ok == 1) == (e == X509_V_OK));
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(store);
+    return e;
+}
+
+static X509 *agent_cert(struct fixture *f, const char *cn, char serial[33])
+{
+    struct hc_error err = {0};
+    EVP_PKEY *key = hc_pki_key_new(&err);
+    assert_non_null(key);
+    const char *sans[] = {"127.0.0.1"};
+    struct hc_cert_spec spec = {.cn = cn, .sans = sans, .nsans = 1, .server_auth = 1, .days = 1};
+    X509 *x = issue(f, key, &spec, serial);
+    EVP_PKEY_free(key);
+    return x;
+}
+
+static void test_crl_revokes_one_of_two(void **state)
+{
+    struct fixture *f = *state;
+    struct hc_error err = {0};
+    char good_serial[33], bad_serial[33];
+    X509 *good = agent_cert(f, "node-good", good_serial);
+    X509 *bad = agent_cert(f, "node-bad", bad_serial);
+    int64_t revoked_at = (int64_t)time(NULL) - 3600;
+    struct hc_pki_revoked list[] = {{bad_serial, revoked_at}};
+    X509_CRL *made = hc_pki_crl_new(f->ca, f->ca_key, list, 1, &err);
+    if (!made)
+        fail_msg("crl: %s", err.message);
+    char *path = hc_path_join(f->dir, "crl.pem");
+    mode_t old = umask(0);
+    assert_int_equal(hc_pki_crl_save(made, path, &err), 0);
+    umask(old);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0644);
+    X509_CRL *crl = hc_pki_crl_load(path, &err);
+    assert_non_null(crl);
+    X509_CRL_free(made);
+
+    /* (a) the revoked certificate is refused as revoked, the other one verifies. */
+    assert_int_equal(verify_with_crl(f->ca, crl, bad), X509_V_ERR_CERT_REVOKED);
+    assert_int_equal(verify_with_crl(f->ca, crl, good), X509_V_OK);
+    assert_int_equal(hc_pki_verify_crl(f->ca, crl, good, &err), 0);
+    assert_int_equal(hc_pki_verify_crl(f->ca, crl, bad, &err), -1);
+    assert_string_equal(err.code, HC_ERR_TLS);
+    assert_non_null(strstr(err.message, "'node-bad'"));
+    assert_non_null(strstr(err.message, "certificate revoked"));
+    assert_int_equal(hc_pki_verify(f->ca, bad, &err), 0); /* without the list it still verifies */
+
+    /* The list itself: v2, issued and signed by the CA, current, with the entry. */
+    assert_int_equal(X509_CRL_get_version(crl), X509_CRL_VERSION_2);
+    assert_int_equal(X509_NAME_cmp(X509_CRL_get_issuer(crl), X509_get_subject_name(f->ca)), 0);
+    assert_int_equal(X509_CRL_verify(crl, X509_get0_pubkey(f->ca)), 1);
+    assert_int_equal(ASN1_TIME_compare(X509_CRL_get0_nextUpdate(crl), X509_get0_notAfter(f->ca)),
+                     0);
+    int day = 0, sec = 0;
+    assert_int_equal(ASN1_TIME_diff(&day, &sec, X509_CRL_get0_lastUpdate(crl), NULL), 1);
+    assert_true(day == 0 && sec >= 0 && sec <= 60);
+    ASN1_INTEGER *number = X509_CRL_get_ext_d2i(crl, NID_crl_number, NULL, NULL);
+    assert_non_null(number);
+    ASN1_INTEGER_free(number);
+    AUTHORITY_KEYID *akid = X509_CRL_get_ext_d2i(crl, NID_authority_key_identifier, NULL, NULL);
+    assert_non_null(akid);
+    assert_int_equal(ASN1_OCTET_STRING_cmp(akid->keyid, X509_get0_subject_key_id(f->ca)), 0);
+    AUTHORITY_KEYID_free(akid);
+    assert_int_equal(sk_X509_REVOKED_num(X509_CRL_get_REVOKED(crl)), 1);
+    X509_REVOKED *entry = NULL;
+    assert_int_equal(X509_CRL_get0_by_cert(crl, &entry, bad), 1);
+    assert_int_equal(ASN1_TIME_cmp_time_t(X509_REVOKED_get0_revocationDate(entry), revoked_at), 0);
+    ASN1_ENUMERATED *reason = X509_REVOKED_get_ext_d2i(entry, NID_crl_reason, NULL, NULL);
+    assert_non_null(reason);
+    assert_int_equal(ASN1_ENUMERATED_get(reason), CRL_REASON_CESSATION_OF_OPERATION);
+    ASN1_ENUMERATED_free(reason);
+    assert_int_equal(X509_CRL_get0_by_cert(crl, &entry, good), 0);
+
+    X509_CRL_free(crl);
+    free(path);
+    X509_free(good);
+    X509_free(bad);
+}
+
+static void test_crl_empty_and_foreign(void **state)
+{
+    struct fixture *f = *state;
+    struct hc_error err = {0};
+    char serial[33];
+    X509 *x = agent_cert(f, "node-1", serial);
+
+    /* An empty list checks and passes: nothing breaks before the first removal. */
+    X509_CRL *empty = hc_pki_crl_new(f->ca, f->ca_key, NULL, 0, &err);
+    assert_non_null(empty);
+    assert_true(sk_X509_REVOKED_num(X509_CRL_get_REVOKED(empty)) <= 0); /* -1: no list at all */
+    assert_int_equal(verify_with_crl(f->ca, empty, x), X509_V_OK);
+    /* With CRL checking on, a list is required: no list is no answer. */
+    assert_int_equal(verify_with_crl(f->ca, NULL, x), X509_V_ERR_UNABLE_TO_GET_CRL);
+
+    /* Another CA's list (listing this very serial) is not this CA's list. */
+    EVP_PKEY *other_key = hc_pki_key_new(&err);
+    X509 *other = hc_pki_ca_new(other_key, "other ca", 30, &err);
+    assert_non_null(other);
+    struct hc_pki_revoked list[] = {{serial, (int64_t)time(NULL)}};
+    X509_CRL *foreign = hc_pki_crl_new(other, other_key, list, 1, &err);
+    assert_non_null(foreign);
+    assert_int_equal(verify_with_crl(f->ca, foreign, x), X509_V_ERR_UNABLE_TO_GET_CRL);
+
+    /* A key that is not the CA's, and serials that are not serials, are refused. */
+    assert_null(hc_pki_crl_new(f->ca, other_key, list, 1, &err));
+    assert_string_equal(err.code, HC_ERR_INTERNAL);
+    const char *bad[] = {"", "n1", "0x12", "12 34", "00112233445566778899aabbccddeeff001122334"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct hc_pki_revoked one = {bad[i], 0};
+        assert_false(hc_pki_serial_valid(bad[i]));
+        assert_null(hc_pki_crl_new(f->ca, f->ca_key, &one, 1, &err));
+        assert_string_equal(err.code, HC_ERR_INVALID_ARGUMENT);
+    }
+    assert_true(hc_pki_serial_valid("01"));
+    assert_true(hc_pki_serial_valid(serial));
+
+    char *missing = hc_path_join(f->dir, "missing.pem");
+    assert_null(hc_pki_crl_load(missing, &err));
+    free(missing);
+    X509_CRL_free(foreign);
+    X509_CRL_free(empty);
+    X509_free(other);
+    EVP_PKEY_free(other_key);
+    X509_free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +560,8 @@ int main(void)
         cmocka_unit_test(test_csr_tampered_refused),
         cmocka_unit_test_setup_teardown(test_fingerprint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crl_revokes_one_of_two, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crl_empty_and_foreign, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,7 @@
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
+#include "controller/crl.h"
 #include "controller/op_node_remove.h"
 #include "controller/ops.h"
 #include "controller/poller.h"
@@ -169,6 +170,7 @@ static void make_pki(struct fixture *f)
     X509 *ca = hc_pki_ca_new(ca_key, "test cluster ca", 1, &err);
     assert_non_null(ca);
     assert_int_equal(hc_pki_cert_save(ca, f->ctl.ca_file, &err), 0);
+    assert_int_equal(hc_pki_key_save(ca_key, f->ctl.ca_key_file, &err), 0); /* signs crl.pem */
     struct hc_cert_spec agent = {.cn = "n1", .sans = sans, .nsans = 2, .server_auth = 1, .days = 1};
     write_cert(ca, ca_key, &agent, f->agent_cert, f->agent_key);
     struct hc_cert_spec client = {.cn = HC_CONTROLLER_CLIENT_CN, .client_auth = 1, .days = 1};
@@ -225,7 +227,10 @@ static int setup(void **state)
     assert_int_equal(hc_mkdir_p(base, 0700, &err), 0);
     snprintf(f.dir, sizeof(f.dir), "%s/test_poller.XXXXXX", base);
     assert_non_null(mkdtemp(f.dir));
-    /* Filled by hand: the poller needs only these fields. */
+    /* Filled by hand: the poller needs only these fields (and node.remove the CA key and the
+     * data dir, for crl.pem). */
+    snprintf(f.ctl.data_dir, sizeof(f.ctl.data_dir), "%s", f.dir);
+    snprintf(f.ctl.ca_key_file, sizeof(f.ctl.ca_key_file), "%s/ca.key", f.dir);
     snprintf(f.ctl.db_path, sizeof(f.ctl.db_path), "%s/hcctld.db", f.dir);
     snprintf(f.ctl.ca_file, sizeof(f.ctl.ca_file), "%s/ca.pem", f.dir);
     snprintf(f.ctl.client_cert, sizeof(f.ctl.client_cert), "%s/client.pem", f.dir);
@@ -243,6 +248,7 @@ static int setup(void **state)
                                "('c-test', 'test', ?)",
                                "i", hc_now_ms()),
                      1);
+    assert_int_equal(hc_crl_write(&f.ctl, f.db, &err), 0); /* as hcctld does at start */
 
     f.agent.tls = (struct hc_tls_server_config){.cert_file = f.agent_cert,
                                                 .key_file = f.agent_key,
