@@ -13,7 +13,7 @@
 
 BUILD=$(cd "$HC_BIN/.." && pwd)
 GOLDEN=$HC_SRC/tests/golden
-COMPLETIONS=$BUILD/completions
+COMPLETIONS=$HC_SRC/completions # written there by the build
 
 # The sorted key paths of a JSON document ("nodes.[].name"): values, array lengths and the
 # free-form objects (event details, operation params) are left out, keys are kept.
