@@ -1,10 +1,16 @@
 /*
- * iperf3 tests through libiperf in forked children (agents/bench.h).
+ * iperf3 tests through libiperf in child processes (agents/bench.h).
  *
- * The children close every inherited descriptor except the result pipe (an inherited copy of
- * the agent's listening socket would otherwise keep accepting connections nobody serves), die
- * with the thread that forked them (PR_SET_PDEATHSIG), and leave by _exit so that nothing of the
- * agent runs twice. The parent only reads the pipe and waits, with a deadline.
+ * A child is forked and at once executes the agent's own program again (`hcagent __bench-client
+ * ADDRESS PORT SECONDS` / `__bench-server PORT`): the agent has threads, and a forked copy of a
+ * threaded process may only call async-signal-safe functions — libiperf's malloc could wait
+ * forever on a lock another thread held at the fork (seen as a test that never answered until
+ * the watchdog killed it). Between fork and exec the child only moves descriptors: it keeps the
+ * result pipe as descriptor 3, closes every other inherited one (an inherited copy of the
+ * agent's listening socket would otherwise keep accepting connections nobody serves) and dies
+ * with the thread that forked it (PR_SET_PDEATHSIG, kept across exec). The parent only reads
+ * the pipe and waits, with a deadline. HC_BENCH_PROGRAM overrides the program executed (unit
+ * tests run the agent's code inside a test binary).
  */
 #include "agents/bench.h"
 
@@ -29,7 +35,8 @@
 #define RESULT_MAX (4 * 1024 * 1024)
 
 /* In the child: the descriptor to keep becomes 3, everything else above 2 is closed, stdout
- * goes to /dev/null (iperf prints there) and default signal actions come back. */
+ * goes to /dev/null (iperf prints there) and default signal actions come back. Only
+ * async-signal-safe calls: it runs between fork and exec. */
 static int child_prepare(int keep)
 {
     if (keep >= 0 && keep != 3 && dup2(keep, 3) < 0)
@@ -85,6 +92,26 @@ static int listening_in(const char *file, int port)
     return found;
 }
 
+/* The program a child executes: this one, unless HC_BENCH_PROGRAM names another. */
+static const char *child_program(void)
+{
+    const char *p = getenv("HC_BENCH_PROGRAM");
+    return p && *p ? p : "/proc/self/exe";
+}
+
+/* Forks a child that keeps `keep` as descriptor 3 and executes argv (prepared by the caller:
+ * nothing is allocated after the fork). Returns the pid, or -1 with errno. */
+static pid_t spawn_child(int keep, char *const argv[])
+{
+    const char *prog = child_program();
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    child_prepare(keep);
+    execv(prog, argv);
+    _exit(127);
+}
+
 static void run_server_child(int port)
 {
     child_prepare(-1);
@@ -105,12 +132,13 @@ int hc_bench_server_start(int duration_s, int *port, pid_t *pid, struct hc_error
     int p = free_tcp_port(err);
     if (p < 0)
         return -1;
-    pid_t child = fork();
+    char port_arg[16];
+    snprintf(port_arg, sizeof(port_arg), "%d", p);
+    char *const argv[] = {"hcagent", "__bench-server", port_arg, NULL};
+    pid_t child = spawn_child(-1, argv);
     if (child < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot fork the iperf3 server: %s",
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start the iperf3 server: %s",
                             strerror(errno));
-    if (child == 0)
-        run_server_child(p);
     int64_t until = hc_mono_ms() + LISTEN_WAIT_MS;
     while (!listening_in("tcp", p) && !listening_in("tcp6", p)) {
         int status;
@@ -267,15 +295,18 @@ int hc_bench_client(const char *address, int port, int duration_s, atomic_int *c
     if (pipe2(fds, O_CLOEXEC) < 0)
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create a pipe: %s", strerror(errno));
     int64_t deadline = hc_mono_ms() + (int64_t)(duration_s + HC_BENCH_GRACE_S) * 1000;
-    pid_t child = fork();
+    char port_arg[16], duration_arg[16], address_arg[64];
+    snprintf(port_arg, sizeof(port_arg), "%d", port);
+    snprintf(duration_arg, sizeof(duration_arg), "%d", duration_s);
+    snprintf(address_arg, sizeof(address_arg), "%s", address);
+    char *const argv[] = {"hcagent", "__bench-client", address_arg, port_arg, duration_arg, NULL};
+    pid_t child = spawn_child(fds[1], argv);
     if (child < 0) {
         close(fds[0]);
         close(fds[1]);
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot fork the iperf3 client: %s",
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start the iperf3 client: %s",
                             strerror(errno));
     }
-    if (child == 0)
-        run_client_child(fds[1], address, port, duration_s);
     if (child_pid)
         atomic_store(child_pid, child);
     close(fds[1]);
@@ -288,4 +319,16 @@ int hc_bench_client(const char *address, int port, int duration_s, atomic_int *c
                   : hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
     free(text);
     return rc;
+}
+
+int hc_bench_child_main(int argc, char **argv)
+{
+    /* argv[0] is the command: "__bench-client ADDRESS PORT SECONDS" or "__bench-server PORT";
+     * the result pipe (client) is descriptor 3. */
+    if (argc == 4 && strstr(argv[0], "__bench-client"))
+        run_client_child(3, argv[1], atoi(argv[2]), atoi(argv[3]));
+    else if (argc == 2 && strstr(argv[0], "__bench-server"))
+        run_server_child(atoi(argv[1]));
+    fprintf(stderr, "hcagent: internal command used wrongly\n");
+    return 2;
 }

@@ -1,7 +1,8 @@
 /*
  * TCP throughput between two nodes with libiperf (iperf3), for `hcctl net bench`.
  *
- * libiperf may call exit() and keeps global state, so each test runs in a forked child: the
+ * libiperf may call exit() and keeps global state, so each test runs in a child process (the
+ * agent's program executed again, see bench.c): the
  * server child serves exactly one test and exits; the client child writes iperf's JSON result
  * into a pipe. The parent kills a child that outlives its watchdog (the test's duration plus
  * 5 s; a server also gets HC_BENCH_START_WINDOW_S for the client to connect).
@@ -39,5 +40,8 @@ int hc_bench_reap(pid_t pid, int64_t deadline_ms);
  * failed, watchdog fired). */
 int hc_bench_client(const char *address, int port, int duration_s, atomic_int *child,
                     struct hc_bench_result *out, struct hc_error *err);
+/* The children's side: `hcagent __bench-client ADDRESS PORT SECONDS` (result on descriptor 3)
+ * and `hcagent __bench-server PORT`. Does not return on proper use. */
+int hc_bench_child_main(int argc, char **argv);
 
 #endif

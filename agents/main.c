@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "agents/agent.h"
+#include "agents/bench.h"
 #include "agents/daemon.h"
 #include "agents/net_api.h"
 #include "common/json_util.h"
@@ -385,6 +386,9 @@ static const struct {
     /* hidden: for tests and the namespace lab (agents/net_cmd.c) */
     {"probe", hc_net_cmd_probe},
     {"probe-responder", hc_net_cmd_probe_responder},
+    /* hidden: the iperf3 children of `net bench` (agents/bench.c) */
+    {"__bench-client", hc_bench_child_main},
+    {"__bench-server", hc_bench_child_main},
 };
 
 int main(int argc, char **argv)
