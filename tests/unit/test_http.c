@@ -29,6 +29,7 @@
 #include "common/https_client.h"
 #include "common/https_server.h"
 #include "common/pki.h"
+#include "tests/unit/ports.h"
 
 #define ROUTE_NEEDS_AUTH 1
 
@@ -757,14 +758,8 @@ static void test_timeout(void **state)
 
 static void test_closed_port(void **state)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
     char url[128], want[256];
-    snprintf(url, sizeof(url), "https://127.0.0.1:%d/v1/status", ntohs(sa.sin_port));
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/v1/status", hc_test_closed_port());
     snprintf(want, sizeof(want), "cannot reach '%s': connection refused", url);
 
     struct hc_http_client *c = client_with(cert("ca.pem"), NULL);

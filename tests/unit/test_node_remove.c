@@ -31,6 +31,7 @@
 #include "controller/op_node_remove.h"
 #include "controller/ops.h"
 #include "db/db.h"
+#include "tests/unit/ports.h"
 #include "tests/unit/testdir.h"
 
 #define WAIT_MS 15000
@@ -44,19 +45,6 @@ struct fixture {
     EVP_PKEY *ca_key;
     int closed_port;
 };
-
-/* A loopback port with nothing listening on it. */
-static int closed_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
 
 static X509 *issue(struct fixture *f, const char *cn, int client, char serial[33])
 {
@@ -103,7 +91,7 @@ static int setup(void **state)
                                "i", hc_now_ms()),
                      1);
     assert_int_equal(hc_crl_write(&f.ctl, f.db, &err), 0);
-    f.closed_port = closed_port();
+    f.closed_port = hc_test_closed_port();
     hc_op_node_remove_register();
     f.pool = hc_ops_pool_start(&f.ctl, 1, &err);
     if (!f.pool)

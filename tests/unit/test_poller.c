@@ -36,6 +36,7 @@
 #include "controller/ops.h"
 #include "controller/poller.h"
 #include "db/db.h"
+#include "tests/unit/ports.h"
 
 #define WAIT_MS 15000
 #define AGENT_TIMEOUT_MS 1000
@@ -177,19 +178,6 @@ static void make_pki(struct fixture *f)
     write_cert(ca, ca_key, &client, f->ctl.client_cert, f->ctl.client_key);
     X509_free(ca);
     EVP_PKEY_free(ca_key);
-}
-
-/* A loopback port with nothing listening on it. */
-static int closed_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
 }
 
 static int silent_listener(int *port)
@@ -415,7 +403,7 @@ static void test_poller_health_and_interfaces(void **state)
     char timeout_text[64];
     f->silent_fd = silent_listener(&silent_port);
     insert_node(f, "n1", f->agent.port);
-    insert_node(f, "n2", closed_port());
+    insert_node(f, "n2", hc_test_closed_port());
     insert_node(f, "n3", silent_port);
 
     struct hc_poller *p = f->poller = hc_poller_start(&f->ctl, &err);
@@ -472,7 +460,7 @@ static void test_poller_event_names_change(void **state)
 {
     struct fixture *f = *state;
     struct hc_error err = {0};
-    insert_node(f, "n2", closed_port());
+    insert_node(f, "n2", hc_test_closed_port());
     struct hc_poller *p = f->poller = hc_poller_start(&f->ctl, &err);
     assert_non_null(p);
     wait_health(f, "n2", "unreachable");
@@ -543,7 +531,7 @@ static void test_node_remove(void **state)
     struct fixture *f = *state;
     struct hc_error err = {0};
     insert_node(f, "n1", f->agent.port);
-    insert_node(f, "n2", closed_port());
+    insert_node(f, "n2", hc_test_closed_port());
     assert_int_equal(hc_db_run(f->db, &err,
                                "INSERT INTO interfaces (node_id, name, mtu, state, updated_at) "
                                "SELECT id, 'eth0', 9000, 'up', 0 FROM nodes WHERE name = 'n1'",
