@@ -112,9 +112,9 @@ static pid_t spawn_child(int keep, char *const argv[])
     _exit(127);
 }
 
+/* The executed child's work: spawn_child already moved its descriptors and signals. */
 static void run_server_child(int port)
 {
-    child_prepare(-1);
     struct iperf_test *t = iperf_new_test();
     if (!t || iperf_defaults(t) < 0)
         _exit(1);
@@ -190,7 +190,6 @@ static void write_all(int fd, const char *data, size_t len)
 
 static void run_client_child(int fd, const char *address, int port, int duration_s)
 {
-    fd = child_prepare(fd);
     struct iperf_test *t = iperf_new_test();
     if (!t || iperf_defaults(t) < 0)
         _exit(1);

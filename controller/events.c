@@ -73,6 +73,11 @@ static json_t *event_from_row(sqlite3_stmt *st)
     return ev;
 }
 
+/* One page's query without its order: the same filters serve both ends of the log. */
+#define EVENTS_PAGE                                                                                \
+    "SELECT id, ts, type, node, op_id, actor, message, details_json FROM events WHERE id > ? "     \
+    "AND (? IS NULL OR id < ?) AND (? IS NULL OR type = ?) AND (? IS NULL OR node = ?) "
+
 /* Reads up to limit + 1 rows: the extra one only tells whether there is more. */
 static int read_page(sqlite3_stmt *st, int limit, json_t *events, int *more)
 {
@@ -112,18 +117,8 @@ json_t *hc_events_query(struct hc_db *db, const struct hc_events_query *q, struc
     /* "? IS NULL OR" lets one statement serve every combination of filters; ids are the
      * primary key, so either end of the log is an index walk. */
     sqlite3_stmt *st = hc_db_prepare(db,
-                                     q->newest ? "SELECT id, ts, type, node, op_id, actor, "
-                                                 "message, details_json FROM events WHERE id > ? "
-                                                 "AND (? IS NULL OR id < ?) "
-                                                 "AND (? IS NULL OR type = ?) "
-                                                 "AND (? IS NULL OR node = ?) "
-                                                 "ORDER BY id DESC LIMIT ?"
-                                               : "SELECT id, ts, type, node, op_id, actor, "
-                                                 "message, details_json FROM events WHERE id > ? "
-                                                 "AND (? IS NULL OR id < ?) "
-                                                 "AND (? IS NULL OR type = ?) "
-                                                 "AND (? IS NULL OR node = ?) "
-                                                 "ORDER BY id LIMIT ?",
+                                     q->newest ? EVENTS_PAGE "ORDER BY id DESC LIMIT ?"
+                                               : EVENTS_PAGE "ORDER BY id LIMIT ?",
                                      err);
     if (!st)
         goto cleanup;
