@@ -111,15 +111,17 @@ static int hosts_free(struct hc_db *db, const json_t *nodes, struct hc_error *er
             if (hc_ssh_target_parse(hc_json_str(row, "node", ""), &have, NULL) < 0)
                 continue;
             hc_ssh_target_format(&have, b, sizeof(b));
-            if (rc == 0 && strcmp(a, b) == 0) {
-                hc_error_set(err, 409, HC_ERR_CONFLICT, "'%s' is already being brought in by "
-                             "operation %s", a, hc_json_str(row, "id", ""));
-                hc_error_hint(err, "wait for it: hcctl operation wait %s",
-                              hc_json_str(row, "id", ""));
+            if (strcmp(a, b) == 0) {
+                const char *id = hc_json_str(row, "id", "");
+                hc_error_set(err, 409, HC_ERR_CONFLICT,
+                             "'%s' is already being brought in by operation %s", a, id);
+                hc_error_hint(err, "wait for it: hcctl operation wait %s", id);
                 rc = -1;
+                goto done;
             }
         }
     }
+done:
     json_decref(busy);
     return rc;
 }
