@@ -32,6 +32,9 @@ struct hc_agent_config {
     char controller[512]; /* controller base URL, no trailing slash */
     char listen[300];     /* ADDR:PORT the agent API binds */
     char agent_url[320];  /* URL the controller uses to reach this agent */
+    char controller_pin[64]; /* the controller's server key (hc_pki_cert_pin), given at
+                                enrollment: downloads from the controller pin it; "" in
+                                configurations from before pins */
 };
 
 /* agent_config.c */

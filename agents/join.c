@@ -215,7 +215,14 @@ static int enroll(struct join *j, json_t **reply, struct hc_error *err)
     int rc = -1;
     char url[600];
     struct hc_http_response resp = {0};
-    struct hc_tls_client_config tls = {.ca_pem = j->ca_pem};
+    char host[256];
+    int port;
+    /* The controller issues the certificate for the address the request comes from (unless the
+     * token names one), so connect from the address the agent will listen on. */
+    if (hc_split_host_port(j->cfg.agent_url + strlen("https://"), host, sizeof(host), &port,
+                           err) < 0)
+        return hc_error_prefix(err, "agent URL '%s'", j->cfg.agent_url);
+    struct hc_tls_client_config tls = {.ca_pem = j->ca_pem, .source_address = host};
     struct hc_http_client *client = NULL;
     json_t *body = NULL;
     X509_REQ *csr = hc_pki_csr_new(j->key, j->cfg.name, err);
@@ -262,6 +269,11 @@ static int check_enrollment(struct join *j, const json_t *reply, struct hc_error
     if (strcmp(cn, HC_CONTROLLER_CLIENT_CN) != 0)
         HC_WARN("controller announces client CN '%s', this agent accepts only '%s'", cn,
                 HC_CONTROLLER_CLIENT_CN);
+    const char *pin = hc_json_str(reply, "controller_pin", "");
+    if (strncmp(pin, "sha256//", 8) != 0 || strlen(pin) >= sizeof(j->cfg.controller_pin))
+        return hc_error_set(err, 502, HC_ERR_TLS, "controller's enrollment answer has no valid "
+                                                  "controller_pin");
+    snprintf(j->cfg.controller_pin, sizeof(j->cfg.controller_pin), "%s", pin);
     const json_t *node = json_object_get(reply, "node");
     HC_INFO("enrolled as node '%s' (certificate serial %s)", j->cfg.name,
             hc_json_str(node, "cert_serial", "?"));

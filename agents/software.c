@@ -490,7 +490,11 @@ void hc_agent_sw_stage_work(void *arg)
     struct hc_agent_sw_stage *st = arg;
     struct hc_error *err = &st->err;
     struct hc_http_response resp = {0};
-    struct hc_tls_client_config tls = {.ca_file = st->ca_file};
+    /* The controller is the only server that holds its key: another holder of a certificate
+     * from the cluster CA (a node) never receives the staging token. */
+    struct hc_tls_client_config tls = {
+        .ca_file = st->ca_file,
+        .pinned_pubkey = !st->url[0] && st->controller_pin[0] ? st->controller_pin : NULL};
     struct hc_http_client *c = NULL;
     struct hc_bundle_keys *keys = NULL;
     char have[65], path[1200];

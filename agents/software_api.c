@@ -135,6 +135,7 @@ static int stage_parse(struct stage_ctx *c, json_t *body, struct hc_error *err)
     snprintf(st->keys_dir, sizeof(st->keys_dir), "%s", c->sw->keys_dir);
     snprintf(st->ca_file, sizeof(st->ca_file), "%s", c->sw->ca_file);
     snprintf(st->controller, sizeof(st->controller), "%s", c->sw->cfg.controller);
+    snprintf(st->controller_pin, sizeof(st->controller_pin), "%s", c->sw->cfg.controller_pin);
     return 0;
 }
 

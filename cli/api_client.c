@@ -76,7 +76,8 @@ struct hc_api_client *hc_api_client_new(const struct hc_cli_config *cfg, int64_t
         return NULL;
     struct hc_api_client *api = calloc(1, sizeof(*api));
     struct hc_tls_client_config tls = {.ca_file = cfg->ca_file,
-                                       .ca_pem = cfg->ca_file ? NULL : cfg->ca_pem};
+                                       .ca_pem = cfg->ca_file ? NULL : cfg->ca_pem,
+                                       .pinned_pubkey = cfg->controller_pin};
     if (!api || !(api->url = strdup(cfg->controller)) ||
         (cfg->token && !(api->token = strdup(cfg->token)))) {
         hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
@@ -118,6 +119,11 @@ static void transport_error(const struct hc_api_client *api, struct hc_error *er
         hc_error_hint(err, "the controller at %s did not answer within %lld ms; raise --timeout "
                            "or check the network path (an MTU blackhole looks like this)",
                       api->url, (long long)api->timeout_ms);
+    else if (strcmp(err->code, HC_ERR_TLS) == 0 && strstr(err->message, "pinned public key"))
+        hc_error_hint(err, "the server at %s is not the controller this config pins "
+                           "(\"controller_pin\" in the config file, HCCTL_CONTROLLER_PIN); if the "
+                           "controller's key really changed, take the new config from "
+                           "'hcctld init'", api->url);
     else if (strcmp(err->code, HC_ERR_TLS) == 0)
         hc_error_hint(err, "check the controller's CA: --ca FILE, HCCTL_CA_FILE or \"ca_pem\" in "
                            "the config file");

@@ -101,6 +101,12 @@ static int load_file(struct hc_cli_config *cfg, struct hc_error *err)
     if (doc && !cfg->ca_file &&
         take_file(doc, "ca_pem", cfg->path, &cfg->ca_pem, &cfg->ca_from, err) < 0)
         goto cleanup;
+    /* A pin is about one controller: the file's only when its controller is the one used. */
+    const char *pin_from = NULL;
+    if (doc && !cfg->controller_pin && cfg->controller_from &&
+        !strcmp(cfg->controller_from, "config") &&
+        take_file(doc, "controller_pin", cfg->path, &cfg->controller_pin, &pin_from, err) < 0)
+        goto cleanup;
     rc = 0;
 cleanup:
     json_decref(doc);
@@ -132,12 +138,14 @@ int hc_cli_config_load(struct hc_cli_config *cfg, const struct hc_cli_config_fla
                        struct hc_error *err)
 {
     static const struct hc_cli_config_flags none = {0};
+    const char *pin_from = NULL;
     if (!flags)
         flags = &none;
     memset(cfg, 0, sizeof(*cfg));
     if (take(&cfg->controller, &cfg->controller_from, flags->controller, "HCCTL_CONTROLLER") < 0 ||
         take(&cfg->token, &cfg->token_from, flags->token, "HCCTL_TOKEN") < 0 ||
-        take(&cfg->ca_file, &cfg->ca_from, flags->ca_file, "HCCTL_CA_FILE") < 0) {
+        take(&cfg->ca_file, &cfg->ca_from, flags->ca_file, "HCCTL_CA_FILE") < 0 ||
+        take(&cfg->controller_pin, &pin_from, NULL, "HCCTL_CONTROLLER_PIN") < 0) {
         hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
         goto fail;
     }
@@ -161,5 +169,6 @@ void hc_cli_config_clear(struct hc_cli_config *cfg)
     free(cfg->token);
     free(cfg->ca_file);
     free(cfg->ca_pem);
+    free(cfg->controller_pin);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -2,7 +2,10 @@
  * Where hcctl finds its controller, token and CA. Each setting is taken, independently, from
  * the first of: a command-line flag, the environment (HCCTL_CONTROLLER, HCCTL_TOKEN,
  * HCCTL_CA_FILE), the config file $XDG_CONFIG_HOME/hcctl/config.json (default
- * ~/.config/hcctl/config.json; keys "controller", "token", "ca_pem"; written by `hcctld init`).
+ * ~/.config/hcctl/config.json; keys "controller", "token", "ca_pem", "controller_pin"; written
+ * by `hcctld init`). The pin (the controller's server key, "sha256//BASE64") goes with the
+ * controller: the file's pin is used only when the controller comes from the file too, and
+ * HCCTL_CONTROLLER_PIN overrides both.
  * The file is read only when a flag or variable leaves something unset, so a broken file never
  * stands in the way of a fully specified command line.
  */
@@ -18,6 +21,7 @@ struct hc_cli_config {
     char *token;      /* bearer token; NULL: unset */
     char *ca_file;    /* CA file from --ca or HCCTL_CA_FILE; NULL: unset */
     char *ca_pem;     /* CA PEM text from the config file; used only when ca_file is NULL */
+    char *controller_pin; /* the controller's key pin; NULL: only the CA is checked */
     char path[1024];  /* the config file consulted ("" when it was not needed) */
     /* Where each setting came from: "flag", "env", "config" or NULL (unset). */
     const char *controller_from, *token_from, *ca_from;

@@ -42,6 +42,10 @@ struct hc_http_client {
     char *crl_file;
     struct stat crl_seen; /* the CRL file the cached connections were verified against; all
                              zero when it was missing */
+    char *pinned_pubkey;
+    char *source_address; /* "host!ADDR" for CURLOPT_INTERFACE */
+    hc_http_pin_fn pinner;
+    void *pinner_arg;
     int insecure;
     long connect_timeout_ms;
 };
@@ -105,7 +109,9 @@ static int hc_client_copy_config(struct hc_http_client *c, const struct hc_tls_c
         hc_strdup_opt(&c->ca_pem, tls->ca_file ? NULL : tls->ca_pem) != 0 ||
         hc_strdup_opt(&c->cert_file, tls->cert_file) != 0 ||
         hc_strdup_opt(&c->key_file, tls->key_file) != 0 ||
-        hc_strdup_opt(&c->crl_file, tls->crl_file) != 0)
+        hc_strdup_opt(&c->crl_file, tls->crl_file) != 0 ||
+        hc_strdup_opt(&c->pinned_pubkey, tls->pinned_pubkey) != 0 ||
+        (tls->source_address && asprintf(&c->source_address, "host!%s", tls->source_address) < 0))
         return hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot create https client: out of memory");
     c->insecure = tls->insecure;
     c->connect_timeout_ms =
@@ -210,6 +216,8 @@ void hc_http_client_free(struct hc_http_client *c)
     free(c->cert_file);
     free(c->key_file);
     free(c->crl_file);
+    free(c->pinned_pubkey);
+    free(c->source_address);
     free(c);
 }
 
@@ -258,6 +266,10 @@ static int hc_call_set_tls(struct hc_http_client *c, CURL *e)
     /* OpenSSL then checks the peer's certificate (the leaf) against the list. */
     if (c->crl_file)
         rc |= curl_easy_setopt(e, CURLOPT_CRLFILE, c->crl_file);
+    if (c->pinned_pubkey && !c->pinner)
+        rc |= curl_easy_setopt(e, CURLOPT_PINNEDPUBLICKEY, c->pinned_pubkey);
+    if (c->source_address)
+        rc |= curl_easy_setopt(e, CURLOPT_INTERFACE, c->source_address);
     if (c->insecure) {
         rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
         rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -378,7 +390,11 @@ static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx, stru
         hc_error_set(&call->err, 0, HC_ERR_INTERNAL, "cannot serialise body for '%s'", call->url);
         goto fail;
     }
+    char pin[128];
+    if (c->pinner && c->pinner(c->pinner_arg, call->url, pin, sizeof(pin), &call->err) < 0)
+        goto fail;
     if (!(ctx->easy = curl_easy_init()) || hc_call_configure(c, ctx) != 0 ||
+        (c->pinner && curl_easy_setopt(ctx->easy, CURLOPT_PINNEDPUBLICKEY, pin) != CURLE_OK) ||
         curl_multi_add_handle(c->multi, ctx->easy) != CURLM_OK) {
         hc_error_set(&call->err, 0, HC_ERR_INTERNAL, "cannot prepare request to '%s'", call->url);
         goto fail;
@@ -651,4 +667,10 @@ int hc_http_request_raw(struct hc_http_client *c, const char *method, const char
                                 .headers = headers,
                                 .timeout_ms = timeout_ms};
     return hc_request_one(c, &call, resp, err);
+}
+
+void hc_http_client_set_pinner(struct hc_http_client *c, hc_http_pin_fn fn, void *arg)
+{
+    c->pinner = fn;
+    c->pinner_arg = arg;
 }

@@ -28,6 +28,9 @@ struct hc_tls_client_config {
     int insecure;             /* skip peer verification: only to fetch a CA that is then pinned
                                  by fingerprint (join), never for anything else */
     long connect_timeout_ms;  /* default 3000 */
+    const char *pinned_pubkey; /* "sha256//BASE64[;sha256//...]": the peer's public key must be
+                                  one of these (on top of the CA check), or NULL */
+    const char *source_address; /* local address every connection is made from, or NULL */
 };
 
 struct hc_http_response {
@@ -43,6 +46,15 @@ struct hc_http_client;
 struct hc_http_client *hc_http_client_new(const struct hc_tls_client_config *tls,
                                           struct hc_error *err);
 void hc_http_client_free(struct hc_http_client *c);
+
+/* Chooses the public-key pin of the peer behind url, for clients whose peers each hold their
+ * own key (the controller's agents). Writes the pin ("sha256//BASE64") and returns 0, or
+ * returns -1 with err: the call then fails with that error and nothing is sent. */
+typedef int (*hc_http_pin_fn)(void *arg, const char *url, char *pin, size_t len,
+                              struct hc_error *err);
+/* Every later request of c asks fn for its pin (a client-wide pinned_pubkey is then unused).
+ * arg is borrowed for the client's life. */
+void hc_http_client_set_pinner(struct hc_http_client *c, hc_http_pin_fn fn, void *arg);
 
 /* One request. bearer may be NULL; body may be NULL (no body). Returns 0 when any HTTP
  * response arrived (check resp->status), -1 on transport failure with err code unreachable

@@ -11,6 +11,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <openssl/x509v3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,6 +389,47 @@ void hc_pki_fingerprint(X509 *cert, char out[65])
     }
     hc_sha256_hex(der, (size_t)len, out);
     OPENSSL_free(der);
+}
+
+int hc_pki_key_pin(EVP_PKEY *key, char out[HC_PKI_PIN_LEN])
+{
+    unsigned char *der = NULL, md[32];
+    int len = key ? i2d_PUBKEY(key, &der) : -1;
+    out[0] = '\0';
+    if (len <= 0) {
+        ERR_clear_error();
+        return -1;
+    }
+    SHA256(der, (size_t)len, md);
+    OPENSSL_free(der);
+    memcpy(out, "sha256//", 8);
+    EVP_EncodeBlock((unsigned char *)out + 8, md, sizeof(md)); /* 44 characters + NUL */
+    return 0;
+}
+
+int hc_pki_cert_pin(X509 *cert, char out[HC_PKI_PIN_LEN])
+{
+    return hc_pki_key_pin(cert ? X509_get0_pubkey(cert) : NULL, out);
+}
+
+int hc_pki_pem_pin(const char *pem, char out[HC_PKI_PIN_LEN], struct hc_error *err)
+{
+    X509 *cert = hc_pki_cert_from_pem(pem, err);
+    int rc = cert ? hc_pki_cert_pin(cert, out) : -1;
+    X509_free(cert);
+    if (cert && rc < 0)
+        hc_error_set(err, 500, HC_ERR_TLS, "cannot encode the certificate's public key");
+    return rc;
+}
+
+int hc_pki_file_pin(const char *path, char out[HC_PKI_PIN_LEN], struct hc_error *err)
+{
+    X509 *cert = hc_pki_cert_load(path, err);
+    int rc = cert ? hc_pki_cert_pin(cert, out) : -1;
+    X509_free(cert);
+    if (cert && rc < 0)
+        hc_error_set(err, 500, HC_ERR_TLS, "cannot encode the public key of '%s'", path);
+    return rc;
 }
 
 int hc_pki_cert_cn(X509 *cert, char *buf, size_t len)

@@ -53,6 +53,17 @@ char *hc_pki_cert_to_pem(X509 *cert);
 X509 *hc_pki_cert_from_pem(const char *pem, struct hc_error *err);
 /* Lowercase hex SHA-256 of the DER encoding (64 chars + NUL). */
 void hc_pki_fingerprint(X509 *cert, char out[65]);
+/* The public-key pin of a certificate or key in libcurl's CURLOPT_PINNEDPUBLICKEY form:
+ * "sha256//" + base64 of the SHA-256 of the DER SubjectPublicKeyInfo (the same value as
+ * `openssl x509 -pubkey | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary |
+ * base64`). A pin survives a certificate renewed with the same key. 0, or -1 (out "") when the
+ * key cannot be encoded. */
+#define HC_PKI_PIN_LEN 64
+int hc_pki_key_pin(EVP_PKEY *key, char out[HC_PKI_PIN_LEN]);
+int hc_pki_cert_pin(X509 *cert, char out[HC_PKI_PIN_LEN]);
+/* The pin of the first certificate in a PEM text or file. 0 or -1 with err. */
+int hc_pki_pem_pin(const char *pem, char out[HC_PKI_PIN_LEN], struct hc_error *err);
+int hc_pki_file_pin(const char *path, char out[HC_PKI_PIN_LEN], struct hc_error *err);
 /* Subject CN into buf; returns 0 or -1. */
 int hc_pki_cert_cn(X509 *cert, char *buf, size_t len);
 /* Verifies cert was signed by ca (and is within its validity). 0 or -1 with err. */

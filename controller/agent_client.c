@@ -9,13 +9,15 @@
 #include <unistd.h>
 
 #include "controller/crl.h"
+#include "controller/node_identity.h"
 
 long hc_agent_timeout_ms(const struct hc_controller *ctl)
 {
     return ctl->agent_timeout_ms > 0 ? (long)ctl->agent_timeout_ms : HC_AGENT_DEFAULT_TIMEOUT_MS;
 }
 
-struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_error *err)
+struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_db *db,
+                                           struct hc_error *err)
 {
     long timeout = hc_agent_timeout_ms(ctl);
     char crl[1200];
@@ -34,6 +36,8 @@ struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, stru
     struct hc_http_client *c = hc_http_client_new(&tls, err);
     if (!c)
         hc_error_prefix(err, "cannot create the agent client");
+    else
+        hc_http_client_set_pinner(c, hc_identity_pin_for_url, db);
     if (!c && crl[0] && access(crl, F_OK) != 0)
         hc_error_hint(err, "restart hcctld: it writes the revocation list from its database");
     return c;

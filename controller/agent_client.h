@@ -15,14 +15,19 @@
 #include "common/error.h"
 #include "common/https_client.h"
 #include "controller/controller.h"
+#include "db/db.h"
 
 /* Default per-request timeout when ctl->agent_timeout_ms is not set. */
 #define HC_AGENT_DEFAULT_TIMEOUT_MS 5000
 
 /* New client configured from ctl (client_cert, client_key, ca_file, the CRL in data_dir).
- * NULL with err, e.g. when the CRL file is missing (the controller writes it at start).
- * Caller frees with hc_http_client_free. */
-struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_error *err);
+ * Every call pins the public key of the node enrolled at the URL's host:port, looked up in db
+ * (the calling thread's connection, borrowed for the client's life): only the agent holding
+ * that node's key is talked to, and a URL no node has is refused unsent
+ * (controller/node_identity.h). NULL with err, e.g. when the CRL file is missing (the
+ * controller writes it at start). Caller frees with hc_http_client_free. */
+struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_db *db,
+                                           struct hc_error *err);
 
 /* The request timeout to use for ctl: agent_timeout_ms, or the default. */
 long hc_agent_timeout_ms(const struct hc_controller *ctl);

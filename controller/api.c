@@ -17,6 +17,7 @@
 #include "common/util.h"
 #include "controller/auth.h"
 #include "controller/crl.h"
+#include "controller/node_identity.h"
 #include "controller/events.h"
 #include "controller/metrics.h"
 #include "common/bundle.h"
@@ -219,6 +220,15 @@ static int load_ca(struct hc_api *api, struct hc_error *err)
     if (!api->ca_pem)
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode '%s'", api->ctl->ca_file);
     hc_pki_fingerprint(api->ca, api->ca_fingerprint);
+    /* The controller's own names (never a node's) and the key pins the enrollment answer
+     * hands agents, so that they can tell the controller from any other holder of a
+     * certificate from this CA. */
+    if (!(api->server_cert = hc_pki_cert_load(api->ctl->server_cert, err)))
+        return -1;
+    if (hc_pki_cert_pin(api->server_cert, api->server_pin) < 0)
+        return hc_error_set(err, 500, HC_ERR_TLS, "cannot encode the key of '%s'",
+                            api->ctl->server_cert);
+    return hc_pki_file_pin(api->ctl->client_cert, api->client_pin, err);
     return 0;
 }
 
@@ -246,7 +256,7 @@ struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, st
     /* No client certificates on the API: clients authenticate with bearer tokens. */
     struct hc_tls_server_config tls = {.cert_file = ctl->server_cert, .key_file = ctl->server_key};
     api->db = hc_db_open(ctl->db_path, err);
-    if (!api->db || load_ca(api, err) < 0)
+    if (!api->db || load_ca(api, err) < 0 || hc_identity_backfill_pins(api->db, err) < 0)
         goto fail;
     /* Before the workers and the poller make their first agent client: the list they check
      * then says what revoked_certs says, whatever happened to the file while hcctld was down. */
@@ -268,6 +278,7 @@ void hc_api_free(struct hc_api *api)
     hc_http_server_free(api->srv);
     hc_db_close(api->db);
     X509_free(api->ca);
+    X509_free(api->server_cert);
     EVP_PKEY_free(api->ca_key);
     free(api->ca_pem);
     free(api);

@@ -40,6 +40,9 @@ struct hc_api {
     EVP_PKEY *ca_key;
     char *ca_pem;
     char ca_fingerprint[65];
+    X509 *server_cert;    /* its names are the controller's: no node certificate gets them */
+    char server_pin[64];  /* hc_pki_cert_pin of the server and client certificates */
+    char client_pin[64];
     struct hc_api_caller caller; /* the request being served (see the file comment) */
     /* Audit records of anonymous calls, limited per minute (anyone reaching the port could
      * otherwise grow the events table without end). */

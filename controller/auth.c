@@ -86,7 +86,8 @@ static json_t *token_row_check(struct hc_db *db, const struct hc_token *t, const
 {
     *failed = 0;
     json_t *rows = hc_db_query_json(db, err,
-                                    "SELECT name, role, secret_hash, expires_at, used_at "
+                                    "SELECT name, role, secret_hash, expires_at, used_at, "
+                                    "bound_address, bound_name, scope "
                                     "FROM tokens WHERE id = ? AND kind = ?",
                                     "ss", t->id, kind);
     if (!rows) {
@@ -130,7 +131,8 @@ int hc_auth_verify(struct hc_db *db, const char *text, struct hc_auth_identity *
 }
 
 int hc_auth_join_create(struct hc_db *db, const char *ca_fingerprint, int64_t ttl_s,
-                        const char *created_by, struct hc_join_token *out, struct hc_error *err)
+                        const char *created_by, const struct hc_join_binding *bind,
+                        struct hc_join_token *out, struct hc_error *err)
 {
     struct hc_token t;
     if (hc_token_generate(&t, HC_TOKEN_JOIN_PREFIX, ca_fingerprint) < 0)
@@ -139,10 +141,12 @@ int hc_auth_join_create(struct hc_db *db, const char *ca_fingerprint, int64_t tt
     hc_token_hash(&t, hash);
     int64_t now = hc_now_ms();
     int64_t expires = now + ttl_s * 1000;
+    const char *address = bind && bind->address[0] ? bind->address : NULL;
+    const char *name = bind && bind->name[0] ? bind->name : NULL;
     if (hc_db_run(db, err,
-                  "INSERT INTO tokens (id, kind, name, role, secret_hash, created_at, expires_at) "
-                  "VALUES (?, 'join', ?, 'join', ?, ?, ?)",
-                  "sssii", t.id, created_by, hash, now, expires) < 0)
+                  "INSERT INTO tokens (id, kind, name, role, secret_hash, created_at, expires_at, "
+                  "bound_address, bound_name) VALUES (?, 'join', ?, 'join', ?, ?, ?, ?, ?)",
+                  "sssiiss", t.id, created_by, hash, now, expires, address, name) < 0)
         return -1;
     hc_token_format(&t, out->text, sizeof(out->text));
     snprintf(out->id, sizeof(out->id), "%s", t.id);
@@ -159,7 +163,7 @@ int hc_auth_join_check_format(const char *text, struct hc_error *err)
 }
 
 int hc_auth_join_consume(struct hc_db *db, const char *text, const char *used_by,
-                         struct hc_error *err)
+                         struct hc_join_binding *bind, struct hc_error *err)
 {
     struct hc_token t;
     if (!text || hc_token_parse(text, HC_TOKEN_JOIN_PREFIX, &t, NULL) < 0)
@@ -169,6 +173,8 @@ int hc_auth_join_consume(struct hc_db *db, const char *text, const char *used_by
     if (failed)
         return -1;
     int used = row && !json_is_null(json_object_get(row, "used_at"));
+    snprintf(bind->address, sizeof(bind->address), "%s", hc_json_str(row, "bound_address", ""));
+    snprintf(bind->name, sizeof(bind->name), "%s", hc_json_str(row, "bound_name", ""));
     json_decref(row);
     if (!row || used)
         return join_invalid(err);

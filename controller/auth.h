@@ -51,19 +51,29 @@ struct hc_join_token {
     int64_t expires_at_ms;
 };
 
+/* What a join token fixes about the node it may enroll ("" where it fixes nothing): the
+ * address its certificate will name, and its name. */
+struct hc_join_binding {
+    char address[256];
+    char name[64];
+};
+
 /* Creates a one-time join token valid for ttl_s seconds, embedding the CA fingerprint; created_by
- * is stored as the token's name. Runs in the caller's transaction. Returns 0 or -1 with err. */
+ * is stored as the token's name. bind (may be NULL) fixes the enrolling node's address and/or
+ * name. Runs in the caller's transaction. Returns 0 or -1 with err. */
 int hc_auth_join_create(struct hc_db *db, const char *ca_fingerprint, int64_t ttl_s,
-                        const char *created_by, struct hc_join_token *out, struct hc_error *err);
+                        const char *created_by, const struct hc_join_binding *bind,
+                        struct hc_join_token *out, struct hc_error *err);
 
 /* Checks only the format of a join token's text (no database): 0, or -1 with the same 401
  * token_invalid as hc_auth_join_consume. */
 int hc_auth_join_check_format(const char *text, struct hc_error *err);
 
-/* Checks a join token's text and marks it used by used_by. Must run inside the caller's
- * transaction (the enrollment's), so a rollback leaves the token unused. Malformed, unknown,
- * wrong secret, used and expired tokens all fail with the same 401 token_invalid. */
+/* Checks a join token's text and marks it used by used_by; bind receives what the token fixes.
+ * Must run inside the caller's transaction (the enrollment's), so a rollback leaves the token
+ * unused. Malformed, unknown, wrong secret, used and expired tokens all fail with the same 401
+ * token_invalid. */
 int hc_auth_join_consume(struct hc_db *db, const char *text, const char *used_by,
-                         struct hc_error *err);
+                         struct hc_join_binding *bind, struct hc_error *err);
 
 #endif

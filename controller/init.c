@@ -333,9 +333,12 @@ static int write_cli_config(struct init_state *s, struct hc_error *err)
                                 bak, strerror(errno));
         res->cli_config_kept = 1;
     }
+    char pin[HC_PKI_PIN_LEN];
+    if (hc_pki_pem_pin(s->server_pem, pin, err) < 0)
+        return -1;
     return write_json(res->cli_config,
-                      json_pack("{s:s, s:s, s:s}", "controller", res->controller_url, "token",
-                                res->admin_token, "ca_pem", s->ca_pem),
+                      json_pack("{s:s, s:s, s:s, s:s}", "controller", res->controller_url, "token",
+                                res->admin_token, "ca_pem", s->ca_pem, "controller_pin", pin),
                       0600, err);
 }
 

@@ -493,7 +493,7 @@ static enum hc_op_result enter_run(struct hc_op_ctx *ctx, struct hc_error *err)
         .timeout_ms = hc_json_int(p, "timeout_ms", HC_MAINT_DEFAULT_TIMEOUT_MS),
     };
     const char *node = hc_json_str(p, "node", "");
-    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), err);
+    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err);
     if (!client)
         return HC_OP_FAILED;
     int rc = hc_maint_enter_steps(ctx, client, node, &mp, err);
@@ -506,7 +506,7 @@ static enum hc_op_result exit_run(struct hc_op_ctx *ctx, struct hc_error *err)
 {
     const json_t *p = hc_op_params(ctx);
     const char *node = hc_json_str(p, "node", "");
-    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), err);
+    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err);
     if (!client)
         return HC_OP_FAILED;
     int rc = hc_maint_exit_steps(ctx, client, node,

@@ -602,7 +602,7 @@ int hc_net_check_after_join(struct hc_op_ctx *ctx, struct hc_error *err)
     if (mtu <= 0)
         return mtu;
     hc_op_waiting(ctx, "every pair of nodes to pass %d-byte probes", mtu);
-    if (!(client = hc_agent_client_new(hc_op_controller(ctx), err)) ||
+    if (!(client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err)) ||
         !(doc = hc_net_check_run(db, client, &o, err)))
         goto cleanup;
     json_t *stored = json_pack("{s:O}", "net_check", doc);

@@ -149,16 +149,16 @@ int hc_node_insert(struct hc_db *db, const struct hc_node_new *n, struct hc_erro
     int rc = -1;
     sqlite3_stmt *st = hc_db_prepare(db,
                                      "INSERT INTO nodes (cluster_id, name, address, agent_url, "
-                                     "hostname, cert_serial, cert_pem, health, joined_at) "
-                                     "VALUES (?, ?, ?, ?, ?, ?, ?, 'unknown', ?)",
+                                     "hostname, cert_serial, cert_pem, cert_pin, health, "
+                                     "joined_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'unknown', ?)",
                                      err);
     if (!st)
         return -1;
     const char *texts[] = {n->cluster_id, n->name,        n->address, n->agent_url,
-                           n->hostname,   n->cert_serial, n->cert_pem};
+                           n->hostname,   n->cert_serial, n->cert_pem, n->cert_pin};
     for (int i = 0; i < (int)HC_ARRAY_LEN(texts); i++)
         sqlite3_bind_text(st, i + 1, texts[i], -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 8, hc_now_ms());
+    sqlite3_bind_int64(st, 9, hc_now_ms());
     int step = sqlite3_step(st);
     if (step == SQLITE_DONE)
         rc = 0;

@@ -21,6 +21,7 @@ struct hc_node_new {
     const char *hostname; /* may be NULL */
     const char *cert_serial;
     const char *cert_pem;
+    const char *cert_pin; /* hc_pki_cert_pin of cert_pem: what calls to agent_url pin */
 };
 
 /* {"nodes":[NODE...]} sorted by name (new reference), or NULL with err. */

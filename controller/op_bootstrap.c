@@ -279,8 +279,13 @@ static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
     int rc = -1;
     if (host_ssh(h, err) < 0)
         return -1;
+    /* The token fixes the node's address and name: whoever reads it on the host can enroll
+     * that node, and only that node. */
+    struct hc_join_binding bind = {0};
+    snprintf(bind.address, sizeof(bind.address), "%s", h->target.host);
+    snprintf(bind.name, sizeof(bind.name), "%s", h->name);
     if (hc_auth_join_create(hc_op_db(ctx), h->job->ca_fp, BOOT_JOIN_TOKEN_TTL_S, hc_op_id(ctx),
-                            &tok, err) < 0)
+                            &bind, &tok, err) < 0)
         return -1;
     if (asprintf(&token_line, "%s\n", tok.text) < 0 || !(config = join_config(h, token_path))) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
@@ -434,7 +439,7 @@ static int step_wait(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
     long timeout = hc_agent_timeout_ms(h->job->ctl);
     char seen[700] = "not enrolled", url[1024];
     int rc = -1;
-    struct hc_http_client *client = hc_agent_client_new(h->job->ctl, err);
+    struct hc_http_client *client = hc_agent_client_new(h->job->ctl, hc_op_db(ctx), err);
     if (!client)
         return -1;
     hc_op_waiting(ctx, "%s to enroll and answer", h->name);

@@ -72,7 +72,7 @@ static enum hc_op_result net_check_run(struct hc_op_ctx *ctx, struct hc_error *e
                                   .nodes = json_is_array(nodes) ? nodes : NULL};
     enum hc_op_result r = HC_OP_FAILED;
     json_t *doc = NULL;
-    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), err);
+    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err);
     if (!client)
         return HC_OP_FAILED;
     hc_op_waiting(ctx, "the agents to probe every pair of nodes");
@@ -491,7 +491,7 @@ static int job_init(struct mtu_job *j, struct hc_error *err)
     j->call_ms = hc_agent_timeout_ms(hc_op_controller(j->ctx));
     if (j->mtu < HC_NET_MIN_MTU || j->mtu > HC_NET_MAX_MTU)
         return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid MTU %d", j->mtu);
-    if (!(j->client = hc_agent_client_new(hc_op_controller(j->ctx), err)) ||
+    if (!(j->client = hc_agent_client_new(hc_op_controller(j->ctx), hc_op_db(j->ctx), err)) ||
         hc_net_gather(j->db, NULL, &j->chk, err) < 0 || job_state(j, err) < 0)
         return -1;
     if (!(j->cur = calloc(j->chk.nnodes + 1, sizeof(*j->cur))))
@@ -704,7 +704,7 @@ static enum hc_op_result bench_run(struct hc_op_ctx *ctx, struct hc_error *err)
     const json_t *p = hc_op_params(ctx), *names = json_object_get(p, "nodes");
     int seconds = (int)hc_json_int(p, "duration_s", BENCH_DEFAULT_S);
     struct hc_net_check c = {0};
-    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), err);
+    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err);
     enum hc_op_result r = HC_OP_FAILED;
     json_t *pairs = json_array();
     if (!client || hc_net_gather(hc_op_db(ctx), json_is_array(names) ? names : NULL, &c, err) < 0)

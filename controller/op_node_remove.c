@@ -151,7 +151,7 @@ static int node_remove_leave(struct hc_op_ctx *ctx, void *arg, char *detail, siz
     struct hc_controller *ctl = hc_op_controller(ctx);
     struct hc_http_response resp = {0};
     struct hc_error call_err = {0};
-    struct hc_http_client *client = hc_agent_client_new(ctl, err);
+    struct hc_http_client *client = hc_agent_client_new(ctl, hc_op_db(ctx), err);
     if (!client)
         return -1;
     hc_op_waiting(ctx, "agent %s to answer POST /v1/leave", nr->name);
@@ -243,7 +243,7 @@ cleanup:
 static void tell_storage_peers(struct hc_op_ctx *ctx)
 {
     struct hc_error err = {0};
-    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), &err);
+    struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), &err);
     if (!client || hc_storage_peers_step(ctx, client, &err) < 0)
         hc_log(HC_LOG_WARN, "storage peers not updated after the removal: %s", err.message);
     hc_http_client_free(client);

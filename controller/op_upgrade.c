@@ -467,7 +467,7 @@ static void *slot_thread(void *arg)
     struct hc_error err = {0};
     enum hc_op_result r = HC_OP_FAILED;
     if ((w.ctx = hc_op_ctx_fork(u->ctx, &err)) &&
-        (w.client = hc_agent_client_new(hc_op_controller(w.ctx), &err))) {
+        (w.client = hc_agent_client_new(hc_op_controller(w.ctx), hc_op_db(w.ctx), &err))) {
         const json_t *row;
         r = HC_OP_SUCCEEDED;
         while (r == HC_OP_SUCCEEDED && (row = take_next(u)))
@@ -584,7 +584,7 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
                                "FROM nodes n LEFT JOIN upgrade_nodes un ON un.node = n.name AND "
                                "un.op_id = ? ORDER BY n.name", "s", hc_op_id(ctx));
     if (!u.nodes || progress_init(ctx, u.nodes, u.to, err) < 0 || mint_token(&u, err) < 0 ||
-        !(u.client = hc_agent_client_new(hc_op_controller(ctx), err)) ||
+        !(u.client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err)) ||
         hc_storage_peers_step(ctx, u.client, err) < 0) /* a first install starts with peers */
         goto cleanup;
     if ((r = prestage(&u, err)) != HC_OP_SUCCEEDED)

@@ -248,10 +248,11 @@ static void poller_judge_timeout(const struct hc_http_call *status, const struct
              "its agent is hung or overloaded)" : "");
 }
 
-/* Judges the /v1/status call and the echo probes (e may be NULL). */
-static void poller_judge(const struct hc_http_call *status, const struct poller_echo *e,
-                         struct poller_verdict *v)
+/* Judges the /v1/status call and the echo probes (e may be NULL) of node name. */
+static void poller_judge(const char *name, const struct hc_http_call *status,
+                         const struct poller_echo *e, struct poller_verdict *v)
 {
+    const char *reported = status->ok ? hc_json_str(status->resp.body, "node_name", NULL) : NULL;
     v->detail[0] = '\0';
     v->health = "unreachable";
     if (poller_timed_out(status)) {
@@ -261,6 +262,11 @@ static void poller_judge(const struct hc_http_call *status, const struct poller_
     } else if (status->resp.status != 200 || !json_is_object(status->resp.body)) {
         snprintf(v->detail, sizeof(v->detail), "agent answered GET /v1/status with HTTP %ld%s",
                  status->resp.status, json_is_object(status->resp.body) ? "" : " and no JSON");
+    } else if (reported && strcmp(reported, name) != 0) {
+        /* The TLS pin already refuses any other key; this catches an agent that holds this
+         * node's key but was configured as another node. */
+        snprintf(v->detail, sizeof(v->detail), "the agent answering at this node's address says "
+                 "it is node '%.64s': nothing it reports is recorded", reported);
     } else if (poller_big_lost(e)) {
         v->health = "stalled";
         snprintf(v->detail, sizeof(v->detail), "answers small packets but %d-byte packets vanish: "
@@ -363,7 +369,7 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
 {
     struct poller_verdict v;
     int rc = -1;
-    poller_judge(status, echo, &v);
+    poller_judge(name, status, echo, &v);
     /* Read the old health inside the transaction: the node may have been removed or changed
      * since the cycle started. */
     json_t *rows = hc_db_query_json(db, err, "SELECT health FROM nodes WHERE id = ?", "i", id);
@@ -374,7 +380,7 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
         goto cleanup;
     }
     const char *from = hc_json_str(json_array_get(rows, 0), "health", "unknown");
-    if (status->ok && status->resp.status == 200 && json_is_object(status->resp.body))
+    if (strcmp(v.health, "unreachable") != 0) /* answered, and as this node */
         rc = poller_store_status(db, id, status, &v, now, err) < 0 ||
                      poller_store_ifaces(db, id, ifaces, now, err) != 0
                  ? -1
@@ -624,7 +630,7 @@ struct hc_poller *hc_poller_start(struct hc_controller *ctl, struct hc_error *er
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* deadlines come from hc_mono_ms */
     pthread_cond_init(&p->cv, &attr);
     pthread_condattr_destroy(&attr);
-    if (!(p->db = hc_db_open(ctl->db_path, err)) || !(p->client = hc_agent_client_new(ctl, err)))
+    if (!(p->db = hc_db_open(ctl->db_path, err)) || !(p->client = hc_agent_client_new(ctl, p->db, err)))
         goto cleanup;
     /* Without the echo socket the poller still works; the MTU stall then shows as unreachable. */
     if (!(p->echo_buf = malloc(POLLER_ECHO_MAX)) || (p->echo_fd = poller_echo_socket()) < 0)

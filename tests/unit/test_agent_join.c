@@ -154,9 +154,12 @@ static json_t *sign_enrollment(struct env *e, json_t *body, struct hc_error *err
     EVP_PKEY *pub = csr ? hc_pki_csr_pubkey(csr) : NULL;
     X509 *cert = pub ? hc_pki_issue(e->ca, e->ca_key, pub, &spec, serial, err) : NULL;
     char *pem = cert ? hc_pki_cert_to_pem(cert) : NULL;
-    json_t *reply = pem ? json_pack("{s:{s:s, s:s}, s:s, s:s, s:s}", "node", "name", name,
+    char pin[HC_PKI_PIN_LEN];
+    json_t *reply = pem && hc_pki_file_pin(e->server_cert, pin, err) == 0
+                        ? json_pack("{s:{s:s, s:s}, s:s, s:s, s:s, s:s}", "node", "name", name,
                                     "cert_serial", serial, "cert_pem", pem, "ca_pem", e->ca_pem,
-                                    "controller_client_cn", HC_CONTROLLER_CLIENT_CN)
+                                    "controller_client_cn", HC_CONTROLLER_CLIENT_CN,
+                                    "controller_pin", pin)
                         : NULL;
     free(pem);
     X509_free(cert);

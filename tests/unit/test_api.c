@@ -114,15 +114,16 @@ static int teardown(void **state)
     return 0;
 }
 
-/* One request; asserts the status and returns the body (new reference). body is stolen. */
-static json_t *call(struct fixture *f, const char *method, const char *path, const char *token,
-                    json_t *body, long want)
+/* One request on client; asserts the status and returns the body (new reference). body is
+ * stolen. */
+static json_t *call_on(struct fixture *f, struct hc_http_client *client, const char *method,
+                       const char *path, const char *token, json_t *body, long want)
 {
     char url[512];
     snprintf(url, sizeof(url), "%s%s", f->url, path);
     struct hc_http_response resp = {0};
     struct hc_error err = {0};
-    int rc = hc_http_request(f->client, method, url, token, body, 10000, &resp, &err);
+    int rc = hc_http_request(client, method, url, token, body, 10000, &resp, &err);
     json_decref(body);
     if (rc != 0)
         fail_msg("%s %s: %s", method, path, err.message);
@@ -134,6 +135,12 @@ static json_t *call(struct fixture *f, const char *method, const char *path, con
     if (!out)
         fail_msg("%s %s: body is not JSON", method, path);
     return out;
+}
+
+static json_t *call(struct fixture *f, const char *method, const char *path, const char *token,
+                    json_t *body, long want)
+{
+    return call_on(f, f->client, method, path, token, body, want);
 }
 
 static const char *admin(struct fixture *f)
@@ -228,10 +235,26 @@ static json_t *enroll_body(const char *token, const char *name, const char *agen
     return body;
 }
 
+/* POST /v1/enroll from source (an address on lo), as an agent enrolls from its own address. */
+static json_t *enroll_from(struct fixture *f, const char *source, json_t *body, long want)
+{
+    struct hc_error err = {0};
+    struct hc_tls_client_config tls = {.ca_file = f->ctl.ca_file, .source_address = source};
+    struct hc_http_client *client = hc_http_client_new(&tls, &err);
+    if (!client)
+        fail_msg("enroll client: %s", err.message);
+    json_t *out = call_on(f, client, "POST", "/v1/enroll", NULL, body, want);
+    hc_http_client_free(client);
+    return out;
+}
+
+/* Enrolls from the agent URL's host when it is a loopback address (else from 127.0.0.1). */
 static json_t *enroll(struct fixture *f, const char *token, const char *name, const char *url,
                       long want)
 {
-    return call(f, "POST", "/v1/enroll", NULL, enroll_body(token, name, url), want);
+    char host[64] = "127.0.0.1";
+    sscanf(url, "https://%63[0-9.]:", host);
+    return enroll_from(f, host, enroll_body(token, name, url), want);
 }
 
 static void test_public_routes_and_missing_token(void **state)
@@ -429,11 +452,17 @@ static void test_enroll_refusals_keep_the_token(void **state)
                "token_invalid");
 
     /* none of that used the second token */
-    json_decref(enroll(f, second, "n2", "https://node2.example:7444", 201));
-    json_t *n2 = call(f, "GET", "/v1/nodes/n2", admin(f), NULL, 200);
-    assert_string_equal(json_string_value(json_object_get(json_object_get(n2, "node"), "address")),
-                        "node2.example");
-    json_decref(n2);
+    json_decref(enroll(f, second, "n2", "https://127.0.0.3:7444", 201));
+    /* a name is recorded as the address only from a token minted for it */
+    json_t *named = call(f, "POST", "/v1/join-tokens", admin(f),
+                         json_pack("{s:s}", "address", "node3.example"), 201);
+    json_decref(enroll(f, json_string_value(json_object_get(named, "token")), "n3",
+                       "https://node3.example:7444", 201));
+    json_decref(named);
+    json_t *n3 = call(f, "GET", "/v1/nodes/n3", admin(f), NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(n3, "node"), "address")),
+                        "node3.example");
+    json_decref(n3);
     free(first);
     free(second);
 }

@@ -191,7 +191,7 @@ static void test_bearer_header(void **state)
 static void join_create_ok(struct hc_db *db, int64_t ttl_s, struct hc_join_token *jt)
 {
     struct hc_error err = {0};
-    if (hc_auth_join_create(db, FINGERPRINT, ttl_s, "admin", jt, &err) != 0)
+    if (hc_auth_join_create(db, FINGERPRINT, ttl_s, "admin", NULL, jt, &err) != 0)
         fail_msg("join create: %s", err.message);
 }
 
@@ -199,7 +199,8 @@ static int consume(struct hc_db *db, const char *text, const char *by, struct hc
 {
     if (hc_db_begin(db, err) != 0)
         return -2;
-    int rc = hc_auth_join_consume(db, text, by, err);
+    struct hc_join_binding bind;
+    int rc = hc_auth_join_consume(db, text, by, &bind, err);
     if (rc == 0 && hc_db_commit(db, err) != 0)
         return -2;
     if (rc != 0)
@@ -229,7 +230,9 @@ static void test_join_token_once(void **state)
     /* a rolled-back enrollment leaves the token usable */
     struct hc_error err = {0};
     assert_int_equal(hc_db_begin(f->db, &err), 0);
-    assert_int_equal(hc_auth_join_consume(f->db, jt.text, "n1", &err), 0);
+    struct hc_join_binding bind;
+    assert_int_equal(hc_auth_join_consume(f->db, jt.text, "n1", &bind, &err), 0);
+    assert_string_equal(bind.address, "");
     hc_db_rollback(f->db);
 
     assert_int_equal(consume(f->db, jt.text, "n1", &err), 0);

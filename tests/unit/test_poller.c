@@ -197,12 +197,15 @@ static void insert_node(struct fixture *f, const char *name, int port)
 {
     struct hc_error err = {0};
     char url[128];
+    char pin[HC_PKI_PIN_LEN];
     snprintf(url, sizeof(url), "https://127.0.0.1:%d", port);
+    /* the key the stand-in agents serve with: what the poller pins */
+    assert_int_equal(hc_pki_file_pin(f->agent_cert, pin, &err), 0);
     assert_int_equal(hc_db_run(f->db, &err,
                                "INSERT INTO nodes (cluster_id, name, address, agent_url, "
-                               "cert_serial, cert_pem, joined_at) VALUES ('c-test', ?, "
-                               "'127.0.0.1', ?, ?, 'PEM', ?)",
-                               "sssi", name, url, name, hc_now_ms()),
+                               "cert_serial, cert_pem, cert_pin, joined_at) VALUES ('c-test', ?, "
+                               "'127.0.0.1', ?, ?, 'PEM', ?, ?)",
+                               "ssssi", name, url, name, pin, hc_now_ms()),
                      1);
 }
 

@@ -163,8 +163,10 @@ static int setup(void **state)
     assert_int_equal(hc_db_run(f.db, &err, "INSERT INTO clusters (id, name, created_at) VALUES "
                                "('c-test', 'test', ?)", "i", hc_now_ms()), 1);
     assert_int_equal(hc_db_run(f.db, &err, "INSERT INTO nodes (id, cluster_id, name, address, "
-                               "agent_url, cert_serial, cert_pem, joined_at) VALUES (1, 'c-test', "
-                               "'n1', '127.0.0.1', ?, 's1', 'PEM', ?)", "si", url, hc_now_ms()),
+                               "agent_url, cert_serial, cert_pem, cert_pin, joined_at) VALUES "
+                               "(1, 'c-test', 'n1', '127.0.0.1', ?, 's1', 'PEM', "
+                               "'sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=', ?)", "si",
+                               url, hc_now_ms()),
                      1);
     /* what the poller learnt before the stall: the management interface and its MTU */
     assert_int_equal(hc_db_run(f.db, &err, "INSERT INTO interfaces (node_id, name, mtu, state, "
