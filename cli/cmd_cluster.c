@@ -23,7 +23,9 @@ static int cmd_join_token(struct hc_cmd_ctx *ctx)
     if (ttl_ms > JOIN_TTL_MAX_MS)
         return hc_cmd_usage(ctx, "for example --ttl 1d; a new token can be created at any time",
                             "--ttl must be at most " JOIN_TTL_MAX " (the controller's limit)");
-    json_t *body = json_pack("{s:I}", "ttl_seconds", (json_int_t)(ttl_ms / 1000));
+    json_t *body = json_pack("{s:I, s:s?, s:s?}", "ttl_seconds", (json_int_t)(ttl_ms / 1000),
+                             "address", hc_cmd_opt_str(ctx, "address"), "name",
+                             hc_cmd_opt_str(ctx, "name"));
     json_t *doc = hc_cmd_request(ctx, "POST", "/v1/join-tokens", body, &err);
     json_decref(body);
     if (!doc)
@@ -158,6 +160,11 @@ static const struct hc_cmd_opt create_opts[] = {
 static const struct hc_cmd_opt join_token_opts[] = {
     {"ttl", 0, HC_OPT_DURATION, 0, "how long the token stays valid (1s to " JOIN_TTL_MAX ")",
      "DUR", HC_COMPLETE_NONE, "1h", NULL},
+    {"address", 0, HC_OPT_STRING, 0,
+     "the address the node's certificate will name (default: the address the join comes from, "
+     "e.g. behind NAT give the agent's own)", "ADDR", HC_COMPLETE_NONE, NULL, NULL},
+    {"name", 0, HC_OPT_STRING, 0, "the only node name the token may enroll", "NODE",
+     HC_COMPLETE_NONE, NULL, NULL},
     {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
 };
 

@@ -467,6 +467,109 @@ static void test_enroll_refusals_keep_the_token(void **state)
     free(second);
 }
 
+/* The attacks of issue 12 item 1, each refused with the token left unused for a real join. */
+static void test_enroll_identity_is_the_controllers_choice(void **state)
+{
+    struct fixture *f = *state;
+    char *token = join_token(f, 600);
+    /* names the event log or the agents give to others */
+    static const char *const reserved[] = {"hcctld-client", "controller", "admin", "anonymous",
+                                           "op-0123456789ab"};
+    for (size_t i = 0; i < HC_ARRAY_LEN(reserved); i++) {
+        json_t *r = enroll(f, token, reserved[i], "https://127.0.0.4:7444", 400);
+        assert_non_null(strstr(assert_error(r, "invalid_argument"), "reserved"));
+        json_decref(r);
+    }
+    /* an API token's name */
+    json_t *r = enroll(f, token, "viewer", "https://127.0.0.4:7444", 400);
+    assert_non_null(strstr(assert_error(r, "invalid_argument"), "API token"));
+    json_decref(r);
+    /* the controller's own address (a certificate for it could stand in for the controller) */
+    r = enroll(f, token, "fake", "https://127.0.0.1:7444", 409);
+    assert_string_equal(assert_error(r, "conflict"), "address '127.0.0.1' is the controller's");
+    json_decref(r);
+    r = enroll_from(f, "127.0.0.1", enroll_body(token, "fake", "https://localhost:7444"), 403);
+    assert_error(r, "forbidden"); /* a name is never the source address */
+    json_decref(r);
+    /* an address the request does not come from */
+    r = enroll_from(f, "127.0.0.5", enroll_body(token, "n5", "https://127.0.0.4:7444"), 403);
+    assert_non_null(strstr(assert_error(r, "forbidden"), "not the address this request came from"));
+    json_decref(r);
+
+    /* a real node, then a phantom with its URL and with its address */
+    json_decref(enroll(f, token, "real", "https://127.0.0.4:7444", 201));
+    char *second = join_token(f, 600);
+    r = enroll(f, second, "phantom", "https://127.0.0.4:7444", 409);
+    assert_string_equal(assert_error(r, "conflict"), "address '127.0.0.4' belongs to node 'real'");
+    json_decref(r);
+    r = enroll(f, second, "phantom", "https://127.0.0.4:9999", 409);
+    assert_error(r, "conflict");
+    json_decref(r);
+    json_t *list = call(f, "GET", "/v1/nodes", admin(f), NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(list, "nodes")), 1);
+    json_decref(list);
+    /* the refusals left the second token unused */
+    json_decref(enroll(f, second, "n6", "https://127.0.0.6:7444", 201));
+    free(token);
+    free(second);
+}
+
+/* A token minted for one node enrolls that node only: address and name are the token's. */
+static void test_bound_join_token(void **state)
+{
+    struct fixture *f = *state;
+    json_t *jt = call(f, "POST", "/v1/join-tokens", admin(f),
+                      json_pack("{s:s, s:s}", "address", "127.0.0.7", "name", "n7"), 201);
+    const char *token = json_string_value(json_object_get(jt, "token"));
+    assert_string_equal(json_string_value(json_object_get(jt, "address")), "127.0.0.7");
+    json_t *r = enroll(f, token, "n7", "https://127.0.0.8:7444", 403);
+    assert_string_equal(assert_error(r, "forbidden"),
+                        "this join token is for address '127.0.0.7', not '127.0.0.8'");
+    json_decref(r);
+    r = enroll(f, token, "other", "https://127.0.0.7:7444", 403);
+    assert_error(r, "forbidden");
+    json_decref(r);
+    /* from any source (NAT): the address is the token's */
+    json_decref(enroll_from(f, "127.0.0.9", enroll_body(token, "n7", "https://127.0.0.7:7444"),
+                            201));
+    json_decref(jt);
+    call_error(f, "POST", "/v1/join-tokens", admin(f),
+               json_pack("{s:s}", "name", "controller"), 400, "invalid_argument");
+    call_error(f, "POST", "/v1/join-tokens", admin(f),
+               json_pack("{s:s}", "address", "a b"), 400, "invalid_argument");
+}
+
+/* A join whose answer never reached the agent: the agent joins again with a new token, and the
+ * never-seen row is replaced, its certificate revoked; a seen node is never replaced. */
+static void test_ghost_node_is_replaced(void **state)
+{
+    struct fixture *f = *state;
+    char *t1 = join_token(f, 600), *t2 = join_token(f, 600), *t3 = join_token(f, 600);
+    json_t *first = enroll(f, t1, "g1", "https://127.0.0.10:7444", 201);
+    const char *old_serial =
+        json_string_value(json_object_get(json_object_get(first, "node"), "cert_serial"));
+    json_t *again = enroll(f, t2, "g1", "https://127.0.0.10:7444", 201);
+    assert_string_not_equal(
+        json_string_value(json_object_get(json_object_get(again, "node"), "cert_serial")),
+        old_serial);
+    struct hc_error err = {0};
+    json_t *rows = hc_db_query_json(f->db, &err, "SELECT node_name FROM revoked_certs WHERE "
+                                                 "serial = ?", "s", old_serial);
+    assert_int_equal(json_array_size(rows), 1);
+    json_decref(rows);
+    /* once the poller has seen it, the name is taken for good */
+    assert_int_equal(hc_db_run(f->db, &err, "UPDATE nodes SET last_seen = 1 WHERE name = 'g1'",
+                               ""), 1);
+    json_t *r = enroll(f, t3, "g1", "https://127.0.0.10:7444", 409);
+    assert_error(r, "conflict");
+    json_decref(r);
+    json_decref(first);
+    json_decref(again);
+    free(t1);
+    free(t2);
+    free(t3);
+}
+
 static void test_expired_tokens(void **state)
 {
     struct fixture *f = *state;
@@ -708,6 +811,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_readonly_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_join_token_and_enroll_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_enroll_refusals_keep_the_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_enroll_identity_is_the_controllers_choice, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_bound_join_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ghost_node_is_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expired_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_join_token_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_json_on_every_post, setup, teardown),

@@ -398,6 +398,37 @@ static void check_unreachable(struct fixture *f, const char *name, const char *d
     json_decref(row);
 }
 
+/* A node whose agent_url answers with another key (the CA-signed certificate of someone else
+ * at the same address), and a node whose URL reaches an agent that says it is another node:
+ * neither is reachable, and nothing either says is recorded. */
+static void test_poller_pins_node_identity(void **state)
+{
+    struct fixture *f = *state;
+    struct hc_error err = {0};
+    char url[128], wrong[HC_PKI_PIN_LEN], right[HC_PKI_PIN_LEN];
+    assert_int_equal(hc_pki_file_pin(f->ctl.client_cert, wrong, &err), 0);
+    assert_int_equal(hc_pki_file_pin(f->agent_cert, right, &err), 0);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d", f->agent.port);
+    assert_int_equal(hc_db_run(f->db, &err, "INSERT INTO nodes (cluster_id, name, address, "
+                               "agent_url, cert_serial, cert_pem, cert_pin, joined_at) VALUES "
+                               "('c-test', 'n1', '127.0.0.1', ?, 's1', 'PEM', ?, 0)", "ss", url,
+                               wrong), 1);
+    snprintf(url, sizeof(url), "https://localhost:%d", f->agent.port);
+    assert_int_equal(hc_db_run(f->db, &err, "INSERT INTO nodes (cluster_id, name, address, "
+                               "agent_url, cert_serial, cert_pem, cert_pin, joined_at) VALUES "
+                               "('c-test', 'n2', 'localhost', ?, 's2', 'PEM', ?, 0)", "ss", url,
+                               right), 1);
+    f->poller = hc_poller_start(&f->ctl, &err);
+    if (!f->poller)
+        fail_msg("poller start: %s", err.message);
+    wait_cycles(f->poller, 3);
+    check_unreachable(f, "n1", "public key does not match pinned public key");
+    check_unreachable(f, "n2", "says it is node 'n1'");
+    json_t *n2 = node_row(f, "n2");
+    assert_true(json_is_null(json_object_get(n2, "agent_version")));
+    json_decref(n2);
+}
+
 static void test_poller_health_and_interfaces(void **state)
 {
     struct fixture *f = *state;
@@ -593,6 +624,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_poller_health_and_interfaces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_poller_event_names_change, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_poller_pins_node_identity, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
