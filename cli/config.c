@@ -1,6 +1,8 @@
 /* Resolution of controller URL, token and CA: flag > environment > config file. */
 #include "cli/config.h"
 
+#include "common/util.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -171,4 +173,21 @@ void hc_cli_config_clear(struct hc_cli_config *cfg)
     free(cfg->ca_pem);
     free(cfg->controller_pin);
     memset(cfg, 0, sizeof(*cfg));
+}
+
+int hc_cli_config_set_token(const char *path, const char *token, struct hc_error *err)
+{
+    json_t *doc = NULL;
+    if (read_file(path, &doc, err) < 0)
+        return -1;
+    if (!doc)
+        return hc_error_set(err, 0, HC_ERR_IO, "config file '%s' is gone", path);
+    json_object_set_new(doc, "token", json_string(token));
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(doc);
+    if (!text)
+        return hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+    int rc = hc_file_write_atomic(path, text, strlen(text), 0600, err);
+    free(text);
+    return rc;
 }

@@ -34,6 +34,10 @@ struct hc_cli_config_flags {
     const char *ca_file;
 };
 
+/* Replaces the "token" of the config file at path (kept 0600, written atomically, the other
+ * keys untouched). 0 or -1 with err. */
+int hc_cli_config_set_token(const char *path, const char *token, struct hc_error *err);
+
 /* The config file path: $XDG_CONFIG_HOME/hcctl/config.json, else $HOME/.config/hcctl/
  * config.json. Returns 0, or -1 with err when neither variable is set. */
 int hc_cli_config_path(char *buf, size_t len, struct hc_error *err);

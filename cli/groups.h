@@ -16,6 +16,7 @@ extern const struct hc_cmd_group hc_cmd_group_upgrade;
 extern const struct hc_cmd_group hc_cmd_group_net;
 extern const struct hc_cmd_group hc_cmd_group_software;
 extern const struct hc_cmd_group hc_cmd_group_operation;
+extern const struct hc_cmd_group hc_cmd_group_token;
 extern const struct hc_cmd_group hc_cmd_group_events;
 extern const struct hc_cmd_group hc_cmd_group_version;
 extern const struct hc_cmd_group hc_cmd_group_self_test;

@@ -63,6 +63,11 @@ static const struct {
     {"GET", "/v1/software/{version}", HC_API_READ, hc_res_software_get},
     {"DELETE", "/v1/software/{version}", HC_API_ADMIN, hc_res_software_remove},
     {"GET", "/v1/software/{version}/bundle", HC_API_READ, hc_res_software_bundle},
+    /* API tokens (issue 12): res_tokens.c */
+    {"GET", "/v1/tokens", HC_API_ADMIN, hc_res_tokens_list},
+    {"POST", "/v1/tokens", HC_API_ADMIN, hc_res_token_create},
+    {"DELETE", "/v1/tokens/{id}", HC_API_ADMIN, hc_res_token_revoke},
+    {"POST", "/v1/tokens/{id}/rotate", HC_API_ADMIN, hc_res_token_rotate},
 };
 
 static int forbidden(struct hc_request *req, const char *name)
@@ -89,9 +94,17 @@ static int api_before(struct hc_request *req, const struct hc_route *route, void
         return 1;
     }
     snprintf(api->caller.actor, sizeof(api->caller.actor), "%s", who.name);
+    snprintf(api->caller.token_id, sizeof(api->caller.token_id), "%s", who.id);
     hc_req_set_user(req, &api->caller);
     if ((route->flags & HC_API_ADMIN) && strcmp(who.role, HC_AUTH_ROLE_ADMIN) != 0)
         return forbidden(req, who.name);
+    if (!hc_auth_scope_allows(who.scope, hc_req_method(req), hc_req_path(req))) {
+        hc_error_set(&err, 403, HC_ERR_FORBIDDEN, "api token '%s' may only read %s", who.name,
+                     who.scope);
+        hc_error_hint(&err, "it was handed to a node for one download; use another token");
+        hc_reply_error(req, &err);
+        return 1;
+    }
     return 0;
 }
 
@@ -256,7 +269,8 @@ struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, st
     /* No client certificates on the API: clients authenticate with bearer tokens. */
     struct hc_tls_server_config tls = {.cert_file = ctl->server_cert, .key_file = ctl->server_key};
     api->db = hc_db_open(ctl->db_path, err);
-    if (!api->db || load_ca(api, err) < 0 || hc_identity_backfill_pins(api->db, err) < 0)
+    if (!api->db || load_ca(api, err) < 0 || hc_identity_backfill_pins(api->db, err) < 0 ||
+        hc_auth_scoped_tokens_delete(api->db, NULL, err) < 0) /* what crashed runs left */
         goto fail;
     /* Before the workers and the poller make their first agent client: the list they check
      * then says what revoked_certs says, whatever happened to the file while hcctld was down. */

@@ -30,6 +30,7 @@
 struct hc_api_caller {
     char actor[128]; /* token name, or the node name for a successful enroll */
     char node[64];   /* node the call was about, "" when none */
+    char token_id[17]; /* the API token's id, "" on public routes */
 };
 
 struct hc_api {
@@ -105,6 +106,10 @@ void hc_res_software_list(struct hc_request *req, void *arg);      /* res_softwa
 void hc_res_software_get(struct hc_request *req, void *arg);       /* res_software.c */
 void hc_res_software_remove(struct hc_request *req, void *arg);    /* res_software.c */
 void hc_res_software_bundle(struct hc_request *req, void *arg);    /* res_software.c */
+void hc_res_tokens_list(struct hc_request *req, void *arg);        /* res_tokens.c */
+void hc_res_token_create(struct hc_request *req, void *arg);       /* res_tokens.c */
+void hc_res_token_revoke(struct hc_request *req, void *arg);       /* res_tokens.c */
+void hc_res_token_rotate(struct hc_request *req, void *arg);       /* res_tokens.c */
 /* {"operation":OP} for an operation id (new reference), or NULL with err (404). res_operations.c */
 json_t *hc_res_operation_body(struct hc_db *db, const char *id, struct hc_error *err);
 

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "common/error.h"
 #include "db/db.h"
 
@@ -24,6 +26,7 @@ struct hc_auth_identity {
     char id[17];
     char name[128];
     char role[16];
+    char scope[128]; /* "" or "bundle:VERSION": the one resource the token may read */
 };
 
 /* Creates an API token; expires_at_ms 0 means never. text (HC_AUTH_TOKEN_TEXT_MAX bytes)
@@ -32,6 +35,41 @@ struct hc_auth_identity {
  * transaction when one is open. Returns 0 or -1 with err. */
 int hc_auth_token_create(struct hc_db *db, const char *name, const char *role,
                          int64_t expires_at_ms, char text[HC_AUTH_TOKEN_TEXT_MAX],
+                         struct hc_error *err);
+
+/* A read-only token limited to scope ("bundle:VERSION"), owned by operation op_id: the tokens
+ * handed to agents to download one bundle. Same rules and output as hc_auth_token_create. */
+int hc_auth_token_create_scoped(struct hc_db *db, const char *name, const char *scope,
+                                const char *op_id, int64_t expires_at_ms,
+                                char text[HC_AUTH_TOKEN_TEXT_MAX], struct hc_error *err);
+
+/* Deletes the scoped tokens of op_id (the operation ended or runs again), and every scoped
+ * token past its expiry. Returns the number deleted, or -1 with err. */
+int hc_auth_scoped_tokens_delete(struct hc_db *db, const char *op_id, struct hc_error *err);
+
+/* 1 when a token with scope may make this request, else 0. An empty scope allows anything
+ * (the role decides). */
+int hc_auth_scope_allows(const char *scope, const char *method, const char *path);
+
+/* {"tokens":[{id, kind, name, role, scope, created_at, expires_at, expired, used_at, used_by,
+ * address, node}]}: every token, newest first, never a secret or its hash. NULL with err. */
+json_t *hc_auth_token_list(struct hc_db *db, struct hc_error *err);
+
+/* Finds an API or join token by id, or an API token by name: fills id (17 bytes) and kind.
+ * 404 when there is none. */
+int hc_auth_token_find(struct hc_db *db, const char *id_or_name, char id[17], char kind[8],
+                       struct hc_error *err);
+
+/* Revokes (deletes) token id. The last admin token that has not expired is kept (409): the
+ * cluster would have no administrator left (`hcctld token create` on the controller host
+ * makes one). Runs in the caller's transaction. */
+int hc_auth_token_revoke(struct hc_db *db, const char *id, struct hc_error *err);
+
+/* Gives API token id a new secret (same id, name and role; the old text stops working at
+ * once). ttl_ms > 0 sets a new life, 0 keeps the token's old length of life (none stays none).
+ * text receives the new token. Runs in the caller's transaction. */
+int hc_auth_token_rotate(struct hc_db *db, const char *id, int64_t ttl_ms,
+                         char text[HC_AUTH_TOKEN_TEXT_MAX], int64_t *expires_at_ms,
                          struct hc_error *err);
 
 /* Checks a bearer token's text (without "Bearer "). Every failure (malformed, unknown id, wrong

@@ -244,7 +244,10 @@ static int fill_db(struct init_state *s, struct hc_db *db, struct hc_error *err)
         insert_pki_row(db, "ca_key_path", s->ctl.ca_key_file, now, err) < 0 ||
         insert_pki_row(db, "server_cert", s->server_pem, now, err) < 0 ||
         insert_pki_row(db, "client_cert", s->client_pem, now, err) < 0 ||
-        hc_auth_token_create(db, "admin", HC_AUTH_ROLE_ADMIN, 0, s->res->admin_token, err) < 0 ||
+        hc_auth_token_create(db, "admin", HC_AUTH_ROLE_ADMIN,
+                             s->opts->admin_token_ttl_ms ? hc_now_ms() + s->opts->admin_token_ttl_ms
+                                                         : 0,
+                             s->res->admin_token, err) < 0 ||
         hc_event_add(db, "cluster.initialised", NULL, NULL, "hcctld", NULL, err,
                      "cluster '%s' (%s) initialised", name, s->res->cluster_id) < 0 ||
         hc_db_commit(db, err) < 0) {

@@ -29,6 +29,7 @@ struct hc_init_options {
     int force;                /* start over in an initialised directory */
     const char *const *trust_keys; /* Ed25519 public keys (PEM files) trusted to sign bundles */
     size_t ntrust_keys;
+    int64_t admin_token_ttl_ms; /* the first admin token's life; 0: until revoked */
 };
 
 struct hc_init_result {

@@ -44,6 +44,7 @@ static void usage(FILE *out)
           "                   [--san NAME]...\n"
           "                   [--cluster-name NAME] [--cli-config PATH] [--force]\n"
           "                   [--trust-key FILE]...  (Ed25519 public keys that sign bundles)\n"
+          "                   [--admin-token-ttl DUR]  (default: the admin token never expires)\n"
           "       hcctld token create --data-dir DIR --name NAME [--role admin|readonly]\n"
           "                   [--ttl DUR]\n"
           "       hcctld run --data-dir DIR [--listen ADDR:PORT] [--advertise ADDR:PORT]\n"
@@ -84,6 +85,7 @@ static int cmd_init(int argc, char **argv)
                                          {"cli-config", required_argument, NULL, 'c'},
                                          {"force", no_argument, NULL, 'f'},
                                          {"trust-key", required_argument, NULL, 'k'},
+                                         {"admin-token-ttl", required_argument, NULL, 't'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *sans[MAX_SANS], *keys[MAX_TRUST_KEYS];
@@ -119,6 +121,13 @@ static int cmd_init(int argc, char **argv)
                 return usage_error("too many --trust-key values (max %d)", MAX_TRUST_KEYS);
             keys[o.ntrust_keys++] = optarg;
             break;
+        case 't': {
+            struct hc_error terr = {0};
+            if (hc_duration_parse(optarg, &o.admin_token_ttl_ms, &terr) < 0 ||
+                o.admin_token_ttl_ms < 1000)
+                return usage_error("invalid --admin-token-ttl '%s'", optarg);
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;

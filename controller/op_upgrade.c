@@ -558,13 +558,18 @@ static enum hc_op_result prestage(struct upgrade *u, struct hc_error *err)
     return run_slots(u, queue, stage_node, PRESTAGE_PARALLEL, err);
 }
 
+/* The token agents download the bundle with: it reads that one bundle and nothing else, and
+ * lives while this run does (an earlier run's, after a crash or a pause, goes first). */
 static int mint_token(struct upgrade *u, struct hc_error *err)
 {
-    char name[96], suffix[9];
+    char name[96], suffix[9], scope[80];
     hc_random_hex(suffix, 4);
     snprintf(name, sizeof(name), "stage-%s-%s", hc_op_id(u->ctx), suffix);
-    return hc_auth_token_create(hc_op_db(u->ctx), name, HC_AUTH_ROLE_READONLY,
-                                hc_now_ms() + STAGE_TOKEN_TTL_MS, u->token, err);
+    snprintf(scope, sizeof(scope), "bundle:%s", u->to);
+    if (hc_auth_scoped_tokens_delete(hc_op_db(u->ctx), hc_op_id(u->ctx), err) < 0)
+        return -1;
+    return hc_auth_token_create_scoped(hc_op_db(u->ctx), name, scope, hc_op_id(u->ctx),
+                                       hc_now_ms() + STAGE_TOKEN_TTL_MS, u->token, err);
 }
 
 static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err)
@@ -593,6 +598,9 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
 cleanup:
     if (r != HC_OP_PAUSED)
         hc_op_waiting(ctx, NULL);
+    struct hc_error token_err = {0};
+    if (u.token[0] && hc_auth_scoped_tokens_delete(hc_op_db(ctx), hc_op_id(ctx), &token_err) < 0)
+        HC_WARN("%s: staging token left to expire: %s", hc_op_id(ctx), token_err.message);
     hc_http_client_free(u.client);
     json_decref(plan);
     json_decref(u.bundle);

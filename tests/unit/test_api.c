@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "common/https_client.h"
+#include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
 #include "controller/api.h"
@@ -570,6 +571,87 @@ static void test_ghost_node_is_replaced(void **state)
     free(t3);
 }
 
+/* hcctl token list|create|revoke|rotate: admin only, no secret ever listed, the last admin
+ * token kept, a rotated token's old text dead at once. */
+static void test_token_routes(void **state)
+{
+    struct fixture *f = *state;
+    call_error(f, "GET", "/v1/tokens", f->viewer, NULL, 403, "forbidden");
+    json_t *made = call(f, "POST", "/v1/tokens", admin(f),
+                        json_pack("{s:s, s:s, s:i}", "name", "ci", "role", "admin",
+                                  "ttl_seconds", 3600), 201);
+    char *ci = strdup(hc_json_str(made, "token", ""));
+    char *ci_id = strdup(hc_json_str(made, "id", ""));
+    assert_non_null(json_object_get(made, "expires_at"));
+    json_decref(made);
+    call_error(f, "POST", "/v1/tokens", admin(f), json_pack("{s:s}", "name", "anonymous"), 400,
+               "invalid_argument");
+    call_error(f, "POST", "/v1/tokens", admin(f), json_pack("{s:s}", "name", "ci"), 409,
+               "conflict");
+    call_error(f, "POST", "/v1/tokens", admin(f), json_pack("{s:s, s:s}", "name", "x", "role",
+               "root"), 400, "invalid_argument");
+    char *jt = join_token(f, 600);
+    free(jt);
+
+    json_t *list = call(f, "GET", "/v1/tokens", ci, NULL, 200);
+    char *dump = json_dumps(list, 0);
+    assert_null(strstr(dump, "secret"));
+    assert_null(strstr(dump, "hct1."));
+    free(dump);
+    size_t i, api = 0, join = 0;
+    json_t *t;
+    json_array_foreach(json_object_get(list, "tokens"), i, t) {
+        api += !strcmp(hc_json_str(t, "kind", ""), "api");
+        join += !strcmp(hc_json_str(t, "kind", ""), "join");
+    }
+    assert_int_equal(api, 3); /* admin, viewer, ci */
+    assert_int_equal(join, 1);
+    json_decref(list);
+
+    /* rotate: same id, new text; the old text stops working */
+    json_t *rot = call(f, "POST", "/v1/tokens/ci/rotate", admin(f), json_object(), 200);
+    assert_string_equal(hc_json_str(rot, "id", ""), ci_id);
+    char *ci2 = strdup(hc_json_str(rot, "token", ""));
+    assert_string_not_equal(ci2, ci);
+    json_decref(rot);
+    call_error(f, "GET", "/v1/nodes", ci, NULL, 401, "unauthorized");
+    json_decref(call(f, "GET", "/v1/nodes", ci2, NULL, 200));
+
+    /* revoke by name: the token stops working; the admin token is then the last one */
+    json_decref(call(f, "DELETE", "/v1/tokens/ci", admin(f), NULL, 200));
+    call_error(f, "GET", "/v1/nodes", ci2, NULL, 401, "unauthorized");
+    call_error(f, "DELETE", "/v1/tokens/ci", admin(f), NULL, 404, "not_found");
+    json_t *r = call(f, "DELETE", "/v1/tokens/admin", admin(f), NULL, 409);
+    assert_non_null(strstr(assert_error(r, "conflict"), "last admin token"));
+    json_decref(r);
+    json_decref(call(f, "GET", "/v1/nodes", admin(f), NULL, 200));
+    free(ci);
+    free(ci2);
+    free(ci_id);
+}
+
+/* The token handed to agents for staging reads its one bundle, nothing else, and is gone with
+ * its operation. */
+static void test_scoped_staging_token(void **state)
+{
+    struct fixture *f = *state;
+    struct hc_error err = {0};
+    char text[HC_AUTH_TOKEN_TEXT_MAX];
+    assert_int_equal(hc_auth_token_create_scoped(f->db, "stage-op-1", "bundle:1.1", "op-1",
+                                                 hc_now_ms() + 60000, text, &err), 0);
+    call_error(f, "GET", "/v1/nodes", text, NULL, 403, "forbidden");
+    call_error(f, "GET", "/v1/software/1.0/bundle", text, NULL, 403, "forbidden");
+    call_error(f, "GET", "/v1/software/1.1/bundle", text, NULL, 404, "not_found");
+    call_error(f, "GET", "/v1/software/1.1", text, NULL, 404, "not_found");
+    assert_int_equal(hc_auth_scoped_tokens_delete(f->db, "op-2", &err), 0);
+    assert_int_equal(hc_auth_scoped_tokens_delete(f->db, "op-1", &err), 1);
+    call_error(f, "GET", "/v1/software/1.1/bundle", text, NULL, 401, "unauthorized");
+    assert_true(hc_auth_scope_allows("", "DELETE", "/v1/nodes/n1"));
+    assert_false(hc_auth_scope_allows("bundle:1.1", "GET", "/v1/software/1.1/bundle/x"));
+    assert_false(hc_auth_scope_allows("bundle:1.1", "DELETE", "/v1/software/1.1"));
+    assert_false(hc_auth_scope_allows("other:1.1", "GET", "/v1/software/1.1"));
+}
+
 static void test_expired_tokens(void **state)
 {
     struct fixture *f = *state;
@@ -815,6 +897,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_bound_join_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ghost_node_is_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_token_routes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scoped_staging_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expired_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_join_token_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_json_on_every_post, setup, teardown),
