@@ -385,13 +385,17 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
                      poller_store_ifaces(db, id, ifaces, now, err) != 0
                  ? -1
                  : 0;
-    else
-        rc = hc_db_run(db, err,
-                       "UPDATE nodes SET health = ?, health_detail = ?, poll_latency_ms = NULL "
-                       "WHERE id = ?",
-                       "ssi", v.health, v.detail, id) < 0
-                 ? -1
-                 : 0;
+    else {
+        /* A failure learnt by a call sent before the node last answered (a cycle that began
+         * while cluster create's own call saw it enroll) is old news: it changes nothing. */
+        int changed = hc_db_run(db, err,
+                                "UPDATE nodes SET health = ?, health_detail = ?, "
+                                "poll_latency_ms = NULL WHERE id = ? AND COALESCE(last_seen, 0) "
+                                "<= ?", "ssii", v.health, v.detail, id, now - status->elapsed_ms);
+        rc = changed < 0 ? -1 : 0;
+        if (changed == 0)
+            goto cleanup;
+    }
     if (rc == 0 && strcmp(from, v.health) != 0) {
         HC_INFO("node %s: %s -> %s%s%s", name, from, v.health, v.detail[0] ? ": " : "", v.detail);
         rc = poller_health_event(db, name, from, &v, err);

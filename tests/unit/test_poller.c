@@ -429,6 +429,36 @@ static void test_poller_pins_node_identity(void **state)
     json_decref(n2);
 }
 
+/* A failure a call learnt before the node's last answer changes nothing: cluster create's own
+ * call saw the agent enrolled and answering while a poll cycle sent before it was still out
+ * (seen once as a node 'unreachable' right after a successful create). */
+static void test_poller_stale_failure_is_ignored(void **state)
+{
+    struct fixture *f = *state;
+    struct hc_error err = {0};
+    insert_node(f, "n1", f->agent.port);
+    int64_t now = hc_now_ms();
+    assert_int_equal(hc_db_run(f->db, &err, "UPDATE nodes SET health = 'reachable', "
+                               "last_seen = ? WHERE name = 'n1'", "i", now - 100), 1);
+    json_t *row = node_row(f, "n1");
+    int64_t id = hc_json_int(row, "id", 0);
+    json_decref(row);
+    struct hc_http_call stale = {.ok = 0, .elapsed_ms = 500};
+    hc_error_set(&stale.err, 0, HC_ERR_UNREACHABLE, "connection refused");
+    assert_int_equal(hc_poller_record(f->db, id, "n1", &stale, NULL, now, &err), 0);
+    row = node_row(f, "n1");
+    assert_string_equal(hc_json_str(row, "health", ""), "reachable");
+    json_decref(row);
+    assert_int_equal(health_events(f, "n1"), 0);
+    /* sent after the last answer: it counts */
+    struct hc_http_call fresh = {.ok = 0, .elapsed_ms = 50};
+    hc_error_set(&fresh.err, 0, HC_ERR_UNREACHABLE, "connection refused");
+    assert_int_equal(hc_poller_record(f->db, id, "n1", &fresh, NULL, now, &err), 0);
+    row = node_row(f, "n1");
+    assert_string_equal(hc_json_str(row, "health", ""), "unreachable");
+    json_decref(row);
+}
+
 static void test_poller_health_and_interfaces(void **state)
 {
     struct fixture *f = *state;
@@ -625,6 +655,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_poller_event_names_change, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_poller_pins_node_identity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_poller_stale_failure_is_ignored, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
