@@ -170,8 +170,7 @@ static const struct hc_cmd_verb node_verbs[] = {
      "bring hosts in over SSH: push, enroll and start the agent on each", "[USER@]HOST[:PORT]...",
      0, HC_COMPLETE_NONE},
     {"remove", cmd_remove, remove_opts, 1, 1,
-     "remove a node from the cluster, keeping its service's data (disruptive: asks, or needs "
-     "--yes)", "NODE",
+     "remove a node from the cluster (disruptive: asks, or needs --yes)", "NODE",
      HC_CMD_DISRUPTIVE, HC_COMPLETE_NODE},
     {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
 };
