@@ -307,7 +307,13 @@ static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
     if (h->pf.data) {
         if (hc_ssh_run(h->ssh, rm_argv, 20000, &r, err) < 0)
             goto cleanup;
+        int status = r.exit_status;
         hc_ssh_result_clear(&r);
+        if (status != 0) {
+            hc_error_set(err, 502, HC_ERR_SSH, "%s: cannot clear %s of an earlier membership "
+                         "(exit %d)", h->label, HC_REMOTE_AGENT_DATA, status);
+            goto cleanup;
+        }
     }
     /* The `current` link is set by start, in the command that starts the agent. */
     if (hc_ssh_upload_files(h->ssh, files, HC_ARRAY_LEN(files), err) < 0)

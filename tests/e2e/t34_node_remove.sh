@@ -137,7 +137,8 @@ test_expect_success 'forced with a reason and --purge: recorded, the data delete
 test_expect_success 'n3 joins again with the same data directory: no software, no data, the kept copy untouched' '
     before=$(ls "$T/n3/kept/"*/blocks | wc -l) &&
     agent_join n3 "$(ip 3)" &&
-    wait_for 20 "[ \$(reachable_count) = 2 ]" &&
+    wait_for 20 "[ \$(reachable_count) = 2 ]" && sleep 1 && track_services &&
+    ! pgrep -f "hcstor --listen $(ip 3):7480" &&
     hcctl node show n3 -o json | jq -e ".node.software_version == null" &&
     [ ! -e "$T/n3/service-data" ] && [ ! -e "$T/n3/software/current" ] &&
     [ "$(ls "$T/n3/kept/"*/blocks | wc -l)" = "$before" ]
