@@ -311,8 +311,8 @@ static int step_ok_to_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_
         if (hc_svc_ok_to_stop(&s->svc, &ok, reason, sizeof(reason), err) < 0) {
             if (!s->p->unreachable_ok || !hc_agent_err_is_transport(err))
                 return -1;
-            snprintf(detail, len, "not asked: the agent does not answer (%s); within the budget, "
-                     "the other nodes hold what it served", err->message);
+            snprintf(detail, len, HC_MAINT_NOT_ASKED " (%s); within the budget, the other nodes "
+                     "hold what it served", err->message);
             hc_error_clear(err);
             return 0;
         }

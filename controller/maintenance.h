@@ -23,6 +23,8 @@
 #define HC_MAINT_DEFAULT_TIMEOUT_MS (5 * 60 * 1000)
 #define HC_ERR_NOT_OK_TO_STOP "not_ok_to_stop"
 #define HC_ERR_BUDGET "unavailable_budget"
+/* The start of the ok_to_stop step's detail when unreachable_ok let an unanswered one pass. */
+#define HC_MAINT_NOT_ASKED "not asked: the agent does not answer"
 /* A rolling upgrade found another node unreachable while waiting to take one down: it pauses
  * until that node is back (hc_avail_unreachable names it) instead of waiting on it. */
 #define HC_ERR_OTHER_UNREACHABLE "other_node_unreachable"

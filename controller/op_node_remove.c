@@ -287,6 +287,13 @@ static int node_remove_drain(struct hc_op_ctx *ctx, void *arg, char *detail, siz
     struct node_remove *nr = arg;
     struct hc_controller *ctl = hc_op_controller(ctx);
     struct hc_error call_err = {0};
+    char asked[600];
+    /* an agent that did not answer ok-to-stop a moment ago costs no second timeout here */
+    recorded_detail(ctx, nr->name, "ok_to_stop", asked, sizeof(asked));
+    if (!strncmp(asked, HC_MAINT_NOT_ASKED, strlen(HC_MAINT_NOT_ASKED))) {
+        snprintf(detail, detail_len, "not drained: the agent does not answer");
+        return 0;
+    }
     struct hc_http_client *client = hc_agent_client_new(ctl, err);
     if (!client)
         return -1;

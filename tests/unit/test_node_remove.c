@@ -713,6 +713,16 @@ static void test_joined_by_hand(void **state)
     json_t *show = remove_node(f, "h1", "succeeded", id);
     assert_string_equal(hc_json_str(step(show, "uninstall"), "detail", ""),
                         "joined by hand: nothing was installed over ssh");
+    /* down already: the budget (no other node) decided, and no second timeout for the drain */
+    assert_string_equal(hc_json_str(step(show, "budget"), "detail", ""),
+                        "within max_unavailable 1");
+    assert_int_equal(strncmp(hc_json_str(step(show, "ok_to_stop"), "detail", ""),
+                             HC_MAINT_NOT_ASKED " (", strlen(HC_MAINT_NOT_ASKED) + 2),
+                     0);
+    assert_string_equal(hc_json_str(step(show, "drain"), "detail", ""),
+                        "not drained: the agent does not answer");
+    assert_string_equal(hc_json_str(step(show, "service_data"), "detail", ""),
+                        "left untouched on the node: it could not be reached");
     json_decref(show);
     assert_revoked(f, "h1", cert);
     X509_free(cert);
