@@ -144,4 +144,9 @@ test_expect_success 'n3 joins again with the same data directory: no software, n
     [ "$(ls "$T/n3/kept/"*/blocks | wc -l)" = "$before" ]
 '
 
+test_expect_success 'agents and controller stop cleanly, without sanitizer reports' '
+    agent_kill n1 TERM && agent_kill n3 TERM && controller_stop TERM &&
+    ! grep -n "Sanitizer\|runtime error" "$T"/*.log "$T"/n1/software/service.log
+'
+
 test_done
