@@ -8,6 +8,9 @@
  *   ca.pem     0644  the cluster CA, pinned by the join token's fingerprint
  *   agent.json 0644  {"name","controller","listen","agent_url"}, written last: its presence
  *                    means "enrolled"
+ *   kept/NAME/       the storage service's data of an earlier membership, moved there when the
+ *                    node left the cluster (POST /v1/leave without purge); a later join starts
+ *                    with none and never reads it
  */
 #ifndef HC_AGENTS_AGENT_H
 #define HC_AGENTS_AGENT_H
@@ -25,6 +28,7 @@
 #define HC_AGENT_FILE_CERT "agent.pem"
 #define HC_AGENT_FILE_CA "ca.pem"
 #define HC_AGENT_FILE_CONFIG "agent.json"
+#define HC_AGENT_DIR_KEPT "kept"
 
 /* The contents of agent.json. */
 struct hc_agent_config {

@@ -8,6 +8,7 @@
 #include "agents/agent.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,9 @@
 #include "agents/net_api.h"
 #include "agents/netinfo.h"
 #include "agents/software.h"
+#include "common/bundle.h"
 #include "common/https_server.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "common/pki.h"
 #include "common/util.h"
@@ -37,6 +40,8 @@ struct hc_agent {
     int64_t started_ms; /* monotonic */
     int leaving;        /* leave requested: the timer is armed */
     int left;           /* credentials removed */
+    int purge;          /* leave: the service's data goes too */
+    char kept[1200];    /* leave: where the service's data is kept ("" when purged or none) */
     struct hc_agent_software *sw; /* software and the storage service (agents/software.c) */
 };
 
@@ -80,16 +85,98 @@ static void leave_now(evutil_socket_t fd, short what, void *arg)
     event_base_loopexit(agent->base, NULL);
 }
 
+/* A name for the kept copy chosen by the controller: one path segment, nothing to escape. */
+static int keep_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 128 || name[0] == '.')
+        return 0;
+    return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+/* Where the service's data goes when the node leaves: DIR/kept/NAME (absolute), or "" when
+ * there is none. */
+static void keep_path(const struct hc_agent *agent, const char *name, char *out, size_t len)
+{
+    char abs[PATH_MAX], data[PATH_MAX + 32];
+    struct stat st;
+    const char *dir = realpath(agent->data_dir, abs) ? abs : agent->data_dir;
+    snprintf(data, sizeof(data), "%s/%s", dir, HC_AGENT_DIR_SERVICE_DATA);
+    out[0] = '\0';
+    if (stat(data, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(out, len, "%s/%s/%s", dir, HC_AGENT_DIR_KEPT, name);
+}
+
+/* Body (optional): {"purge"?: bool, "keep_as"?: NAME}. Answers where the service's data will
+ * be: the controller records it for the operator. A second request while leaving answers the
+ * first one's terms. */
 static void leave_route(struct hc_request *req, void *arg)
 {
     struct hc_agent *agent = arg;
     if (!agent->leaving) {
+        json_t *body = NULL;
+        const char *len = hc_req_header(req, "Content-Length");
+        int has_body = hc_req_header(req, "Transfer-Encoding") || (len && strcmp(len, "0"));
+        if (has_body && !(body = hc_req_json(req)))
+            return; /* answered 400 */
+        const json_t *purge = json_object_get(body, "purge");
+        const char *keep_as = hc_json_str(body, "keep_as", NULL);
+        char name[64];
+        if ((purge && !json_is_boolean(purge)) || (keep_as && !keep_name_valid(keep_as))) {
+            struct hc_error err = {0};
+            hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "leave: 'purge' must be a boolean "
+                         "and 'keep_as' 1 to 128 of [A-Za-z0-9._-], not starting with '.'");
+            hc_reply_error(req, &err);
+            return;
+        }
+        if (!keep_as) {
+            snprintf(name, sizeof(name), "service-data.%lld", (long long)hc_now_ms());
+            keep_as = name;
+        }
+        agent->purge = json_is_true(purge);
+        if (!agent->purge)
+            keep_path(agent, keep_as, agent->kept, sizeof(agent->kept));
         struct timeval tv = {0, LEAVE_DELAY_MS * 1000};
-        HC_INFO("leave requested by the controller (%s)", hc_req_peer_addr(req));
+        HC_INFO("leave requested by the controller (%s)%s", hc_req_peer_addr(req),
+                agent->purge ? ", the service's data to be deleted" : "");
         agent->leaving = 1;
         evtimer_add(agent->leave_timer, &tv);
     }
-    hc_reply_json(req, 202, json_pack("{s:b}", "leaving", 1));
+    hc_reply_json(req, 202, json_pack("{s:b, s:b, s:s?}", "leaving", 1, "purge", agent->purge,
+                                      "service_data", agent->kept[0] ? agent->kept : NULL));
+}
+
+/* After the service has stopped, a node that left keeps nothing of the cluster's but the
+ * service's data, moved out of the way of a later join (which starts with none) unless purged:
+ * the installed software and the trusted keys go. */
+static void leave_cleanup(struct hc_agent *agent)
+{
+    static const char *const gone[] = {HC_AGENT_DIR_SOFTWARE, HC_AGENT_DIR_KEYS};
+    char *data = hc_path_join(agent->data_dir, HC_AGENT_DIR_SERVICE_DATA);
+    char *kept = hc_path_join(agent->data_dir, HC_AGENT_DIR_KEPT);
+    for (size_t i = 0; i < HC_ARRAY_LEN(gone); i++) {
+        char *path = hc_path_join(agent->data_dir, gone[i]);
+        if (path && hc_bundle_rmtree(path) < 0)
+            HC_ERROR("cannot remove '%s': %s", path, strerror(errno));
+        free(path);
+    }
+    if (!data || !kept) {
+        HC_ERROR("out of memory: the service's data stays in '%s'", agent->data_dir);
+    } else if (agent->purge) {
+        if (hc_bundle_rmtree(data) < 0 || hc_bundle_rmtree(kept) < 0)
+            HC_ERROR("cannot delete the service's data under '%s': %s", agent->data_dir,
+                     strerror(errno));
+        else
+            HC_INFO("the service's data under %s is deleted (purge)", agent->data_dir);
+    } else if (agent->kept[0]) {
+        if ((mkdir(kept, 0700) < 0 && errno != EEXIST) || rename(data, agent->kept) < 0)
+            HC_ERROR("cannot move '%s' to '%s': %s (it stays where it is)", data, agent->kept,
+                     strerror(errno));
+        else
+            HC_INFO("the service's data is kept in %s", agent->kept);
+    }
+    free(data);
+    free(kept);
 }
 
 /* Warns when the private key is readable by others: it should have been written 0600. */
@@ -175,6 +262,8 @@ void hc_agent_free(struct hc_agent *agent)
         event_free(agent->leave_timer);
     hc_agent_net_free(agent); /* answers its pending requests: before the server goes */
     hc_agent_software_free(agent->sw, agent->left); /* the service goes only with the node */
+    if (agent->left)
+        leave_cleanup(agent);
     hc_http_server_free(agent->srv);
     free(agent->data_dir);
     free(agent);

@@ -1,8 +1,11 @@
 /*
  * `hcctl node`: list, show and remove nodes. Removal is disruptive: it asks on a TTY, needs
- * --yes otherwise, and follows the node.remove operation unless --no-wait.
+ * --yes otherwise, and follows the node.remove operation unless --no-wait. It passes the gates
+ * of maintenance (availability budget, the storage service's ok-to-stop: refused, exit 5)
+ * unless --force --reason TEXT, and keeps the service's data on the node unless --purge.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/exit_codes.h"
 #include "cli/groups.h"
@@ -75,17 +78,49 @@ static int cmd_show(struct hc_cmd_ctx *ctx)
     return hc_cmd_show(ctx, path, show_view);
 }
 
+/* After a removal: what became of the service's data (step "service_data"), on stderr. */
+static void say_service_data(struct hc_cmd_ctx *ctx, const char *id)
+{
+    struct hc_error err = {0};
+    char path[1024];
+    size_t i;
+    json_t *s;
+    if (ctx->out.json || hc_cmd_path(path, sizeof(path), "/v1/operations/", id) < 0)
+        return;
+    json_t *doc = hc_cmd_request(ctx, "GET", path, NULL, &err);
+    json_array_foreach(json_object_get(doc, "steps"), i, s)
+    {
+        if (!strcmp(hc_json_str(s, "step", ""), "service_data"))
+            hc_output_info(&ctx->out, "the service's data: %s", hc_json_str(s, "detail", "?"));
+    }
+    json_decref(doc);
+}
+
 static int cmd_remove(struct hc_cmd_ctx *ctx)
 {
     struct hc_error err = {0};
     const char *name = ctx->argv[0];
+    const char *reason = hc_cmd_opt_str(ctx, "reason");
+    int force = hc_cmd_opt_bool(ctx, "force"), purge = hc_cmd_opt_bool(ctx, "purge");
     char path[1024];
     int rc;
     if (hc_cmd_path(path, sizeof(path), "/v1/nodes/", name) < 0)
         return hc_cmd_usage(ctx, NULL, "node name '%.64s...' is too long", name);
-    if (hc_cmd_confirm(ctx, &err, "remove node '%s'", name) < 0)
+    if (force && (!reason || !reason[0]))
+        return hc_cmd_usage(ctx, "it is recorded with the operation and the node.removed event",
+                            "--force skips the availability budget and ok-to-stop: it needs "
+                            "--reason TEXT");
+    if (reason && !force)
+        return hc_cmd_usage(ctx, NULL, "--reason goes with --force");
+    if (hc_cmd_confirm(ctx, &err, "remove node '%s'%s%s", name,
+                       force ? " without the availability checks (--force)" : "",
+                       purge ? " and delete its service's data (--purge)" : "") < 0)
         return hc_cmd_fail(ctx, &err, NULL);
-    json_t *doc = hc_cmd_request(ctx, "DELETE", path, NULL, &err);
+    json_t *body = json_pack("{s:b, s:b}", "force", force, "purge", purge);
+    if (reason)
+        json_object_set_new(body, "reason", json_string(reason));
+    json_t *doc = hc_cmd_request(ctx, "DELETE", path, body, &err);
+    json_decref(body);
     if (!doc)
         return hc_cmd_fail(ctx, &err, NULL);
     const char *id = hc_json_str(json_object_get(doc, "operation"), "id", NULL);
@@ -95,6 +130,8 @@ static int cmd_remove(struct hc_cmd_ctx *ctx)
         rc = hc_cmd_fail(ctx, &err, NULL);
     } else {
         rc = hc_cmd_follow(ctx, doc, hc_cmd_opt_ms(ctx, "timeout"), "removing node '%s'", name);
+        if (rc == HC_EXIT_OK && !hc_cmd_opt_bool(ctx, "no-wait"))
+            say_service_data(ctx, id);
     }
     json_decref(doc);
     return rc;
@@ -111,6 +148,12 @@ static const struct hc_cmd_opt add_opts[] = {
 };
 
 static const struct hc_cmd_opt remove_opts[] = {
+    {"force", 0, HC_OPT_BOOL, 0, "skip the availability budget and the service's ok-to-stop",
+     NULL, HC_COMPLETE_NONE, NULL, NULL},
+    {"reason", 0, HC_OPT_STRING, 0, "why --force (required with it; recorded)", "TEXT",
+     HC_COMPLETE_NONE, NULL, NULL},
+    {"purge", 0, HC_OPT_BOOL, 0, "delete the service's data on the node too (kept by default)",
+     NULL, HC_COMPLETE_NONE, NULL, NULL},
     {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL,
      HC_COMPLETE_NONE, NULL, NULL},
     {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for the operation to end", "DUR",

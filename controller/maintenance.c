@@ -270,8 +270,13 @@ static int step_budget(struct hc_op_ctx *ctx, void *arg, char *detail, size_t le
     struct maint_step *s = arg;
     int64_t deadline = hc_mono_ms() + s->p->wait_budget_ms;
     while (hc_avail_check(hc_op_db(ctx), s->svc.name, s->p->max_unavailable, err) < 0) {
-        if (strcmp(err->code, HC_ERR_BUDGET) != 0 || s->p->wait_budget_ms <= 0)
+        if (strcmp(err->code, HC_ERR_BUDGET) != 0)
             return -1;
+        if (s->p->wait_budget_ms <= 0)
+            return s->p->force_hint ? hc_error_hint(err, "bring the other node(s) back first "
+                                                    "(hcctl maintenance exit), or %s",
+                                                    s->p->force_hint)
+                                    : -1;
         int own = own_down(ctx, s->svc.name);
         if (own > 0) {
             deadline = hc_mono_ms() + s->p->wait_budget_ms;
@@ -303,8 +308,14 @@ static int step_ok_to_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_
     int64_t t0 = hc_mono_ms(), deadline = t0 + s->p->wait_ok_to_stop_ms;
     hc_op_waiting(ctx, "the storage service to answer ok-to-stop for %s", s->svc.name);
     for (;;) {
-        if (hc_svc_ok_to_stop(&s->svc, &ok, reason, sizeof(reason), err) < 0)
-            return -1;
+        if (hc_svc_ok_to_stop(&s->svc, &ok, reason, sizeof(reason), err) < 0) {
+            if (!s->p->unreachable_ok || !hc_agent_err_is_transport(err))
+                return -1;
+            snprintf(detail, len, HC_MAINT_NOT_ASKED " (%s); within the budget, the other nodes "
+                     "hold what it served", err->message);
+            hc_error_clear(err);
+            return 0;
+        }
         if (ok)
             break;
         if (!reason[0])
@@ -317,8 +328,10 @@ static int step_ok_to_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_
             else
                 hc_error_set(err, 409, HC_ERR_NOT_OK_TO_STOP, "cannot take '%s' down: ok-to-stop "
                              "refused: %s", s->svc.name, reason);
-            return hc_error_hint(err, "wait until its data has another in-sync replica, or use "
-                                      "--mode none --force to take it down regardless");
+            return hc_error_hint(err, "wait until its data has another in-sync replica, or %s",
+                                 s->p->force_hint ? s->p->force_hint
+                                                  : "use --mode none --force to take it down "
+                                                    "regardless");
         }
         if (other_unreachable(ctx, s, reason, err) != 0)
             return -1;
@@ -434,6 +447,25 @@ static int load_step(struct hc_op_ctx *ctx, struct hc_http_client *client, const
     return 0;
 }
 
+static int gate_steps(struct hc_op_ctx *ctx, const char *node, struct maint_step *s,
+                      struct hc_error *err)
+{
+    if (hc_op_step_observe(ctx, node, "budget", step_budget, s, err) < 0 ||
+        hc_op_step_observe(ctx, node, "ok_to_stop", step_ok_to_stop, s, err) < 0)
+        return -1;
+    return 0;
+}
+
+int hc_maint_gate_steps(struct hc_op_ctx *ctx, struct hc_http_client *client, const char *node,
+                        const struct hc_maint_params *p, struct hc_error *err)
+{
+    struct hc_maint_node mn;
+    struct maint_step s = {.p = p, .timeout_ms = p->timeout_ms};
+    if (load_step(ctx, client, node, &mn, &s, err) < 0)
+        return -1;
+    return gate_steps(ctx, node, &s, err);
+}
+
 int hc_maint_enter_steps(struct hc_op_ctx *ctx, struct hc_http_client *client, const char *node,
                          const struct hc_maint_params *p, struct hc_error *err)
 {
@@ -445,8 +477,7 @@ int hc_maint_enter_steps(struct hc_op_ctx *ctx, struct hc_http_client *client, c
      * against itself twice: the budget was checked when it started. A node still up is asked
      * both questions again: answers from before a restart may have gone stale. */
     int up = !strcmp(mn.maintenance, "none");
-    if (up && (hc_op_step_observe(ctx, node, "budget", step_budget, &s, err) < 0 ||
-               hc_op_step_observe(ctx, node, "ok_to_stop", step_ok_to_stop, &s, err) < 0))
+    if (up && gate_steps(ctx, node, &s, err) < 0)
         return -1;
     if ((!up && hc_op_step(ctx, node, "ok_to_stop", step_ok_to_stop, &s, err) < 0) ||
         hc_op_step(ctx, node, "drain", step_drain, &s, err) < 0 ||

@@ -23,6 +23,8 @@
 #define HC_MAINT_DEFAULT_TIMEOUT_MS (5 * 60 * 1000)
 #define HC_ERR_NOT_OK_TO_STOP "not_ok_to_stop"
 #define HC_ERR_BUDGET "unavailable_budget"
+/* The start of the ok_to_stop step's detail when unreachable_ok let an unanswered one pass. */
+#define HC_MAINT_NOT_ASKED "not asked: the agent does not answer"
 /* A rolling upgrade found another node unreachable while waiting to take one down: it pauses
  * until that node is back (hc_avail_unreachable names it) instead of waiting on it. */
 #define HC_ERR_OTHER_UNREACHABLE "other_node_unreachable"
@@ -69,7 +71,21 @@ struct hc_maint_params {
      * "interrupted"): the rolling upgrade stops taking nodes because another one failed. */
     int (*cancelled)(void *arg);
     void *cancel_arg;
+    /* Optional: how to go ahead regardless, the end of a refusal's hint (NULL: maintenance's
+     * "--mode none --force"; node remove says "--force --reason TEXT"). */
+    const char *force_hint;
+    /* Node removal: a node whose agent does not answer is down already and cannot be asked
+     * ok-to-stop; the budget (which counted the others) is then the gate, and the step says
+     * so. 0 (maintenance, upgrade): a transport failure fails the step. */
+    int unreachable_ok;
 };
+/* The gates of taking `node` down, for maintenance, the rolling upgrade and node removal: the
+ * availability budget (nodes already down count; step "budget") and the storage service's
+ * ok-to-stop (step "ok_to_stop"), each recorded under the node's name and asked again on every
+ * run. Refusals are 409 unavailable_budget / not_ok_to_stop with the nodes down or the
+ * service's reason. 0 or -1 with err. */
+int hc_maint_gate_steps(struct hc_op_ctx *ctx, struct hc_http_client *client, const char *node,
+                        const struct hc_maint_params *p, struct hc_error *err);
 /* The steps of entering maintenance inside an operation: budget and ok-to-stop (refusal: 409
  * with the service's reason), drain, stop, record. Each step is recorded under the node's name.
  * Idempotent: a node already in maintenance for this operation skips what is done; while the

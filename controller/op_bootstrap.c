@@ -297,14 +297,28 @@ static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
         {token_path, token_line, strlen(token_line), 0600},
         {HC_REMOTE_AGENT_ETC "/join.json", config, strlen(config), 0644},
     };
-    const char *rm_argv[] = {"rm", "-rf", "--", HC_REMOTE_AGENT_DATA, NULL};
+    /* The storage service's data of an earlier membership is set aside in DATA/kept (as node
+     * remove does), never deleted and never served again; the rest goes. */
+    const char *rm_argv[] = {
+        "sh", "-c",
+        "d=$1; if [ -d \"$d/service-data\" ]; then mkdir -p \"$d/kept\" && "
+        "mv \"$d/service-data\" \"$d/kept/service-data.$(date +%s)\" || exit 1; fi; "
+        "for f in \"$d\"/* \"$d\"/.[!.]* \"$d\"/..?*; do [ -e \"$f\" ] || [ -L \"$f\" ] || "
+        "continue; [ \"$f\" = \"$d/kept\" ] || rm -rf \"$f\" || exit 1; done",
+        "clear", HC_REMOTE_AGENT_DATA, NULL};
     struct hc_ssh_result r = {0};
     /* Stale credentials of an earlier membership would make the agent skip enrollment (a
      * fresh host has none: preflight said so, and nothing runs a command for it). */
     if (h->pf.data) {
         if (hc_ssh_run(h->ssh, rm_argv, 20000, &r, err) < 0)
             goto cleanup;
+        int status = r.exit_status;
         hc_ssh_result_clear(&r);
+        if (status != 0) {
+            hc_error_set(err, 502, HC_ERR_SSH, "%s: cannot clear %s of an earlier membership "
+                         "(exit %d)", h->label, HC_REMOTE_AGENT_DATA, status);
+            goto cleanup;
+        }
     }
     /* The `current` link is set by start, in the command that starts the agent. */
     if (hc_ssh_upload_files(h->ssh, files, HC_ARRAY_LEN(files), err) < 0)
@@ -553,48 +567,6 @@ static void *boot_thread(void *arg)
             return NULL;
         host_run(&job->hosts[i]);
     }
-}
-
-/* --- removal --------------------------------------------------------------------------------- */
-
-/* Stops the agent however it was started and deletes what bootstrap installed. */
-static const char uninstall_script[] =
-    "if [ -f /etc/systemd/system/hcagent.service ]; then\n"
-    "  systemctl disable --now hcagent.service >/dev/null 2>&1\n"
-    "  rm -f /etc/systemd/system/hcagent.service; systemctl daemon-reload >/dev/null 2>&1; fi\n"
-    /* the supervisor and its agent share a process group: stop both, even a hung agent */
-    "pid=$(cat " HC_REMOTE_AGENT_RUN "/hcagent.pid 2>/dev/null)\n"
-    "if [ -n \"$pid\" ] && [ -r \"/proc/$pid/stat\" ]; then\n"
-    "  pg=$(cut -d' ' -f5 \"/proc/$pid/stat\")\n"
-    "  kill -TERM \"-$pg\" 2>/dev/null; kill -CONT \"-$pg\" 2>/dev/null\n"
-    "  i=0; while kill -0 \"$pid\" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n"
-    "  kill -KILL \"-$pg\" 2>/dev/null; fi\n"
-    "rm -rf " HC_REMOTE_AGENT_ROOT " " HC_REMOTE_AGENT_ETC " " HC_REMOTE_AGENT_DATA " "
-    HC_REMOTE_AGENT_DATA ".log " HC_REMOTE_AGENT_DATA ".log.1 " HC_REMOTE_AGENT_RUN "/hcagent.pid\n";
-
-int hc_bootstrap_uninstall(const struct hc_controller *ctl, const char *ssh_endpoint,
-                           struct hc_error *err)
-{
-    struct hc_ssh_target t;
-    char key[1100], known[1100];
-    hc_bootstrap_ssh_paths(ctl->data_dir, key, sizeof(key), known, sizeof(known));
-    struct hc_ssh_opts o = {.key_file = key, .known_hosts = known, .timeout_ms = 10000};
-    if (hc_ssh_target_parse(ssh_endpoint, &t, err) < 0)
-        return -1;
-    struct hc_ssh *s = hc_ssh_connect(&t, &o, NULL, 0, err);
-    if (!s)
-        return -1;
-    const char *argv[] = {"sh", "-c", uninstall_script, NULL};
-    struct hc_ssh_result r;
-    int rc = hc_ssh_run(s, argv, 30000, &r, err);
-    if (rc == 0 && r.exit_status != 0) {
-        r.err[strcspn(r.err, "\n")] = '\0';
-        rc = hc_error_set(err, 502, HC_ERR_SSH, "uninstall on %s failed (exit %d): %s",
-                          ssh_endpoint, r.exit_status, r.err);
-    }
-    hc_ssh_result_clear(&r); /* safe after a failed run too: it left r empty */
-    hc_ssh_close(s);
-    return rc;
 }
 
 /* --- the operation -------------------------------------------------------------------------- */

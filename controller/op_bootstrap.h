@@ -30,11 +30,6 @@
 /* Registers the kinds "cluster.create" and "node.add". */
 void hc_op_bootstrap_register(void);
 
-/* Over SSH to ssh_endpoint (as pinned at bootstrap): stops the agent (systemd unit or
- * supervised daemon) and deletes everything bootstrap installed. 0 or -1 with err. */
-int hc_bootstrap_uninstall(const struct hc_controller *ctl, const char *ssh_endpoint,
-                           struct hc_error *err);
-
 /* The controller's SSH key and known_hosts store inside its data dir. */
 void hc_bootstrap_ssh_paths(const char *data_dir, char *key, size_t key_len, char *known,
                             size_t known_len);

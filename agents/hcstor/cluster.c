@@ -103,7 +103,7 @@ int hcstor_in_sync_for(const struct hcstor *s, const char *key)
     size_t n = hcstor_replicas(s, key, r, HC_ARRAY_LEN(r));
     for (size_t i = 0; i < n; i++) {
         mine |= r[i] < 0;
-        skipped |= r[i] >= 0 && s->peers[r[i]].skipped;
+        skipped |= r[i] >= 0 && (s->peers[r[i]].skipped || s->peers[r[i]].behind);
     }
     return s->state == HCSTOR_SERVING && mine && !skipped;
 }
@@ -455,9 +455,33 @@ static void fetch_next(struct hcstor *s)
 
 static void after_list(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
 {
-    json_t *j = response_json(res), *item;
+    json_t *j, *item;
     size_t i, queued = 0;
+    int64_t now = hc_mono_ms();
     p->listing = 0;
+    if (response_code(res) == 409) {
+        /* It places blocks by an older members list than ours (the controller's new list has
+         * not reached it yet): what it would list for us is incomplete. Ask again until it
+         * has the list; give up after a while, and serve nothing shared with it until then. */
+        if (!p->behind_since) {
+            p->behind_since = now;
+            hcstor_log(s, "resync from %s: its members list is older than ours, waiting",
+                       p->name);
+        }
+        if (now - p->behind_since < HCSTOR_BEHIND_GIVE_UP_MS) {
+            p->need_list = 1;
+        } else if (!p->behind) {
+            p->behind = 1;
+            hcstor_log(s, "resync: %s still has an older members list after %d ms; the blocks "
+                       "it shares with this node are not served here until it is current",
+                       p->name, HCSTOR_BEHIND_GIVE_UP_MS);
+        }
+        resync_check_done(s);
+        return;
+    }
+    j = response_json(res);
+    if (j)
+        p->behind_since = p->behind = 0;
     if (!j) {
         hcstor_peer_mark_down(s, p);
         p->need_list = 1;
@@ -483,7 +507,7 @@ static void after_list(struct hcstor *s, struct hcstor_peer *p, struct evhttp_re
 
 static void after_hello(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
 {
-    char uri[HCSTOR_NAME_MAX + 40];
+    char uri[HCSTOR_NAME_MAX + 80];
     if (!res) {
         p->listing = 0;
         p->need_list = 1;
@@ -492,7 +516,7 @@ static void after_hello(struct hcstor *s, struct hcstor_peer *p, struct evhttp_r
         return;
     }
     state_from_answer(p, res, INT64_MAX);
-    snprintf(uri, sizeof(uri), "/internal/keys?for=%s", s->node);
+    snprintf(uri, sizeof(uri), "/internal/keys?for=%s&epoch=%" PRId64, s->node, s->peers_epoch);
     if (send_msg(s, p, EVHTTP_REQ_GET, uri, NULL, NULL, after_list) < 0) {
         p->listing = 0;
         p->need_list = 1;

@@ -26,6 +26,7 @@
 #define HCSTOR_PEER_TIMEOUT_MS 2000  /* any request to a peer */
 #define HCSTOR_TICK_MS 250           /* peer probes, peers-file reload, resync progress */
 #define HCSTOR_RESYNC_GIVE_UP_MS 1000 /* a peer unreachable this long is skipped by a resync */
+#define HCSTOR_BEHIND_GIVE_UP_MS 5000 /* a peer with an older members list, as long */
 #define HCSTOR_FETCH_PARALLEL 8
 #define HCSTOR_OK_TO_STOP_MS 300 /* a peer silent this long during ok-to-stop is not counted */
 
@@ -55,6 +56,11 @@ struct hcstor_peer {
     /* A resync gave up on this peer (unreachable): it may hold writes this node missed, so
      * this node serves no read of a block the two share until it has listed the peer. */
     int skipped;
+    /* Its members list is older than ours (it answered the listing 409 members_behind): the
+     * listing is retried until it has ours, for up to HCSTOR_BEHIND_GIVE_UP_MS from
+     * behind_since; after that it counts as skipped until its hello (it loaded a list). */
+    int64_t behind_since;
+    int behind;
     int64_t unreachable_since; /* monotonic ms, 0 while reachable; resync gives up after a while */
     int64_t heard_ms;          /* monotonic ms of its last answer or message */
     struct evhttp_connection *ctl;                      /* probes and control messages */

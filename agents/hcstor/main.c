@@ -411,6 +411,15 @@ static void internal_keys(struct hcstor *s, struct evhttp_request *req)
         return;
     }
     const char *who = evhttp_find_header(&q, "for");
+    const char *epoch = evhttp_find_header(&q, "epoch");
+    if (epoch && strtoll(epoch, NULL, 10) > s->peers_epoch) {
+        /* Placed by our older list, the answer would miss blocks the asker now holds. */
+        evhttp_clear_headers(&q);
+        json_decref(keys);
+        hcstor_reply_error(req, 409, "members_behind", "this node's members list is older "
+                                                       "than the asker's");
+        return;
+    }
     int rs[HCSTOR_PEERS_MAX + 1];
     struct hcstor_peer *p = hcstor_peer_by_name(s, who);
     int want = p ? (int)(p - s->peers) : -2;
@@ -451,7 +460,7 @@ static void internal_message(struct hcstor *s, struct evhttp_request *req, const
         p->state = HCSTOR_RESYNCING;
         p->suspect = 0;
         hcstor_log(s, "%s says hello: resyncing from us", p->name);
-        if (p->skipped && !p->listing) {
+        if ((p->skipped || p->behind) && !p->listing) {
             p->need_list = 1; /* and we list it too: our resync skipped it */
             hcstor_resync_kick(s);
         }

@@ -59,7 +59,7 @@ test_expect_success 'on a terminal, progress is redrawn in place: rows per node,
     TERM=xterm script -qefc "hcctl node remove x2 --yes" /dev/null </dev/null >tty.out 2>&1 &&
     grep -q "$(printf "\033\\[2K")op-[0-9a-f]* node.remove .* elapsed" tty.out &&
     grep -q "$(printf "\033\\[J")" tty.out &&
-    grep -Eq "x2 +(leave|uninstall|revoke) " tty.out &&
+    grep -Eq "x2 +(budget|ok_to_stop|drain|leave|uninstall|revoke|service_data) " tty.out &&
     grep -q "operation op-[0-9a-f]* (node.remove) succeeded" tty.out
 '
 

@@ -110,15 +110,33 @@ test_expect_success 'six nodes are healthy after the adds' '
     [ "$(reachable_count)" = 6 ]
 '
 
-test_expect_success 'node remove asks the agent to leave, uninstalls it over ssh and revokes it' '
+# No storage software runs in this lab: a block file stands for the service's data.
+test_expect_success 'node remove asks the agent to leave, uninstalls it over ssh and revokes it, keeping the service data' '
     serial=$(hcctl node show hce-n7 -o json | jq -r .node.cert_serial) &&
     sup=$(lab_exec n7 cat /run/hcctl/hcagent.pid) && alive "$sup" &&
-    hcctl node remove hce-n7 --yes &&
+    lab_exec n7 sh -c "mkdir -p /var/lib/hcctl/agent/service-data/blocks && echo v1 >/var/lib/hcctl/agent/service-data/blocks/k1" &&
+    hcctl node remove hce-n7 --yes 2>err && cat err &&
+    op=$(last_op) && kept=/var/lib/hcctl/agent/kept/hce-n7.$op &&
+    grep -qF "the service'"'"'s data: kept on the node in $kept" err &&
     ! hcctl node show hce-n7 >/dev/null 2>&1 &&
     ! lab_exec n7 test -e /opt/hcctl/agent &&
-    ! lab_exec n7 test -e /var/lib/hcctl/agent &&
+    ! lab_exec n7 test -e /var/lib/hcctl/agent/agent.key &&
+    ! lab_exec n7 test -e /var/lib/hcctl/agent/service-data &&
+    [ "$(lab_exec n7 ls /var/lib/hcctl/agent)" = kept ] &&
+    [ "$(lab_exec n7 cat "$kept/blocks/k1")" = v1 ] &&
     ! alive "$sup" &&
     sqlite3 "$CTL_DIR/hcctld.db" "select node_name from revoked_certs where serial = \"$serial\"" | grep -qx hce-n7
+'
+
+test_expect_success 'the removed host joins again over ssh: the kept data stays aside, unused' '
+    kept=$(lab_exec n7 sh -c "ls -d /var/lib/hcctl/agent/kept/*") &&
+    hcctl node add "$(node_ip 7)" --storage-interface eth1 --yes >/dev/null &&
+    wait_for 20 "[ \"\$(node_health hce-n7)\" = reachable ]" &&
+    [ "$(lab_exec n7 cat "$kept/blocks/k1")" = v1 ] &&
+    ! lab_exec n7 test -e /var/lib/hcctl/agent/service-data &&
+    hcctl node remove hce-n7 --purge --yes 2>err && cat err &&
+    grep -q "the service.s data: deleted (--purge)" err &&
+    ! lab_exec n7 test -e /var/lib/hcctl/agent
 '
 
 test_expect_success 'node remove of a hung agent stops it over ssh' '
@@ -141,7 +159,8 @@ test_expect_success 'node remove with the agent down and ssh refused: the node l
     jq -e ".operation.state == \"failed\" and .operation.error.code == \"host_key_changed\"" op.json &&
     jq -e ".operation.error.message | startswith(\"node '"'"'hce-n2'"'"' left the cluster (certificate revoked) but its host root@$(node_ip 2):22 was not cleaned up\")" op.json &&
     hint=$(jq -r .operation.error.hint op.json) &&
-    [ "$hint" = "on $(node_ip 2), as root: pkill -x hcagent; rm -rf /opt/hcctl/agent /etc/hcctl/agent /var/lib/hcctl/agent /var/lib/hcctl/agent.log* /run/hcctl/hcagent.pid" ] &&
+    [ "$hint" = "on $(node_ip 2), as root: pkill -x hcagent; rm -rf /opt/hcctl/agent /etc/hcctl/agent /var/lib/hcctl/agent.log* /var/lib/hcctl/agent/agent.key /run/hcctl/hcagent.pid" ] &&
+    jq -e ".operation.error.message | contains(\"(the service'"'"'s data in /var/lib/hcctl/agent/service-data)\")" op.json &&
     grep -qF "$hint" err &&
     jq -e "[.steps[] | select(.step == \"leave\") | .detail] == [\"agent unreachable, credentials revoked only\"]" op.json &&
     jq -e "[.steps[] | select(.step == \"uninstall\") | .state] == [\"failed\"]" op.json &&
@@ -153,7 +172,7 @@ test_expect_success 'node remove with the agent down and ssh refused: the node l
     # the hint names every path to delete (its pkill is not run here: the lab nodes share the
     # host pid namespace, and the agent is already dead)
     lab_exec n2 sh -c "rm -rf ${hint#*rm -rf }" &&
-    for d in /opt/hcctl/agent /etc/hcctl/agent /var/lib/hcctl/agent /var/lib/hcctl/agent.log /run/hcctl/hcagent.pid; do
+    for d in /opt/hcctl/agent /etc/hcctl/agent /var/lib/hcctl/agent/agent.key /var/lib/hcctl/agent.log /run/hcctl/hcagent.pid; do
         ! lab_exec n2 test -e "$d" || { echo "left: $d"; exit 1; }
     done
 '

@@ -87,6 +87,13 @@ static void standin_leave(struct hc_request *req, void *arg)
     hc_reply_json(req, 202, json_pack("{s:b}", "leaving", 1));
 }
 
+/* No service installed: nothing held here, so ok to stop (node.remove asks). */
+static void standin_ok_to_stop(struct hc_request *req, void *arg)
+{
+    hc_reply_json(req, 200, json_pack("{s:b, s:s}", "ok_to_stop", 1, "reason",
+                                      "the service is not_installed"));
+}
+
 static void standin_on_stop(evutil_socket_t fd, short what, void *arg)
 {
     event_base_loopbreak(arg);
@@ -103,7 +110,9 @@ static void *standin_main(void *arg)
     if (srv && hc_http_server_listen(srv, "127.0.0.1", 0, &s->err) == 0 &&
         hc_http_server_route(srv, "GET", "/v1/status", 0, standin_status, s) == 0 &&
         hc_http_server_route(srv, "GET", "/v1/interfaces", 0, standin_interfaces, s) == 0 &&
-        hc_http_server_route(srv, "POST", "/v1/leave", 0, standin_leave, s) == 0) {
+        hc_http_server_route(srv, "POST", "/v1/leave", 0, standin_leave, s) == 0 &&
+        hc_http_server_route(srv, "GET", "/v1/service/ok-to-stop", 0, standin_ok_to_stop, s) ==
+            0) {
         s->port = hc_http_server_port(srv);
         event_add(stop, NULL);
         sem_post(&s->ready);
@@ -601,6 +610,8 @@ static void test_node_remove(void **state)
                                "SELECT id, 'eth0', 9000, 'up', 0 FROM nodes WHERE name = 'n1'",
                                ""),
                      1);
+    /* Both up as far as the availability budget of node.remove is concerned. */
+    assert_int_equal(hc_db_run(f->db, &err, "UPDATE nodes SET health = 'reachable'", ""), 2);
     hc_op_node_remove_register();
     struct hc_ops_pool *pool = f->pool = hc_ops_pool_start(&f->ctl, 1, &err);
     assert_non_null(pool);
