@@ -34,10 +34,22 @@ int hc_ct_equal(const char *a, const char *b);
 
 /* Reads a whole file (NUL-terminated). Caller frees *out. Returns 0 or -1 with err. */
 int hc_file_read(const char *path, char **out, size_t *len, struct hc_error *err);
-/* Writes data atomically (temp file + fsync + rename) with the given mode (e.g. 0600).
- * Returns 0 or -1 with err. */
+/* Writes data atomically with the given mode (e.g. 0600): a new temporary file next to path
+ * (hc_file_tmp_open), fsync, rename over path, fsync of the directory. Returns 0 or -1 with err.
+ * Whatever sits at path (a symbolic link included) is replaced, never followed. */
 int hc_file_write_atomic(const char *path, const void *data, size_t len, int mode,
                          struct hc_error *err);
+/* The one way to create a file that is then renamed into place. Creates "PATH.tmp.XXXXXX"
+ * (mkostemp: random name, O_CREAT | O_EXCL, so never a file, FIFO or symbolic link someone put
+ * there in advance) with exactly mode (fchmod on the descriptor before any data: a 0600 secret
+ * is never readable by others, whatever the umask). tmp (len bytes) receives the name. Returns
+ * the descriptor, or -1 with err. */
+int hc_file_tmp_open(const char *path, int mode, char *tmp, size_t len, struct hc_error *err);
+/* fsyncs and closes fd, renames tmp over path and fsyncs the directory. On failure the temporary
+ * file is removed. Returns 0 or -1 with err. */
+int hc_file_tmp_commit(int fd, const char *tmp, const char *path, struct hc_error *err);
+/* Closes fd (when >= 0) and removes tmp: for a write that is given up. */
+void hc_file_tmp_abort(int fd, const char *tmp);
 /* Keeps an append-only log file within max bytes: when it is larger, its content moves to
  * PATH.1 (replacing the older one) and PATH is truncated in place, so that a process appending
  * to it (O_APPEND) carries on from the start. A line written between the copy and the
