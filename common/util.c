@@ -283,6 +283,52 @@ int hc_file_write_atomic(const char *path, const void *data, size_t len, int mod
     return hc_file_tmp_commit(fd, tmp, path, err);
 }
 
+size_t hc_utf8_seq(const unsigned char *s, uint32_t *cp)
+{
+    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    size_t n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    if (n == 0 || s[0] > 0xf4)
+        return 0;
+    uint32_t v = s[0] & (0x7fu >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) /* the NUL ends a short sequence here too */
+            return 0;
+        v = (v << 6) | (s[i] & 0x3fu);
+    }
+    if (v < min[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return n;
+}
+
+char *hc_text_clean(char *dst, size_t len, const char *src)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    size_t used = 0;
+    if (!src)
+        return NULL;
+    while (*s) {
+        uint32_t cp = 0;
+        size_t n = hc_utf8_seq(s, &cp);
+        int bad = n == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f);
+        size_t out = bad ? 1 : n;
+        if (used + out >= len)
+            break; /* whole characters only */
+        if (bad)
+            dst[used] = '?';
+        else
+            memmove(dst + used, s, n); /* dst may be src: cleaning in place */
+        used += out;
+        s += n ? n : 1;
+    }
+    dst[used] = '\0';
+    return dst;
+}
+
 int hc_mkdir_p(const char *path, int mode, struct hc_error *err)
 {
     char buf[4096];

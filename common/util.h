@@ -61,6 +61,16 @@ int hc_mkdir_p(const char *path, int mode, struct hc_error *err);
 /* Joins dir and name into a newly allocated string. Caller frees. */
 char *hc_path_join(const char *dir, const char *name);
 
+/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), 0 when s does not start one (a stray
+ * continuation byte, an overlong form, a surrogate, beyond U+10FFFF, or cut short by the NUL).
+ * *cp receives the code point. */
+size_t hc_utf8_seq(const unsigned char *s, uint32_t *cp);
+/* Copies src into dst (len > 0 bytes) as text fit to store and show: valid UTF-8 only, cut at a
+ * character boundary when it does not fit, every control character (C0, DEL, C1) and every
+ * invalid byte replaced by '?'. For strings a peer reports (an agent's hostname). dst may be
+ * src (in place). Returns dst, or NULL when src is NULL. */
+char *hc_text_clean(char *dst, size_t len, const char *src);
+
 /* Node names, the same for agents and the controller: ^[a-z0-9][a-z0-9._-]{0,62}$.
  * Returns 1 when valid. */
 int hc_node_name_valid(const char *name);
