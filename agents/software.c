@@ -490,7 +490,10 @@ void hc_agent_sw_stage_work(void *arg)
     struct hc_agent_sw_stage *st = arg;
     struct hc_error *err = &st->err;
     struct hc_http_response resp = {0};
-    struct hc_tls_client_config tls = {.ca_file = st->ca_file};
+    /* The one answer larger than the client's default: the bundle itself (a few bytes of
+     * headroom over the largest the controller accepts). */
+    struct hc_tls_client_config tls = {.ca_file = st->ca_file,
+                                       .max_response = HC_BUNDLE_MAX_BYTES + 1024 * 1024};
     struct hc_http_client *c = NULL;
     struct hc_bundle_keys *keys = NULL;
     char have[65], path[1200];
