@@ -540,6 +540,35 @@ static void test_text_clean(void **state)
     assert_string_equal(hc_text_clean(in, sizeof(in), in), "x?[2J?y\xe2\x82\xac");
 }
 
+/* An agent's error message is relayed into the controller's errors (hc_error_from_json, then a
+ * prefix naming the node), which cut it to their buffer: the cut must not split a UTF-8
+ * character, or the error has no JSON form (jansson refuses invalid UTF-8) and poisons any row
+ * it is stored in (hc_db_query_json refuses to read it). */
+static void test_relayed_error_stays_utf8(void **state)
+{
+    (void)state;
+    char msg[1400] = "";
+    struct hc_error err = {0};
+    for (int i = 0; i < 600; i++)
+        strcat(msg, "\xc3\xa9"); /* é: two bytes, so some cut falls inside one */
+    for (int shift = 0; shift < 2; shift++) {
+        json_t *body = json_pack("{s:{s:s, s:s, s:s}}", "error", "code", "agent_error", "message",
+                                 msg + 0, "hint", msg);
+        assert_int_equal(hc_error_from_json(&err, body, 502), 0);
+        json_decref(body);
+        for (int k = 0; k < 3; k++) {
+            hc_error_prefix(&err, "%snode n1", shift ? "x" : "");
+            json_t *doc = hc_error_to_json(&err);
+            if (!doc)
+                fail_msg("error with a prefix of %d bytes has no JSON form", shift + k);
+            char *text = json_dumps(doc, 0);
+            assert_non_null(text);
+            free(text);
+            json_decref(doc);
+        }
+    }
+}
+
 /* hcctl's own bound toward the controller: larger (lists), still bounded. */
 static void test_cli_bounded(void **state)
 {
@@ -624,6 +653,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_limit_fits_legitimate_answers),
         cmocka_unit_test(test_text_clean),
+        cmocka_unit_test(test_relayed_error_stays_utf8),
         cmocka_unit_test_setup_teardown(test_huge_answer_aborted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_values_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_worst_accepted_answer, setup, teardown),
