@@ -491,10 +491,13 @@ void hc_agent_sw_stage_work(void *arg)
     struct hc_error *err = &st->err;
     struct hc_http_response resp = {0};
     /* The controller is the only server that holds its key: another holder of a certificate
-     * from the cluster CA (a node) never receives the staging token. */
+     * from the cluster CA (a node) never receives the staging token. The one answer larger
+     * than the client's default: the bundle itself (a few bytes of headroom over the largest
+     * the controller accepts). */
     struct hc_tls_client_config tls = {
         .ca_file = st->ca_file,
-        .pinned_pubkey = !st->url[0] && st->controller_pin[0] ? st->controller_pin : NULL};
+        .pinned_pubkey = !st->url[0] && st->controller_pin[0] ? st->controller_pin : NULL,
+        .max_response = HC_BUNDLE_MAX_BYTES + 1024 * 1024};
     struct hc_http_client *c = NULL;
     struct hc_bundle_keys *keys = NULL;
     char have[65], path[1200];

@@ -69,15 +69,24 @@ static int check_settings(const struct hc_cli_config *cfg, struct hc_error *err)
     return 0;
 }
 
+/* What hcctl accepts from the controller in one answer (see common/https_client.h): far above
+ * the largest list it serves, still bounded. */
+#define HC_API_MAX_RESPONSE (64u * 1024 * 1024)
+#define HC_API_MAX_JSON_VALUES (1u << 20)
+
 struct hc_api_client *hc_api_client_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
                           struct hc_error *err)
 {
     if (check_settings(cfg, err) < 0)
         return NULL;
     struct hc_api_client *api = calloc(1, sizeof(*api));
+    /* The controller's largest answers are lists (events, operations, bundles): bounded, with
+     * room to spare, so that a wrong or hostile endpoint cannot make hcctl take gigabytes. */
     struct hc_tls_client_config tls = {.ca_file = cfg->ca_file,
                                        .ca_pem = cfg->ca_file ? NULL : cfg->ca_pem,
-                                       .pinned_pubkey = cfg->controller_pin};
+                                       .pinned_pubkey = cfg->controller_pin,
+                                       .max_response = HC_API_MAX_RESPONSE,
+                                       .max_json_values = HC_API_MAX_JSON_VALUES};
     if (!api || !(api->url = strdup(cfg->controller)) ||
         (cfg->token && !(api->token = strdup(cfg->token)))) {
         hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
@@ -115,7 +124,10 @@ const char *hc_api_client_url(const struct hc_api_client *api)
 /* Keeps the client's code (unreachable, timeout, tls_error) and says where to look. */
 static void transport_error(const struct hc_api_client *api, struct hc_error *err)
 {
-    if (strcmp(err->code, HC_ERR_TIMEOUT) == 0)
+    if (strcmp(err->code, HC_ERR_RESPONSE_TOO_LARGE) == 0)
+        hc_error_hint(err, "no answer of hcctld is that large: is %s really the controller?",
+                      api->url);
+    else if (strcmp(err->code, HC_ERR_TIMEOUT) == 0)
         hc_error_hint(err, "the controller at %s did not answer within %lld ms; raise --timeout "
                            "or check the network path (an MTU blackhole looks like this)",
                       api->url, (long long)api->timeout_ms);

@@ -5,6 +5,7 @@
 #include "cli/output.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -270,17 +271,52 @@ void hc_fmt_error(const struct hc_output *o, const json_t *v, char *buf, size_t 
     *color = HC_COLOR_RED;
 }
 
+/* Code points a terminal acts on rather than shows: C0 and DEL, C1 (U+0080..U+009F, which
+ * some terminals take as CSI and the like), the line and paragraph separators, and the bidi
+ * overrides and isolates that reorder what is displayed. */
+static int cp_hostile(uint32_t cp)
+{
+    return cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 ||
+           cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+char *hc_output_sanitize(const char *text, int flatten)
+{
+    const unsigned char *s = (const unsigned char *)(text ? text : "");
+    /* Worst case: every byte becomes "\xNN" (4 bytes). */
+    char *out = malloc(4 * strlen((const char *)s) + 1), *w = out;
+    if (!out)
+        return NULL;
+    while (*s) {
+        uint32_t cp = 0;
+        size_t n = hc_utf8_seq(s, &cp);
+        if (n == 0) {
+            w += sprintf(w, "\\x%02x", *s); /* not UTF-8: a raw 0x9b would be CSI in Latin-1 */
+            s++;
+        } else if (flatten && (cp == '\n' || cp == '\t')) {
+            *w++ = ' '; /* one cell is one line: a newline would break the table */
+            s++;
+        } else if (cp_hostile(cp)) {
+            w += cp < 0x80 ? sprintf(w, "\\x%02x", (unsigned)cp) : sprintf(w, "\\u%04x", (unsigned)cp);
+            s += n;
+        } else {
+            memcpy(w, s, n);
+            w += n;
+            s += n;
+        }
+    }
+    *w = '\0';
+    return out;
+}
+
 static char *cell_text(const struct hc_output *o, const struct hc_col *col, const json_t *row,
                        enum hc_color *color)
 {
     char buf[CELL_MAX];
     hc_fmt_fn fmt = col->fmt ? col->fmt : hc_fmt_text;
     fmt(o, hc_output_lookup(row, col->key), buf, sizeof(buf), color);
-    /* One cell is one line: a newline in a value would break the table. */
-    for (char *p = buf; *p; p++)
-        if (*p == '\n' || *p == '\r' || *p == '\t')
-            *p = ' ';
-    return strdup(buf);
+    /* Values come from agents too: a hostname may carry escape sequences. */
+    return hc_output_sanitize(buf, 1);
 }
 
 static void put_colored(const struct hc_output *o, const char *text, enum hc_color color)
@@ -395,9 +431,14 @@ void hc_output_json(struct hc_output *o, const json_t *doc)
 void hc_output_error(struct hc_output *o, const struct hc_error *err, const json_t *extra)
 {
     fflush(o->out);
-    /* One line, so that a script's log keeps the error and what to do together. */
-    fprintf(o->err, "hcctl: error: %s%s%s\n", err->message[0] ? err->message : "unknown error",
-            err->hint[0] ? "; hint: " : "", err->hint);
+    /* One line, so that a script's log keeps the error and what to do together; an agent's
+     * words relayed in it are shown, never obeyed by the terminal. */
+    char *message = hc_output_sanitize(err->message[0] ? err->message : "unknown error", 1);
+    char *hint = hc_output_sanitize(err->hint, 1);
+    fprintf(o->err, "hcctl: error: %s%s%s\n", message ? message : "unknown error",
+            err->hint[0] ? "; hint: " : "", hint ? hint : "");
+    free(message);
+    free(hint);
     if (!o->json || (o->documents > 0 && !o->stream))
         return;
     json_t *doc = hc_error_to_json(err);
@@ -413,9 +454,13 @@ void hc_output_info(const struct hc_output *o, const char *fmt, ...)
     if (o->quiet)
         return;
     va_list ap;
+    char buf[4096];
     va_start(ap, fmt);
-    vfprintf(o->err, fmt, ap);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
+    char *text = hc_output_sanitize(buf, 0); /* chatter may be several lines */
+    fputs(text ? text : buf, o->err);
+    free(text);
     fputc('\n', o->err);
     fflush(o->err);
 }

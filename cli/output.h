@@ -76,6 +76,13 @@ void hc_output_error(struct hc_output *o, const struct hc_error *err, const json
 void hc_output_info(const struct hc_output *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Text safe for a terminal (new string, caller frees; NULL when out of memory): C0 controls,
+ * DEL and invalid UTF-8 bytes become "\x1b"-style escapes, C1 controls, U+2028/U+2029 and bidi
+ * overrides "\u009b"-style ones; with flatten, newlines and tabs become spaces. Every table
+ * cell, field, error and info line goes through it; JSON output does not need it (jansson
+ * escapes controls, and its strings are valid UTF-8). */
+char *hc_output_sanitize(const char *text, int flatten);
+
 /* Looks up a dotted path ("cluster.name") in an object; NULL when absent. */
 const json_t *hc_output_lookup(const json_t *doc, const char *path);
 

@@ -361,6 +361,71 @@ static int symlink_inside(const char *path, const char *target)
     return 1;
 }
 
+/*
+ * Where path (relative to the top) ends up once the bundle is on disk: resolved lexically as the
+ * kernel would, component by component, following the bundle's own symbolic links (links:
+ * path -> target) wherever one is met, the last component included. A target that goes through
+ * other links is thus judged by where it really lands: with a/b -> "..", "a/b/.." is the top's
+ * parent, not "a". Components the bundle does not hold are taken as plain names. Returns 0, or
+ * -1 with why set: a ".." above the top, an absolute target, more than BUNDLE_LINK_HOPS links, or
+ * a path longer than the buffers.
+ */
+#define BUNDLE_LINK_HOPS 40 /* the kernel's limit on nested symbolic links */
+#define BUNDLE_RESOLVE_MAX 8192
+
+static int resolve_inside(const json_t *links, const char *path, const char **why)
+{
+    char cur[BUNDLE_RESOLVE_MAX] = "", rest[BUNDLE_RESOLVE_MAX], next[BUNDLE_RESOLVE_MAX];
+    int hops = 0;
+    if (snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest))
+        goto too_long;
+    for (size_t off = 0; rest[off];) {
+        size_t n = strcspn(rest + off, "/"), at = off;
+        off += n;
+        if (rest[off] == '/')
+            off++;
+        if (n == 0 || (n == 1 && rest[at] == '.'))
+            continue;
+        if (n == 2 && rest[at] == '.' && rest[at + 1] == '.') {
+            char *slash = strrchr(cur, '/');
+            if (!cur[0]) {
+                *why = "symbolic link pointing outside the bundle";
+                return -1;
+            }
+            if (slash)
+                *slash = '\0';
+            else
+                cur[0] = '\0';
+            continue;
+        }
+        size_t clen = strlen(cur);
+        if (clen + 1 + n + 1 > sizeof(cur))
+            goto too_long;
+        snprintf(cur + clen, sizeof(cur) - clen, "%s%.*s", clen ? "/" : "", (int)n, rest + at);
+        const char *target = json_string_value(json_object_get(links, cur));
+        if (!target)
+            continue;
+        if (++hops > BUNDLE_LINK_HOPS) {
+            *why = "too many levels of symbolic links (a loop?)";
+            return -1;
+        }
+        if (target[0] == '/') {
+            *why = "symbolic link pointing outside the bundle";
+            return -1;
+        }
+        /* The link is replaced by its target, read from the link's directory. */
+        cur[clen] = '\0';
+        if (snprintf(next, sizeof(next), "%s/%s", target, rest + off) >= (int)sizeof(next))
+            goto too_long;
+        memcpy(rest, next, strlen(next) + 1);
+        off = 0;
+    }
+    return 0;
+too_long:
+    *why = "symbolic links resolve to a path too long";
+    return -1;
+}
+
 /* ---------------------------------------------------------------- opening */
 
 struct hc_bundle {
@@ -369,6 +434,7 @@ struct hc_bundle {
     char *sig_line;
     json_t *manifest;
     json_t *files; /* path -> archive mode (type and permission bits) */
+    json_t *links; /* symbolic links: path -> target (while opening) */
     struct hc_bundle_info info;
 };
 
@@ -380,6 +446,7 @@ void hc_bundle_free(struct hc_bundle *b)
     free(b->sig_line);
     json_decref(b->manifest);
     json_decref(b->files);
+    json_decref(b->links);
     free(b);
 }
 
@@ -479,6 +546,8 @@ static int scan_entry(struct hc_bundle *b, struct archive *a, struct archive_ent
         return hc_error_set(err, 400, HC_BUNDLE_ERR_TOO_LARGE,
                             "bundle unpacks to more than %llu bytes", HC_BUNDLE_MAX_UNPACKED);
     json_object_set_new(b->files, path, json_integer((json_int_t)(type | archive_entry_perm(e))));
+    if (type == AE_IFLNK && !hard)
+        json_object_set_new(b->links, path, json_string(archive_entry_symlink(e)));
     if (strcmp(path, HC_BUNDLE_MANIFEST) == 0) {
         if (type != AE_IFREG || hard)
             return unsafe(err, path, "manifest.json must be a regular file");
@@ -513,6 +582,40 @@ static int scan_archive(struct hc_bundle *b, struct hc_error *err)
 cleanup:
     archive_read_free(a);
     return rc;
+}
+
+/* Once every entry is known (a link may come before what it goes through): each link must land
+ * inside the bundle when followed through the bundle's other links, and no entry may be written
+ * through a link (a/b -> .. then a/b/x): its place on disk would not be its path. */
+static int check_links(const struct hc_bundle *b, struct hc_error *err)
+{
+    const char *path, *why = NULL;
+    json_t *v;
+    char buf[2 * 1024 + 2];
+    json_object_foreach(b->files, path, v)
+    {
+        for (const char *p = path; (p = strchr(p, '/')); p++) {
+            char prefix[1024];
+            snprintf(prefix, sizeof(prefix), "%.*s", (int)(p - path), path);
+            if (json_object_get(b->links, prefix)) {
+                hc_error_set(err, 400, HC_BUNDLE_ERR_UNSAFE,
+                             "bundle entry '%s' is refused: its path goes through the link '%s'",
+                             path, prefix);
+                return hc_error_hint(err, "a bundle holds only regular files, directories and "
+                                          "links that stay inside it, with relative paths");
+            }
+        }
+    }
+    json_object_foreach(b->links, path, v)
+    {
+        const char *slash = strrchr(path, '/');
+        /* The target is read from the link's own directory. */
+        snprintf(buf, sizeof(buf), "%.*s%s%s", slash ? (int)(slash - path) : 0, path,
+                 slash ? "/" : "", json_string_value(v));
+        if (resolve_inside(b->links, buf, &why) < 0)
+            return unsafe(err, path, why);
+    }
+    return 0;
 }
 
 /* The manifest's entrypoint must be an executable regular file of the bundle. */
@@ -554,7 +657,7 @@ struct hc_bundle *hc_bundle_open(const void *data, size_t len, const char *sig_l
         return NULL;
     b = calloc(1, sizeof(*b));
     if (!b || !(b->data = malloc(len ? len : 1)) || !(b->sig_line = strdup(sig_line)) ||
-        !(b->files = json_object())) {
+        !(b->files = json_object()) || !(b->links = json_object())) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
         goto fail;
     }
@@ -565,8 +668,10 @@ struct hc_bundle *hc_bundle_open(const void *data, size_t len, const char *sig_l
     b->info.size = len;
     hc_sha256_hex(data, len, b->info.sha256);
     snprintf(b->info.signed_by, sizeof(b->info.signed_by), "%s", signer);
-    if (scan_archive(b, err) < 0 || check_contents(b, err) < 0)
+    if (scan_archive(b, err) < 0 || check_links(b, err) < 0 || check_contents(b, err) < 0)
         goto fail;
+    json_decref(b->links); /* only needed for the check */
+    b->links = NULL;
     return b;
 fail:
     hc_bundle_free(b);

@@ -12,8 +12,9 @@
  * Opening a bundle checks, in this order and before libarchive reads a byte of it: size, the
  * checksum against the signature line, that the key is trusted, and the signature (OpenSSL
  * EVP_DigestVerify). Then the archive (tar + gzip only) is read in full: every entry must be a
- * regular file, a directory, or a link staying inside the bundle, without absolute paths or
- * "..", and manifest.json must pass the schema. Only then is the bundle returned, and only such
+ * regular file, a directory, or a link staying inside the bundle (followed through the bundle's
+ * other links, as the kernel will), without absolute paths or "..", none written through a link,
+ * and manifest.json must pass the schema. Only then is the bundle returned, and only such
  * a bundle can be extracted (with libarchive's ARCHIVE_EXTRACT_SECURE_* flags on top).
  *
  * Ownership: functions returning struct pointers give the caller an object to free with the

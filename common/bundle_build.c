@@ -211,7 +211,8 @@ cleanup:
     return rc;
 }
 
-static int write_archive(const char *path, const char *manifest, const char *dir,
+/* Writes the archive to fd (a temporary file named path, from hc_file_tmp_open). */
+static int write_archive(int fd, const char *path, const char *manifest, const char *dir,
                          struct hc_error *err)
 {
     struct archive *w = archive_write_new();
@@ -220,7 +221,7 @@ static int write_archive(const char *path, const char *manifest, const char *dir
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
     if (archive_write_add_filter_gzip(w) != ARCHIVE_OK ||
         archive_write_set_format_pax_restricted(w) != ARCHIVE_OK ||
-        archive_write_open_filename(w, path) != ARCHIVE_OK) {
+        archive_write_open_fd(w, fd) != ARCHIVE_OK) {
         archive_fail(w, "create", path, err);
         goto cleanup;
     }
@@ -315,11 +316,11 @@ static int write_sig(const char *out, const char *line, struct hc_error *err)
 int hc_bundle_build(const char *manifest_path, const char *dir_arg, const char *key_path,
                     const char *out, struct hc_bundle_info *info, struct hc_error *err)
 {
-    char *manifest = NULL, *tmp = NULL, *dir = strdup(dir_arg), line[HC_BUNDLE_SIG_MAX];
+    char *manifest = NULL, *dir = strdup(dir_arg), line[HC_BUNDLE_SIG_MAX], tmp[4096] = "";
     EVP_PKEY *key = NULL;
     struct stat st;
-    int rc = -1;
-    if (!dir || asprintf(&tmp, "%s.tmp.%d", out, (int)getpid()) < 0) {
+    int rc = -1, fd = -1;
+    if (!dir) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
@@ -331,20 +332,20 @@ int hc_bundle_build(const char *manifest_path, const char *dir_arg, const char *
     }
     if (!(key = hc_bundle_private_key_load(key_path, err)) ||
         load_manifest(manifest_path, dir, &manifest, err) < 0 ||
-        write_archive(tmp, manifest, dir, err) < 0 || sign_and_check(key, tmp, line, info, err) < 0)
+        (fd = hc_file_tmp_open(out, 0644, tmp, sizeof(tmp), err)) < 0 ||
+        write_archive(fd, tmp, manifest, dir, err) < 0 ||
+        sign_and_check(key, tmp, line, info, err) < 0)
         goto cleanup;
-    if (rename(tmp, out) < 0) {
-        hc_error_set(err, 500, HC_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out,
-                     strerror(errno));
-        goto cleanup;
-    }
-    rc = write_sig(out, line, err);
+    rc = hc_file_tmp_commit(fd, tmp, out, err);
+    fd = -1;
+    tmp[0] = '\0'; /* renamed, or removed by the commit */
+    if (rc == 0)
+        rc = write_sig(out, line, err);
 cleanup:
-    if (tmp)
-        unlink(tmp);
+    if (fd >= 0)
+        hc_file_tmp_abort(fd, tmp);
     EVP_PKEY_free(key);
     free(manifest);
-    free(tmp);
     free(dir);
     return rc;
 }

@@ -5,6 +5,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* vsnprintf cuts at a byte count: a UTF-8 character cut in half at the end is dropped, so that
+ * the text stays valid UTF-8 (an agent's long message relayed here would otherwise leave an
+ * error that jansson cannot turn into JSON, and a row that cannot be read back). */
+static void utf8_trim(char *s)
+{
+    size_t n = strlen(s), i = n;
+    while (i > 0 && n - i < 3 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+        i--;
+    if (i == 0 || (unsigned char)s[i - 1] < 0xc0)
+        return; /* ends in ASCII or in stray continuation bytes: nothing was cut here */
+    unsigned char lead = (unsigned char)s[i - 1];
+    size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+    if (n - (i - 1) < need)
+        s[i - 1] = '\0';
+}
+
 int hc_error_set(struct hc_error *err, int status, const char *code, const char *fmt, ...)
 {
     if (!err)
@@ -15,6 +31,7 @@ int hc_error_set(struct hc_error *err, int status, const char *code, const char 
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof(err->message), fmt, ap);
     va_end(ap);
+    utf8_trim(err->message);
     err->hint[0] = '\0';
     return -1;
 }
@@ -27,6 +44,7 @@ int hc_error_hint(struct hc_error *err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err->hint, sizeof(err->hint), fmt, ap);
     va_end(ap);
+    utf8_trim(err->hint);
     return -1;
 }
 
@@ -39,8 +57,10 @@ int hc_error_prefix(struct hc_error *err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
+    utf8_trim(prefix);
     memcpy(old, err->message, sizeof(old));
     snprintf(err->message, sizeof(err->message), "%s: %s", prefix, old);
+    utf8_trim(err->message);
     return -1;
 }
 

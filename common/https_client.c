@@ -29,7 +29,6 @@
 
 #define HC_HTTP_DEFAULT_CONNECT_MS 3000L
 #define HC_HTTP_DEFAULT_TOTAL_MS 10000L
-#define HC_HTTP_MAX_RESPONSE (64 * 1024 * 1024)
 #define HC_HTTP_POLL_MS 1000
 
 struct hc_http_client {
@@ -48,6 +47,7 @@ struct hc_http_client {
     void *pinner_arg;
     int insecure;
     long connect_timeout_ms;
+    size_t max_response, max_json_values;
 };
 
 /* State of one call while its easy handle is in the multi handle. */
@@ -58,7 +58,8 @@ struct hc_call_ctx {
     char *body;
     char *buf;
     size_t len, cap;
-    int too_large;
+    int too_large; /* 1: the body passed max_response; 2: more than max_json_values values */
+    size_t max_response, max_json_values;
     long timeout_ms;
     int64_t started_ms;
     char errbuf[CURL_ERROR_SIZE];
@@ -116,6 +117,8 @@ static int hc_client_copy_config(struct hc_http_client *c, const struct hc_tls_c
     c->insecure = tls->insecure;
     c->connect_timeout_ms =
         tls->connect_timeout_ms > 0 ? tls->connect_timeout_ms : HC_HTTP_DEFAULT_CONNECT_MS;
+    c->max_response = tls->max_response ? tls->max_response : HC_HTTP_DEFAULT_MAX_RESPONSE;
+    c->max_json_values = tls->max_json_values ? tls->max_json_values : c->max_response / 16;
     return 0;
 }
 
@@ -227,7 +230,8 @@ static size_t hc_call_write(char *data, size_t size, size_t nmemb, void *arg)
 {
     struct hc_call_ctx *ctx = arg;
     size_t n = size * nmemb;
-    if (ctx->len + n + 1 > HC_HTTP_MAX_RESPONSE) {
+    /* Counted as it arrives: returning short aborts the transfer at once (CURLE_WRITE_ERROR). */
+    if (n > ctx->max_response || ctx->len + n > ctx->max_response) {
         ctx->too_large = 1;
         return 0;
     }
@@ -235,6 +239,8 @@ static size_t hc_call_write(char *data, size_t size, size_t nmemb, void *arg)
         size_t cap = ctx->cap ? ctx->cap : 4096;
         while (cap < ctx->len + n + 1)
             cap *= 2;
+        if (cap > ctx->max_response + 1)
+            cap = ctx->max_response + 1; /* never more than the limit allows */
         char *p = realloc(ctx->buf, cap);
         if (!p)
             return 0;
@@ -356,6 +362,8 @@ static int hc_call_configure(struct hc_http_client *c, struct hc_call_ctx *ctx)
     rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                            c->connect_timeout_ms < ctx->timeout_ms ? c->connect_timeout_ms
                                                                    : ctx->timeout_ms);
+    /* A Content-Length above the limit is refused before the body (CURLE_FILESIZE_EXCEEDED). */
+    rc |= curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_response);
     rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, hc_call_write);
     rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, ctx);
     rc |= hc_call_set_tls(c, e);
@@ -380,6 +388,8 @@ static void hc_call_release(struct hc_http_client *c, struct hc_call_ctx *ctx)
 static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx, struct hc_http_call *call)
 {
     ctx->call = call;
+    ctx->max_response = c->max_response;
+    ctx->max_json_values = c->max_json_values;
     ctx->started_ms = hc_mono_ms();
     ctx->timeout_ms = call->timeout_ms > 0 ? call->timeout_ms : HC_HTTP_DEFAULT_TOTAL_MS;
     if (!call->url) {
@@ -496,6 +506,20 @@ static void hc_call_timeout_error(struct hc_call_ctx *ctx, struct hc_error *err)
                        "blackhole: try 'hcctl net check-jumbo')");
 }
 
+static void hc_call_too_large(struct hc_call_ctx *ctx, struct hc_error *err)
+{
+    if (ctx->too_large == 2)
+        hc_error_set(err, 502, HC_ERR_RESPONSE_TOO_LARGE,
+                     "the answer from '%s' holds more than %zu JSON values (the limit); "
+                     "refused unparsed", ctx->call->url, ctx->max_json_values);
+    else
+        hc_error_set(err, 502, HC_ERR_RESPONSE_TOO_LARGE,
+                     "the answer from '%s' exceeds the limit of %zu bytes; transfer aborted",
+                     ctx->call->url, ctx->max_response);
+    hc_error_hint(err, "no legitimate answer is that large: the peer is misbehaving or is not "
+                       "what it claims to be");
+}
+
 static void hc_call_error(struct hc_call_ctx *ctx, CURLcode rc, struct hc_error *err)
 {
     const char *url = ctx->call->url;
@@ -517,14 +541,46 @@ static void hc_call_error(struct hc_call_ctx *ctx, CURLcode rc, struct hc_error 
         hc_error_set(err, 0, HC_ERR_TLS, "tls handshake with '%s' failed: %s", url, detail);
         hc_error_hint(err, "check the trusted CA, the peer's certificate and this client's "
                            "certificate (the peer may refuse it)");
-    } else if (rc == CURLE_WRITE_ERROR && ctx->too_large) {
-        hc_error_set(err, 0, HC_ERR_INTERNAL, "response from '%s' exceeds %d bytes", url,
-                     HC_HTTP_MAX_RESPONSE);
+    } else if ((rc == CURLE_WRITE_ERROR && ctx->too_large) || rc == CURLE_FILESIZE_EXCEEDED) {
+        hc_call_too_large(ctx, err);
     } else if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
         hc_error_set(err, 0, HC_ERR_INVALID_ARGUMENT, "invalid url '%s': %s", url, detail);
     } else {
         hc_error_set(err, 0, HC_ERR_UNREACHABLE, "request to '%s' failed: %s", url, detail);
     }
+}
+
+/* 1 when text, read as JSON, weighs more than max values. Not a parser: it counts what starts a
+ * value inside an array or an object outside strings, an upper bound of what jansson would
+ * allocate, in one pass over bytes already bounded by max_response. The ',' and ':' between
+ * members count 1; an array 2 and an object HC_JSON_OBJECT_WEIGHT, for what each costs jansson
+ * over a scalar (an object starts with a hash table: "{}," is ~230 bytes parsed, "0," ~30). */
+#define HC_JSON_OBJECT_WEIGHT 8
+static int hc_json_values_over(const char *text, size_t len, size_t max)
+{
+    size_t values = 1;
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (in_string) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_string = 0;
+            continue;
+        }
+        if (ch == '"')
+            in_string = 1;
+        else if (ch == ',' || ch == ':')
+            values++;
+        else if (ch == '[')
+            values += 2;
+        else if (ch == '{')
+            values += HC_JSON_OBJECT_WEIGHT;
+        if (values > max)
+            return 1;
+    }
+    return 0;
 }
 
 /* Moves the response (or the error) into the call and releases the handle. */
@@ -539,6 +595,12 @@ static void hc_call_finish(struct hc_http_client *c, struct hc_call_ctx *ctx, CU
     }
     if (!ctx->buf && !(ctx->buf = calloc(1, 1))) {
         hc_error_set(&call->err, 0, HC_ERR_INTERNAL, "cannot store response from '%s'", call->url);
+        hc_call_release(c, ctx);
+        return;
+    }
+    if (hc_json_values_over(ctx->buf, ctx->len, ctx->max_json_values)) {
+        ctx->too_large = 2;
+        hc_call_too_large(ctx, &call->err);
         hc_call_release(c, ctx);
         return;
     }

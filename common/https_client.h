@@ -31,7 +31,24 @@ struct hc_tls_client_config {
     const char *pinned_pubkey; /* "sha256//BASE64[;sha256//...]": the peer's public key must be
                                   one of these (on top of the CA check), or NULL */
     const char *source_address; /* local address every connection is made from, or NULL */
+    size_t max_response;      /* bytes of one answer's body; 0: HC_HTTP_DEFAULT_MAX_RESPONSE */
+    size_t max_json_values;   /* JSON values in one answer, an array counting 2 and an object
+                                 8 (what they cost jansson); 0: max_response / 16 */
 };
+
+/*
+ * What one answer may hold. A peer may be hostile (a rogue agent): the body is counted while it
+ * arrives and the transfer is aborted the moment it passes max_response (a Content-Length above
+ * it is refused before the first body byte), so no more than max_response is ever buffered.
+ * jansson then needs up to ~75 bytes of memory per byte of input ("{},{},..."), and has no
+ * limit of its own on the number of values (its depth is capped at JSON_PARSER_MAX_DEPTH, 2048):
+ * an answer weighing more than max_json_values values (objects and arrays weigh more, see
+ * max_json_values) is refused before it is parsed. Both
+ * refusals fail the call with HC_ERR_RESPONSE_TOO_LARGE and a message naming the URL and the
+ * limit. The default suits a peer's JSON API; a client that downloads files sets its own.
+ */
+#define HC_HTTP_DEFAULT_MAX_RESPONSE (2u * 1024 * 1024)
+#define HC_ERR_RESPONSE_TOO_LARGE "response_too_large"
 
 struct hc_http_response {
     long status;   /* HTTP status */

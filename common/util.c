@@ -147,6 +147,94 @@ int hc_file_read(const char *path, char **out, size_t *len, struct hc_error *err
     return 0;
 }
 
+int hc_file_tmp_open(const char *path, int mode, char *tmp, size_t len, struct hc_error *err)
+{
+    int n = snprintf(tmp, len, "%s.tmp.XXXXXX", path);
+    if (n < 0 || (size_t)n >= len)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot create a file next to '%s': path too long",
+                            path);
+    /* O_CREAT | O_EXCL with a random name: never an existing file, FIFO or symbolic link that
+     * someone placed there, and the file starts as 0600 (narrowed further by the umask). */
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot create a file next to '%s': %s", path,
+                            strerror(errno));
+    /* The exact mode, set on the descriptor before a byte is written: a secret (0600) is never
+     * readable by anyone else at any moment; a public file (0644) widens here. */
+    if (fchmod(fd, (mode_t)mode & 07777) < 0) {
+        int e = errno;
+        hc_file_tmp_abort(fd, tmp);
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot set the mode of '%s': %s", tmp,
+                            strerror(e));
+    }
+    return fd;
+}
+
+void hc_file_tmp_abort(int fd, const char *tmp)
+{
+    if (fd >= 0)
+        close(fd);
+    if (tmp && tmp[0])
+        unlink(tmp);
+}
+
+/* fsync of the directory that holds path, so that a rename survives a crash. */
+static int sync_parent(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+int hc_file_tmp_commit(int fd, const char *tmp, const char *path, struct hc_error *err)
+{
+    if (fsync(fd) < 0) {
+        int e = errno;
+        hc_file_tmp_abort(fd, tmp);
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot write '%s': %s", tmp, strerror(e));
+    }
+    if (close(fd) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot write '%s': %s", tmp, strerror(e));
+    }
+    /* rename() replaces whatever is at path, a symbolic link included, without following it. */
+    if (rename(tmp, path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot rename to '%s': %s", path, strerror(e));
+    }
+    /* EINVAL: a file system that cannot sync a directory (the rename stands all the same). */
+    if (sync_parent(path) < 0 && errno != EINVAL)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot sync the directory of '%s': %s", path,
+                            strerror(errno));
+    return 0;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
 int hc_file_cap(const char *path, long long max, struct hc_error *err)
 {
     struct stat st;
@@ -154,25 +242,30 @@ int hc_file_cap(const char *path, long long max, struct hc_error *err)
     if (stat(path, &st) < 0 || st.st_size <= max)
         return 0;
     snprintf(old, sizeof(old), "%s.1", path);
-    snprintf(tmp, sizeof(tmp), "%s.1.tmp", path);
     int in = open(path, O_RDONLY | O_CLOEXEC);
-    int out = in < 0 ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 0777);
+    if (in < 0)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot rotate '%s': %s", path, strerror(errno));
+    int out = hc_file_tmp_open(old, (int)(st.st_mode & 0777), tmp, sizeof(tmp), err);
+    if (out < 0) {
+        close(in);
+        return hc_error_prefix(err, "cannot rotate '%s'", path);
+    }
     ssize_t n = 0;
-    while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
-        if (write(out, buf, (size_t)n) != n) {
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write_all(out, buf, (size_t)n) < 0) {
             n = -1;
             break;
         }
-    int ok = in >= 0 && out >= 0 && n == 0;
-    if (in >= 0)
-        close(in);
-    if (out >= 0 && close(out) < 0)
-        ok = 0;
-    if (!ok || rename(tmp, old) < 0 || truncate(path, 0) < 0) {
-        int e = errno;
-        unlink(tmp);
+    int e = errno;
+    close(in);
+    if (n != 0) {
+        hc_file_tmp_abort(out, tmp);
         return hc_error_set(err, 500, HC_ERR_IO, "cannot rotate '%s': %s", path, strerror(e));
     }
+    if (hc_file_tmp_commit(out, tmp, old, err) < 0)
+        return hc_error_prefix(err, "cannot rotate '%s'", path);
+    if (truncate(path, 0) < 0)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot rotate '%s': %s", path, strerror(errno));
     return 1;
 }
 
@@ -180,35 +273,61 @@ int hc_file_write_atomic(const char *path, const void *data, size_t len, int mod
                          struct hc_error *err)
 {
     char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    int fd = hc_file_tmp_open(path, mode, tmp, sizeof(tmp), err);
     if (fd < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            goto fail;
-        p += w;
-        left -= (size_t)w;
+        return -1;
+    if (write_all(fd, data, len) < 0) {
+        int e = errno;
+        hc_file_tmp_abort(fd, tmp);
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot write '%s': %s", tmp, strerror(e));
     }
-    /* The mode given at open() is filtered by the umask; secrets must end up exactly 0600. */
-    if (fchmod(fd, (mode_t)mode) < 0 || fsync(fd) < 0)
-        goto fail;
-    close(fd);
-    if (rename(tmp, path) < 0) {
-        unlink(tmp);
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot rename to '%s': %s", path, strerror(errno));
+    return hc_file_tmp_commit(fd, tmp, path, err);
+}
+
+size_t hc_utf8_seq(const unsigned char *s, uint32_t *cp)
+{
+    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    size_t n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
     }
-    return 0;
-fail:
-    hc_error_set(err, 500, HC_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
-    close(fd);
-    unlink(tmp);
-    return -1;
+    if (n == 0 || s[0] > 0xf4)
+        return 0;
+    uint32_t v = s[0] & (0x7fu >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) /* the NUL ends a short sequence here too */
+            return 0;
+        v = (v << 6) | (s[i] & 0x3fu);
+    }
+    if (v < min[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return n;
+}
+
+char *hc_text_clean(char *dst, size_t len, const char *src)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    size_t used = 0;
+    if (!src)
+        return NULL;
+    while (*s) {
+        uint32_t cp = 0;
+        size_t n = hc_utf8_seq(s, &cp);
+        int bad = n == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f);
+        size_t out = bad ? 1 : n;
+        if (used + out >= len)
+            break; /* whole characters only */
+        if (bad)
+            dst[used] = '?';
+        else
+            memmove(dst + used, s, n); /* dst may be src: cleaning in place */
+        used += out;
+        s += n ? n : 1;
+    }
+    dst[used] = '\0';
+    return dst;
 }
 
 int hc_mkdir_p(const char *path, int mode, struct hc_error *err)

@@ -34,10 +34,22 @@ int hc_ct_equal(const char *a, const char *b);
 
 /* Reads a whole file (NUL-terminated). Caller frees *out. Returns 0 or -1 with err. */
 int hc_file_read(const char *path, char **out, size_t *len, struct hc_error *err);
-/* Writes data atomically (temp file + fsync + rename) with the given mode (e.g. 0600).
- * Returns 0 or -1 with err. */
+/* Writes data atomically with the given mode (e.g. 0600): a new temporary file next to path
+ * (hc_file_tmp_open), fsync, rename over path, fsync of the directory. Returns 0 or -1 with err.
+ * Whatever sits at path (a symbolic link included) is replaced, never followed. */
 int hc_file_write_atomic(const char *path, const void *data, size_t len, int mode,
                          struct hc_error *err);
+/* The one way to create a file that is then renamed into place. Creates "PATH.tmp.XXXXXX"
+ * (mkostemp: random name, O_CREAT | O_EXCL, so never a file, FIFO or symbolic link someone put
+ * there in advance) with exactly mode (fchmod on the descriptor before any data: a 0600 secret
+ * is never readable by others, whatever the umask). tmp (len bytes) receives the name. Returns
+ * the descriptor, or -1 with err. */
+int hc_file_tmp_open(const char *path, int mode, char *tmp, size_t len, struct hc_error *err);
+/* fsyncs and closes fd, renames tmp over path and fsyncs the directory. On failure the temporary
+ * file is removed. Returns 0 or -1 with err. */
+int hc_file_tmp_commit(int fd, const char *tmp, const char *path, struct hc_error *err);
+/* Closes fd (when >= 0) and removes tmp: for a write that is given up. */
+void hc_file_tmp_abort(int fd, const char *tmp);
 /* Keeps an append-only log file within max bytes: when it is larger, its content moves to
  * PATH.1 (replacing the older one) and PATH is truncated in place, so that a process appending
  * to it (O_APPEND) carries on from the start. A line written between the copy and the
@@ -48,6 +60,16 @@ int hc_file_cap(const char *path, long long max, struct hc_error *err);
 int hc_mkdir_p(const char *path, int mode, struct hc_error *err);
 /* Joins dir and name into a newly allocated string. Caller frees. */
 char *hc_path_join(const char *dir, const char *name);
+
+/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), 0 when s does not start one (a stray
+ * continuation byte, an overlong form, a surrogate, beyond U+10FFFF, or cut short by the NUL).
+ * *cp receives the code point. */
+size_t hc_utf8_seq(const unsigned char *s, uint32_t *cp);
+/* Copies src into dst (len > 0 bytes) as text fit to store and show: valid UTF-8 only, cut at a
+ * character boundary when it does not fit, every control character (C0, DEL, C1) and every
+ * invalid byte replaced by '?'. For strings a peer reports (an agent's hostname). dst may be
+ * src (in place). Returns dst, or NULL when src is NULL. */
+char *hc_text_clean(char *dst, size_t len, const char *src);
 
 /* Node names, the same for agents and the controller: ^[a-z0-9][a-z0-9._-]{0,62}$.
  * Returns 1 when valid. */

@@ -32,6 +32,9 @@ struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, stru
         /* A peer that does not finish the TCP handshake within the request timeout is as
          * unreachable as one that refuses it; never wait longer than the request itself. */
         .connect_timeout_ms = timeout < 3000 ? timeout : 3000,
+        /* An agent's answer is small; a rogue agent's is cut off here (agent_client.h). */
+        .max_response = HC_AGENT_MAX_RESPONSE,
+        .max_json_values = HC_AGENT_MAX_JSON_VALUES,
     };
     struct hc_http_client *c = hc_http_client_new(&tls, err);
     if (!c)

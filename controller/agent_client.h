@@ -17,6 +17,20 @@
 #include "controller/controller.h"
 #include "db/db.h"
 
+/*
+ * The most the controller accepts in one answer from an agent, and the JSON values in it
+ * (common/https_client.h: checked while the answer arrives, refused with response_too_large).
+ * Derived from what the agent API can produce, measured in tests/unit/test_agent_limits.c: the
+ * largest answer is POST /v1/net/probe at its 1024-target maximum with every field at its
+ * widest, 397 KiB and 22.5 Ki values compact; /v1/interfaces takes ~212 bytes and ~38 values per
+ * interface (4096 interfaces: 848 KiB, 152 Ki values); every other answer is a few KiB. So
+ * 2 MiB and 256 Ki values: 5 times the probe answer, ~6,700 interfaces. A rogue agent's answer
+ * then costs the controller at most ~12 MiB resident per call (parsed, under ASan) instead of
+ * the 64 MiB buffered and gigabytes parsed it could cost before.
+ */
+#define HC_AGENT_MAX_RESPONSE (2u * 1024 * 1024)
+#define HC_AGENT_MAX_JSON_VALUES (256u * 1024)
+
 /* Default per-request timeout when ctl->agent_timeout_ms is not set. */
 #define HC_AGENT_DEFAULT_TIMEOUT_MS 5000
 

@@ -279,11 +279,16 @@ static void poller_judge(const char *name, const struct hc_http_call *status,
 
 /* The agent answered: record what it said, with health reachable or (big packets lost)
  * stalled. */
+/* A string the agent reported, as stored: no control characters (an escape sequence would
+ * reach every terminal that shows it), valid UTF-8 cut to the column's size; NULL stays NULL. */
+#define POLLER_CLEAN(buf, obj, key) hc_text_clean(buf, sizeof(buf), hc_json_str(obj, key, NULL))
+
 static int poller_store_status(struct hc_db *db, int64_t node_id, const struct hc_http_call *st,
                                const struct poller_verdict *v, int64_t now, struct hc_error *err)
 {
     const json_t *b = st->resp.body;
-    const char *service = hc_json_str(json_object_get(b, "service"), "state", NULL);
+    char service_buf[32], version[128], previous[128], agent_version[128], hostname[256];
+    const char *service = POLLER_CLEAN(service_buf, json_object_get(b, "service"), "state");
     /* The agent is the truth about what runs: its current and rollback versions (null when
      * none) replace whatever an operation wrote. */
     /* ...unless an operation learnt something newer after this poll was sent. */
@@ -292,22 +297,25 @@ static int poller_store_status(struct hc_db *db, int64_t node_id, const struct h
                   "UPDATE nodes SET service_state = ?, software_version = ?, "
                   "previous_software_version = ?, service_observed_at = ? WHERE id = ? AND "
                   "COALESCE(service_observed_at, 0) <= ?", "sssiii", service,
-                  hc_json_str(b, "software_version", NULL),
-                  hc_json_str(b, "previous_software_version", NULL), asked, node_id, asked) < 0)
+                  POLLER_CLEAN(version, b, "software_version"),
+                  POLLER_CLEAN(previous, b, "previous_software_version"), asked, node_id,
+                  asked) < 0)
         return -1;
     return hc_db_run(db, err,
                      "UPDATE nodes SET health = ?, health_detail = ?, last_seen = ?, "
                      "agent_version = ?, hostname = COALESCE(?, hostname), "
                      "uptime_s = NULLIF(?, -1), poll_latency_ms = ? WHERE id = ?",
                      "ssissiii", v->health, v->detail[0] ? v->detail : NULL, now,
-                     hc_json_str(b, "agent_version", NULL), hc_json_str(b, "hostname", NULL),
+                     POLLER_CLEAN(agent_version, b, "agent_version"),
+                     POLLER_CLEAN(hostname, b, "hostname"),
                      hc_json_int(b, "uptime_seconds", -1), (int64_t)st->elapsed_ms, node_id);
 }
 
 static int poller_store_iface(struct hc_db *db, int64_t node_id, const json_t *iface, int64_t now,
                               struct hc_error *err)
 {
-    const char *name = hc_json_str(iface, "name", NULL);
+    char name_buf[64], state[32], kind[32], master[64];
+    const char *name = POLLER_CLEAN(name_buf, iface, "name");
     const json_t *addrs = json_object_get(iface, "addresses");
     if (!name)
         return 0; /* nothing to key it by: skip rather than fail the node */
@@ -321,8 +329,9 @@ static int poller_store_iface(struct hc_db *db, int64_t node_id, const json_t *i
                        "state = excluded.state, kind = excluded.kind, master = excluded.master, "
                        "addresses_json = excluded.addresses_json, updated_at = excluded.updated_at",
                        "isissssi", node_id, name, hc_json_int(iface, "mtu", 0),
-                       hc_json_str(iface, "state", "unknown"), hc_json_str(iface, "kind", NULL),
-                       hc_json_str(iface, "master", NULL), addresses ? addresses : "[]", now);
+                       POLLER_CLEAN(state, iface, "state") ? state : "unknown",
+                       POLLER_CLEAN(kind, iface, "kind"), POLLER_CLEAN(master, iface, "master"),
+                       addresses ? addresses : "[]", now);
     free(addresses);
     return rc < 0 ? -1 : 0;
 }
@@ -370,6 +379,7 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
     struct poller_verdict v;
     int rc = -1;
     poller_judge(name, status, echo, &v);
+    hc_text_clean(v.detail, sizeof(v.detail), v.detail); /* may quote the agent's words */
     /* Read the old health inside the transaction: the node may have been removed or changed
      * since the cycle started. */
     json_t *rows = hc_db_query_json(db, err, "SELECT health FROM nodes WHERE id = ?", "i", id);

@@ -1,10 +1,13 @@
-/* The agent's software and service endpoints, as C calls (see service_client.h). */
+/* The agent's software and service endpoints, as C calls (see service_client.h). What the agent
+ * says (reasons, details, versions) is copied through hc_text_clean: it ends up in operation
+ * records, events and terminals, so no control characters and no UTF-8 cut in half. */
 #include "controller/service_client.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "common/json_util.h"
+#include "common/util.h"
 #include "controller/agent_client.h"
 
 /* Calls the agent; *body receives the answer's JSON (new reference, may be NULL). */
@@ -37,7 +40,7 @@ int hc_svc_ok_to_stop(const struct hc_svc_node *n, int *ok, char *reason, size_t
     if (call(n, "GET", "/v1/service/ok-to-stop", NULL, &b, err) < 0)
         return -1;
     *ok = answer_bool(b, "ok_to_stop", "ok");
-    snprintf(reason, len, "%s", hc_json_str(b, "reason", ""));
+    hc_text_clean(reason, len, hc_json_str(b, "reason", ""));
     json_decref(b);
     return 0;
 }
@@ -64,7 +67,7 @@ int hc_svc_health(const struct hc_svc_node *n, int *healthy, char *detail, size_
     if (call(n, "GET", "/v1/service/health", NULL, &b, err) < 0)
         return -1;
     *healthy = answer_bool(b, "healthy", "ok");
-    snprintf(detail, len, "%s", hc_json_str(b, "detail", hc_json_str(b, "reason", "")));
+    hc_text_clean(detail, len, hc_json_str(b, "detail", hc_json_str(b, "reason", "")));
     json_decref(b);
     return 0;
 }
@@ -85,9 +88,9 @@ int hc_sw_state(const struct hc_svc_node *n, struct hc_sw_state *st, struct hc_e
     if (call(n, "GET", "/v1/software", NULL, &b, err) < 0)
         return -1;
     const json_t *svc = json_object_get(b, "service");
-    snprintf(st->current, sizeof(st->current), "%s", hc_json_str(b, "current", ""));
-    snprintf(st->previous, sizeof(st->previous), "%s", hc_json_str(b, "previous", ""));
-    snprintf(st->service, sizeof(st->service), "%s", hc_json_str(svc, "state", ""));
+    hc_text_clean(st->current, sizeof(st->current), hc_json_str(b, "current", ""));
+    hc_text_clean(st->previous, sizeof(st->previous), hc_json_str(b, "previous", ""));
+    hc_text_clean(st->service, sizeof(st->service), hc_json_str(svc, "state", ""));
     json_decref(b);
     return 0;
 }

@@ -577,15 +577,20 @@ int hc_ssh_keygen(const char *path, struct hc_error *err)
         return 0;
     pthread_once(&ssh_once, ssh_global_init);
     ssh_key key = NULL;
-    char *b64 = NULL;
+    char *b64 = NULL, *priv = NULL;
     int rc = -1;
     if (ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &key) != SSH_OK) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate an ssh key");
         goto cleanup;
     }
-    if (ssh_pki_export_privkey_file(key, NULL, NULL, NULL, path) != SSH_OK ||
-        chmod(path, 0600) < 0) {
-        hc_error_set(err, 500, HC_ERR_IO, "cannot write ssh key '%s'", path);
+    /* Through the atomic helper: created 0600 under a name nobody can predict, never written
+     * with the umask's mode first and narrowed afterwards. */
+    if (ssh_pki_export_privkey_base64(key, NULL, NULL, NULL, &priv) != SSH_OK) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot export the ssh private key");
+        goto cleanup;
+    }
+    if (hc_file_write_atomic(path, priv, strlen(priv), 0600, err) < 0) {
+        hc_error_prefix(err, "cannot write ssh key '%s'", path);
         goto cleanup;
     }
     if (ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK) {
@@ -597,6 +602,9 @@ int hc_ssh_keygen(const char *path, struct hc_error *err)
     snprintf(pub, sizeof(pub), "%s.pub", path);
     rc = hc_file_write_atomic(pub, line, strlen(line), 0644, err);
 cleanup:
+    if (priv)
+        explicit_bzero(priv, strlen(priv));
+    ssh_string_free_char(priv);
     ssh_string_free_char(b64);
     ssh_key_free(key);
     return rc;

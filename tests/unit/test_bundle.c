@@ -436,9 +436,125 @@ static void test_path_traversal(void **state)
     expect_open(e, ok, 1, NULL, NULL);
 }
 
-/* A link inside the bundle followed by a file written through it: validation lets the link
- * pass (it stays inside), libarchive's SECURE_SYMLINKS refuses to write through it, and the
- * half-extracted directory is removed. */
+/* Issue 12: each link of a chain stays inside on its own, but links whose targets go through
+ * other links leave the bundle: a/b -> .. is the top, so c -> a/b/.. is the top's parent. Shown
+ * first on disk with the archive written as it is (what the old check let through), then
+ * refused at open. */
+static void test_symlink_chain(void **state)
+{
+    struct env *e = *state;
+    const struct entry chain[] = {MANIFEST_ENTRY,
+                                  SVC_ENTRY,
+                                  {"a", AE_IFDIR, NULL, NULL, NULL},
+                                  {"a/b", AE_IFLNK, NULL, "..", NULL},
+                                  {"c", AE_IFLNK, NULL, "a/b/..", NULL},
+                                  END_ENTRY};
+    /* What the escape would be: extracted as plain tar does, c is the top's parent. */
+    char dest[700], cmd[1600], real[4096], parent[4096];
+    size_t len = 0;
+    unsigned char *data = make_archive(chain, 1, &len);
+    char *tgz = NULL;
+    path_in(dest, sizeof(dest), e, "plain");
+    assert_true(asprintf(&tgz, "%s.tgz", dest) > 0);
+    FILE *f = fopen(tgz, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "mkdir '%s' && tar -xzf '%s' -C '%s'", dest, tgz, dest);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof(cmd), "%s/c", dest);
+    assert_non_null(realpath(cmd, real));
+    assert_non_null(realpath(e->dir, parent));
+    assert_string_equal(real, parent); /* outside the extracted bundle */
+    free(tgz);
+    free(data);
+
+    expect_open(e, chain, 1, HC_BUNDLE_ERR_UNSAFE, "'c'");
+    /* The same with the links in the other order (c is read before what it goes through). */
+    const struct entry reversed[] = {MANIFEST_ENTRY,
+                                     SVC_ENTRY,
+                                     {"c", AE_IFLNK, NULL, "a/b/..", NULL},
+                                     {"a", AE_IFDIR, NULL, NULL, NULL},
+                                     {"a/b", AE_IFLNK, NULL, "..", NULL},
+                                     END_ENTRY};
+    expect_open(e, reversed, 1, HC_BUNDLE_ERR_UNSAFE, "'c'");
+    /* Deeper: each hop climbs one level through another link. */
+    const struct entry deep[] = {MANIFEST_ENTRY,
+                                 SVC_ENTRY,
+                                 {"x", AE_IFDIR, NULL, NULL, NULL},
+                                 {"x/y", AE_IFDIR, NULL, NULL, NULL},
+                                 {"x/y/up", AE_IFLNK, NULL, "../..", NULL},
+                                 {"x/top", AE_IFLNK, NULL, "y/up", NULL},
+                                 {"out", AE_IFLNK, NULL, "x/top/../etc", NULL},
+                                 END_ENTRY};
+    expect_open(e, deep, 1, HC_BUNDLE_ERR_UNSAFE, "'out'");
+    /* A link to a link that is itself fine but whose target, taken from the second link's
+     * directory, climbs out. */
+    const struct entry relink[] = {MANIFEST_ENTRY,
+                                   SVC_ENTRY,
+                                   {"d", AE_IFDIR, NULL, NULL, NULL},
+                                   {"d/self", AE_IFLNK, NULL, ".", NULL},
+                                   {"d/esc", AE_IFLNK, NULL, "self/self/..", NULL},
+                                   {"d/esc2", AE_IFLNK, NULL, "esc/..", NULL},
+                                   END_ENTRY};
+    expect_open(e, relink, 1, HC_BUNDLE_ERR_UNSAFE, "'d/esc2'");
+    /* Loops never resolve: refused rather than left to ELOOP at run time. */
+    const struct entry loop[] = {MANIFEST_ENTRY,
+                                 SVC_ENTRY,
+                                 {"l1", AE_IFLNK, NULL, "l2", NULL},
+                                 {"l2", AE_IFLNK, NULL, "l1", NULL},
+                                 END_ENTRY};
+    expect_open(e, loop, 1, HC_BUNDLE_ERR_UNSAFE, "links");
+    /* A file (or a hard link) whose path goes through a link of the bundle. */
+    const struct entry via[] = {MANIFEST_ENTRY,
+                                SVC_ENTRY,
+                                {"a", AE_IFDIR, NULL, NULL, NULL},
+                                {"a/b", AE_IFLNK, NULL, "..", NULL},
+                                {"a/b/x", AE_IFREG, "x", NULL, NULL},
+                                END_ENTRY};
+    expect_open(e, via, 1, HC_BUNDLE_ERR_UNSAFE, "through the link");
+    const struct entry hard_via[] = {MANIFEST_ENTRY,
+                                     SVC_ENTRY,
+                                     {"b", AE_IFLNK, NULL, ".", NULL},
+                                     {"h", AE_IFREG, NULL, NULL, "b/bin/svc"},
+                                     END_ENTRY};
+    expect_open(e, hard_via, 1, HC_BUNDLE_ERR_UNSAFE, "hard link");
+    /* Device files of either kind. */
+    const struct entry chr[] = {
+        MANIFEST_ENTRY, SVC_ENTRY, {"null", AE_IFCHR, NULL, NULL, NULL}, END_ENTRY};
+    expect_open(e, chr, 1, HC_BUNDLE_ERR_UNSAFE, "not a regular file");
+    const struct entry blk[] = {
+        MANIFEST_ENTRY, SVC_ENTRY, {"sda", AE_IFBLK, NULL, NULL, NULL}, END_ENTRY};
+    expect_open(e, blk, 1, HC_BUNDLE_ERR_UNSAFE, "not a regular file");
+
+    /* Chains that stay inside are fine, and extract. */
+    const struct entry fine[] = {MANIFEST_ENTRY,
+                                 SVC_ENTRY,
+                                 {"a", AE_IFDIR, NULL, NULL, NULL},
+                                 {"a/b", AE_IFLNK, NULL, "..", NULL},
+                                 {"tool", AE_IFLNK, NULL, "a/b/bin/svc", NULL},
+                                 {"a/up", AE_IFLNK, NULL, "b/a", NULL},
+                                 {"dangling", AE_IFLNK, NULL, "not/there/..", NULL},
+                                 END_ENTRY};
+    expect_open(e, fine, 1, NULL, NULL);
+    struct hc_error err = {0};
+    data = make_archive(fine, 1, &len);
+    struct hc_bundle *b = open_signed(e, data, len, &err);
+    assert_non_null(b);
+    path_in(dest, sizeof(dest), e, "fine");
+    assert_int_equal(hc_bundle_extract(b, dest, &err), 0);
+    snprintf(cmd, sizeof(cmd), "%s/tool", dest);
+    assert_non_null(realpath(cmd, real));
+    assert_non_null(realpath(dest, parent));
+    strcat(parent, "/bin/svc");
+    assert_string_equal(real, parent);
+    hc_bundle_free(b);
+    free(data);
+}
+
+/* A link inside the bundle followed by a file written through it: refused when the bundle is
+ * opened (the file's place on disk would not be its path). Extraction keeps libarchive's
+ * SECURE_SYMLINKS as a second guard. */
 static void test_extract_through_symlink(void **state)
 {
     struct env *e = *state;
@@ -448,19 +564,8 @@ static void test_extract_through_symlink(void **state)
                                     {"link", AE_IFLNK, NULL, "data", NULL},
                                     {"link/x", AE_IFREG, "x", NULL, NULL},
                                     END_ENTRY};
-    size_t len = 0;
-    unsigned char *data = make_archive(through, 1, &len);
-    struct hc_error err = {0};
-    struct hc_bundle *b = open_signed(e, data, len, &err);
-    assert_non_null(b);
-    char dest[700];
-    struct stat st;
-    path_in(dest, sizeof(dest), e, "through");
-    assert_int_equal(hc_bundle_extract(b, dest, &err), -1);
-    assert_string_equal(err.code, HC_BUNDLE_ERR_UNSAFE);
-    assert_int_equal(lstat(dest, &st), -1);
-    hc_bundle_free(b);
-    free(data);
+    expect_open(e, through, 1, HC_BUNDLE_ERR_UNSAFE, "'link/x' is refused: its path goes "
+                                                     "through the link 'link'");
 }
 
 /* Setuid and world-writable bits from the archive are not restored. */
@@ -580,6 +685,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_manifest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_missing_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_path_traversal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlink_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extract_through_symlink, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extract_drops_bits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_refusals, setup, teardown),

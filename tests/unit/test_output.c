@@ -355,6 +355,86 @@ static void test_cell_newlines_flattened(void **state)
     capture_close(&c);
 }
 
+/* Issue 12: an agent reports a hostname or a detail holding terminal escape sequences (set the
+ * window title, clear the screen). Text output shows them as visible escapes; nothing that
+ * moves the cursor or talks to the terminal reaches it. */
+#define HOSTILE "\x1b]0;pwned\x07\x1b[2J"
+#define HOSTILE_SHOWN "\\x1b]0;pwned\\x07\\x1b[2J"
+
+/* 1 when text holds a C0 control other than newline, DEL, or a C1 control (raw or UTF-8). */
+static int has_controls(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (*p >= 0x80 && *p <= 0x9f &&
+                                                          (p == (const unsigned char *)text ||
+                                                           p[-1] == 0xc2)))
+            return 1;
+    }
+    return 0;
+}
+
+static void test_control_chars_escaped(void **state)
+{
+    (void)state;
+    static const struct hc_col fields[] = {{"Name", "node.name", NULL},
+                                           {"Hostname", "node.hostname", NULL},
+                                           {"Detail", "node.health_detail", hc_fmt_health},
+                                           {NULL}};
+    static const struct hc_section view[] = {{HC_SECTION_FIELDS, NULL, NULL, fields},
+                                             {HC_SECTION_TABLE, "Interfaces", "ifs", iface_cols},
+                                             {0}};
+    struct capture c;
+    capture_open(&c);
+    c.o.color = 1; /* the colors hcctl itself writes are the only escapes left */
+    json_t *doc = json_pack("{s:{s:s, s:s, s:s}, s:[{s:s, s:i, s:s}]}", "node", "name", "n1",
+                            "hostname", HOSTILE, "health_detail",
+                            "cr\rbs\bdel\x7f csi\xc2\x9b" "31m rlo\xe2\x80\xae" "end",
+                            "ifs", "name", "eth0\x1b[1A", "mtu", 1500, "state", "up\x1b" "c");
+    assert_non_null(doc);
+    assert_int_equal(hc_output_render(&c.o, view, doc), 0);
+    capture_sync(&c);
+    assert_string_equal(c.out_buf, "Name:     n1\n"
+                                   "Hostname: " HOSTILE_SHOWN "\n"
+                                   "Detail:   cr\\x0dbs\\x08del\\x7f csi\\u009b31m rlo\\u202eend\n"
+                                   "\n"
+                                   "Interfaces:\n"
+                                   "NAME         MTU   STATE\n"
+                                   "eth0\\x1b[1A  1500  up\\x1bc\n");
+    assert_false(has_controls(c.out_buf));
+
+    /* Errors on stderr too (an agent's message relayed by the controller). */
+    struct hc_error err = {0};
+    hc_error_set(&err, 502, "agent_error", "agent said " HOSTILE);
+    hc_error_hint(&err, "hint " HOSTILE);
+    hc_output_error(&c.o, &err, NULL);
+    hc_output_info(&c.o, "node %s", HOSTILE);
+    capture_sync(&c);
+    assert_false(has_controls(c.err_buf));
+    assert_non_null(strstr(c.err_buf, "agent said " HOSTILE_SHOWN "; hint: hint " HOSTILE_SHOWN));
+    assert_non_null(strstr(c.err_buf, "node " HOSTILE_SHOWN "\n"));
+    json_decref(doc);
+    capture_close(&c);
+
+    /* JSON stays data: jansson escapes every C0 control, and the document reads back as it was
+     * (C1 and U+2028 stay as valid UTF-8: JSON, not a terminal, is the reader). */
+    capture_open(&c);
+    c.o.json = 1;
+    doc = json_pack("{s:s}", "hostname", HOSTILE "\xc2\x9b\xe2\x80\xa8");
+    hc_output_render(&c.o, NULL, doc);
+    capture_sync(&c);
+    assert_null(strchr(c.out_buf, '\x1b'));
+    assert_null(strchr(c.out_buf, '\x07'));
+    assert_non_null(strstr(c.out_buf, "\\u001B]0;pwned\\u0007\\u001B[2J"));
+    json_t *back = json_loads(c.out_buf, 0, NULL);
+    assert_true(json_equal(back, doc));
+    json_decref(back);
+    json_decref(doc);
+    /* jansson never makes a string of invalid UTF-8, so none can reach the document. */
+    assert_null(json_string("bad \xff\xfe utf-8"));
+    assert_null(json_loads("{\"hostname\":\"\xc3\"}", 0, NULL));
+    capture_close(&c);
+}
+
 static void test_utf8_width(void **state)
 {
     (void)state;
@@ -399,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_duration_text),
         cmocka_unit_test(test_fmt_text_values),
         cmocka_unit_test(test_cell_newlines_flattened),
+        cmocka_unit_test(test_control_chars_escaped),
         cmocka_unit_test(test_utf8_width),
         cmocka_unit_test(test_lookup),
     };

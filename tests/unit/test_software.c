@@ -158,7 +158,8 @@ static void test_route_limit_and_raw(void **state)
     assert_int_equal(hc_http_server_listen(s.srv, "127.0.0.1", 0, &err), 0);
     assert_int_equal(pthread_create(&s.thread, NULL, loop, &s), 0);
 
-    struct hc_tls_client_config ctls = {.ca_file = ca};
+    /* A file download asks for more than the client's default (as the agent's staging does). */
+    struct hc_tls_client_config ctls = {.ca_file = ca, .max_response = 8 * 1024 * 1024};
     struct hc_http_client *c = hc_http_client_new(&ctls, &err);
     struct hc_http_response resp = {0};
     size_t big = 2 * 1024 * 1024 + 3;

@@ -8,9 +8,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -224,6 +227,148 @@ static void test_file_cap(void **state)
     free(path);
 }
 
+/* What a local attacker plants at the temporary name the helper used to pick (PATH.tmp.PID,
+ * predictable), before a secret is written in a directory they can write to. */
+static char *old_tmp_name(const char *path)
+{
+    char *tmp = NULL;
+    assert_true(asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) > 0);
+    return tmp;
+}
+
+/* Runs hc_file_write_atomic in a child so that a helper blocking on a FIFO fails the test
+ * instead of hanging it. Returns the child's exit status (0: written), or -1 when it had to be
+ * killed. */
+static int write_in_child(const char *path, const char *data, int mode)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct hc_error err = {0};
+        alarm(5);
+        _exit(hc_file_write_atomic(path, data, strlen(data), mode, &err) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The private key must neither land in a file someone else prepared nor follow their link. */
+static void test_file_write_atomic_planted(void **state)
+{
+    const char *dir = *state;
+    static const char key[] = "-----BEGIN PRIVATE KEY-----\nsecret\n-----END PRIVATE KEY-----\n";
+    char *path = hc_path_join(dir, "signing.key");
+    char *stolen = hc_path_join(dir, "stolen");
+    char *tmp = old_tmp_name(path);
+    struct hc_error err = {0};
+    struct stat st;
+    char buf[256];
+
+    /* 1. A symbolic link at the old name, to a file the attacker can read. */
+    int afd = open(stolen, O_RDWR | O_CREAT | O_EXCL, 0666);
+    assert_true(afd >= 0);
+    fchmod(afd, 0666);
+    assert_int_equal(symlink(stolen, tmp), 0);
+    assert_int_equal(hc_file_write_atomic(path, key, strlen(key), 0600, &err), 0);
+    assert_int_equal(read(afd, buf, sizeof(buf)), 0); /* nothing was written through the link */
+    assert_int_equal(fstat(afd, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0666); /* and its target was not touched */
+    assert_int_equal(lstat(tmp, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0600);
+    unlink(tmp);
+    unlink(path);
+
+    /* 2. A regular file at the old name that the attacker keeps open: truncating and reusing it
+     * would hand them the key through their descriptor, whatever mode it gets afterwards. */
+    int pfd = open(tmp, O_RDWR | O_CREAT | O_EXCL, 0666);
+    assert_true(pfd >= 0);
+    assert_int_equal(hc_file_write_atomic(path, key, strlen(key), 0600, &err), 0);
+    assert_int_equal(pread(pfd, buf, sizeof(buf), 0), 0);
+    close(pfd);
+    unlink(tmp);
+
+    /* 3. A FIFO at the old name: opening it for writing would block forever. */
+    unlink(path);
+    assert_int_equal(mkfifo(tmp, 0666), 0);
+    assert_int_equal(write_in_child(path, key, 0600), 0);
+    assert_int_equal(lstat(tmp, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    unlink(tmp);
+
+    /* The key as written: exactly 0600 whatever the umask, unreadable by another user. */
+    mode_t old = umask(0);
+    assert_int_equal(hc_file_write_atomic(path, key, strlen(key), 0600, &err), 0);
+    umask(old);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(st.st_uid, geteuid());
+    if (geteuid() == 0) {
+        /* As root (the CI and lab runs), check it for real as nobody. */
+        assert_int_equal(chmod(dir, 0755), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            if (setgid(65534) != 0 || setuid(65534) != 0)
+                _exit(2);
+            int fd = open(path, O_RDONLY);
+            _exit(fd < 0 && errno == EACCES ? 0 : 1);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    /* Only the key, the attacker's file and nothing else is left in the directory. */
+    int entries = 0;
+    char *cmd = NULL;
+    assert_true(asprintf(&cmd, "ls -A '%s' | wc -l", dir) > 0);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_int_equal(fscanf(p, "%d", &entries), 1);
+    pclose(p);
+    free(cmd);
+    assert_int_equal(entries, 2);
+    close(afd);
+    free(tmp);
+    free(stolen);
+    free(path);
+}
+
+/* The rotation's copy (PATH.1.tmp before) is made the same way. */
+static void test_file_cap_planted(void **state)
+{
+    char *path = hc_path_join(*state, "service.log");
+    char *tmp = NULL, *stolen = hc_path_join(*state, "stolen");
+    struct hc_error err = {0};
+    char buf[64];
+    assert_true(asprintf(&tmp, "%s.1.tmp", path) > 0);
+    int afd = open(stolen, O_RDWR | O_CREAT | O_EXCL, 0666);
+    assert_true(afd >= 0);
+    assert_int_equal(symlink(stolen, tmp), 0);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_int_equal(write(fd, "private log line\n", 17), 17);
+    close(fd);
+    assert_int_equal(hc_file_cap(path, 4, &err), 1);
+    assert_int_equal(read(afd, buf, sizeof(buf)), 0);
+    char *old = NULL, *back = NULL;
+    assert_true(asprintf(&old, "%s.1", path) > 0);
+    assert_int_equal(hc_file_read(old, &back, NULL, &err), 0);
+    assert_string_equal(back, "private log line\n");
+    struct stat st;
+    assert_int_equal(stat(old, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    close(afd);
+    free(back);
+    free(old);
+    free(tmp);
+    free(stolen);
+    free(path);
+}
+
 static void test_random_hex(void **state)
 {
     char a[65], b[65];
@@ -295,6 +440,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_file_write_atomic, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_file_write_missing_dir, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_file_cap, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_file_write_atomic_planted, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_file_cap_planted, setup_tmp, teardown_tmp),
         cmocka_unit_test(test_random_hex),
         cmocka_unit_test(test_sha256_and_ct_equal),
         cmocka_unit_test_setup_teardown(test_mkdir_p_and_join, setup_tmp, teardown_tmp),
