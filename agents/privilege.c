@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -408,4 +409,29 @@ int hc_privilege_service_dir(const char *dir, const char *const *reach,
         if (check_reach(reach[i], u, err) < 0)
             return -1;
     return 0;
+}
+
+int hc_privilege_service_write(const char *dir, const char *name, const void *data, size_t len,
+                               int mode, struct hc_error *err)
+{
+    struct hc_service_user u;
+    char path[PATH_MAX];
+    if (hc_privilege_service_user(&u, err) < 0 || hc_privilege_service_dir(dir, NULL, &u, err) < 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (!u.switch_user)
+        return hc_file_write_atomic(path, data, len, mode, err);
+    uid_t old_uid = (uid_t)setfsuid((uid_t)-1);
+    gid_t old_gid = (gid_t)setfsgid((gid_t)-1);
+    setfsgid(u.gid);
+    setfsuid(u.uid);
+    int rc;
+    if ((uid_t)setfsuid((uid_t)-1) != u.uid || (gid_t)setfsgid((gid_t)-1) != u.gid)
+        rc = hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot write '%s' as the service user %s",
+                          path, u.name);
+    else
+        rc = hc_file_write_atomic(path, data, len, mode, err);
+    setfsuid(old_uid);
+    setfsgid(old_gid);
+    return rc;
 }

@@ -11,6 +11,7 @@
 #ifndef HC_AGENTS_PRIVILEGE_H
 #define HC_AGENTS_PRIVILEGE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -63,6 +64,13 @@ int hc_privilege_drop_child(const struct hc_service_user *u);
  * path of reach (NULL-terminated: the bundle directory). 0 or -1 with err. */
 int hc_privilege_service_dir(const char *dir, const char *const *reach,
                              const struct hc_service_user *u, struct hc_error *err);
+
+/* Writes NAME in the service's data directory dir (made as hc_privilege_service_dir does)
+ * atomically, as the service user: the calling thread's filesystem ids are the service's for
+ * the write (setfsuid/setfsgid), so the file is the service's and a link the service planted
+ * there cannot turn the write against a file of the agent's. 0 or -1 with err. */
+int hc_privilege_service_write(const char *dir, const char *name, const void *data, size_t len,
+                               int mode, struct hc_error *err);
 
 /* At agent start: as root, drops every capability outside HC_AGENT_CAPS from the bounding set
  * (when the agent may: with CAP_SETPCAP, i.e. not already bounded by systemd), keeps only

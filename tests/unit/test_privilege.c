@@ -312,6 +312,38 @@ static void test_data_dir_handover(void **state)
     assert_non_null(strstr(err.message, closed));
 }
 
+/* The agent writes into the service's directory as the service: the file is the service's,
+ * and a link the service planted cannot redirect the write to a file of the agent's. */
+static void test_service_write(void **state)
+{
+    (void)state;
+    struct agent_tree t;
+    struct hc_error err = {0};
+    struct stat st;
+    char path[1300], secret[1300], tmp[1400];
+    make_tree(&t);
+    assert_int_equal(hc_privilege_service_write(t.svc_data, "peers.json", "{}", 2, 0644, &err), 0);
+    snprintf(path, sizeof(path), "%s/peers.json", t.svc_data);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_uid, geteuid() == 0 ? HC_SERVICE_ID : getuid());
+    if (geteuid() != 0)
+        return;
+    snprintf(secret, sizeof(secret), "%s/agent.key", t.data);
+    write_text(secret, "KEY", 0600);
+    /* Whatever temporary name the write uses next to the file, each is a trap. */
+    snprintf(tmp, sizeof(tmp), "%s/peers.json.tmp.%d", t.svc_data, (int)getpid());
+    assert_int_equal(symlink(secret, tmp), 0);
+    hc_privilege_service_write(t.svc_data, "peers.json", "{\"x\":1}", 7, 0644, &err);
+    char *text = read_in(t.data, "agent.key");
+    assert_non_null(text);
+    assert_string_equal(text, "KEY");
+    free(text);
+    assert_int_equal(stat(secret, &st), 0);
+    assert_int_equal(st.st_uid, 0);
+    /* The agent's own fs ids are back: it can write its files again. */
+    write_text(secret, "KEY2", 0600);
+}
+
 /* In a child (the restriction is for good): the agent keeps HC_AGENT_CAPS and nothing else. */
 static void test_restrict_agent(void **state)
 {
@@ -390,6 +422,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_service_runs_confined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_hook_confined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_data_dir_handover, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_service_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restrict_agent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_service_user_choice, setup, teardown),
     };
