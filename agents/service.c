@@ -325,7 +325,7 @@ static int plan_make(struct hc_service *svc, struct spawn_plan *p, struct hc_err
     if (!(p->envp = hc_service_environ(&svc->env)))
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
     /* The service's own user, and its data directory the only place it may write. */
-    const char *reach[] = {svc->env.bundle_dir, NULL};
+    const char *reach[] = {p->prog, NULL}; /* the bundle's directories down to it */
     if (hc_privilege_service_user(&p->user, err) < 0 ||
         hc_privilege_service_dir(svc->env.data_dir, reach, &p->user, err) < 0)
         return -1;

@@ -313,11 +313,40 @@ cleanup:
     return rc;
 }
 
-static const char systemd_unit[] =
-    "[Unit]\nDescription=hcctl node agent\nAfter=network-online.target\n\n"
-    "[Service]\nExecStart=" HC_REMOTE_AGENT_ROOT "/current/hcagent join --config "
-    HC_REMOTE_AGENT_ETC "/join.json\nRestart=on-failure\nRestartSec=2\nNoNewPrivileges=yes\n\n"
-    "[Install]\nWantedBy=multi-user.target\n";
+/* The unit a systemd node gets: the packaged unit's template (packaging/systemd/
+ * hcagent.service.in, embedded at build time), with the pushed agent's command and state
+ * directory. The hardening is the package's, line for line. */
+#include "hcagent_unit.h"
+
+char *hc_bootstrap_unit_text(void)
+{
+    static const char *const names[] = {"@HC_AGENT_EXEC@", "@HC_AGENT_STATE@"};
+    static const char *const values[] = {
+        HC_REMOTE_AGENT_ROOT "/current/hcagent join --config " HC_REMOTE_AGENT_ETC "/join.json",
+        HC_REMOTE_AGENT_STATE};
+    size_t cap = sizeof(hc_agent_unit_template), len = 0;
+    for (size_t i = 0; i < HC_ARRAY_LEN(values); i++)
+        cap += 2 * strlen(values[i]); /* room for each value twice; each appears once */
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    for (const char *t = hc_agent_unit_template; *t;) {
+        size_t i = 0;
+        while (i < HC_ARRAY_LEN(names) && strncmp(t, names[i], strlen(names[i])) != 0)
+            i++;
+        const char *piece = i < HC_ARRAY_LEN(names) ? values[i] : t;
+        size_t n = i < HC_ARRAY_LEN(names) ? strlen(values[i]) : 1;
+        if (len + n + 1 > cap) {
+            free(out);
+            return NULL;
+        }
+        memcpy(out + len, piece, n);
+        len += n;
+        t += i < HC_ARRAY_LEN(names) ? strlen(names[i]) : 1;
+    }
+    out[len] = '\0';
+    return out;
+}
 
 /* Points `current` at this version (idempotent), then runs the rest of the arguments: one
  * remote command, so that activating and starting cost one SSH channel. */
@@ -354,9 +383,13 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
     if (host_ssh(h, err) < 0)
         return -1;
     if (systemd) {
-        if (hc_ssh_upload(h->ssh, systemd_unit, strlen(systemd_unit),
-                          "/etc/systemd/system/hcagent.service", 0644, err) < 0 ||
-            hc_ssh_run(h->ssh, reload_argv, 30000, &r, err) < 0)
+        char *unit = hc_bootstrap_unit_text();
+        if (!unit)
+            return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        int up = hc_ssh_upload(h->ssh, unit, strlen(unit), "/etc/systemd/system/hcagent.service",
+                               0644, err);
+        free(unit);
+        if (up < 0 || hc_ssh_run(h->ssh, reload_argv, 30000, &r, err) < 0)
             return -1;
         int status = r.exit_status;
         if (status != 0) {

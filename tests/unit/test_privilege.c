@@ -7,7 +7,9 @@
  * - a data directory left by a root-run service is handed over whole, symbolic links not
  *   followed;
  * - the agent's own restriction: bounding set and permitted set HC_AGENT_CAPS, no_new_privs;
- * - HCAGENT_SERVICE_USER: a name, UID:GID, refusals.
+ * - HCAGENT_SERVICE_USER: a name, UID:GID, refusals;
+ * - the unit pushed over SSH carries the packaged unit's hardening and the capability list the
+ *   agent keeps by itself.
  * As root (how the suite runs) the switch to the service user is asserted; otherwise that the
  * service runs as the agent's own user, still without capabilities and with no_new_privs.
  */
@@ -30,6 +32,7 @@
 #include "agents/service.h"
 #include "common/json_util.h"
 #include "common/util.h"
+#include "controller/op_bootstrap.h"
 #include "tests/unit/testdir.h"
 
 static char *dir;
@@ -416,6 +419,46 @@ static void test_service_user_choice(void **state)
     unsetenv("HCAGENT_SERVICE_USER");
 }
 
+/* 1 when text has line as one whole line. */
+static int has_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = text; (p = strstr(p, line)); p += n)
+        if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+static void test_pushed_unit(void **state)
+{
+    (void)state;
+    char *unit = hc_bootstrap_unit_text();
+    assert_non_null(unit);
+    assert_null(strstr(unit, "@HC_")); /* every placeholder filled */
+    const char *want[] = {
+        "ExecStart=" HC_REMOTE_AGENT_ROOT "/current/hcagent join --config " HC_REMOTE_AGENT_ETC
+        "/join.json",
+        "StateDirectory=" HC_REMOTE_AGENT_STATE,
+        "CapabilityBoundingSet=" HC_AGENT_CAPS_NAMES,
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ProtectHome=yes",
+        "PrivateTmp=yes",
+        "RestrictAddressFamilies=AF_INET AF_INET6 AF_NETLINK AF_UNIX",
+        "SystemCallFilter=@system-service",
+        "LimitNOFILE=65536",
+        "KillMode=process",
+        "Delegate=cpu memory",
+    };
+    for (size_t i = 0; i < HC_ARRAY_LEN(want); i++)
+        if (!has_line(unit, want[i]))
+            fail_msg("the pushed unit lacks '%s'", want[i]);
+    assert_null(strstr(unit, "AmbientCapabilities=CAP"));
+    /* /var/lib + StateDirectory is where the agent's data is. */
+    assert_string_equal("/var/lib/" HC_REMOTE_AGENT_STATE, HC_REMOTE_AGENT_DATA);
+    free(unit);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +468,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_service_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restrict_agent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_service_user_choice, setup, teardown),
+        cmocka_unit_test(test_pushed_unit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
