@@ -16,6 +16,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "agents/privilege.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/pki.h"
@@ -32,6 +33,10 @@
 #define BOOT_WAIT_DEFAULT_MS 60000
 #define BOOT_MAX_CLOCK_SKEW_S 60
 #define BOOT_MIN_FREE_KB (64 * 1024)
+/* The storage service's uid/gid (agents/privilege.h), as a string for the preflight script. */
+#define BOOT_STR(x) #x
+#define BOOT_XSTR(x) BOOT_STR(x)
+#define HC_BOOT_SERVICE_ID BOOT_XSTR(HC_SERVICE_ID)
 
 /* Read-only facts about a host, gathered by one constant script with quoted arguments. Shell
  * builtins wherever they do (read from /proc and /sys, test, command -v, kill -0), since every
@@ -69,10 +74,14 @@ static const char preflight_script[] =
     "if [ -e " HC_REMOTE_AGENT_DATA " ]; then echo data=1; else echo data=0; fi\n"
     "pid=; { read -r pid <" HC_REMOTE_AGENT_RUN "/hcagent.pid; } 2>/dev/null\n"
     "if [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null; then echo running=1; else echo running=0; "
-    "fi\n";
+    "fi\n"
+    /* the storage service's uid/gid must not be another account's */
+    "for db in /etc/passwd /etc/group; do [ -r $db ] || continue\n"
+    "  while IFS=: read -r n _ id _; do [ \"$id\" = " HC_BOOT_SERVICE_ID " ] && "
+    "[ \"$n\" != hcsvc ] && echo \"svc_id_owner=$n\"; done <$db; done; :\n";
 
 struct preflight {
-    char os[32], arch[32], hostname[128], iface[32], missing[128], init[16];
+    char os[32], arch[32], hostname[128], iface[32], missing[128], init[16], svc_id_owner[64];
     long long time_s, free_kb;
     int iface_ok, iface_mtu, enrolled, data, running;
 };
@@ -138,6 +147,8 @@ static void preflight_parse(char *out, struct preflight *pf)
         else if (!strcmp(k, "iface")) snprintf(pf->iface, sizeof(pf->iface), "%s", v);
         else if (!strcmp(k, "missing")) snprintf(pf->missing, sizeof(pf->missing), "%s", v);
         else if (!strcmp(k, "init")) snprintf(pf->init, sizeof(pf->init), "%s", v);
+        else if (!strcmp(k, "svc_id_owner"))
+            snprintf(pf->svc_id_owner, sizeof(pf->svc_id_owner), "%s", v);
         else if (!strcmp(k, "time")) pf->time_s = atoll(v);
         else if (!strcmp(k, "free_kb")) pf->free_kb = atoll(v);
         else if (!strcmp(k, "iface_ok")) pf->iface_ok = atoi(v);
@@ -179,6 +190,12 @@ static int preflight_check(struct boot_host *h, struct hc_error *err)
     if (pf->free_kb < BOOT_MIN_FREE_KB)
         return hc_error_set(err, 412, "preflight_failed", "%s has %lld KiB free under /opt, "
                             "needs %d", h->label, pf->free_kb, BOOT_MIN_FREE_KB);
+    if (pf->svc_id_owner[0]) {
+        hc_error_set(err, 412, "preflight_failed", "uid/gid " HC_BOOT_SERVICE_ID " that the "
+                     "storage service runs as belongs to '%s' on %s", pf->svc_id_owner, h->label);
+        return hc_error_hint(err, "free the id on the node, or join it by hand with "
+                                  "HCAGENT_SERVICE_USER=UID:GID set for the agent");
+    }
     if (!pf->iface_ok) {
         hc_error_set(err, 412, "preflight_failed", "%s has no storage interface '%s'", h->label,
                      pf->iface[0] ? pf->iface : "(none carries the node's address)");
