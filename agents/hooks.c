@@ -1,10 +1,10 @@
 /*
  * The manifest's hooks (docs/bundles.md "Hooks"): an HTTP request to the local service
  * (libcurl, plain http, with the hook's timeout) or a command run from the bundle directory
- * with the hook's timeout (its process group is killed when it runs over), as the service's user
- * with no capability (agents/privilege.c). The answer is read
- * the same way for both: a JSON object with the hook's field when there is one ("ok_to_stop",
- * "pending"), otherwise the HTTP status (2xx) or the exit status (0).
+ * with the hook's timeout (its process group is killed when it runs over), as the service's
+ * user with no capability (agents/privilege.c). The answer is read the same way for both: a
+ * JSON object with the hook's field when there is one ("ok_to_stop", "pending"), otherwise the
+ * HTTP status (2xx) or the exit status (0).
  */
 #include <curl/curl.h>
 #include <errno.h>

@@ -300,13 +300,14 @@ static _Thread_local uid_t walk_uid;
 static _Thread_local gid_t walk_gid;
 static _Thread_local int walk_failed, walk_unreadable;
 
+/* Every entry but the top, which is handed over last, once all below it is (so that a failed
+ * walk is tried again at the next start: the top's owner is what says "done"). */
 static int hand_over(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st;
-    (void)ftw;
     if (flag == FTW_DNR)
         walk_unreadable++;
-    if (lchown(path, walk_uid, walk_gid) < 0)
+    if (ftw->level > 0 && lchown(path, walk_uid, walk_gid) < 0)
         walk_failed = errno;
     return 0;
 }
@@ -392,7 +393,8 @@ int hc_privilege_service_dir(const char *dir, const char *const *reach,
         walk_uid = u->uid;
         walk_gid = u->gid;
         walk_failed = walk_unreadable = 0;
-        if (nftw(dir, hand_over, 32, FTW_PHYS | FTW_DEPTH | FTW_MOUNT) < 0 || walk_failed) {
+        if (nftw(dir, hand_over, 32, FTW_PHYS | FTW_DEPTH | FTW_MOUNT) < 0 || walk_failed ||
+            lchown(dir, u->uid, u->gid) < 0) {
             int e = walk_failed ? walk_failed : errno;
             return hc_error_set(err, 500, HC_ERR_IO, "cannot give '%s' to the service user "
                                 "%s: %s", dir, u->name, strerror(e));

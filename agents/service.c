@@ -5,10 +5,10 @@
  * started), with stdout and stderr appended to DIR/software/service.log, inside the limits'
  * cgroup when there is one (the child waits on a pipe until the agent has moved it there), then
  * as the service user with no capability and no_new_privs (agents/privilege.c), its data
- * directory the one place it owns. Its
- * exit is watched on the event loop through a pidfd. A crash is followed by a restart after a
- * backoff that doubles from 0.5 s to 30 s; after 6 crashes in a row, each within 10 s of its
- * start, the supervisor gives up (state crashed) until the next start or activation.
+ * directory the one place it owns. Its exit is watched on the event loop through a pidfd. A
+ * crash is followed by a restart after a backoff that doubles from 0.5 s to 30 s; after 6
+ * crashes in a row, each within 10 s of its start, the supervisor gives up (state crashed)
+ * until the next start or activation.
  *
  * The service outlives the agent: DIR/software/service.pid records its pid and start time, and
  * the next agent adopts it (a pidfd works on a process that is not our child; its exit status is

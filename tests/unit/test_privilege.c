@@ -145,6 +145,32 @@ static void make_tree(struct agent_tree *t)
     write_text(path, service_script, 0755);
 }
 
+/* ROOT/cgroup.controllers, and at the test's own cgroup path below it the files a real
+ * hierarchy has (as in test_software.c). */
+static void fake_cgroup(const char *root, char *base, size_t len)
+{
+    char line[1024] = "", path[2400];
+    struct hc_error err = {0};
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    const char *own = "";
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "0::", 3) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            own = strcmp(line + 3, "/") ? line + 3 : "";
+            break;
+        }
+    if (f)
+        fclose(f);
+    snprintf(base, len, "%s%s", root, own);
+    assert_int_equal(hc_mkdir_p(base, 0755, &err), 0);
+    snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
+    write_text(path, "cpu memory\n", 0644);
+    snprintf(path, sizeof(path), "%s/cgroup.controllers", base);
+    write_text(path, "cpu memory\n", 0644);
+    snprintf(path, sizeof(path), "%s/cgroup.subtree_control", base);
+    write_text(path, "", 0644);
+}
+
 static void wait_file(struct event_base *base, const char *path)
 {
     int64_t deadline = hc_mono_ms() + 10000;
@@ -176,12 +202,19 @@ static void test_service_runs_confined(void **state)
     struct agent_tree t;
     struct hc_error err = {0};
     make_tree(&t);
+    /* Limits in a fake cgroup v2 tree: the child must be placed there (while still root)
+     * before it drops privilege, as with a real one. */
+    char root[1100], base_cg[2300], path[2400];
+    snprintf(root, sizeof(root), "%s/cg", dir);
+    fake_cgroup(root, base_cg, sizeof(base_cg));
+    setenv("HCAGENT_CGROUP_ROOT", root, 1);
     struct event_base *base = event_base_new();
     struct hc_jobs *jobs = hc_jobs_new(base);
     struct hc_service *svc = hc_service_new(base, jobs, t.sw, &err);
     assert_non_null(svc);
-    json_t *manifest = json_pack("{s:s, s:s, s:[], s:i}", "name", "svc", "entrypoint",
-                                 "bin/svc.sh", "args", "stop_timeout_ms", 2000);
+    json_t *manifest = json_pack("{s:s, s:s, s:[], s:i, s:{s:i}}", "name", "svc", "entrypoint",
+                                 "bin/svc.sh", "args", "stop_timeout_ms", 2000, "limits",
+                                 "memory_mb", 64);
     struct hc_service_env env = {0};
     snprintf(env.node, sizeof(env.node), "n1");
     snprintf(env.service_host, sizeof(env.service_host), "127.0.0.1");
@@ -197,11 +230,21 @@ static void test_service_runs_confined(void **state)
     assert_non_null(status);
     assert_confined(status);
     free(status);
+    json_t *sj = hc_service_json(svc);
+    assert_true(json_is_true(json_object_get(json_object_get(sj, "limits"), "applied")));
+    char pid[32];
+    snprintf(pid, sizeof(pid), "%lld", (long long)json_integer_value(json_object_get(sj, "pid")));
+    json_decref(sj);
+    snprintf(path, sizeof(path), "%s/hcservice", base_cg);
+    char *procs = read_in(path, "cgroup.procs");
+    assert_non_null(procs);
+    assert_string_equal(procs, pid);
+    free(procs);
+    unsetenv("HCAGENT_CGROUP_ROOT");
     /* Nothing outside its data directory took a write; inside, its files are its own. */
     char *wrote = read_in(t.svc_data, "wrote");
     if (wrote)
         fail_msg("the service wrote outside its data directory: %s", wrote);
-    char path[1300];
     struct stat st;
     snprintf(path, sizeof(path), "%s/mine", t.svc_data);
     assert_int_equal(stat(path, &st), 0);
