@@ -62,7 +62,7 @@ test_expect_success 'the systemd units are hardened and valid' '
     [ $rc = 0 ] && ! grep -qi "unknown\|ignoring" verify.err &&
     # systemd'"'"'s own exposure score (0 best, 10 worst): hcctld holds no capability,
     # hcagent keeps five capabilities and a writable cgroup for the service it supervises
-    # (3.3 with the system call filter; 4.2 before it and the service user)
+    # (3.2 with the system call filter; 4.2 before it and the service user)
     systemd-analyze security --offline=yes --threshold=30 "$T/inst/$UNITS/hcctld.service" \
         >/dev/null &&
     systemd-analyze security --offline=yes --threshold=40 "$T/inst/$UNITS/hcagent.service" \
