@@ -329,6 +329,8 @@ static int plan_make(struct hc_service *svc, struct spawn_plan *p, struct hc_err
     if (hc_privilege_service_user(&p->user, err) < 0 ||
         hc_privilege_service_dir(svc->env.data_dir, reach, &p->user, err) < 0)
         return -1;
+    if (!p->user.switch_user)
+        HC_INFO("%s", p->user.detail); /* no other user to become: said once per start */
     p->log = open(svc->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     p->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (p->log < 0 || p->devnull < 0 || pipe2(p->sync, O_CLOEXEC) < 0)
