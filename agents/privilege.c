@@ -437,3 +437,52 @@ int hc_privilege_service_write(const char *dir, const char *name, const void *da
     setfsgid(old_gid);
     return rc;
 }
+
+static _Thread_local int remove_failed;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    if (ftw->level > 0 && remove(path) < 0 && errno != ENOENT)
+        remove_failed = errno;
+    return 0;
+}
+
+/* One pass over dir's content with the calling thread's current filesystem ids. */
+static int remove_pass(const char *dir)
+{
+    remove_failed = 0;
+    if (nftw(dir, remove_entry, 32, FTW_PHYS | FTW_DEPTH | FTW_MOUNT) < 0)
+        return errno == ENOENT ? 0 : -1;
+    return remove_failed ? -1 : 0;
+}
+
+int hc_privilege_service_remove(const char *dir, struct hc_error *err)
+{
+    struct hc_service_user u;
+    struct stat st;
+    if (lstat(dir, &st) < 0)
+        return errno == ENOENT ? 0 : hc_error_set(err, 500, HC_ERR_IO, "cannot remove '%s': %s",
+                                                  dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return hc_error_set(err, 500, HC_ERR_IO, "'%s' is not a directory", dir);
+    if (hc_privilege_service_user(&u, err) < 0)
+        return -1;
+    if (u.switch_user) {
+        uid_t old_uid = (uid_t)setfsuid((uid_t)-1);
+        gid_t old_gid = (gid_t)setfsgid((gid_t)-1);
+        setfsgid(u.gid);
+        setfsuid(u.uid);
+        if ((uid_t)setfsuid((uid_t)-1) == u.uid)
+            remove_pass(dir); /* what is left (not the service's) goes in the next pass */
+        setfsuid(old_uid);
+        setfsgid(old_gid);
+    }
+    if (remove_pass(dir) < 0 || rmdir(dir) < 0) {
+        int e = remove_failed ? remove_failed : errno;
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot remove the service's data '%s': %s", dir,
+                            strerror(e));
+    }
+    return 0;
+}

@@ -72,6 +72,12 @@ int hc_privilege_service_dir(const char *dir, const char *const *reach,
 int hc_privilege_service_write(const char *dir, const char *name, const void *data, size_t len,
                                int mode, struct hc_error *err);
 
+/* Deletes the service's data directory dir and everything in it (a purge). The agent holds no
+ * CAP_DAC_OVERRIDE, so what the service made is removed as the service user (setfsuid), the
+ * rest and dir itself as the agent; symbolic links are removed, never followed. A missing dir
+ * is no error. 0 or -1 with err. */
+int hc_privilege_service_remove(const char *dir, struct hc_error *err);
+
 /* At agent start: as root, drops every capability outside HC_AGENT_CAPS from the bounding set
  * (when the agent may: with CAP_SETPCAP, i.e. not already bounded by systemd), keeps only
  * HC_AGENT_CAPS permitted and effective, clears the inheritable and ambient sets and sets

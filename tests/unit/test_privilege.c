@@ -392,6 +392,54 @@ static void test_service_write(void **state)
     write_text(secret, "KEY2", 0600);
 }
 
+/* A purge as the restricted agent does it (no CAP_DAC_OVERRIDE): in a child, after
+ * hc_privilege_restrict_agent, what the service left in 0700 directories of its own goes too. */
+static void test_service_remove(void **state)
+{
+    (void)state;
+    struct agent_tree t;
+    struct hc_error err = {0};
+    struct hc_service_user u;
+    char sub[1300], file[1400], link[1300], outside[1300];
+    make_tree(&t);
+    assert_int_equal(hc_privilege_service_user(&u, &err), 0);
+    assert_int_equal(hc_privilege_service_dir(t.svc_data, NULL, &u, &err), 0);
+    snprintf(outside, sizeof(outside), "%s/keep", dir);
+    write_text(outside, "keep", 0600);
+    /* What the service would make: its own 0700 directory, a file, a link out. */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (hc_privilege_drop_child(&u) < 0)
+            _exit(1);
+        snprintf(sub, sizeof(sub), "%s/blocks", t.svc_data);
+        snprintf(file, sizeof(file), "%s/blk", sub);
+        snprintf(link, sizeof(link), "%s/out", t.svc_data);
+        FILE *f = NULL;
+        _exit(mkdir(sub, 0700) == 0 && (f = fopen(file, "w")) && fclose(f) == 0 &&
+                      chmod(file, 0600) == 0 && symlink(outside, link) == 0
+                  ? 0
+                  : 2);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct hc_error e = {0};
+        if (hc_privilege_restrict_agent(&e) < 0)
+            _exit(1);
+        _exit(hc_privilege_service_remove(t.svc_data, &e) == 0 ? 0 : 2);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(access(t.svc_data, F_OK), -1);
+    assert_int_equal(access(outside, F_OK), 0); /* the link went, not its target */
+    assert_int_equal(hc_privilege_service_remove(t.svc_data, &err), 0); /* missing: fine */
+}
+
 /* In a child (the restriction is for good): the agent keeps HC_AGENT_CAPS and nothing else. */
 static void test_restrict_agent(void **state)
 {
@@ -511,6 +559,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_command_hook_confined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_data_dir_handover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_service_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_service_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restrict_agent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_service_user_choice, setup, teardown),
         cmocka_unit_test(test_pushed_unit),
