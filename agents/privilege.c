@@ -115,7 +115,10 @@ static void caps_names(uint64_t mask, char *buf, size_t len)
     static const struct {
         int bit;
         const char *name;
-    } known[] = {{0, "CAP_CHOWN"}, {5, "CAP_KILL"}, {6, "CAP_SETGID"}, {7, "CAP_SETUID"},
+    } known[] = {{0, "CAP_CHOWN"},
+                 {5, "CAP_KILL"},
+                 {6, "CAP_SETGID"},
+                 {7, "CAP_SETUID"},
                  {12, "CAP_NET_ADMIN"}};
     size_t n = 0;
     buf[0] = '\0';
@@ -152,8 +155,9 @@ int hc_privilege_restrict_agent(struct hc_error *err)
                                     strerror(errno));
     }
     if (caps_set(eff & HC_AGENT_CAPS, prm & HC_AGENT_CAPS, 0) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot restrict the agent's "
-                            "capabilities to %s: %s", HC_AGENT_CAPS_NAMES, strerror(errno));
+        return hc_error_set(err, 500, HC_ERR_INTERNAL,
+                            "cannot restrict the agent's capabilities to %s: %s",
+                            HC_AGENT_CAPS_NAMES, strerror(errno));
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot clear the ambient capabilities: %s",
                             strerror(errno));
@@ -327,8 +331,7 @@ static int check_reach(const char *path, const struct hc_service_user *u, struct
 {
     char real[PATH_MAX];
     if (!realpath(path, real))
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot resolve '%s': %s", path,
-                            strerror(errno));
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot resolve '%s': %s", path, strerror(errno));
     size_t len = strlen(real);
     for (size_t i = 1; i <= len; i++) {
         if (real[i] != '/' && real[i] != '\0')
@@ -384,26 +387,25 @@ int hc_privilege_service_dir(const char *dir, const char *const *reach,
     if (open_parent(dir, err) < 0)
         return -1;
     if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-        return hc_error_set(err, 500, HC_ERR_IO, "the service's data directory '%s' is not a "
-                            "directory", dir);
+        return hc_error_set(err, 500, HC_ERR_IO,
+                            "the service's data directory '%s' is not a directory", dir);
     if (st.st_uid != u->uid || st.st_gid != u->gid) {
         if (st.st_uid == geteuid() && chmod(dir, 0700) < 0)
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot chmod '%s': %s", dir,
-                                strerror(errno));
+            return hc_error_set(err, 500, HC_ERR_IO, "cannot chmod '%s': %s", dir, strerror(errno));
         walk_uid = u->uid;
         walk_gid = u->gid;
         walk_failed = walk_unreadable = 0;
         if (nftw(dir, hand_over, 32, FTW_PHYS | FTW_DEPTH | FTW_MOUNT) < 0 || walk_failed ||
             lchown(dir, u->uid, u->gid) < 0) {
             int e = walk_failed ? walk_failed : errno;
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot give '%s' to the service user "
-                                "%s: %s", dir, u->name, strerror(e));
+            return hc_error_set(err, 500, HC_ERR_IO, "cannot give '%s' to the service user %s: %s",
+                                dir, u->name, strerror(e));
         }
-        HC_INFO("service data '%s' now belongs to the service user %s (was %u:%u)%s", dir,
-                u->name, (unsigned)st.st_uid, (unsigned)st.st_gid,
-                walk_unreadable ? "; some directories could not be read: their content kept "
-                                  "its owner"
-                                : "");
+        HC_INFO("service data '%s' now belongs to the service user %s (was %u:%u)%s", dir, u->name,
+                (unsigned)st.st_uid, (unsigned)st.st_gid,
+                walk_unreadable
+                    ? "; some directories could not be read: their content kept its owner"
+                    : "");
     }
     if (check_reach(dir, u, err) < 0)
         return -1;
@@ -463,8 +465,9 @@ int hc_privilege_service_remove(const char *dir, struct hc_error *err)
     struct hc_service_user u;
     struct stat st;
     if (lstat(dir, &st) < 0)
-        return errno == ENOENT ? 0 : hc_error_set(err, 500, HC_ERR_IO, "cannot remove '%s': %s",
-                                                  dir, strerror(errno));
+        return errno == ENOENT ? 0
+                               : hc_error_set(err, 500, HC_ERR_IO, "cannot remove '%s': %s", dir,
+                                              strerror(errno));
     if (!S_ISDIR(st.st_mode))
         return hc_error_set(err, 500, HC_ERR_IO, "'%s' is not a directory", dir);
     if (hc_privilege_service_user(&u, err) < 0)

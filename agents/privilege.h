@@ -59,9 +59,10 @@ int hc_privilege_drop_child(const struct hc_service_user *u);
 /* Creates dir (0700) for the service: owned by the service user, the only place it writes. A
  * directory left by an earlier agent that ran the service as another user is handed over whole
  * (lchown of every entry, symbolic links not followed, other file systems not entered, the
- * top last, so an interruption is finished next time). Also lets the service user pass through dir's parent (the agent's data
- * directory, 0700 from join: 0711, others may pass, not list) and checks that it can reach each
- * path of reach (NULL-terminated: the bundle directory). 0 or -1 with err. */
+ * top last, so an interruption is finished next time). Also lets the service user pass through
+ * dir's parent (the agent's data directory, 0700 from join: 0711, others may pass, not list) and
+ * checks that it can reach each path of reach (NULL-terminated: the bundle directory). 0 or -1 with
+ * err. */
 int hc_privilege_service_dir(const char *dir, const char *const *reach,
                              const struct hc_service_user *u, struct hc_error *err);
 

@@ -212,9 +212,9 @@ static void test_service_runs_confined(void **state)
     struct hc_jobs *jobs = hc_jobs_new(base);
     struct hc_service *svc = hc_service_new(base, jobs, t.sw, &err);
     assert_non_null(svc);
-    json_t *manifest = json_pack("{s:s, s:s, s:[], s:i, s:{s:i}}", "name", "svc", "entrypoint",
-                                 "bin/svc.sh", "args", "stop_timeout_ms", 2000, "limits",
-                                 "memory_mb", 64);
+    json_t *manifest =
+        json_pack("{s:s, s:s, s:[], s:i, s:{s:i}}", "name", "svc", "entrypoint", "bin/svc.sh",
+                  "args", "stop_timeout_ms", 2000, "limits", "memory_mb", 64);
     struct hc_service_env env = {0};
     snprintf(env.node, sizeof(env.node), "n1");
     snprintf(env.service_host, sizeof(env.service_host), "127.0.0.1");
@@ -500,8 +500,8 @@ static void test_service_user_choice(void **state)
     setenv("HCAGENT_SERVICE_USER", "nobody", 1);
     assert_int_equal(hc_privilege_service_user(&u, &err), 0);
     assert_int_equal(u.uid, 65534);
-    const char *bad[] = {"0:0", "4242:0", "root", "4242:", ":1", "no-such-user-hc", "1:2:3",
-                         "99999999999:1"};
+    const char *bad[] = {
+        "0:0", "4242:0", "root", "4242:", ":1", "no-such-user-hc", "1:2:3", "99999999999:1"};
     for (size_t i = 0; i < HC_ARRAY_LEN(bad); i++) {
         setenv("HCAGENT_SERVICE_USER", bad[i], 1);
         memset(&err, 0, sizeof(err));
