@@ -6,6 +6,7 @@
  * handlers below never see anyone but the controller and do no further authentication.
  */
 #include "agents/agent.h"
+#include "agents/privilege.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -163,12 +164,21 @@ static void leave_cleanup(struct hc_agent *agent)
     if (!data || !kept) {
         HC_ERROR("out of memory: the service's data stays in '%s'", agent->data_dir);
     } else if (agent->purge) {
-        if (hc_bundle_rmtree(data) < 0 || hc_bundle_rmtree(kept) < 0)
+        /* What the service made is its own (0700, uid 60600): the agent, without
+         * CAP_DAC_OVERRIDE, deletes it as the service user. */
+        struct hc_error err = {0};
+        if (hc_privilege_service_remove(data, &err) < 0 ||
+            hc_privilege_service_remove(kept, &err) < 0)
             HC_ERROR("cannot delete the service's data under '%s': %s", agent->data_dir,
-                     strerror(errno));
+                     err.message);
         else
             HC_INFO("the service's data under %s is deleted (purge)", agent->data_dir);
     } else if (agent->kept[0]) {
+        /* Moving a directory to another parent needs write access to it (its ".."): the
+         * service's own 0700 directory is the agent's again first (CAP_CHOWN; the agent holds
+         * no CAP_DAC_OVERRIDE). What is inside stays the service's. */
+        if (chown(data, geteuid(), getegid()) < 0 && errno != ENOENT)
+            HC_WARN("cannot take back '%s': %s", data, strerror(errno));
         if ((mkdir(kept, 0700) < 0 && errno != EEXIST) || rename(data, agent->kept) < 0)
             HC_ERROR("cannot move '%s' to '%s': %s (it stays where it is)", data, agent->kept,
                      strerror(errno));

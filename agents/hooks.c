@@ -1,9 +1,10 @@
 /*
  * The manifest's hooks (docs/bundles.md "Hooks"): an HTTP request to the local service
  * (libcurl, plain http, with the hook's timeout) or a command run from the bundle directory
- * with the hook's timeout (its process group is killed when it runs over). The answer is read
- * the same way for both: a JSON object with the hook's field when there is one ("ok_to_stop",
- * "pending"), otherwise the HTTP status (2xx) or the exit status (0).
+ * with the hook's timeout (its process group is killed when it runs over), as the service's
+ * user with no capability (agents/privilege.c). The answer is read the same way for both: a
+ * JSON object with the hook's field when there is one ("ok_to_stop", "pending"), otherwise the
+ * HTTP status (2xx) or the exit status (0).
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agents/privilege.h"
 #include "agents/service.h"
 #include "common/json_util.h"
 #include "common/util.h"
@@ -242,15 +244,17 @@ static int collect(int fd, int64_t deadline, struct body *b)
     }
 }
 
-static pid_t spawn_command(char **argv, char **envp, const char *dir, int out)
+/* The command runs as the service does (service.c): its user, no capability, no_new_privs. */
+static pid_t spawn_command(char **argv, char **envp, const char *dir, int out,
+                           const struct hc_service_user *user)
 {
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
         signal(SIGPIPE, SIG_DFL);
-        if (chdir(dir) < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
-            close_range(3, ~0U, 0) < 0)
+        if (hc_privilege_drop_child(user) < 0 || chdir(dir) < 0 || dup2(devnull, 0) < 0 ||
+            dup2(out, 1) < 0 || dup2(out, 2) < 0 || close_range(3, ~0U, 0) < 0)
             _exit(126);
         execve(argv[0], argv, envp);
         _exit(127);
@@ -266,11 +270,17 @@ static void hook_command(enum hc_hook_kind kind, const json_t *cmd, long timeout
     char **argv = command_argv(cmd, env), **envp = hc_service_environ(env);
     int fds[2] = {-1, -1}, status = 0;
     struct body b = {.len = 0};
+    struct hc_service_user user;
+    struct hc_error uerr = {0};
+    if (hc_privilege_service_user(&user, &uerr) < 0) {
+        snprintf(res->detail, sizeof(res->detail), "cannot run hook: %s", uerr.message);
+        goto cleanup;
+    }
     if (!argv || !envp || pipe2(fds, O_CLOEXEC) < 0) {
         snprintf(res->detail, sizeof(res->detail), "cannot run hook: %s", strerror(errno));
         goto cleanup;
     }
-    pid_t pid = spawn_command(argv, envp, env->bundle_dir, fds[1]);
+    pid_t pid = spawn_command(argv, envp, env->bundle_dir, fds[1], &user);
     close(fds[1]);
     fds[1] = -1;
     if (pid < 0) {

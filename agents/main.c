@@ -17,6 +17,7 @@
 #include "agents/bench.h"
 #include "agents/daemon.h"
 #include "agents/net_api.h"
+#include "agents/privilege.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -405,6 +406,11 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "--version") == 0)
         return cmd_version(1, argv);
+    /* Before any thread exists (capabilities are per thread): the agent keeps only what it
+     * needs, however it was started (agents/privilege.h). */
+    struct hc_error perr = {0};
+    if (hc_privilege_restrict_agent(&perr) < 0)
+        return report(&perr);
     for (size_t i = 0; i < HC_ARRAY_LEN(commands); i++) {
         if (strcmp(cmd, commands[i].name) == 0) {
             char prog[32];

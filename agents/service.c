@@ -3,10 +3,12 @@
  *
  * The service runs in its own session and process group (so a stop reaches everything it
  * started), with stdout and stderr appended to DIR/software/service.log, inside the limits'
- * cgroup when there is one (the child waits on a pipe until the agent has moved it there). Its
- * exit is watched on the event loop through a pidfd. A crash is followed by a restart after a
- * backoff that doubles from 0.5 s to 30 s; after 6 crashes in a row, each within 10 s of its
- * start, the supervisor gives up (state crashed) until the next start or activation.
+ * cgroup when there is one (the child waits on a pipe until the agent has moved it there), then
+ * as the service user with no capability and no_new_privs (agents/privilege.c), its data
+ * directory the one place it owns. Its exit is watched on the event loop through a pidfd. A
+ * crash is followed by a restart after a backoff that doubles from 0.5 s to 30 s; after 6
+ * crashes in a row, each within 10 s of its start, the supervisor gives up (state crashed)
+ * until the next start or activation.
  *
  * The service outlives the agent: DIR/software/service.pid records its pid and start time, and
  * the next agent adopts it (a pidfd works on a process that is not our child; its exit status is
@@ -33,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agents/privilege.h"
 #include "agents/service.h"
 #include "common/json_util.h"
 #include "common/log.h"
@@ -290,6 +293,7 @@ struct spawn_plan {
     char *prog;
     char **argv, **envp;
     int log, devnull, sync[2];
+    struct hc_service_user user;
 };
 
 static void plan_free(struct spawn_plan *p)
@@ -320,17 +324,23 @@ static int plan_make(struct hc_service *svc, struct spawn_plan *p, struct hc_err
             return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
     if (!(p->envp = hc_service_environ(&svc->env)))
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
-    if (hc_mkdir_p(svc->env.data_dir, 0750, err) < 0)
+    /* The service's own user, and its data directory the only place it may write. */
+    const char *reach[] = {p->prog, NULL}; /* the bundle's directories down to it */
+    if (hc_privilege_service_user(&p->user, err) < 0 ||
+        hc_privilege_service_dir(svc->env.data_dir, reach, &p->user, err) < 0)
         return -1;
+    if (!p->user.switch_user)
+        HC_INFO("%s", p->user.detail); /* no other user to become: said once per start */
     p->log = open(svc->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     p->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (p->log < 0 || p->devnull < 0 || pipe2(p->sync, O_CLOEXEC) < 0)
         return hc_error_set(err, 500, HC_ERR_IO, "cannot prepare '%s': %s", svc->log_path,
                             strerror(errno));
-    char stamp[32], line[1400];
-    int len = snprintf(line, sizeof(line), "--- %s hcagent: starting %s %s (%s)\n",
+    char stamp[32], line[1600];
+    int len = snprintf(line, sizeof(line), "--- %s hcagent: starting %s %s (%s) as %s\n",
                        hc_time_format(hc_now_ms(), stamp, sizeof(stamp)),
-                       hc_json_str(svc->manifest, "name", "?"), svc->env.version, p->prog);
+                       hc_json_str(svc->manifest, "name", "?"), svc->env.version, p->prog,
+                       p->user.name);
     if (write(p->log, line, (size_t)len) < 0)
         HC_WARN("cannot write '%s': %s", svc->log_path, strerror(errno));
     return 0;
@@ -348,6 +358,15 @@ static void child_exec(const struct spawn_plan *p, const char *dir)
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
+    /* In its cgroup by now (moved while still root): the service's own user from here on, with
+     * no capability and no way to gain one. */
+    if (hc_privilege_drop_child(&p->user) < 0) {
+        static const char drop[] = "hcagent: cannot drop privileges for the service: not "
+                                   "started\n";
+        if (write(p->log, drop, sizeof(drop) - 1) < 0)
+            _exit(126);
+        _exit(126);
+    }
     /* Nothing of the agent's may leak into the service (its listening sockets would outlive
      * the agent and stop the next one from binding): everything past stderr is closed. */
     if (chdir(dir) == 0 && dup2(p->devnull, 0) >= 0 && dup2(p->log, 1) >= 0 &&

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agents/privilege.h"
 #include "agents/software.h"
 #include "common/json_util.h"
 #include "common/log.h"
@@ -512,7 +513,7 @@ static void peers_route(struct hc_request *req, void *arg)
     struct hc_error err = {0};
     json_t *body = hc_req_json(req), *node; /* owned by req */
     size_t i;
-    char dir[1200], path[1300];
+    char dir[1200];
     if (!body)
         return;
     json_t *nodes = json_object_get(body, "nodes");
@@ -527,9 +528,9 @@ static void peers_route(struct hc_request *req, void *arg)
     }
     char *text = json_dumps(body, JSON_INDENT(2) | JSON_SORT_KEYS);
     snprintf(dir, sizeof(dir), "%s/%s", sw->data_dir, HC_AGENT_DIR_SERVICE_DATA);
-    snprintf(path, sizeof(path), "%s/peers.json", dir);
-    if (!text || hc_mkdir_p(dir, 0755, &err) < 0 ||
-        hc_file_write_atomic(path, text, strlen(text), 0644, &err) < 0) {
+    /* As the service user: the directory is the service's (agents/privilege.h). */
+    if (!text ||
+        hc_privilege_service_write(dir, "peers.json", text, strlen(text), 0644, &err) < 0) {
         if (!err.code[0])
             hc_error_set(&err, 500, HC_ERR_INTERNAL, "out of memory");
         hc_reply_error(req, &err);

@@ -16,6 +16,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "agents/privilege.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/pki.h"
@@ -32,6 +33,10 @@
 #define BOOT_WAIT_DEFAULT_MS 60000
 #define BOOT_MAX_CLOCK_SKEW_S 60
 #define BOOT_MIN_FREE_KB (64 * 1024)
+/* The storage service's uid/gid (agents/privilege.h), as a string for the preflight script. */
+#define BOOT_STR(x) #x
+#define BOOT_XSTR(x) BOOT_STR(x)
+#define HC_BOOT_SERVICE_ID BOOT_XSTR(HC_SERVICE_ID)
 
 /* Read-only facts about a host, gathered by one constant script with quoted arguments. Shell
  * builtins wherever they do (read from /proc and /sys, test, command -v, kill -0), since every
@@ -69,10 +74,14 @@ static const char preflight_script[] =
     "if [ -e " HC_REMOTE_AGENT_DATA " ]; then echo data=1; else echo data=0; fi\n"
     "pid=; { read -r pid <" HC_REMOTE_AGENT_RUN "/hcagent.pid; } 2>/dev/null\n"
     "if [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null; then echo running=1; else echo running=0; "
-    "fi\n";
+    "fi\n"
+    /* the storage service's uid/gid must not be another account's */
+    "for db in /etc/passwd /etc/group; do [ -r $db ] || continue\n"
+    "  while IFS=: read -r n _ id _; do [ \"$id\" = " HC_BOOT_SERVICE_ID " ] && "
+    "[ \"$n\" != hcsvc ] && echo \"svc_id_owner=$n\"; done <$db; done; :\n";
 
 struct preflight {
-    char os[32], arch[32], hostname[128], iface[32], missing[128], init[16];
+    char os[32], arch[32], hostname[128], iface[32], missing[128], init[16], svc_id_owner[64];
     long long time_s, free_kb;
     int iface_ok, iface_mtu, enrolled, data, running;
 };
@@ -138,6 +147,8 @@ static void preflight_parse(char *out, struct preflight *pf)
         else if (!strcmp(k, "iface")) snprintf(pf->iface, sizeof(pf->iface), "%s", v);
         else if (!strcmp(k, "missing")) snprintf(pf->missing, sizeof(pf->missing), "%s", v);
         else if (!strcmp(k, "init")) snprintf(pf->init, sizeof(pf->init), "%s", v);
+        else if (!strcmp(k, "svc_id_owner"))
+            snprintf(pf->svc_id_owner, sizeof(pf->svc_id_owner), "%s", v);
         else if (!strcmp(k, "time")) pf->time_s = atoll(v);
         else if (!strcmp(k, "free_kb")) pf->free_kb = atoll(v);
         else if (!strcmp(k, "iface_ok")) pf->iface_ok = atoi(v);
@@ -179,6 +190,12 @@ static int preflight_check(struct boot_host *h, struct hc_error *err)
     if (pf->free_kb < BOOT_MIN_FREE_KB)
         return hc_error_set(err, 412, "preflight_failed", "%s has %lld KiB free under /opt, "
                             "needs %d", h->label, pf->free_kb, BOOT_MIN_FREE_KB);
+    if (pf->svc_id_owner[0]) {
+        hc_error_set(err, 412, "preflight_failed", "uid/gid " HC_BOOT_SERVICE_ID " that the "
+                     "storage service runs as belongs to '%s' on %s", pf->svc_id_owner, h->label);
+        return hc_error_hint(err, "free the id on the node, or join it by hand with "
+                                  "HCAGENT_SERVICE_USER=UID:GID set for the agent");
+    }
     if (!pf->iface_ok) {
         hc_error_set(err, 412, "preflight_failed", "%s has no storage interface '%s'", h->label,
                      pf->iface[0] ? pf->iface : "(none carries the node's address)");
@@ -332,11 +349,40 @@ cleanup:
     return rc;
 }
 
-static const char systemd_unit[] =
-    "[Unit]\nDescription=hcctl node agent\nAfter=network-online.target\n\n"
-    "[Service]\nExecStart=" HC_REMOTE_AGENT_ROOT "/current/hcagent join --config "
-    HC_REMOTE_AGENT_ETC "/join.json\nRestart=on-failure\nRestartSec=2\nNoNewPrivileges=yes\n\n"
-    "[Install]\nWantedBy=multi-user.target\n";
+/* The unit a systemd node gets: the packaged unit's template (packaging/systemd/
+ * hcagent.service.in, embedded at build time), with the pushed agent's command and state
+ * directory. The hardening is the package's, line for line. */
+#include "hcagent_unit.h"
+
+char *hc_bootstrap_unit_text(void)
+{
+    static const char *const names[] = {"@HC_AGENT_EXEC@", "@HC_AGENT_STATE@"};
+    static const char *const values[] = {
+        HC_REMOTE_AGENT_ROOT "/current/hcagent join --config " HC_REMOTE_AGENT_ETC "/join.json",
+        HC_REMOTE_AGENT_STATE};
+    size_t cap = sizeof(hc_agent_unit_template), len = 0;
+    for (size_t i = 0; i < HC_ARRAY_LEN(values); i++)
+        cap += 2 * strlen(values[i]); /* room for each value twice; each appears once */
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    for (const char *t = hc_agent_unit_template; *t;) {
+        size_t i = 0;
+        while (i < HC_ARRAY_LEN(names) && strncmp(t, names[i], strlen(names[i])) != 0)
+            i++;
+        const char *piece = i < HC_ARRAY_LEN(names) ? values[i] : t;
+        size_t n = i < HC_ARRAY_LEN(names) ? strlen(values[i]) : 1;
+        if (len + n + 1 > cap) {
+            free(out);
+            return NULL;
+        }
+        memcpy(out + len, piece, n);
+        len += n;
+        t += i < HC_ARRAY_LEN(names) ? strlen(names[i]) : 1;
+    }
+    out[len] = '\0';
+    return out;
+}
 
 /* Points `current` at this version (idempotent), then runs the rest of the arguments: one
  * remote command, so that activating and starting cost one SSH channel. */
@@ -373,9 +419,13 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
     if (host_ssh(h, err) < 0)
         return -1;
     if (systemd) {
-        if (hc_ssh_upload(h->ssh, systemd_unit, strlen(systemd_unit),
-                          "/etc/systemd/system/hcagent.service", 0644, err) < 0 ||
-            hc_ssh_run(h->ssh, reload_argv, 30000, &r, err) < 0)
+        char *unit = hc_bootstrap_unit_text();
+        if (!unit)
+            return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        int up = hc_ssh_upload(h->ssh, unit, strlen(unit), "/etc/systemd/system/hcagent.service",
+                               0644, err);
+        free(unit);
+        if (up < 0 || hc_ssh_run(h->ssh, reload_argv, 30000, &r, err) < 0)
             return -1;
         int status = r.exit_status;
         if (status != 0) {

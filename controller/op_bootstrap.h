@@ -25,7 +25,13 @@
 #define HC_REMOTE_AGENT_ROOT "/opt/hcctl/agent"
 #define HC_REMOTE_AGENT_ETC "/etc/hcctl/agent"
 #define HC_REMOTE_AGENT_DATA "/var/lib/hcctl/agent"
+/* HC_REMOTE_AGENT_DATA as systemd's StateDirectory= names it (relative to /var/lib). */
+#define HC_REMOTE_AGENT_STATE "hcctl/agent"
 #define HC_REMOTE_AGENT_RUN "/run/hcctl"
+
+/* The hcagent.service pushed to a systemd node: the packaged unit's template with the pushed
+ * agent's ExecStart and StateDirectory (malloc'd; NULL when out of memory). */
+char *hc_bootstrap_unit_text(void);
 
 /* Registers the kinds "cluster.create" and "node.add". */
 void hc_op_bootstrap_register(void);

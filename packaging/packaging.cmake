@@ -46,9 +46,14 @@ install(FILES ${CMAKE_SOURCE_DIR}/docs/man/hcctld.8 ${CMAKE_SOURCE_DIR}/docs/man
 # checkout under umask 002 has 0664 files), and recorded in install_manifest.txt.
 set(HC_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING
   "where the systemd units go, relative to the install prefix")
+# hcagent.service.in is also the unit hcctld pushes over SSH (embedded below): its ExecStart and
+# StateDirectory are placeholders, filled here for the package and in controller/op_bootstrap.c
+# for a pushed node.
 foreach(unit hcctld hcagent)
   install(CODE "
     set(HC_BINDIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
+    set(HC_AGENT_EXEC \"\${HC_BINDIR}/hcagent run --data-dir /var/lib/hcagent\")
+    set(HC_AGENT_STATE hcagent)
     set(unit_dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${HC_SYSTEMD_UNIT_DIR}\")
     message(STATUS \"Installing: \${unit_dir}/${unit}.service\")
     configure_file(\"${CMAKE_SOURCE_DIR}/packaging/systemd/${unit}.service.in\"
@@ -56,6 +61,24 @@ foreach(unit hcctld hcagent)
                    FILE_PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
     list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${CMAKE_INSTALL_PREFIX}/${HC_SYSTEMD_UNIT_DIR}/${unit}.service\")")
 endforeach()
+
+# The storage service's user: uid/gid 60600 needs no account (agents/privilege.h); the package
+# gives it the name hcsvc, so that ps and ls show one (systemd-sysusers, run by the postinst).
+install(FILES ${CMAKE_SOURCE_DIR}/packaging/sysusers.d/hcagent.conf
+  DESTINATION lib/sysusers.d PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+
+# The unit pushed over SSH is the packaged template, embedded in hcctld (one source of truth
+# for the agent's hardening).
+set(HC_AGENT_UNIT_H ${CMAKE_BINARY_DIR}/generated/hcagent_unit.h)
+add_custom_command(OUTPUT ${HC_AGENT_UNIT_H}
+  COMMAND ${CMAKE_COMMAND} -DIN=${CMAKE_SOURCE_DIR}/packaging/systemd/hcagent.service.in
+          -DOUT=${HC_AGENT_UNIT_H} -DNAME=hc_agent_unit_template
+          -P ${CMAKE_SOURCE_DIR}/packaging/embed_unit.cmake
+  DEPENDS ${CMAKE_SOURCE_DIR}/packaging/systemd/hcagent.service.in
+          ${CMAKE_SOURCE_DIR}/packaging/embed_unit.cmake
+  COMMENT "Embedding the hcagent unit" VERBATIM)
+target_sources(hcctld_lib PRIVATE ${HC_AGENT_UNIT_H})
+target_include_directories(hcctld_lib PRIVATE ${CMAKE_BINARY_DIR}/generated)
 
 # The .deb: `cpack -G DEB` in the build directory. Depends is computed from the binaries'
 # shared libraries by dpkg-shlibdeps (dpkg-dev), so it follows whatever the build linked.
@@ -76,4 +99,6 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "openssh-client")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/debian/postinst)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 include(CPack)

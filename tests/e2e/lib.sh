@@ -7,6 +7,10 @@ set -u
 HC_BIN=${HC_BIN:?HC_BIN must point at the bin directory of a build}
 mkdir -p "${HC_TEST_TMP:-/tmp}"
 T=$(mktemp -d "${HC_TEST_TMP:-/tmp}/e2e.XXXXXX")
+# The agents' services run as the service user (docs/hcagent.md "Privilege"): it must be able
+# to pass through the scratch directories to its bundle and data (pass, not list).
+chmod go+x "$T"
+if [ -O "${HC_TEST_TMP:-/tmp}" ]; then chmod go+x "${HC_TEST_TMP:-/tmp}"; fi
 export XDG_CONFIG_HOME=$T/xdg
 cd "$T" || exit 1
 export PATH=$HC_BIN:$PATH

@@ -110,6 +110,15 @@ test_expect_success 'six nodes are healthy after the adds' '
     [ "$(reachable_count)" = 6 ]
 '
 
+# /etc of a lab node is an overlay private to it: the account goes with the lab.
+test_expect_success 'preflight refuses a host where the service uid 60600 is another account' '
+    lab_exec n5 sh -c "echo bob:x:60600:100::/nonexistent:/bin/false >>/etc/passwd" &&
+    { hcctl node add "$(node_ip 5)" --storage-interface eth1 --accept-new-host-keys --yes 2>err; rc=$?; true; } &&
+    cat err && [ $rc = 1 ] && grep -q "60600.*belongs to .bob." err &&
+    lab_exec n5 sed -i "/^bob:x:60600:/d" /etc/passwd && ! lab_exec n5 grep -q "^bob:" /etc/passwd &&
+    ! hcctl node show hce-n5 >/dev/null 2>&1
+'
+
 # No storage software runs in this lab: a block file stands for the service's data.
 test_expect_success 'node remove asks the agent to leave, uninstalls it over ssh and revokes it, keeping the service data' '
     serial=$(hcctl node show hce-n7 -o json | jq -r .node.cert_serial) &&

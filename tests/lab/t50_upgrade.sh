@@ -63,6 +63,25 @@ test_expect_success 'each agent records its service history: file and GET /v1/se
     agent_api hcu-n1 GET "/v1/service/history?since=x" | jq -e ".error.code == \"invalid_argument\""
 '
 
+# status_of PID KEY: one line of /proc/PID/status (the lab's /proc is the host's), tabs as spaces.
+status_of() { awk -v k="$2:" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "/proc/$1/status"; }
+test_expect_success 'nodes from cluster create: hcstor runs as the service user, the agent bounded' '
+    for i in 1 2 3; do
+        pid=$(lab_exec n$i cat "$AGENT_DATA/software/service.pid" | jq -r .pid) &&
+        sup=$(lab_exec n$i cat /run/hcctl/hcagent.pid) &&
+        agent=$(ps -o pid= --ppid "$sup" | tr -d " " | head -n 1) &&
+        echo "n$i: hcstor $pid Uid $(status_of $pid Uid) CapEff $(status_of $pid CapEff); agent $agent CapBnd $(status_of $agent CapBnd)" &&
+        [ "$(status_of $pid Uid)" = "60600 60600 60600 60600" ] &&
+        [ "$(status_of $pid Gid)" = "60600 60600 60600 60600" ] &&
+        [ "$(status_of $pid CapEff)" = 0000000000000000 ] &&
+        [ "$(status_of $pid NoNewPrivs)" = 1 ] &&
+        [ "$(lab_exec n$i stat -c "%u %a" "$AGENT_DATA/service-data")" = "60600 700" ] &&
+        for p in $sup $agent; do
+            [ "$(status_of $p CapBnd)" = 00000000000010e1 ] && [ "$(status_of $p NoNewPrivs)" = 1 ] || exit 1
+        done || exit 1
+    done
+'
+
 test_expect_success 'dry run prints the ordered steps and changes nothing' '
     ops=$(hcctl operation list -o json | jq ".operations | length") &&
     hcctl upgrade --rolling --to 1.1 --dry-run -o json >plan.json &&

@@ -63,7 +63,11 @@ static int setup(void **state)
     const char *tmp = getenv("HC_TEST_TMP") ? getenv("HC_TEST_TMP") : "/tmp";
     mkdir(tmp, 0755);
     snprintf(dir, sizeof(dir), "%s/software.XXXXXX", tmp);
-    return mkdtemp(dir) ? 0 : -1;
+    /* Command hooks run as the service user (agents/privilege.c): it must pass through. */
+    struct stat st;
+    if (stat(tmp, &st) < 0 || chmod(tmp, (st.st_mode & 07777) | 0011) < 0)
+        return -1;
+    return mkdtemp(dir) && chmod(dir, 0711) == 0 ? 0 : -1;
 }
 
 static int teardown(void **state)
