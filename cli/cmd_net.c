@@ -314,8 +314,13 @@ static void print_findings(struct hc_cmd_ctx *ctx, const json_t *findings)
                      hc_json_str(f, "to", "?"));
         else
             snprintf(who, sizeof(who), "%s", scope);
+        /* findings quote what agents reported (interface names): escaped like every cell */
+        char *message = hc_output_sanitize(hc_json_str(f, "message", ""), 1);
+        char *fix = hc_output_sanitize(hc_json_str(f, "fix", ""), 1);
         fprintf(ctx->out.out, "  %-7s %s: %s\n          fix: %s\n", hc_json_str(f, "severity", "?"),
-                who, hc_json_str(f, "message", ""), hc_json_str(f, "fix", ""));
+                who, message ? message : "", fix ? fix : "");
+        free(message);
+        free(fix);
     }
 }
 
