@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -150,6 +151,7 @@ static void child_start(struct child *c, const struct child_opts *o)
     c->pid = fork();
     assert_true(c->pid >= 0);
     if (c->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no server behind */
         close(p[0]);
         child_main(o, c->log, p[1]);
     }
