@@ -111,6 +111,7 @@ struct hc_conn {
     struct hc_conn *prev, *next;
     enum hc_conn_phase phase;
     int granted; /* this request may use its route's larger limit */
+    unsigned requests; /* answered on this connection */
     /* the request head as it arrives */
     unsigned lines;
     size_t len;
@@ -700,6 +701,7 @@ static void hc_conn_request_done(struct evhttp_request *ev, void *arg)
     (void)ev;
     if (!conn->srv)
         return;
+    conn->requests++;
     hc_conn_wait(conn);
     hc_conn_scan_buffer(conn, bufferevent_get_input(conn->bev), 0);
 }
@@ -713,7 +715,11 @@ static void hc_conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (!srv)
         return;
-    if (hc_ratelog_admit(&srv->log_deadline, "connections closed at the request deadline")) {
+    if (conn->requests && conn->phase == HC_CONN_HEAD && !conn->lines && !conn->len) {
+        /* A kept-alive connection with nothing sent since its last reply: routine. */
+        HC_DEBUG("closing an idle kept-alive connection after %d ms", srv->deadline_ms);
+    } else if (hc_ratelog_admit(&srv->log_deadline,
+                                "connections closed at the request deadline")) {
         char peer[64];
         SSL *ssl = bufferevent_openssl_get_ssl(conn->bev);
         hc_conn_peer(conn, peer, sizeof(peer));

@@ -65,11 +65,34 @@ test_expect_success 'a connection that never starts TLS is closed at --request-d
     grep -q "no complete tls handshake within 1000 ms" "$T/hcctld.log"
 '
 
+test_expect_success 'the agent closes a silent connection at its deadline and stays reachable' '
+    agent_join n1 127.0.0.1 &&
+    agent_kill n1 TERM &&
+    { hcagent run --data-dir "$T/n1" --request-deadline 1s --max-connections 4 \
+        >"$T/n1run.log" 2>&1 & echo $! >"$T/pids/n1"; } &&
+    wait_for 10 "grep -q serving \"$T/n1run.log\"" &&
+    for i in 1 2 3 4 5 6; do eval "exec {a$i}<>/dev/tcp/127.0.0.1/$AGENT_PORT"; done &&
+    t0=$(date +%s%N) &&
+    timeout 5 cat <&$a1 >/dev/null &&
+    ms=$(( ($(date +%s%N) - t0) / 1000000 )) &&
+    for i in 1 2 3 4 5 6; do eval "exec {a$i}>&-"; done &&
+    echo "# agent: silent connection closed after $ms ms" >&3 &&
+    [ "$ms" -ge 700 ] && [ "$ms" -lt 3000 ] &&
+    grep -q "no complete tls handshake within 1000 ms" "$T/n1run.log" &&
+    grep -q "4 connections open, the limit" "$T/n1run.log" &&
+    wait_for 15 "[ \"\$(node_health n1)\" = reachable ]"
+'
+
 test_expect_success 'bad --max-connections and --request-deadline are usage errors' '
     hcctld run --data-dir "$CTL_DIR" --max-connections 0 2>err; [ $? = 2 ] &&
     grep -q "max-connections" err &&
     hcctld run --data-dir "$CTL_DIR" --request-deadline 5ms 2>err; [ $? = 2 ] &&
-    grep -q "request-deadline" err
+    grep -q "request-deadline" err &&
+    hcagent run --data-dir "$T/none" --max-connections 0 2>err; [ $? = 2 ] &&
+    grep -q "max-connections must be" err &&
+    hcagent run --data-dir "$T/none" --request-deadline 11m 2>err; [ $? = 2 ] &&
+    grep -q "request-deadline must be" err &&
+    hcagent run --help | grep -q -- --request-deadline
 '
 
 test_done
