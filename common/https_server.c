@@ -62,9 +62,9 @@
 #define HC_HTTP_LISTEN_BACKLOG 511
 #define HC_HTTP_ACCEPT_BACKOFF_MIN_MS 50
 #define HC_HTTP_ACCEPT_BACKOFF_MAX_MS 2000
-#define HC_HTTP_FD_RESERVE_MIN 32 /* descriptors kept for the rest of the process */
+#define HC_HTTP_FD_RESERVE_MIN 32  /* descriptors kept for the rest of the process */
 #define HC_HTTP_HEAD_LINE_MAX 1024 /* longer request lines or Authorization values: no grant */
-#define HC_HTTP_LOG_BURST 5         /* lines per second and kind; the rest is counted */
+#define HC_HTTP_LOG_BURST 5        /* lines per second and kind; the rest is counted */
 
 /*
  * Oversized bodies. libevent answers a body over the connection's max_body_size with its own
@@ -110,7 +110,7 @@ struct hc_conn {
     struct event *deadline;
     struct hc_conn *prev, *next;
     enum hc_conn_phase phase;
-    int granted; /* this request may use its route's larger limit */
+    int granted;       /* this request may use its route's larger limit */
     unsigned requests; /* answered on this connection */
     /* the request head as it arrives */
     unsigned lines;
@@ -473,7 +473,8 @@ static int hc_ratelog_admit(struct hc_ratelog *r, const char *what)
 
 void hc_http_server_guard_defaults(int max_connections, int deadline_ms)
 {
-    hc_guard_default_conns = max_connections > 0 ? max_connections : HC_HTTP_DEFAULT_MAX_CONNECTIONS;
+    hc_guard_default_conns =
+        max_connections > 0 ? max_connections : HC_HTTP_DEFAULT_MAX_CONNECTIONS;
     hc_guard_default_deadline_ms = deadline_ms > 0 ? deadline_ms : HC_HTTP_DEFAULT_DEADLINE_MS;
 }
 
@@ -570,7 +571,7 @@ static void hc_conn_wait(struct hc_conn *conn)
     hc_conn_arm(conn);
 }
 
-/* libevent's limit for a request limited to limit bytes (see HC_HTTP_TRIM_AFTER above). */
+/* libevent's limit for a request limited to limit bytes ("Oversized bodies" at the top). */
 static ev_ssize_t hc_backstop(size_t limit)
 {
     if (limit > (size_t)INT64_MAX / 2)
