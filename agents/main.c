@@ -18,11 +18,17 @@
 #include "agents/daemon.h"
 #include "agents/net_api.h"
 #include "agents/privilege.h"
+#include "common/https_server.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
 
 #define EXIT_USAGE 2
+/* Connections to the agent API at once: only the controller gets past the TLS handshake, with a
+ * handful (poller, operations, checks); the rest of the unit's LimitNOFILE=65536 is the storage
+ * service's, which inherits it. */
+#define AGENT_MAX_CONNECTIONS 64
+#define AGENT_MAX_CONNECTIONS_MAX 65536
 
 static const char main_usage[] =
     "usage: hcagent COMMAND [OPTIONS]\n"
@@ -41,10 +47,16 @@ static const char main_usage[] =
     "  --pidfile FILE        with --daemon: the supervisor's pid\n"                             \
     "  --log-file FILE       with --daemon: where the agent logs (default /dev/null)\n"
 
+#define GUARD_USAGE                                                                        \
+    "  --max-connections N   agent API connections at once (default 64)\n"                  \
+    "  --request-deadline DUR  time for a connection's TLS handshake and request head (and\n" \
+    "                        body), from accept or the previous reply (default 10s)\n"
+
 static const char join_usage[] =
     "usage: hcagent join --controller URL --data-dir DIR [--token-file FILE]\n"
     "                    [--listen ADDR:PORT] [--name NAME] [--log-level LEVEL]\n"
     "                    [--config FILE] [--daemon [--pidfile FILE] [--log-file FILE]]\n"
+    "                    [--max-connections N] [--request-deadline DUR]\n"
     "\n"
     "Enrolls this node with the controller, writes its credentials into DIR, then serves the\n"
     "agent API (like 'hcagent run'). The controller is trusted only if its CA matches the\n"
@@ -65,11 +77,13 @@ static const char join_usage[] =
     "                        (what 'hcctl cluster create' installs); options override it\n"
     "  --log-level LEVEL     debug, info, warn or error (default info)\n"
     DAEMON_USAGE
+    GUARD_USAGE
     "  -h, --help            show this help\n";
 
 static const char run_usage[] =
     "usage: hcagent run --data-dir DIR [--log-level LEVEL]\n"
     "                   [--daemon [--pidfile FILE] [--log-file FILE]]\n"
+    "                   [--max-connections N] [--request-deadline DUR]\n"
     "\n"
     "Serves the agent API with the credentials written by 'hcagent join'. Stops on SIGTERM or\n"
     "SIGINT, or after the controller asks it to leave the cluster.\n"
@@ -78,6 +92,7 @@ static const char run_usage[] =
     "  --data-dir DIR        the agent's data directory\n"
     "  --log-level LEVEL     debug, info, warn or error (default info)\n"
     DAEMON_USAGE
+    GUARD_USAGE
     "  -h, --help            show this help\n";
 
 enum {
@@ -91,12 +106,15 @@ enum {
     OPT_CONFIG,
     OPT_DAEMON,
     OPT_PIDFILE,
-    OPT_LOG_FILE
+    OPT_LOG_FILE,
+    OPT_MAX_CONNECTIONS,
+    OPT_REQUEST_DEADLINE
 };
 
 struct cli {
     const char *controller, *token, *token_file, *data_dir, *listen, *name;
     const char *config, *pidfile, *log_file;
+    const char *max_connections, *request_deadline;
     int daemon;
     char *token_buf;    /* owned copy of the token */
     json_t *config_doc; /* --config; the strings above may point into it */
@@ -129,6 +147,27 @@ static int set_log_level(const char *cmd, const char *name)
     if (hc_log_parse_level(name, &level) < 0)
         return usage_error(cmd, "unknown log level '%s' (use debug, info, warn or error)", name);
     hc_log_set_level(level);
+    return 0;
+}
+
+/* --max-connections and --request-deadline: the defaults of the agent API server. */
+static int guard_options(const char *cmd, const struct cli *cli)
+{
+    long conns = AGENT_MAX_CONNECTIONS;
+    int64_t deadline_ms = HC_HTTP_DEFAULT_DEADLINE_MS;
+    struct hc_error err = {0};
+    if (cli->max_connections) {
+        char *end;
+        conns = strtol(cli->max_connections, &end, 10);
+        if (*end || conns < 1 || conns > AGENT_MAX_CONNECTIONS_MAX)
+            return usage_error(cmd, "--max-connections must be from 1 to %d, not '%s'",
+                               AGENT_MAX_CONNECTIONS_MAX, cli->max_connections);
+    }
+    if (cli->request_deadline && hc_duration_parse(cli->request_deadline, &deadline_ms, &err) < 0)
+        return usage_error(cmd, "--request-deadline: %s", err.message);
+    if (deadline_ms < 100 || deadline_ms > 600000)
+        return usage_error(cmd, "%s", "--request-deadline must be from 100ms to 10m");
+    hc_http_server_guard_defaults((int)conns, (int)deadline_ms);
     return 0;
 }
 
@@ -181,6 +220,12 @@ static int parse_options(const char *cmd, int argc, char **argv, const struct op
         case OPT_LOG_FILE:
             cli->log_file = optarg;
             break;
+        case OPT_MAX_CONNECTIONS:
+            cli->max_connections = optarg;
+            break;
+        case OPT_REQUEST_DEADLINE:
+            cli->request_deadline = optarg;
+            break;
         default: /* getopt has named the bad option */
             fprintf(stderr, "see 'hcagent %s --help'\n", cmd);
             return EXIT_USAGE;
@@ -188,7 +233,7 @@ static int parse_options(const char *cmd, int argc, char **argv, const struct op
     }
     if (optind < argc)
         return usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    return 0;
+    return guard_options(cmd, cli);
 }
 
 /* Token from --token-file or --token, else HCAGENT_TOKEN; surrounding whitespace dropped. */
@@ -292,6 +337,8 @@ static int cmd_join(int argc, char **argv)
         {"daemon", no_argument, NULL, OPT_DAEMON},
         {"pidfile", required_argument, NULL, OPT_PIDFILE},
         {"log-file", required_argument, NULL, OPT_LOG_FILE},
+        {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+        {"request-deadline", required_argument, NULL, OPT_REQUEST_DEADLINE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -352,6 +399,8 @@ static int cmd_run(int argc, char **argv)
         {"daemon", no_argument, NULL, OPT_DAEMON},
         {"pidfile", required_argument, NULL, OPT_PIDFILE},
         {"log-file", required_argument, NULL, OPT_LOG_FILE},
+        {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+        {"request-deadline", required_argument, NULL, OPT_REQUEST_DEADLINE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

@@ -1,6 +1,6 @@
 /*
- * HTTPS server: libevent evhttp over bufferevent_openssl, a small pure router, and the request
- * and reply helpers every handler uses.
+ * HTTPS server: libevent evhttp over bufferevent_openssl, a small pure router, the request
+ * and reply helpers every handler uses, and the connection guard against denial of service.
  *
  * One generic evhttp callback does all the routing, so that 404, 405, 413 and bad JSON are all
  * answered with the one JSON error shape of common/error.h (evhttp's own errors are HTML).
@@ -8,6 +8,23 @@
  * Handlers reply synchronously: a route (or the before-hook) must call hc_reply_json or
  * hc_reply_error before it returns. The struct hc_request lives on the generic callback's stack;
  * if a handler forgets to reply, the server answers 500 so the client never hangs.
+ *
+ * The guard (libevent 2.1 has no evhttp_set_newreqcb, so it works beside evhttp):
+ *   - our own evconnlistener per address, bound with evhttp_bind_listener: it pauses at
+ *     max_connections and, after an accept error (EMFILE...), for a growing delay, instead of
+ *     spinning on a listening socket that stays readable and logging every failure;
+ *   - a struct hc_conn per connection, hung on its SSL object (freed with it, which is when
+ *     the descriptor closes), with a deadline timer: from accept, and again from each reply,
+ *     the TLS handshake and the request head must be complete within deadline_ms, and the body
+ *     too unless the request was granted a larger limit; at the deadline the connection gets
+ *     evhttp's own timeout handling (an inactivity timeout alone lets a byte every 20 s hold a
+ *     connection forever);
+ *   - an evbuffer callback on the connection's decrypted input that follows the request head
+ *     as it arrives (lines split as evhttp splits them) and, once the head is complete and
+ *     before evhttp reads any of the body, sets the connection's body limit: the server's
+ *     (JSON) limit, or a route's larger one if the head hook grants it (controller: an admin
+ *     token on the bundle upload). Only the request line and the Authorization header are
+ *     kept; evhttp still parses and checks everything itself.
  */
 #include "common/https_server.h"
 
@@ -18,40 +35,94 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <event2/util.h>
 #include <netinet/in.h>
 #include <sys/queue.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <netinet/tcp.h>
 #include <malloc.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "common/json_util.h"
+#include "common/log.h"
+#include "common/util.h"
 
 #define HC_ROUTER_MAX_ROUTES 64
 #define HC_HTTP_MAX_HEADERS_SIZE (64 * 1024)
+#define HC_HTTP_MAX_LISTENERS 4
+#define HC_HTTP_LISTEN_BACKLOG 511
+#define HC_HTTP_ACCEPT_BACKOFF_MIN_MS 50
+#define HC_HTTP_ACCEPT_BACKOFF_MAX_MS 2000
+#define HC_HTTP_FD_RESERVE_MIN 32  /* descriptors kept for the rest of the process */
+#define HC_HTTP_HEAD_LINE_MAX 1024 /* longer request lines or Authorization values: no grant */
+#define HC_HTTP_LOG_BURST 5        /* lines per second and kind; the rest is counted */
 
 /*
- * Oversized bodies. libevent 2.1 answers a body over its max_body_size with its own HTML 413
- * page, and 2.1 has no hook to run before the body is read (evhttp_set_newreqcb only exists from
- * 2.2), so the JSON answer comes from a two-level limit:
- *   - libevent's limit is HC_HTTP_BODY_BACKSTOP_FACTOR times ours; bodies between our limit and
- *     that are read completely and the generic callback answers 413 body_too_large as JSON;
- *   - past the backstop libevent answers its HTML 413 (with lingering close, so the client
- *     still reads the status instead of a connection reset). This bounds the memory one request
- *     can take to backstop bytes.
+ * Oversized bodies. libevent answers a body over the connection's max_body_size with its own
+ * HTML 413 page (after reading and discarding a declared Content-Length: lingering close, so the
+ * client still reads the status), so libevent's limit is our limit plus an eighth: a body just
+ * over the limit is read and gets the JSON 413 body_too_large from the generic callback; a
+ * larger one never takes more than limit + limit/8 bytes of memory.
  */
-#define HC_HTTP_BODY_BACKSTOP_FACTOR 8
 #define HC_HTTP_TRIM_AFTER (1024 * 1024)
 
 struct hc_router {
     size_t count;
     struct hc_route routes[HC_ROUTER_MAX_ROUTES];
+};
+
+/* At most HC_HTTP_LOG_BURST lines a second of one kind; the number left out is logged with
+ * the first line of the next second. */
+struct hc_ratelog {
+    int64_t window_ms;
+    int lines;
+    unsigned long suppressed;
+};
+
+struct hc_listener {
+    struct hc_http_server *srv;
+    struct evconnlistener *lev; /* owned by evhttp once bound */
+    struct event *retry;        /* ends a pause after an accept error */
+    int backoff_ms;             /* the pause after the next error; reset by an accept */
+    int waiting;                /* paused after an accept error */
+    char addr[96];
+};
+
+enum hc_conn_phase {
+    HC_CONN_HEAD, /* TLS handshake, or waiting for (the rest of) a request head */
+    HC_CONN_BODY, /* head complete: evhttp reads the body */
+    HC_CONN_BUSY  /* the request is with its handler, or its reply being sent */
+};
+
+struct hc_conn {
+    struct hc_http_server *srv; /* NULL once the server is freed */
+    struct bufferevent *bev;
+    struct evbuffer_cb_entry *input_cb;
+    struct event *deadline;
+    struct hc_conn *prev, *next;
+    enum hc_conn_phase phase;
+    int granted;       /* this request may use its route's larger limit */
+    unsigned requests; /* answered on this connection */
+    /* the request head as it arrives */
+    unsigned lines;
+    size_t len;
+    int overflow;  /* the current line is longer than line[] */
+    int prev_auth; /* the last header line was Authorization (a continuation voids it) */
+    int auth_seen;
+    int auth_bad;
+    char line[HC_HTTP_HEAD_LINE_MAX];
+    char method[16];
+    char target[HC_HTTP_HEAD_LINE_MAX];
+    char auth[HC_HTTP_HEAD_LINE_MAX];
 };
 
 struct hc_http_server {
@@ -65,6 +136,19 @@ struct hc_http_server {
     hc_before_fn before;
     hc_after_fn after;
     void *hook_arg;
+    hc_head_fn head;
+    void *head_arg;
+    /* guard */
+    struct hc_listener listeners[HC_HTTP_MAX_LISTENERS];
+    int nlisteners;
+    int max_conns;
+    int deadline_ms;
+    int nconns;
+    int capped;  /* listeners paused at max_conns */
+    int closing; /* hc_http_server_free under way */
+    struct hc_conn *conns;
+    struct hc_ratelog log_accept, log_cap, log_deadline;
+    struct hc_http_server *next_registered;
 };
 
 struct hc_request {
@@ -81,6 +165,7 @@ struct hc_request {
     char peer_cn[256];
     int has_peer_cn;
     int replied;
+    int granted; /* the head hook granted the route's own body limit */
 };
 
 /* ---------------------------------------------------------------- router */
@@ -354,22 +439,442 @@ fail:
     return NULL;
 }
 
+/* ---------------------------------------------------------------- connection guard */
+
+static int hc_guard_default_conns = HC_HTTP_DEFAULT_MAX_CONNECTIONS;
+static int hc_guard_default_deadline_ms = HC_HTTP_DEFAULT_DEADLINE_MS;
+
+/* Every live server, for the listener error callback: libevent hands it evhttp's argument, not
+ * ours, so the listener is looked up here. */
+static pthread_mutex_t hc_servers_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct hc_http_server *hc_servers;
+
+static pthread_once_t hc_conn_once = PTHREAD_ONCE_INIT;
+static int hc_conn_index = -1;
+
+static int hc_ratelog_admit(struct hc_ratelog *r, const char *what)
+{
+    int64_t now = hc_mono_ms();
+    if (now - r->window_ms >= 1000) {
+        if (r->suppressed)
+            HC_WARN("%lu more %s in the last %lld ms were not logged", r->suppressed, what,
+                    (long long)(now - r->window_ms));
+        r->window_ms = now;
+        r->lines = 0;
+        r->suppressed = 0;
+    }
+    if (r->lines >= HC_HTTP_LOG_BURST) {
+        r->suppressed++;
+        return 0;
+    }
+    r->lines++;
+    return 1;
+}
+
+void hc_http_server_guard_defaults(int max_connections, int deadline_ms)
+{
+    hc_guard_default_conns =
+        max_connections > 0 ? max_connections : HC_HTTP_DEFAULT_MAX_CONNECTIONS;
+    hc_guard_default_deadline_ms = deadline_ms > 0 ? deadline_ms : HC_HTTP_DEFAULT_DEADLINE_MS;
+}
+
+/* Pauses or resumes every listener: accepting only below the cap and outside an error pause. */
+static void hc_listeners_update(struct hc_http_server *srv)
+{
+    for (int i = 0; i < srv->nlisteners; i++) {
+        struct hc_listener *l = &srv->listeners[i];
+        if (!srv->closing && !srv->capped && !l->waiting)
+            evconnlistener_enable(l->lev);
+        else
+            evconnlistener_disable(l->lev);
+    }
+}
+
+/* The cap must leave descriptors for the database, the agent clients, SSH sessions and logs: a
+ * quarter of RLIMIT_NOFILE, at least HC_HTTP_FD_RESERVE_MIN. */
+static void hc_guard_fit(struct hc_http_server *srv)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    long nofile = rl.rlim_cur > 1L << 30 ? 1L << 30 : (long)rl.rlim_cur;
+    long reserve = nofile / 4 > HC_HTTP_FD_RESERVE_MIN ? nofile / 4 : HC_HTTP_FD_RESERVE_MIN;
+    long room = nofile - reserve > 1 ? nofile - reserve : 1;
+    if (srv->max_conns > room) {
+        HC_WARN("a limit of %d connections does not fit the descriptor limit of %ld "
+                "(RLIMIT_NOFILE, LimitNOFILE= in the unit): %ld connections at most",
+                srv->max_conns, nofile, room);
+        srv->max_conns = (int)room;
+    }
+}
+
+void hc_http_server_set_guard(struct hc_http_server *srv, int max_connections, int deadline_ms)
+{
+    srv->max_conns = max_connections > 0 ? max_connections : hc_guard_default_conns;
+    srv->deadline_ms = deadline_ms > 0 ? deadline_ms : hc_guard_default_deadline_ms;
+    hc_guard_fit(srv);
+    srv->capped = srv->nconns >= srv->max_conns;
+    hc_listeners_update(srv);
+}
+
+int hc_http_server_connections(const struct hc_http_server *srv)
+{
+    return srv->nconns;
+}
+
+int hc_http_server_max_connections(const struct hc_http_server *srv)
+{
+    return srv->max_conns;
+}
+
+static void hc_conn_peer(const struct hc_conn *conn, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    evutil_socket_t fd = bufferevent_getfd(conn->bev);
+    snprintf(buf, len, "?");
+    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    if (ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf, (socklen_t)len);
+    else if (ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, buf, (socklen_t)len);
+}
+
+/* evhttp's connection for our bufferevent: evhttp installs its callbacks on the bufferevent
+ * it got from hc_server_bevcb with the connection as their argument (libevent 2.0 to 2.2), and
+ * the connection's bufferevent must be ours again. */
+static struct evhttp_connection *hc_conn_evcon(const struct hc_conn *conn)
+{
+    void *arg = NULL;
+    bufferevent_getcb(conn->bev, NULL, NULL, NULL, &arg);
+    struct evhttp_connection *evcon = arg;
+    return evcon && evhttp_connection_get_bufferevent(evcon) == conn->bev ? evcon : NULL;
+}
+
+static void hc_conn_arm(struct hc_conn *conn)
+{
+    int ms = conn->srv->deadline_ms;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(conn->deadline, &tv);
+}
+
+/* A new request may begin: the deadline runs again and the head scan starts afresh. */
+static void hc_conn_wait(struct hc_conn *conn)
+{
+    conn->phase = HC_CONN_HEAD;
+    conn->granted = 0;
+    conn->lines = 0;
+    conn->len = 0;
+    conn->overflow = conn->prev_auth = conn->auth_seen = conn->auth_bad = 0;
+    conn->method[0] = conn->target[0] = conn->auth[0] = '\0';
+    hc_conn_arm(conn);
+}
+
+/* libevent's limit for a request limited to limit bytes ("Oversized bodies" at the top). */
+static ev_ssize_t hc_backstop(size_t limit)
+{
+    if (limit > (size_t)INT64_MAX / 2)
+        return -1; /* no limit */
+    return (ev_ssize_t)(limit + limit / 8);
+}
+
+/* The head is complete and evhttp has not yet seen it: choose the body limit. */
+static void hc_conn_head_done(struct hc_conn *conn)
+{
+    struct hc_http_server *srv = conn->srv;
+    struct hc_error err = {0};
+    char path[sizeof(conn->target)];
+    conn->phase = HC_CONN_BODY;
+    snprintf(path, sizeof(path), "%s", conn->target);
+    path[strcspn(path, "?#")] = '\0';
+    const struct hc_route *route =
+        path[0] == '/' ? hc_router_match(srv->router, conn->method, path, NULL, &err) : NULL;
+    if (route && route->max_body > srv->max_body && srv->head && !conn->auth_bad)
+        conn->granted = srv->head(route, conn->auth[0] ? conn->auth : NULL, srv->head_arg) != 0;
+    struct evhttp_connection *evcon = hc_conn_evcon(conn);
+    if (evcon)
+        evhttp_connection_set_max_body_size(
+            evcon, hc_backstop(conn->granted ? route->max_body : srv->max_body));
+    /* A granted upload may take longer than the deadline: the inactivity timeout governs it. */
+    if (conn->granted)
+        evtimer_del(conn->deadline);
+}
+
+/* One complete line of the head (CR LF or LF stripped, as evhttp_readln's EVBUFFER_EOL_CRLF). */
+static void hc_conn_line(struct hc_conn *conn)
+{
+    char *line = conn->line;
+    if (conn->lines++ == 0) {
+        size_t m = strcspn(line, " ");
+        if (conn->overflow || m == 0 || m >= sizeof(conn->method) || line[m] != ' ')
+            return;
+        memcpy(conn->method, line, m);
+        conn->method[m] = '\0';
+        char *target = line + m + 1;
+        target[strcspn(target, " ")] = '\0';
+        snprintf(conn->target, sizeof(conn->target), "%s", target);
+        return;
+    }
+    if (conn->len == 0 && !conn->overflow) {
+        hc_conn_head_done(conn);
+        return;
+    }
+    if (line[0] == ' ' || line[0] == '\t') {
+        /* A continuation line: evhttp appends it to the previous header's value. */
+        if (conn->prev_auth) {
+            conn->auth_bad = 1;
+            conn->auth[0] = '\0';
+        }
+        return;
+    }
+    conn->prev_auth = 0;
+    char *colon = strchr(line, ':');
+    if (!colon || colon - line != 13 || evutil_ascii_strncasecmp(line, "Authorization", 13) != 0)
+        return;
+    conn->prev_auth = 1;
+    if (conn->auth_seen++) /* evhttp_find_header gives the first */
+        return;
+    if (conn->overflow) {
+        conn->auth_bad = 1;
+        return;
+    }
+    char *value = colon + 1 + strspn(colon + 1, " ");
+    size_t n = strlen(value);
+    while (n > 0 && strchr(" \t\r\n", value[n - 1]))
+        n--;
+    value[n] = '\0';
+    snprintf(conn->auth, sizeof(conn->auth), "%s", value);
+}
+
+static void hc_conn_scan(struct hc_conn *conn, const char *data, size_t len)
+{
+    for (size_t i = 0; i < len && conn->phase == HC_CONN_HEAD; i++) {
+        if (data[i] != '\n') {
+            if (conn->len < sizeof(conn->line) - 1)
+                conn->line[conn->len++] = data[i];
+            else
+                conn->overflow = 1;
+            continue;
+        }
+        if (!conn->overflow && conn->len > 0 && conn->line[conn->len - 1] == '\r')
+            conn->len--;
+        conn->line[conn->len] = '\0';
+        hc_conn_line(conn);
+        conn->len = 0;
+        conn->overflow = 0;
+    }
+}
+
+/* Scans buf from offset start, without copying or removing anything. */
+static void hc_conn_scan_buffer(struct hc_conn *conn, struct evbuffer *buf, size_t start)
+{
+    struct evbuffer_ptr pos;
+    struct evbuffer_iovec vec[8];
+    if (evbuffer_ptr_set(buf, &pos, start, EVBUFFER_PTR_SET) < 0)
+        return;
+    while (conn->phase == HC_CONN_HEAD) {
+        int n = evbuffer_peek(buf, -1, &pos, vec, 8);
+        size_t seen = 0;
+        for (int i = 0; i < n && i < 8 && conn->phase == HC_CONN_HEAD; i++) {
+            hc_conn_scan(conn, vec[i].iov_base, vec[i].iov_len);
+            seen += vec[i].iov_len;
+        }
+        if (n <= 8 || evbuffer_ptr_set(buf, &pos, seen, EVBUFFER_PTR_ADD) < 0)
+            return;
+    }
+}
+
+/* Decrypted data arrived; it runs before evhttp's read callback looks at it. */
+static void hc_conn_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    struct hc_conn *conn = arg;
+    if (!conn->srv || conn->phase != HC_CONN_HEAD || info->n_added == 0)
+        return;
+    size_t len = evbuffer_get_length(buf);
+    hc_conn_scan_buffer(conn, buf, len >= info->n_added ? len - info->n_added : 0);
+}
+
+/* The reply went out and the connection stays: the next request's head may already be in. */
+static void hc_conn_request_done(struct evhttp_request *ev, void *arg)
+{
+    struct hc_conn *conn = arg;
+    (void)ev;
+    if (!conn->srv)
+        return;
+    conn->requests++;
+    hc_conn_wait(conn);
+    hc_conn_scan_buffer(conn, bufferevent_get_input(conn->bev), 0);
+}
+
+/* Deadline: the connection ends as an evhttp read timeout ends it (evhttp frees it). */
+static void hc_conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct hc_conn *conn = arg;
+    struct hc_http_server *srv = conn->srv;
+    (void)fd;
+    (void)what;
+    if (!srv)
+        return;
+    if (conn->requests && conn->phase == HC_CONN_HEAD && !conn->lines && !conn->len) {
+        /* A kept-alive connection with nothing sent since its last reply: routine. */
+        HC_DEBUG("closing an idle kept-alive connection after %d ms", srv->deadline_ms);
+    } else if (hc_ratelog_admit(&srv->log_deadline,
+                                "connections closed at the request deadline")) {
+        char peer[64];
+        SSL *ssl = bufferevent_openssl_get_ssl(conn->bev);
+        hc_conn_peer(conn, peer, sizeof(peer));
+        HC_WARN("closing the connection from %s: no complete %s within %d ms", peer,
+                ssl && !SSL_is_init_finished(ssl) ? "tls handshake"
+                : conn->phase == HC_CONN_HEAD     ? "request head"
+                                                  : "request body",
+                srv->deadline_ms);
+    }
+    bufferevent_event_cb cb = NULL;
+    void *cbarg = NULL;
+    bufferevent_getcb(conn->bev, NULL, NULL, &cb, &cbarg);
+    if (cb)
+        cb(conn->bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, cbarg);
+}
+
+/* The SSL object goes with its bufferevent, which closes the descriptor: the connection is
+ * gone. */
+static void hc_conn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+                         void *argp)
+{
+    struct hc_conn *conn = ptr;
+    (void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+    if (!conn)
+        return;
+    if (conn->input_cb)
+        evbuffer_remove_cb_entry(bufferevent_get_input(conn->bev), conn->input_cb);
+    if (conn->deadline)
+        event_free(conn->deadline);
+    struct hc_http_server *srv = conn->srv;
+    if (srv) {
+        if (conn->prev)
+            conn->prev->next = conn->next;
+        else
+            srv->conns = conn->next;
+        if (conn->next)
+            conn->next->prev = conn->prev;
+        srv->nconns--;
+        if (srv->capped && srv->nconns < srv->max_conns) {
+            srv->capped = 0;
+            hc_listeners_update(srv);
+        }
+    }
+    free(conn);
+}
+
+static void hc_conn_index_init(void)
+{
+    hc_conn_index = SSL_get_ex_new_index(0, "hc_conn", NULL, NULL, hc_conn_free);
+}
+
+static struct hc_conn *hc_conn_of_request(struct evhttp_request *ev)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(ev);
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    SSL *ssl = bev ? bufferevent_openssl_get_ssl(bev) : NULL;
+    struct hc_conn *conn = ssl ? SSL_get_ex_data(ssl, hc_conn_index) : NULL;
+    return conn && conn->srv ? conn : NULL;
+}
+
 /* evhttp asks for a bufferevent per accepted connection. Returning NULL would make evhttp fall
  * back to a plain socket bufferevent, i.e. serve cleartext HTTP without any client check, so a
  * failure here (only possible when out of memory) aborts instead. */
 static struct bufferevent *hc_server_bevcb(struct event_base *base, void *arg)
 {
     struct hc_http_server *srv = arg;
+    pthread_once(&hc_conn_once, hc_conn_index_init);
+    struct hc_conn *conn = calloc(1, sizeof(*conn));
     SSL *ssl = SSL_new(srv->ctx);
-    if (!ssl)
+    if (!conn || !ssl || hc_conn_index < 0 || SSL_set_ex_data(ssl, hc_conn_index, conn) != 1)
         abort();
+    conn->srv = srv;
+    conn->deadline = evtimer_new(base, hc_conn_deadline_cb, conn);
     struct bufferevent *bev = bufferevent_openssl_socket_new(
         base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
-    if (!bev)
+    if (!bev || !conn->deadline)
         abort();
+    conn->bev = bev;
+    conn->input_cb = evbuffer_add_cb(bufferevent_get_input(bev), hc_conn_input_cb, conn);
+    if (!conn->input_cb)
+        abort();
+    conn->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = conn;
+    srv->conns = conn;
+    srv->nconns++;
+    hc_conn_wait(conn);
+    for (int i = 0; i < srv->nlisteners; i++)
+        srv->listeners[i].backoff_ms = 0;
+    if (srv->nconns >= srv->max_conns && !srv->capped) {
+        srv->capped = 1;
+        hc_listeners_update(srv);
+        if (hc_ratelog_admit(&srv->log_cap, "messages about the connection limit"))
+            HC_WARN("%d connections open, the limit: accepting no more until one closes",
+                    srv->nconns);
+    }
     /* Clients may close without close_notify once they have their answer. */
     bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
     return bev;
+}
+
+static void hc_listener_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct hc_listener *l = arg;
+    (void)fd;
+    (void)what;
+    l->waiting = 0;
+    hc_listeners_update(l->srv);
+}
+
+/* accept() failed for another reason than a retriable one (EMFILE, ENFILE, ENOBUFS...). The
+ * socket stays readable, so the listener pauses, for longer each time until an accept works. */
+static void hc_listener_error_cb(struct evconnlistener *lev, void *ptr)
+{
+    int e = EVUTIL_SOCKET_ERROR();
+    struct hc_listener *l = NULL;
+    (void)ptr;
+    pthread_mutex_lock(&hc_servers_mu);
+    for (struct hc_http_server *srv = hc_servers; srv && !l; srv = srv->next_registered)
+        for (int i = 0; i < srv->nlisteners; i++)
+            if (srv->listeners[i].lev == lev)
+                l = &srv->listeners[i];
+    pthread_mutex_unlock(&hc_servers_mu);
+    if (!l) {
+        evconnlistener_disable(lev);
+        return;
+    }
+    struct hc_http_server *srv = l->srv;
+    l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : HC_HTTP_ACCEPT_BACKOFF_MIN_MS;
+    if (l->backoff_ms > HC_HTTP_ACCEPT_BACKOFF_MAX_MS)
+        l->backoff_ms = HC_HTTP_ACCEPT_BACKOFF_MAX_MS;
+    l->waiting = 1;
+    hc_listeners_update(srv);
+    struct timeval tv = {l->backoff_ms / 1000, (l->backoff_ms % 1000) * 1000};
+    evtimer_add(l->retry, &tv);
+    if (hc_ratelog_admit(&srv->log_accept, "accept errors"))
+        HC_WARN("cannot accept connections on %s: %s (%d open); not accepting for %d ms",
+                l->addr, evutil_socket_error_to_string(e), srv->nconns, l->backoff_ms);
+}
+
+static void hc_servers_register(struct hc_http_server *srv, int add)
+{
+    pthread_mutex_lock(&hc_servers_mu);
+    if (add) {
+        srv->next_registered = hc_servers;
+        hc_servers = srv;
+    } else {
+        for (struct hc_http_server **p = &hc_servers; *p; p = &(*p)->next_registered)
+            if (*p == srv) {
+                *p = srv->next_registered;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&hc_servers_mu);
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -440,9 +945,11 @@ static void hc_request_dispatch(struct hc_request *req)
     struct hc_http_server *srv = req->srv;
     struct hc_error err = {0}, route_err = {0};
     size_t body_len = evbuffer_get_length(evhttp_request_get_input_buffer(req->ev));
-    /* The route decides the body limit, so match first; its 404/405 waits behind the 413. */
+    /* The route decides the body limit, so match first; its 404/405 waits behind the 413. A
+     * route's own limit counts only if the head hook granted it (hc_conn_head_done). */
     req->route = hc_router_match(srv->router, req->method, req->path, &req->params, &route_err);
-    size_t limit = req->route && req->route->max_body ? req->route->max_body : srv->max_body;
+    size_t limit =
+        req->granted && req->route && req->route->max_body ? req->route->max_body : srv->max_body;
     if (body_len > limit) {
         hc_error_set(&err, 413, HC_ERR_BODY_TOO_LARGE,
                      "request body of %zu bytes exceeds the limit of %zu bytes", body_len, limit);
@@ -470,6 +977,14 @@ static void hc_server_gencb(struct evhttp_request *ev, void *arg)
 {
     struct hc_request req;
     hc_request_init(&req, arg, ev);
+    /* The whole request is in: the deadline stops until the reply has gone out. */
+    struct hc_conn *conn = hc_conn_of_request(ev);
+    if (conn) {
+        evtimer_del(conn->deadline);
+        conn->phase = HC_CONN_BUSY;
+        req.granted = conn->granted;
+        evhttp_request_set_on_complete_cb(ev, hc_conn_request_done, conn);
+    }
     hc_request_dispatch(&req);
     if (!req.replied) {
         struct hc_error err;
@@ -675,6 +1190,8 @@ struct hc_http_server *hc_http_server_new(struct event_base *base,
         return NULL;
     }
     srv->base = base;
+    srv->max_conns = hc_guard_default_conns;
+    srv->deadline_ms = hc_guard_default_deadline_ms;
     srv->router = hc_router_new();
     srv->http = evhttp_new(base);
     if (tls->required_client_cn)
@@ -696,6 +1213,7 @@ struct hc_http_server *hc_http_server_new(struct event_base *base,
     evhttp_set_flags(srv->http, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_max_headers_size(srv->http, HC_HTTP_MAX_HEADERS_SIZE);
     hc_http_server_set_limits(srv, HC_HTTP_DEFAULT_MAX_BODY, HC_HTTP_DEFAULT_TIMEOUT_S);
+    hc_servers_register(srv, 1);
     return srv;
 fail:
     hc_http_server_free(srv);
@@ -707,18 +1225,32 @@ void hc_http_server_free(struct hc_http_server *srv)
 {
     if (!srv)
         return;
+    hc_servers_register(srv, 0);
+    srv->closing = 1;
+    for (int i = 0; i < srv->nlisteners; i++)
+        event_free(srv->listeners[i].retry);
+    srv->nlisteners = 0; /* evhttp_free frees the listeners themselves */
     if (srv->http)
         evhttp_free(srv->http);
     /* Connections still in their TLS handshake are freed by deferred callbacks: run them now,
      * or their SSL objects outlive the server (and leak when the base is freed next). */
     if (srv->base)
         event_base_loop(srv->base, EVLOOP_NONBLOCK);
+    /* Whatever is left no longer refers to the server or its timers. */
+    for (struct hc_conn *c = srv->conns; c; c = c->next) {
+        c->srv = NULL;
+        if (c->deadline)
+            event_free(c->deadline);
+        c->deadline = NULL;
+    }
     SSL_CTX_free(srv->ctx);
     hc_router_free(srv->router);
     free(srv->required_cn);
     free(srv);
 }
 
+/* Our own listener (not evhttp_bind_socket) so that accept errors reach hc_listener_error_cb
+ * and the listener can pause; evhttp accepts on it once bound. */
 int hc_http_server_listen(struct hc_http_server *srv, const char *addr, int port,
                           struct hc_error *err)
 {
@@ -726,24 +1258,60 @@ int hc_http_server_listen(struct hc_http_server *srv, const char *addr, int port
         addr = "0.0.0.0";
     if (port < 0 || port > 65535)
         return hc_error_set(err, 500, HC_ERR_INVALID_ARGUMENT, "invalid port %d", port);
-    struct evhttp_bound_socket *sock =
-        evhttp_bind_socket_with_handle(srv->http, addr, (ev_uint16_t)port);
-    if (!sock)
+    if (srv->nlisteners == HC_HTTP_MAX_LISTENERS)
+        return hc_error_set(err, 500, HC_ERR_INVALID_ARGUMENT,
+                            "cannot listen on '%s:%d': at most %d addresses", addr, port,
+                            HC_HTTP_MAX_LISTENERS);
+    struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC,
+                                    .ai_socktype = SOCK_STREAM,
+                                    .ai_protocol = IPPROTO_TCP,
+                                    .ai_flags = EVUTIL_AI_PASSIVE | EVUTIL_AI_ADDRCONFIG};
+    struct evutil_addrinfo *ai = NULL;
+    char service[8];
+    snprintf(service, sizeof(service), "%d", port);
+    int gai = evutil_getaddrinfo(addr, service, &hints, &ai);
+    if (gai != 0)
         return hc_error_set(err, 500, HC_ERR_IO, "cannot listen on '%s:%d': %s", addr, port,
-                            strerror(errno));
+                            evutil_gai_strerror(gai));
+    struct evconnlistener *lev = evconnlistener_new_bind(
+        srv->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+        HC_HTTP_LISTEN_BACKLOG, ai->ai_addr, (int)ai->ai_addrlen);
+    int saved = errno;
+    evutil_freeaddrinfo(ai);
+    if (!lev)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot listen on '%s:%d': %s", addr, port,
+                            strerror(saved));
+    struct hc_listener *l = &srv->listeners[srv->nlisteners];
+    memset(l, 0, sizeof(*l));
+    l->srv = srv;
+    l->retry = evtimer_new(srv->base, hc_listener_retry_cb, l);
+    if (!l->retry || !evhttp_bind_listener(srv->http, lev)) {
+        if (l->retry)
+            event_free(l->retry);
+        evconnlistener_free(lev);
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot listen on '%s:%d': out of memory",
+                            addr, port);
+    }
+    l->lev = lev;
+    snprintf(l->addr, sizeof(l->addr), "%s:%d", addr, port);
+    evconnlistener_set_error_cb(lev, hc_listener_error_cb);
+    srv->nlisteners++;
+    evutil_socket_t fd = evconnlistener_get_fd(lev);
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     /* Accepted sockets inherit TCP_NODELAY on Linux. Without it, evhttp's header and body
      * writes become two TLS records, Nagle holds the second until the client's delayed ACK,
      * and every reply on a kept-alive connection costs 40 ms. */
     int one = 1;
-    setsockopt(evhttp_bound_socket_get_fd(sock), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (getsockname(evhttp_bound_socket_get_fd(sock), (struct sockaddr *)&ss, &len) != 0)
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
         return hc_error_set(err, 500, HC_ERR_IO, "cannot listen on '%s:%d': %s", addr, port,
                             strerror(errno));
     if (srv->port == 0)
         srv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                    : ((struct sockaddr_in *)&ss)->sin_port);
+    hc_guard_fit(srv);
+    hc_listeners_update(srv);
     return 0;
 }
 
@@ -752,19 +1320,10 @@ int hc_http_server_port(const struct hc_http_server *srv)
     return srv->port;
 }
 
-/* libevent's own limit: the backstop above the server's limit, or, when a route allows more,
- * that route's limit plus an eighth (so an upload slightly too large still gets the JSON 413). */
+/* libevent's limit for every connection until a request head says otherwise. */
 static void hc_server_backstop(struct hc_http_server *srv)
 {
-    uint64_t backstop = (uint64_t)srv->max_body * HC_HTTP_BODY_BACKSTOP_FACTOR;
-    if (srv->max_body > INT64_MAX / HC_HTTP_BODY_BACKSTOP_FACTOR)
-        backstop = INT64_MAX;
-    for (size_t i = 0; i < srv->router->count; i++) {
-        uint64_t route = srv->router->routes[i].max_body;
-        if (route && route < INT64_MAX / 2 && route + route / 8 > backstop)
-            backstop = route + route / 8;
-    }
-    evhttp_set_max_body_size(srv->http, (ev_ssize_t)backstop);
+    evhttp_set_max_body_size(srv->http, hc_backstop(srv->max_body));
 }
 
 int hc_http_server_route_limit(struct hc_http_server *srv, const char *method, const char *pattern,
@@ -774,7 +1333,6 @@ int hc_http_server_route_limit(struct hc_http_server *srv, const char *method, c
         struct hc_route *r = &srv->router->routes[i];
         if (strcmp(r->method, method) == 0 && strcmp(r->pattern, pattern) == 0) {
             r->max_body = max_body;
-            hc_server_backstop(srv);
             return 0;
         }
     }
@@ -801,4 +1359,10 @@ void hc_http_server_set_hooks(struct hc_http_server *srv, hc_before_fn before, h
     srv->before = before;
     srv->after = after;
     srv->hook_arg = arg;
+}
+
+void hc_http_server_set_head_hook(struct hc_http_server *srv, hc_head_fn head, void *arg)
+{
+    srv->head = head;
+    srv->head_arg = arg;
 }

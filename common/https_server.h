@@ -6,6 +6,12 @@
  * with the one JSON error shape (common/error.h). With client_ca_file set the server requires a
  * client certificate signed by that CA (mutual TLS), and with required_client_cn the peer's
  * subject CN must also match: the agent API accepts only the controller's client certificate.
+ *
+ * Limits against denial of service (docs/hcctld.md "Connection limits"): at most max_connections
+ * connections at once (the listeners pause at the cap, and back off after an accept error such
+ * as EMFILE instead of spinning); a deadline from accept, or from the previous reply on a
+ * kept-alive connection, for the TLS handshake and the whole request head (and the body, unless
+ * the head hook granted the route's larger limit); bodies limited to max_body unless granted.
  */
 #ifndef HC_COMMON_HTTPS_SERVER_H
 #define HC_COMMON_HTTPS_SERVER_H
@@ -19,6 +25,8 @@
 #define HC_HTTP_MAX_PARAMS 8
 #define HC_HTTP_DEFAULT_MAX_BODY (1024 * 1024)
 #define HC_HTTP_DEFAULT_TIMEOUT_S 30
+#define HC_HTTP_DEFAULT_MAX_CONNECTIONS 256
+#define HC_HTTP_DEFAULT_DEADLINE_MS 10000
 
 struct hc_tls_server_config {
     const char *cert_file;          /* PEM chain for the server */
@@ -81,11 +89,25 @@ int hc_http_server_route(struct hc_http_server *srv, const char *method, const c
 void hc_http_server_set_hooks(struct hc_http_server *srv, hc_before_fn before, hc_after_fn after,
                               void *arg);
 /* Gives one route (already added) its own body limit, e.g. an upload larger than the JSON
- * limit. Bodies are still read in full before routing (libevent 2.1 has no earlier hook), so
- * every route's bodies are read up to the largest such limit before a 413. 0 or -1 when the
- * route does not exist. */
+ * limit. A request gets it only when the head hook grants it, from the request head, before any
+ * of the body is read; every other request is held to the server's limit. 0 or -1 when the route
+ * does not exist. */
 int hc_http_server_route_limit(struct hc_http_server *srv, const char *method, const char *pattern,
                                size_t max_body);
+/* Head hook: called once a request's head is in, before its body is read, for a route with a
+ * limit of its own. authorization is the first Authorization header (NULL without one). Return
+ * non-zero to let the body reach the route's limit; the before-hook still runs as usual. */
+typedef int (*hc_head_fn)(const struct hc_route *route, const char *authorization, void *arg);
+void hc_http_server_set_head_hook(struct hc_http_server *srv, hc_head_fn head, void *arg);
+/* Connection limits; values <= 0 select the process defaults (below). A max_connections larger
+ * than the descriptor limit allows (RLIMIT_NOFILE less a reserve for everything else) is
+ * lowered to fit, with a warning. */
+void hc_http_server_set_guard(struct hc_http_server *srv, int max_connections, int deadline_ms);
+/* Process-wide defaults for servers created afterwards (the daemons' --max-connections and
+ * --request-deadline); <= 0 keeps HC_HTTP_DEFAULT_*. Call before starting threads. */
+void hc_http_server_guard_defaults(int max_connections, int deadline_ms);
+int hc_http_server_connections(const struct hc_http_server *srv); /* open right now */
+int hc_http_server_max_connections(const struct hc_http_server *srv);
 
 /* Request accessors; strings are owned by the request and live until the reply. */
 const char *hc_req_method(const struct hc_request *req);

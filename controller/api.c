@@ -108,6 +108,20 @@ static int api_before(struct hc_request *req, const struct hc_route *route, void
     return 0;
 }
 
+/* Head hook: before the body of a request to a route with a larger limit (the bundle upload) is
+ * read, only an admin token may have it read beyond the JSON limit. The before-hook checks the
+ * token again, with its 401 or 403 as usual. */
+static int api_head(const struct hc_route *route, const char *authorization, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    struct hc_auth_identity who;
+    if (!(route->flags & HC_API_ADMIN) ||
+        hc_auth_verify(api->db, hc_auth_bearer(authorization), &who, &err) < 0)
+        return 0;
+    return strcmp(who.role, HC_AUTH_ROLE_ADMIN) == 0;
+}
+
 /* Anonymous calls recorded one by one: at most ANON_RECORDS per window of ANON_WINDOW_MS, the
  * rest as one count when the next window opens. That bounds what anyone who reaches the port
  * adds to the append-only events table to ~3,000 rows a day (~1 MB), however fast they call. */
@@ -257,8 +271,10 @@ static int add_routes(struct hc_api *api, struct hc_error *err)
                                  routes[i].fn, api) < 0)
             return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot add route %s %s",
                                 routes[i].method, routes[i].pattern);
-    /* A bundle upload is the one body larger than the JSON limit. */
+    /* A bundle upload is the one body larger than the JSON limit, and only for an admin token
+     * (api_head): anyone else's body is cut at the JSON limit before it is read. */
     hc_http_server_route_limit(api->srv, "POST", "/v1/software", HC_BUNDLE_MAX_BYTES);
+    hc_http_server_set_head_hook(api->srv, api_head, api);
     hc_http_server_set_hooks(api->srv, api_before, api_after, api);
     return 0;
 }

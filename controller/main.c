@@ -16,6 +16,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "common/https_server.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/api.h"
@@ -37,6 +38,10 @@
 #define MAX_TRUST_KEYS 16
 #define AGENT_TIMEOUT_MAX_MS 5000
 #define AGENT_TIMEOUT_MIN_MS 500
+/* API connections at once (docs/hcctld.md "Connection limits"): admins, agents enrolling and
+ * fetching bundles, Prometheus; well under the unit's LimitNOFILE=16384. */
+#define API_MAX_CONNECTIONS 512
+#define API_MAX_CONNECTIONS_MAX 65536
 
 static void usage(FILE *out)
 {
@@ -50,6 +55,7 @@ static void usage(FILE *out)
           "       hcctld run --data-dir DIR [--listen ADDR:PORT] [--advertise ADDR:PORT]\n"
           "                   [--poll-interval DUR]\n"
           "                   [--workers N] [--log-level debug|info|warn|error]\n"
+          "                   [--max-connections N] [--request-deadline DUR]\n"
           "       hcctld version\n",
           out);
 }
@@ -319,7 +325,31 @@ struct run_options {
     const char *poll;
     const char *workers;
     const char *log_level;
+    const char *max_connections;
+    const char *request_deadline;
 };
+
+/* --max-connections and --request-deadline, for the API server made later. */
+static int guard_settings(const struct run_options *o, struct hc_error *err)
+{
+    long conns = API_MAX_CONNECTIONS;
+    int64_t deadline_ms = HC_HTTP_DEFAULT_DEADLINE_MS;
+    if (o->max_connections) {
+        char *end;
+        conns = strtol(o->max_connections, &end, 10);
+        if (*end || conns < 1 || conns > API_MAX_CONNECTIONS_MAX)
+            return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+                                "--max-connections must be from 1 to %d, not '%s'",
+                                API_MAX_CONNECTIONS_MAX, o->max_connections);
+    }
+    if (o->request_deadline && hc_duration_parse(o->request_deadline, &deadline_ms, err) < 0)
+        return -1;
+    if (deadline_ms < 100 || deadline_ms > 600000)
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+                            "--request-deadline must be from 100ms to 10m");
+    hc_http_server_guard_defaults((int)conns, (int)deadline_ms);
+    return 0;
+}
 
 /* Applies the command line on top of DIR/controller.json. */
 static int run_settings(const struct run_options *o, struct hc_controller *ctl,
@@ -337,6 +367,8 @@ static int run_settings(const struct run_options *o, struct hc_controller *ctl,
     if (hc_controller_check_advertise(ctl, err) < 0)
         return -1;
     if (o->poll && hc_duration_parse(o->poll, &ctl->poll_interval_ms, err) < 0)
+        return -1;
+    if (guard_settings(o, err) < 0)
         return -1;
     if (ctl->poll_interval_ms < 100)
         return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "--poll-interval must be >= 100ms");
@@ -364,6 +396,8 @@ static int cmd_run(int argc, char **argv)
                                          {"poll-interval", required_argument, NULL, 'p'},
                                          {"workers", required_argument, NULL, 'w'},
                                          {"log-level", required_argument, NULL, 'L'},
+                                         {"max-connections", required_argument, NULL, 'm'},
+                                         {"request-deadline", required_argument, NULL, 'D'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     struct run_options o = {0};
@@ -387,6 +421,12 @@ static int cmd_run(int argc, char **argv)
             break;
         case 'L':
             o.log_level = optarg;
+            break;
+        case 'm':
+            o.max_connections = optarg;
+            break;
+        case 'D':
+            o.request_deadline = optarg;
             break;
         case 'h':
             usage(stdout);
