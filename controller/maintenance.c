@@ -22,12 +22,11 @@ int hc_maint_mode_valid(const char *mode)
                     !strcmp(mode, "none"));
 }
 
-/* Why a node counts as down, or NULL when it is up. */
-static const char *down_reason(const json_t *row)
+const char *hc_avail_down_reason(const char *maint, const char *health, const char *svc)
 {
-    const char *maint = hc_json_str(row, "maintenance", "none");
-    const char *health = hc_json_str(row, "health", "unknown");
-    const char *svc = hc_json_str(row, "service_state", "");
+    maint = maint ? maint : "none";
+    health = health ? health : "unknown";
+    svc = svc ? svc : "";
     if (strcmp(maint, "none") != 0)
         return "in maintenance";
     if (strcmp(health, "reachable") != 0)
@@ -36,6 +35,13 @@ static const char *down_reason(const json_t *row)
         !strcmp(svc, "starting"))
         return "service not running";
     return NULL;
+}
+
+static const char *down_reason(const json_t *row)
+{
+    return hc_avail_down_reason(hc_json_str(row, "maintenance", NULL),
+                                hc_json_str(row, "health", NULL),
+                                hc_json_str(row, "service_state", NULL));
 }
 
 int hc_avail_down(struct hc_db *db, const char *except, int *count, char *who, size_t who_len,

@@ -30,6 +30,11 @@
 /* 1 when mode is ensure-accessibility, full or none. */
 int hc_maint_mode_valid(const char *mode);
 
+/* Why a node with these columns (nodes.maintenance, health, service_state; NULL as unknown)
+ * counts as down — "in maintenance", its health ("unreachable", "stalled", "unknown"),
+ * "service not running" — or NULL when it is up. The one rule of what "down" means. */
+const char *hc_avail_down_reason(const char *maintenance, const char *health,
+                                 const char *service_state);
 /* Nodes down now other than `except` (may be NULL): count, and their names with why in `who`.
  * Returns 0 or -1 with err. */
 int hc_avail_down(struct hc_db *db, const char *except, int *count, char *who, size_t who_len,
