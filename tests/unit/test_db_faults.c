@@ -29,6 +29,7 @@
 #include "common/util.h"
 #include "controller/maintenance.h"
 #include "controller/ops.h"
+#include "controller/test_hooks.h"
 #include "db/db.h"
 #include "tests/unit/svc_standin.h"
 
@@ -295,11 +296,44 @@ static void test_io_error_at_every_write(void **state)
     enumerate(*state, SQLITE_IOERR, "disk I/O error");
 }
 
+/* The crash hook's count (controller/test_hooks.h) on the same cycle: exactly the durable steps
+ * of docs/operations.md "Crash points" (created, running, two per step, the outcome), the same
+ * on every run, and none at all with the hook off. */
+static void test_durable_steps_of_a_cycle(void **state)
+{
+    struct fixture *f = *state;
+    struct hc_error err = {0};
+    char enter[16], leave[16];
+    for (int run = 0; run < 3; run++) {
+        struct hc_db *db = fresh_db(f);
+        struct hc_ops_pool *pool = hc_ops_pool_start(&f->ctl, 1, &err);
+        assert_non_null(pool);
+        hc_test_crash_set(run < 2 ? 0 : -1);
+        run_op(db, pool, "maintenance.enter", enter, "", 0);
+        long after_enter = hc_test_crash_count();
+        run_op(db, pool, "maintenance.exit", leave, "", 0);
+        long total = hc_test_crash_count();
+        hc_test_crash_set(-1);
+        hc_ops_pool_stop(pool);
+        hc_db_close(db);
+        assert_string_equal(enter, "succeeded");
+        assert_string_equal(leave, "succeeded");
+        if (run < 2) {
+            /* enter: budget, ok_to_stop, drain, stop; exit: start, healthy, resync */
+            assert_int_equal(after_enter, 2 + 2 * 4 + 1);
+            assert_int_equal(total - after_enter, 2 + 2 * 3 + 1);
+        } else {
+            assert_int_equal(total, 0);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_disk_full_at_every_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_io_error_at_every_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_durable_steps_of_a_cycle, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
