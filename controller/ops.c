@@ -790,6 +790,7 @@ struct hc_ops_pool *hc_ops_pool_start(struct hc_controller *ctl, int nworkers, s
         snprintf(w->name, sizeof(w->name), "hcctld-%ld/worker-%d", (long)getpid(), i);
         if (!(w->db = hc_db_open(ctl->db_path, err)))
             goto cleanup;
+        hc_test_watch_db(w->db);
     }
     /* Before any worker runs, so that no worker can claim what recovery is still moving. */
     if (ops_recover(pool->workers[0].db, err) != 0)
@@ -844,9 +845,12 @@ void hc_op_waiting(struct hc_op_ctx *ctx, const char *fmt, ...)
         vsnprintf(text, sizeof(text), fmt, ap);
         va_end(ap);
     }
-    if (hc_db_run(ctx->db, &err,
-                  "UPDATE operations SET waiting_on = ?, updated_at = ? WHERE id = ?", "sis",
-                  fmt ? text : NULL, hc_now_ms(), ctx->id) < 0)
+    hc_test_quiet(1);
+    int rc = hc_db_run(ctx->db, &err,
+                       "UPDATE operations SET waiting_on = ?, updated_at = ? WHERE id = ?", "sis",
+                       fmt ? text : NULL, hc_now_ms(), ctx->id);
+    hc_test_quiet(0);
+    if (rc < 0)
         HC_WARN("cannot record what operation %s waits on: %s", ctx->id, err.message);
 }
 
@@ -1006,6 +1010,7 @@ struct hc_op_ctx *hc_op_ctx_fork(struct hc_op_ctx *ctx, struct hc_error *err)
         free(fork);
         return NULL;
     }
+    hc_test_watch_db(fork->db);
     json_incref(fork->params);
     return fork;
 }

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,10 @@
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
 static atomic_long crash_at = -1; /* -1: hook off; 0: count only; N: SIGKILL after the N-th */
 static atomic_long crash_count;
+static atomic_long write_at = -1; /* the same for HCCTLD_TEST_CRASH_AT_WRITE */
+static atomic_long write_count;
+static _Thread_local int write_quiet;
+static _Thread_local char last_step[160]; /* this thread's last durable step, for the log */
 
 /* A decimal in [0, LONG_MAX) or -1. */
 static long parse_count(const char *text)
@@ -36,6 +41,18 @@ static void hooks_read_env(void)
 {
     const char *crash = getenv("HCCTLD_TEST_CRASH_AFTER_STEP");
     const char *dbfail = getenv("HCCTLD_TEST_DB_FAIL_AT");
+    const char *write = getenv("HCCTLD_TEST_CRASH_AT_WRITE");
+    if (write && write[0]) {
+        long n = parse_count(write);
+        if (n < 0) {
+            HC_ERROR("test hook: HCCTLD_TEST_CRASH_AT_WRITE='%s' is not a count: ignored", write);
+        } else {
+            atomic_store(&write_at, n);
+            HC_WARN("test hook: HCCTLD_TEST_CRASH_AT_WRITE=%ld: %s", n,
+                    n ? "hcctld kills itself as that write of an operation commits"
+                      : "the writes of operations are counted and logged");
+        }
+    }
     if (crash && crash[0]) {
         long n = parse_count(crash);
         if (n < 0) {
@@ -82,9 +99,36 @@ long hc_test_crash_count(void)
     return atomic_load(&crash_count);
 }
 
+/* The commit hook of a watched connection: runs before the write transaction commits. */
+static int write_point(void *arg)
+{
+    long at = atomic_load(&write_at);
+    if (at < 0 || write_quiet)
+        return 0;
+    long n = atomic_fetch_add(&write_count, 1) + 1;
+    HC_INFO("test hook: write %ld: after %s", n, last_step[0] ? last_step : "nothing yet");
+    if (n == at) {
+        HC_WARN("test hook: killing hcctld as write %ld commits", n);
+        raise(SIGKILL);
+    }
+    return 0;
+}
+
+void hc_test_watch_db(struct hc_db *db)
+{
+    if (db && atomic_load(&write_at) >= 0)
+        hc_db_set_commit_hook(db, write_point, NULL);
+}
+
+void hc_test_quiet(int on)
+{
+    write_quiet = on;
+}
+
 void hc_test_crash_point(const char *op_id, const char *what)
 {
     long at = atomic_load(&crash_at);
+    snprintf(last_step, sizeof(last_step), "%s", what);
     if (at < 0)
         return;
     long n = atomic_fetch_add(&crash_count, 1) + 1;

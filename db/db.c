@@ -215,6 +215,11 @@ void hc_db_close(struct hc_db *db)
     free(db);
 }
 
+void hc_db_set_commit_hook(struct hc_db *db, int (*fn)(void *), void *arg)
+{
+    sqlite3_commit_hook(db->h, fn, arg);
+}
+
 sqlite3 *hc_db_handle(struct hc_db *db)
 {
     return db->h;

@@ -51,6 +51,11 @@ json_t *hc_db_query_json(struct hc_db *db, struct hc_error *err, const char *sql
 /* Same binds; runs a statement that returns no rows. Returns sqlite3_changes() or -1. */
 int hc_db_run(struct hc_db *db, struct hc_error *err, const char *sql, const char *fmt, ...);
 
+/* Calls fn(arg) just before each write transaction of this connection commits (SQLite's commit
+ * hook: a non-zero return turns the commit into a rollback); NULL removes it. For the crash
+ * test hook (controller/test_hooks.h). */
+void hc_db_set_commit_hook(struct hc_db *db, int (*fn)(void *), void *arg);
+
 /* Test hook (fault injection, the SQLite way: fail at call N): with fail_at > 0, the
  * fail_at-th write from now on (a statement that changes the database, failed where it is
  * prepared, in hc_db_prepare, which every statement passes; or a COMMIT) does nothing and

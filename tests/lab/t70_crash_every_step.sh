@@ -27,6 +27,16 @@ if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"
 lab_trap_teardown 'e2e_cleanup'
 CTL_URL=https://198.18.0.1:$CTL_PORT
 FULL=${HC_FULL:-0}
+# T70_POINTS=writes: the finer crash points of HCCTLD_TEST_CRASH_AT_WRITE (every write
+# transaction of the operation workers, cut just before it commits) instead of the durable steps.
+POINTS=${T70_POINTS:-steps}
+case $POINTS in
+    steps) HOOK_VAR=HCCTLD_TEST_CRASH_AFTER_STEP POINT_RE='durable step [0-9]*: op-[0-9a-f]* '
+           POINT_NAME='killed after durable step' ;;
+    writes) HOOK_VAR=HCCTLD_TEST_CRASH_AT_WRITE POINT_RE='write [0-9]*: '
+            POINT_NAME='killed as write' ;;
+    *) echo "T70_POINTS must be steps or writes"; exit 2 ;;
+esac
 T_START=$(date +%s)
 note() { echo "# $*" >>"$T/notes"; }
 
@@ -46,7 +56,7 @@ ctl_start_hook() {
     if ctl_alive; then controller_stop KILL || return 1; fi
     rm -f "$T/pids/hcctld"
     if [ -n "$1" ]; then
-        HCCTLD_TEST_CRASH_AFTER_STEP=$1 POLL=1s controller_start
+        (export "$HOOK_VAR=$1"; POLL=1s controller_start)
     else
         POLL=1s controller_start
     fi
@@ -145,9 +155,9 @@ enumerate() {
     local name=$1 total=$2 fn=$3 n t0
     t0=$(date +%s)
     for n in $(seq 1 "${T70_MAX_N:-$total}"); do
-        test_expect_success "$name: hcctld killed after durable step $n/$total ($(sed -n "${n}p" "$T/$name.steps"))" "$fn $n"
+        test_expect_success "$name: hcctld $POINT_NAME $n/$total ($(sed -n "${n}p" "$T/$name.steps"))" "$fn $n"
     done
-    note "$name: $total crash points enumerated in $(($(date +%s) - t0)) s"
+    note "$name: $total crash points ($POINTS) enumerated in $(($(date +%s) - t0)) s"
 }
 
 # count NAME FN: the counting run (hook 0); writes NAME.steps (one description per step, from
@@ -157,9 +167,9 @@ count_steps() {
     from=$(log_len)
     "$2" 0 >"$T/count-$1.out" 2>&1 || { cat "$T/count-$1.out" >&2; echo "counting run of $1 failed" >&2; return 1; }
     tail -n +"$((from + 1))" "$T/hcctld.log" |
-        sed -n '/test hook: HCCTLD_TEST_CRASH_AFTER_STEP=0/,$p' |
-        grep -o 'test hook: durable step [0-9]*: .*' |
-        sed 's/^test hook: durable step [0-9]*: op-[0-9a-f]* //' >"$T/$1.steps"
+        sed -n "/test hook: $HOOK_VAR=0/,\$p" |
+        grep -o "test hook: $POINT_RE.*" |
+        sed "s/^test hook: $POINT_RE//" >"$T/$1.steps"
     ctl_start_hook "" >&2 || return 1
     wc -l <"$T/$1.steps"
 }
