@@ -340,14 +340,30 @@ static int step_ok_to_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_
     return 0;
 }
 
+/* The node's agent for a call that waits on the service (drain, stop, start): the agent answers
+ * once the service has done it, which may take longer than a status query is given (the agent
+ * timeout, as little as 500 ms): a stop that took 1.1 s failed a maintenance under load. Bounded
+ * by HC_MAINT_ACTION_CALL_MS and by the operation's own timeout. */
+static struct hc_svc_node action_node(const struct maint_step *s)
+{
+    struct hc_svc_node n = s->svc;
+    int64_t t = s->timeout_ms > 0 && s->timeout_ms < HC_MAINT_ACTION_CALL_MS
+                    ? s->timeout_ms
+                    : HC_MAINT_ACTION_CALL_MS;
+    if (t > n.timeout_ms)
+        n.timeout_ms = (long)t;
+    return n;
+}
+
 static int step_drain(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                       struct hc_error *err)
 {
     struct maint_step *s = arg;
+    struct hc_svc_node n = action_node(s);
     if (set_state(ctx, s->svc.name, "entering", s->p->mode, NULL, err) < 0)
         return -1;
     hc_op_waiting(ctx, "%s to drain its storage service", s->svc.name);
-    if (hc_svc_drain(&s->svc, err) < 0)
+    if (hc_svc_drain(&n, err) < 0)
         return -1;
     snprintf(detail, len, "drained");
     return 0;
@@ -357,7 +373,8 @@ static int step_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                      struct hc_error *err)
 {
     struct maint_step *s = arg;
-    if (hc_svc_stop(&s->svc, err) < 0 ||
+    struct hc_svc_node n = action_node(s);
+    if (hc_svc_stop(&n, err) < 0 ||
         set_state(ctx, s->svc.name, "active", s->p->mode, "maintenance.entered", err) < 0)
         return -1;
     snprintf(detail, len, "service stopped; node in maintenance (%s)", s->p->mode);
@@ -382,8 +399,9 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
     struct maint_step *s = arg;
     if (set_state(ctx, s->svc.name, "exiting", NULL, NULL, err) < 0)
         return -1;
+    struct hc_svc_node n = action_node(s);
     int bare = no_software(s, err);
-    if (bare < 0 || (!bare && hc_svc_start(&s->svc, err) < 0))
+    if (bare < 0 || (!bare && hc_svc_start(&n, err) < 0))
         return -1;
     snprintf(detail, len, "%s", bare ? NO_SOFTWARE ": nothing to start" : "service started");
     return 0;

@@ -21,6 +21,9 @@
 #include "db/db.h"
 
 #define HC_MAINT_DEFAULT_TIMEOUT_MS (5 * 60 * 1000)
+/* The longest a drain, stop or start call to the agent may take (it answers once the service
+ * has done it); the operation's timeout when that is shorter. */
+#define HC_MAINT_ACTION_CALL_MS (30 * 1000)
 #define HC_ERR_NOT_OK_TO_STOP "not_ok_to_stop"
 #define HC_ERR_BUDGET "unavailable_budget"
 /* A rolling upgrade found another node unreachable while waiting to take one down: it pauses
