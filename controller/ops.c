@@ -790,11 +790,12 @@ struct hc_ops_pool *hc_ops_pool_start(struct hc_controller *ctl, int nworkers, s
         snprintf(w->name, sizeof(w->name), "hcctld-%ld/worker-%d", (long)getpid(), i);
         if (!(w->db = hc_db_open(ctl->db_path, err)))
             goto cleanup;
-        hc_test_watch_db(w->db);
     }
     /* Before any worker runs, so that no worker can claim what recovery is still moving. */
     if (ops_recover(pool->workers[0].db, err) != 0)
         goto cleanup;
+    for (int i = 0; i < pool->nworkers; i++)
+        hc_test_watch_db(pool->workers[i].db); /* the operations' writes, not the recovery's */
     for (int i = 0; i < pool->nworkers; i++) {
         struct hc_ops_worker *w = &pool->workers[i];
         if (pthread_create(&w->thread, NULL, ops_worker_main, w) != 0) {

@@ -22,7 +22,8 @@ static atomic_long crash_count;
 static atomic_long write_at = -1; /* the same for HCCTLD_TEST_CRASH_AT_WRITE */
 static atomic_long write_count;
 static _Thread_local int write_quiet;
-static _Thread_local char last_step[160]; /* this thread's last durable step, for the log */
+static pthread_mutex_t last_mu = PTHREAD_MUTEX_INITIALIZER;
+static char last_step[160]; /* the last durable step of any thread, for the write log; last_mu */
 
 /* A decimal in [0, LONG_MAX) or -1. */
 static long parse_count(const char *text)
@@ -106,7 +107,9 @@ static int write_point(void *arg)
     if (at < 0 || write_quiet)
         return 0;
     long n = atomic_fetch_add(&write_count, 1) + 1;
+    pthread_mutex_lock(&last_mu);
     HC_INFO("test hook: write %ld: after %s", n, last_step[0] ? last_step : "nothing yet");
+    pthread_mutex_unlock(&last_mu);
     if (n == at) {
         HC_WARN("test hook: killing hcctld as write %ld commits", n);
         raise(SIGKILL);
@@ -128,7 +131,11 @@ void hc_test_quiet(int on)
 void hc_test_crash_point(const char *op_id, const char *what)
 {
     long at = atomic_load(&crash_at);
-    snprintf(last_step, sizeof(last_step), "%s", what);
+    if (atomic_load(&write_at) >= 0) {
+        pthread_mutex_lock(&last_mu);
+        snprintf(last_step, sizeof(last_step), "%s", what);
+        pthread_mutex_unlock(&last_mu);
+    }
     if (at < 0)
         return;
     long n = atomic_fetch_add(&crash_count, 1) + 1;

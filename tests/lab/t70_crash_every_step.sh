@@ -288,6 +288,11 @@ enumerate maintenance "$total" maint_case
 # --- MTU change ----------------------------------------------------------------------------------
 
 mtu_of() { lab_exec "$1" cat /sys/class/net/eth1/mtu; }
+# api GET PATH: the controller's raw answer (the stored result of an operation).
+api() {
+    curl -sS --max-time 10 --cacert "$CTL_DIR/ca.pem" \
+        -H "Authorization: Bearer $(cat "$CTL_DIR/admin.token")" -X "$1" "$CTL_URL$2"
+}
 mtu_case() {
     local id from to n
     ctl_ensure || return 1
@@ -302,7 +307,12 @@ mtu_case() {
     hcctl cluster status -o json | jq -e --argjson m "$to" '.cluster.mtu == $m' >/dev/null ||
         { echo "cluster MTU $(hcctl cluster status -o json | jq .cluster.mtu), want $to"; return 1; }
     once_per_node net.mtu "$id" "$NODES" '.details.result == "confirmed"' &&
-    once_per_node net.mtu "$id" "" '.node != null and .details.result != "confirmed"'
+    once_per_node net.mtu "$id" "" '.node != null and .details.result != "confirmed"' || return 1
+    # the stored record says what to undo: every node confirmed from the old MTU
+    api GET "/v1/operations/$id/result" >res.json &&
+    jq -e --argjson from "$from" --argjson to "$to" '[.result.changes[] | .state == "confirmed"
+        and .previous_mtu == $from and .mtu == $to] | length == 3 and all' res.json >/dev/null ||
+        { echo "recorded changes: $(jq -c .result.changes res.json)"; return 1; }
 }
 total=$(count_steps mtu mtu_case) || exit 1
 echo "# MTU change: $total durable steps"
