@@ -14,6 +14,7 @@
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "common/https_server.h"
@@ -176,6 +177,20 @@ static void svc_standin_start(struct svc_standin *s, struct hc_controller *ctl, 
     sem_wait(&s->ready);
     if (s->port == 0)
         fail_msg("agent stand-in: %s", s->err.message);
+}
+
+/* The stand-in's certificate as PEM text (malloc'd): what a node row's cert_pem holds for the
+ * node served by it (the controller pins the key of the node enrolled at an agent URL). */
+static char *svc_standin_pem(const struct svc_standin *s)
+{
+    FILE *fp = fopen(s->cert, "r");
+    char *pem = calloc(1, 16384);
+    assert_non_null(fp);
+    assert_non_null(pem);
+    size_t n = fread(pem, 1, 16383, fp);
+    fclose(fp);
+    assert_true(n > 0 && n < 16383);
+    return pem;
 }
 
 static void svc_standin_stop(struct svc_standin *s)

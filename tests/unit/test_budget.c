@@ -71,19 +71,27 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-/* A node that is up: reachable, service running, out of maintenance; its agent the stand-in. */
+/* A node that is up: reachable, service running, out of maintenance. n1's agent is the
+ * stand-in (its certificate on record, as enrolment leaves it); the others have agents of their
+ * own that no test calls (each node has its own URL). */
 static void add_node(struct fixture *f, const char *name)
 {
     struct hc_error err = {0};
     char url[64];
-    snprintf(url, sizeof(url), "https://127.0.0.1:%d", f->agent.port);
+    int n1 = !strcmp(name, "n1");
+    char *pem = n1 ? svc_standin_pem(&f->agent) : strdup("PEM");
+    if (n1)
+        snprintf(url, sizeof(url), "https://127.0.0.1:%d", f->agent.port);
+    else
+        snprintf(url, sizeof(url), "https://127.0.0.%d:7444", 100 + name[1] - '0');
     assert_int_equal(hc_db_run(f->db, &err,
                                "INSERT INTO nodes (cluster_id, name, address, "
                                "agent_url, cert_serial, cert_pem, joined_at, health, "
                                "service_state, software_version) VALUES ('c-test', ?, "
-                               "'127.0.0.1', ?, ?, 'PEM', ?, 'reachable', 'running', '1.0')",
-                               "sssi", name, url, name, hc_now_ms()),
+                               "'127.0.0.1', ?, ?, ?, ?, 'reachable', 'running', '1.0')",
+                               "ssssi", name, url, name, pem, hc_now_ms()),
                      1);
+    free(pem);
 }
 
 static void set_col(struct fixture *f, const char *node, const char *col, const char *value)

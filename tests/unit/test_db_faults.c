@@ -87,18 +87,25 @@ static struct hc_db *fresh_db(struct fixture *f)
                                "('c-test', 'test', ?)",
                                "i", hc_now_ms()),
                      1);
-    snprintf(url, sizeof(url), "https://127.0.0.1:%d", f->agent.port);
+    /* n1's agent is the stand-in (its certificate on record, as enrolment leaves it); n2 has
+     * an agent of its own that the cycle never calls */
+    char *pem = svc_standin_pem(&f->agent);
     for (int i = 1; i <= 2; i++) {
         char name[8];
         snprintf(name, sizeof(name), "n%d", i);
+        if (i == 1)
+            snprintf(url, sizeof(url), "https://127.0.0.1:%d", f->agent.port);
+        else
+            snprintf(url, sizeof(url), "https://127.0.0.102:7444");
         assert_int_equal(hc_db_run(db, &err,
                                    "INSERT INTO nodes (cluster_id, name, address, "
                                    "agent_url, cert_serial, cert_pem, joined_at, health, "
                                    "service_state, software_version) VALUES ('c-test', ?, "
-                                   "'127.0.0.1', ?, ?, 'PEM', ?, 'reachable', 'running', '1.0')",
-                                   "sssi", name, url, name, hc_now_ms()),
+                                   "'127.0.0.1', ?, ?, ?, ?, 'reachable', 'running', '1.0')",
+                                   "ssssi", name, url, name, i == 1 ? pem : "PEM", hc_now_ms()),
                          1);
     }
+    free(pem);
     assert_int_equal(hc_crl_write(&f->ctl, db, &err), 0);
     return db;
 }
