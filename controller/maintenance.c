@@ -22,12 +22,11 @@ int hc_maint_mode_valid(const char *mode)
                     !strcmp(mode, "none"));
 }
 
-/* Why a node counts as down, or NULL when it is up. */
-static const char *down_reason(const json_t *row)
+const char *hc_avail_down_reason(const char *maint, const char *health, const char *svc)
 {
-    const char *maint = hc_json_str(row, "maintenance", "none");
-    const char *health = hc_json_str(row, "health", "unknown");
-    const char *svc = hc_json_str(row, "service_state", "");
+    maint = maint ? maint : "none";
+    health = health ? health : "unknown";
+    svc = svc ? svc : "";
     if (strcmp(maint, "none") != 0)
         return "in maintenance";
     if (strcmp(health, "reachable") != 0)
@@ -36,6 +35,13 @@ static const char *down_reason(const json_t *row)
         !strcmp(svc, "starting"))
         return "service not running";
     return NULL;
+}
+
+static const char *down_reason(const json_t *row)
+{
+    return hc_avail_down_reason(hc_json_str(row, "maintenance", NULL),
+                                hc_json_str(row, "health", NULL),
+                                hc_json_str(row, "service_state", NULL));
 }
 
 int hc_avail_down(struct hc_db *db, const char *except, int *count, char *who, size_t who_len,
@@ -347,14 +353,30 @@ static int step_ok_to_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_
     return 0;
 }
 
+/* The node's agent for a call that waits on the service (drain, stop, start): the agent answers
+ * once the service has done it, which may take longer than a status query is given (the agent
+ * timeout, as little as 500 ms): a stop that took 1.1 s failed a maintenance under load. Bounded
+ * by HC_MAINT_ACTION_CALL_MS and by the operation's own timeout. */
+static struct hc_svc_node action_node(const struct maint_step *s)
+{
+    struct hc_svc_node n = s->svc;
+    int64_t t = s->timeout_ms > 0 && s->timeout_ms < HC_MAINT_ACTION_CALL_MS
+                    ? s->timeout_ms
+                    : HC_MAINT_ACTION_CALL_MS;
+    if (t > n.timeout_ms)
+        n.timeout_ms = (long)t;
+    return n;
+}
+
 static int step_drain(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                       struct hc_error *err)
 {
     struct maint_step *s = arg;
+    struct hc_svc_node n = action_node(s);
     if (set_state(ctx, s->svc.name, "entering", s->p->mode, NULL, err) < 0)
         return -1;
     hc_op_waiting(ctx, "%s to drain its storage service", s->svc.name);
-    if (hc_svc_drain(&s->svc, err) < 0)
+    if (hc_svc_drain(&n, err) < 0)
         return -1;
     snprintf(detail, len, "drained");
     return 0;
@@ -364,7 +386,8 @@ static int step_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                      struct hc_error *err)
 {
     struct maint_step *s = arg;
-    if (hc_svc_stop(&s->svc, err) < 0 ||
+    struct hc_svc_node n = action_node(s);
+    if (hc_svc_stop(&n, err) < 0 ||
         set_state(ctx, s->svc.name, "active", s->p->mode, "maintenance.entered", err) < 0)
         return -1;
     snprintf(detail, len, "service stopped; node in maintenance (%s)", s->p->mode);
@@ -389,8 +412,9 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
     struct maint_step *s = arg;
     if (set_state(ctx, s->svc.name, "exiting", NULL, NULL, err) < 0)
         return -1;
+    struct hc_svc_node n = action_node(s);
     int bare = no_software(s, err);
-    if (bare < 0 || (!bare && hc_svc_start(&s->svc, err) < 0))
+    if (bare < 0 || (!bare && hc_svc_start(&n, err) < 0))
         return -1;
     snprintf(detail, len, "%s", bare ? NO_SOFTWARE ": nothing to start" : "service started");
     return 0;

@@ -21,6 +21,9 @@
 #include "db/db.h"
 
 #define HC_MAINT_DEFAULT_TIMEOUT_MS (5 * 60 * 1000)
+/* The longest a drain, stop or start call to the agent may take (it answers once the service
+ * has done it); the operation's timeout when that is shorter. */
+#define HC_MAINT_ACTION_CALL_MS (30 * 1000)
 #define HC_ERR_NOT_OK_TO_STOP "not_ok_to_stop"
 #define HC_ERR_BUDGET "unavailable_budget"
 /* The start of the ok_to_stop step's detail when unreachable_ok let an unanswered one pass. */
@@ -32,6 +35,11 @@
 /* 1 when mode is ensure-accessibility, full or none. */
 int hc_maint_mode_valid(const char *mode);
 
+/* Why a node with these columns (nodes.maintenance, health, service_state; NULL as unknown)
+ * counts as down — "in maintenance", its health ("unreachable", "stalled", "unknown"),
+ * "service not running" — or NULL when it is up. The one rule of what "down" means. */
+const char *hc_avail_down_reason(const char *maintenance, const char *health,
+                                 const char *service_state);
 /* Nodes down now other than `except` (may be NULL): count, and their names with why in `who`.
  * Returns 0 or -1 with err. */
 int hc_avail_down(struct hc_db *db, const char *except, int *count, char *who, size_t who_len,

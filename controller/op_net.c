@@ -350,6 +350,34 @@ static int let_revert(struct mtu_job *j, size_t i, const char *change_id, int pr
     return end_change(j, i, id, previous, r, by_request, why, fix, err);
 }
 
+/* 1 when the operation's record says it changed node i (pending or confirmed, from another
+ * MTU); *previous receives that MTU. */
+static int changed_before_restart(struct mtu_job *j, size_t i, int *previous)
+{
+    const json_t *ch = change_of(j, j->chk.nodes[i].name);
+    const char *state = hc_json_str(ch, "state", "");
+    int prev = (int)hc_json_int(ch, "previous_mtu", 0);
+    if ((strcmp(state, "pending") != 0 && strcmp(state, "confirmed") != 0) || prev <= 0 ||
+        prev == j->mtu)
+        return 0;
+    *previous = prev;
+    return 1;
+}
+
+/* 1 when this operation already wrote node i's "confirmed" event (before a restart). */
+static int confirmed_recorded(struct mtu_job *j, size_t i)
+{
+    struct hc_error err = {0};
+    json_t *rows = hc_db_query_json(
+        j->db, &err, "SELECT COUNT(*) AS n FROM events WHERE ts >= (SELECT COALESCE(started_at, "
+        "created_at) FROM operations WHERE id = ?) AND op_id = ? AND node = ? AND type = "
+        "'net.mtu' AND json_extract(details_json, '$.result') = 'confirmed'",
+        "sss", hc_op_id(j->ctx), hc_op_id(j->ctx), j->chk.nodes[i].name);
+    int n = rows ? (int)hc_json_int(json_array_get(rows, 0), "n", 0) : 0;
+    json_decref(rows);
+    return n > 0;
+}
+
 static int step_set_mtu(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                         struct hc_error *err)
 {
@@ -363,6 +391,18 @@ static int step_set_mtu(struct hc_op_ctx *ctx, void *arg, char *detail, size_t l
     int adopted = adopt_pending(j, i, id, sizeof(id), &previous, err);
     if (adopted < 0)
         return -1;
+    if (!adopted && j->cur[i] == j->mtu && changed_before_restart(j, i, &previous)) {
+        /* This operation changed it before a restart and the confirmation landed: an agent
+         * drops a pending change only by confirming it or by reverting to the old MTU. Recorded
+         * as confirmed, with the old MTU kept for a rollback (recording it "unchanged" lost it:
+         * a later failure left this node alone on the new MTU). */
+        change_set(j, i, "confirmed", previous, NULL);
+        if (!confirmed_recorded(j, i))
+            mtu_event(j, i, previous, j->mtu, "confirmed");
+        snprintf(detail, len, "%s %d -> %d, confirmed before a controller restart", n->iface,
+                 previous, j->mtu);
+        return 0;
+    }
     if (!adopted && j->cur[i] == j->mtu) {
         /* Proven with the others already at it (step verify_unchanged) and with each node that
          * changes after it (that node's verification). */

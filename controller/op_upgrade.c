@@ -206,18 +206,45 @@ static int step_stage(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
     return 0;
 }
 
+/* 1 when this operation already wrote event `type` for the node (a step that wrote its event
+ * and was cut before its end was recorded runs again: the event is not written twice), 0 when
+ * not, -1 with err. */
+static int event_written(struct hc_op_ctx *ctx, const char *type, const char *node,
+                         struct hc_error *err)
+{
+    /* Only the events since the operation started are looked at (events_ts index): the log
+     * is long. */
+    json_t *rows = hc_db_query_json(hc_op_db(ctx), err, "SELECT COUNT(*) AS n FROM events "
+                                    "WHERE ts >= (SELECT COALESCE(started_at, created_at) FROM "
+                                    "operations WHERE id = ?) AND op_id = ? AND node = ? AND "
+                                    "type = ?", "ssss", hc_op_id(ctx), hc_op_id(ctx), node, type);
+    if (!rows)
+        return -1;
+    int n = (int)hc_json_int(json_array_get(rows, 0), "n", 0);
+    json_decref(rows);
+    return n > 0;
+}
+
 static int step_activate(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                          struct hc_error *err)
 {
     struct node_step *s = arg;
     struct hc_sw_state st;
-    if (hc_sw_state(&s->svc, &st, err) < 0 || hc_sw_activate(&s->svc, s->u->to, 1, err) < 0 ||
-        hc_event_add(hc_op_db(ctx), "software.activated", s->svc.name, hc_op_id(ctx),
-                     "controller", json_pack("{s:s, s:s}", "from", st.current, "to", s->u->to),
-                     err, "node %s activated %s (was %s)", s->svc.name, s->u->to,
-                     st.current[0] ? st.current : "nothing") < 0)
+    if (hc_sw_state(&s->svc, &st, err) < 0)
         return -1;
-    snprintf(detail, len, "%s active (was %s)", s->u->to, st.current[0] ? st.current : "none");
+    /* Already on the target: activated by this operation before a restart (the agent takes the
+     * same activation again as a no-op); what it ran before is now its previous version. */
+    const char *was = !strcmp(st.current, s->u->to) ? st.previous : st.current;
+    int written;
+    if (hc_sw_activate(&s->svc, s->u->to, 1, err) < 0 ||
+        (written = event_written(ctx, "software.activated", s->svc.name, err)) < 0 ||
+        (!written &&
+         hc_event_add(hc_op_db(ctx), "software.activated", s->svc.name, hc_op_id(ctx),
+                      "controller", json_pack("{s:s, s:s}", "from", was, "to", s->u->to), err,
+                      "node %s activated %s (was %s)", s->svc.name, s->u->to,
+                      was[0] ? was : "nothing") < 0))
+        return -1;
+    snprintf(detail, len, "%s active (was %s)", s->u->to, was[0] ? was : "none");
     return 0;
 }
 
@@ -237,12 +264,19 @@ static int step_rollback(struct hc_op_ctx *ctx, void *arg, char *detail, size_t 
 {
     struct node_step *s = arg;
     struct hc_sw_state st;
-    if (hc_sw_rollback(&s->svc, err) < 0 || hc_sw_state(&s->svc, &st, err) < 0 ||
+    int written;
+    /* A node no longer on the failed version was rolled back by this step before a restart: a
+     * second rollback would find no rollback target left (409) and fail a node that is fine. */
+    if (hc_sw_state(&s->svc, &st, err) < 0 ||
+        (!strcmp(st.current, s->u->to) &&
+         (hc_sw_rollback(&s->svc, err) < 0 || hc_sw_state(&s->svc, &st, err) < 0)) ||
         hc_maint_wait_healthy(ctx, &s->svc, s->u->node_timeout_ms, err) < 0 ||
-        hc_event_add(hc_op_db(ctx), "software.rolled_back", s->svc.name, hc_op_id(ctx),
-                     "controller", json_pack("{s:s, s:s}", "from", s->u->to, "to", st.current),
-                     err, "node %s rolled back from %s to %s", s->svc.name, s->u->to,
-                     st.current) < 0)
+        (written = event_written(ctx, "software.rolled_back", s->svc.name, err)) < 0 ||
+        (!written &&
+         hc_event_add(hc_op_db(ctx), "software.rolled_back", s->svc.name, hc_op_id(ctx),
+                      "controller", json_pack("{s:s, s:s}", "from", s->u->to, "to", st.current),
+                      err, "node %s rolled back from %s to %s", s->svc.name, s->u->to,
+                      st.current) < 0))
         return -1;
     snprintf(s->previous, sizeof(s->previous), "%s", st.current);
     snprintf(detail, len, "rolled back to %s, healthy", st.current);

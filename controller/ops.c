@@ -8,6 +8,7 @@
  *   operations.state is guarded by "state NOT IN terminal";
  * - the cluster_lease row of a disruptive operation exists from submit until the operation
  *   reaches a terminal state, and is deleted in the same transaction that writes that state;
+ * - a terminal operation has no step 'running' (that transaction ends the steps left so);
  * - every state change writes an event in the same transaction.
  */
 #include "controller/ops.h"
@@ -25,9 +26,11 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/events.h"
+#include "controller/test_hooks.h"
 
 #define HC_OPS_MAX_KINDS 32
 #define HC_OPS_WAKE_MS 500
+#define HC_OPS_COMPLETE_BACKOFF_MS 5000
 #define HC_OPS_TERMINAL "('succeeded','failed','aborted')"
 
 /* --- kinds registry ------------------------------------------------------------------------ */
@@ -113,6 +116,15 @@ static int ops_finish_locked(struct hc_db *db, const char *id, const char *kind,
     if (n <= 0)
         return n < 0 ? -1 : 0;
     if (hc_db_run(db, err, "DELETE FROM cluster_lease WHERE op_id = ?", "s", id) < 0)
+        return -1;
+    /* A step still 'running' here is one whose end could not be recorded (the database refused
+     * the write: the run then fails with that error) or one a dead controller left before an
+     * abort: an ended operation has no step running. */
+    if (hc_db_run(db, err,
+                  "UPDATE operation_steps SET state = 'failed', finished_at = ?, detail = "
+                  "COALESCE(detail, 'its end was not recorded: the operation ended first') "
+                  "WHERE op_id = ? AND state = 'running'",
+                  "is", now, id) < 0)
         return -1;
     json_t *details = json_pack("{s:s, s:s, s:s}", "kind", kind, "from", from, "to", to);
     if (fail) {
@@ -221,6 +233,7 @@ int hc_ops_submit(struct hc_db *db, const char *cluster_id, const char *kind_nam
         goto cleanup;
     if (hc_db_commit(db, err) != 0)
         goto cleanup;
+    hc_test_crash_point(id, "created");
     snprintf(id_out, 32, "%s", id);
     rc = 0;
 cleanup:
@@ -557,6 +570,7 @@ static json_t *ops_claim(struct hc_ops_worker *w)
                      &err, "operation %s (%s) is running", id, kind) != 0 ||
         hc_db_commit(w->db, &err) != 0)
         goto cleanup;
+    hc_test_crash_point(id, "running");
     ok = 1;
 cleanup:
     if (!ok || !row) {
@@ -569,9 +583,10 @@ cleanup:
     return row;
 }
 
-/* Writes the outcome of a run. PAUSED leaves the operation 'running' when the controller is
- * stopping and nobody asked for a pause, so that the next start resumes it. */
-static void ops_complete(struct hc_op_ctx *ctx, enum hc_op_result r, const struct hc_error *fail)
+/* Writes the outcome of a run, once. PAUSED leaves the operation 'running' when the controller
+ * is stopping and nobody asked for a pause, so that the next start resumes it. */
+static int ops_complete_once(struct hc_op_ctx *ctx, enum hc_op_result r,
+                             const struct hc_error *fail, struct hc_error *errp)
 {
     struct hc_error err = {0};
     json_t *row = NULL;
@@ -601,12 +616,46 @@ static void ops_complete(struct hc_op_ctx *ctx, enum hc_op_result r, const struc
         rc = ops_move_locked(ctx->db, ctx->id, ctx->kind, "running", "paused", "controller", &err);
     if (rc == 0)
         rc = hc_db_commit(ctx->db, &err);
+    if (rc == 0)
+        hc_test_crash_point(ctx->id, r == HC_OP_SUCCEEDED ? "succeeded"
+                                     : r == HC_OP_FAILED  ? "failed"
+                                     : r == HC_OP_ABORTED ? "aborted"
+                                                          : "stopped or paused");
 cleanup:
     if (rc != 0) {
         hc_db_rollback(ctx->db);
-        HC_ERROR("cannot record the outcome of operation %s: %s", ctx->id, err.message);
+        *errp = err;
     }
     json_decref(row);
+    return rc != 0 ? -1 : 0;
+}
+
+/* Writes the outcome of a run. A database that refuses the write (disk full, I/O error, busy)
+ * is asked again, backing off up to HC_OPS_COMPLETE_BACKOFF_MS, for as long as the pool runs:
+ * given up, the operation would stay 'running' with no worker until the next start. */
+static void ops_complete(struct hc_op_ctx *ctx, enum hc_op_result r, const struct hc_error *fail)
+{
+    int64_t backoff = 100;
+    for (int attempt = 1;; attempt++) {
+        struct hc_error err = {0};
+        if (ops_complete_once(ctx, r, fail, &err) == 0)
+            return;
+        if (err.status == 404) {
+            HC_ERROR("cannot record the outcome of operation %s: %s", ctx->id, err.message);
+            return;
+        }
+        if (ops_stopping(ctx->pool)) {
+            HC_ERROR("cannot record the outcome of operation %s: %s; it stays running and the "
+                     "next start runs it again", ctx->id, err.message);
+            return;
+        }
+        HC_ERROR("cannot record the outcome of operation %s (attempt %d, again in %lld ms): %s",
+                 ctx->id, attempt, (long long)backoff, err.message);
+        for (int64_t slept = 0; slept < backoff && !ops_stopping(ctx->pool); slept += 50)
+            usleep(50 * 1000);
+        backoff = backoff * 2 < HC_OPS_COMPLETE_BACKOFF_MS ? backoff * 2
+                                                           : HC_OPS_COMPLETE_BACKOFF_MS;
+    }
 }
 
 static void ops_run(struct hc_ops_worker *w, const json_t *row)
@@ -730,6 +779,7 @@ struct hc_ops_pool *hc_ops_pool_start(struct hc_controller *ctl, int nworkers, s
 {
     struct hc_ops_pool *pool = ops_pool_new(ctl, nworkers > 0 ? nworkers : 1);
     int ok = 0;
+    hc_test_hooks_init(); /* the environment is read once, before any operation runs */
     if (!pool) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot allocate the operation pool");
         return NULL;
@@ -744,6 +794,8 @@ struct hc_ops_pool *hc_ops_pool_start(struct hc_controller *ctl, int nworkers, s
     /* Before any worker runs, so that no worker can claim what recovery is still moving. */
     if (ops_recover(pool->workers[0].db, err) != 0)
         goto cleanup;
+    for (int i = 0; i < pool->nworkers; i++)
+        hc_test_watch_db(pool->workers[i].db); /* the operations' writes, not the recovery's */
     for (int i = 0; i < pool->nworkers; i++) {
         struct hc_ops_worker *w = &pool->workers[i];
         if (pthread_create(&w->thread, NULL, ops_worker_main, w) != 0) {
@@ -794,9 +846,12 @@ void hc_op_waiting(struct hc_op_ctx *ctx, const char *fmt, ...)
         vsnprintf(text, sizeof(text), fmt, ap);
         va_end(ap);
     }
-    if (hc_db_run(ctx->db, &err,
-                  "UPDATE operations SET waiting_on = ?, updated_at = ? WHERE id = ?", "sis",
-                  fmt ? text : NULL, hc_now_ms(), ctx->id) < 0)
+    hc_test_quiet(1);
+    int rc = hc_db_run(ctx->db, &err,
+                       "UPDATE operations SET waiting_on = ?, updated_at = ? WHERE id = ?", "sis",
+                       fmt ? text : NULL, hc_now_ms(), ctx->id);
+    hc_test_quiet(0);
+    if (rc < 0)
         HC_WARN("cannot record what operation %s waits on: %s", ctx->id, err.message);
 }
 
@@ -838,6 +893,15 @@ static char *ops_step_state(struct hc_op_ctx *ctx, const char *node, const char 
     return state;
 }
 
+/* A step's state change is a durable step of the crash test hook (controller/test_hooks.h). */
+static void ops_step_crash_point(struct hc_op_ctx *ctx, const char *node, const char *step,
+                                 const char *state)
+{
+    char what[192];
+    snprintf(what, sizeof(what), "%s%s%s %s", node ? node : "", node ? "/" : "", step, state);
+    hc_test_crash_point(ctx->id, what);
+}
+
 /* Marks the step running (a new row, or attempts + 1 on an existing one) and the operation's
  * progress, in one transaction. */
 static int ops_step_begin(struct hc_op_ctx *ctx, const char *node, const char *step, int exists,
@@ -870,6 +934,8 @@ static int ops_step_begin(struct hc_op_ctx *ctx, const char *node, const char *s
     free(text);
     if (rc >= 0)
         rc = hc_db_commit(ctx->db, err);
+    if (rc >= 0)
+        ops_step_crash_point(ctx, node, step, "running");
 cleanup:
     if (rc < 0)
         hc_db_rollback(ctx->db);
@@ -879,13 +945,14 @@ cleanup:
 static int ops_step_end(struct hc_op_ctx *ctx, const char *node, const char *step, int ok,
                         const char *detail, struct hc_error *err)
 {
-    return hc_db_run(ctx->db, err,
-                     "UPDATE operation_steps SET state = ?, finished_at = ?, detail = ? "
-                     "WHERE op_id = ? AND node IS ? AND step = ?",
-                     "sissss", ok ? "succeeded" : "failed", hc_now_ms(), detail[0] ? detail : NULL,
-                     ctx->id, node, step) < 0
-               ? -1
-               : 0;
+    if (hc_db_run(ctx->db, err,
+                  "UPDATE operation_steps SET state = ?, finished_at = ?, detail = ? "
+                  "WHERE op_id = ? AND node IS ? AND step = ?",
+                  "sissss", ok ? "succeeded" : "failed", hc_now_ms(), detail[0] ? detail : NULL,
+                  ctx->id, node, step) < 0)
+        return -1;
+    ops_step_crash_point(ctx, node, step, ok ? "succeeded" : "failed");
+    return 0;
 }
 
 /* Runs a step; skip_done: a step that already succeeded is not run again. */
@@ -944,6 +1011,7 @@ struct hc_op_ctx *hc_op_ctx_fork(struct hc_op_ctx *ctx, struct hc_error *err)
         free(fork);
         return NULL;
     }
+    hc_test_watch_db(fork->db);
     json_incref(fork->params);
     return fork;
 }

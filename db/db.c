@@ -11,17 +11,57 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "db/migrations.h"
 
 struct hc_db {
     sqlite3 *h;
     char *path;
 };
+
+/* --- fault injection (test hook, see db.h) ------------------------------------------------ */
+
+static atomic_long fault_at = -1;
+static atomic_int fault_code;
+static atomic_long fault_writes;
+static atomic_int fault_fired;
+
+void hc_db_fault_set(long fail_at, int code)
+{
+    atomic_store(&fault_writes, 0);
+    atomic_store(&fault_fired, 0);
+    atomic_store(&fault_code, code ? code : SQLITE_FULL);
+    atomic_store(&fault_at, fail_at);
+}
+
+long hc_db_fault_writes(void)
+{
+    return atomic_load(&fault_writes);
+}
+
+int hc_db_fault_fired(void)
+{
+    return atomic_load(&fault_fired);
+}
+
+/* Counts one write; 1 when it is the one to fail. */
+static int fault_due(void)
+{
+    long at = atomic_load(&fault_at);
+    if (at < 0)
+        return 0;
+    long n = atomic_fetch_add(&fault_writes, 1) + 1;
+    if (at == 0 || n != at)
+        return 0;
+    atomic_store(&fault_fired, 1);
+    return 1;
+}
 
 /* First ~40 characters of a statement, whitespace runs folded to one space, for messages. */
 static const char *sql_excerpt(const char *sql, char buf[48])
@@ -52,6 +92,20 @@ static int stmt_error(struct hc_db *db, struct hc_error *err, const char *verb, 
     char ex[48];
     return hc_error_set(err, 500, HC_ERR_DB, "cannot %s '%s' on database '%s': %s", verb,
                         sql_excerpt(sql, ex), db->path, sqlite3_errmsg(db->h));
+}
+
+/* The injected failure of a write: nothing was written, and the transaction (if any) is rolled
+ * back, which is what SQLite may do on SQLITE_FULL and SQLITE_IOERR (callers must cope). */
+static int fault_fail(struct hc_db *db, struct hc_error *err, const char *sql)
+{
+    char ex[48];
+    int code = atomic_load(&fault_code);
+    if (!sqlite3_get_autocommit(db->h))
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    HC_WARN("test hook: database write %ld ('%s') fails: %s",
+            atomic_load(&fault_writes), sql_excerpt(sql, ex), sqlite3_errstr(code));
+    return hc_error_set(err, 500, HC_ERR_DB, "cannot run '%s' on database '%s': %s",
+                        sql_excerpt(sql, ex), db->path, sqlite3_errstr(code));
 }
 
 /* Creates the file ourselves so that it never exists with a wider mode than 0600; SQLite gives
@@ -161,6 +215,11 @@ void hc_db_close(struct hc_db *db)
     free(db);
 }
 
+void hc_db_set_commit_hook(struct hc_db *db, int (*fn)(void *), void *arg)
+{
+    sqlite3_commit_hook(db->h, fn, arg);
+}
+
 sqlite3 *hc_db_handle(struct hc_db *db)
 {
     return db->h;
@@ -233,6 +292,8 @@ int hc_db_begin(struct hc_db *db, struct hc_error *err)
 
 int hc_db_commit(struct hc_db *db, struct hc_error *err)
 {
+    if (!sqlite3_get_autocommit(db->h) && fault_due())
+        return fault_fail(db, err, "COMMIT");
     return hc_db_exec(db, "COMMIT", err);
 }
 
@@ -261,6 +322,13 @@ sqlite3_stmt *hc_db_prepare(struct hc_db *db, const char *sql, struct hc_error *
     if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK) {
         stmt_error(db, err, "prepare", sql);
         sqlite3_finalize(st);
+        return NULL;
+    }
+    /* The fault hook fails a write here, where every statement passes (hc_db_run,
+     * hc_db_query_json and the callers that step statements themselves). */
+    if (st && !sqlite3_stmt_readonly(st) && fault_due()) {
+        sqlite3_finalize(st);
+        fault_fail(db, err, sql);
         return NULL;
     }
     return st;

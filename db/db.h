@@ -51,4 +51,22 @@ json_t *hc_db_query_json(struct hc_db *db, struct hc_error *err, const char *sql
 /* Same binds; runs a statement that returns no rows. Returns sqlite3_changes() or -1. */
 int hc_db_run(struct hc_db *db, struct hc_error *err, const char *sql, const char *fmt, ...);
 
+/* Calls fn(arg) just before each write transaction of this connection commits (SQLite's commit
+ * hook: a non-zero return turns the commit into a rollback); NULL removes it. For the crash
+ * test hook (controller/test_hooks.h). */
+void hc_db_set_commit_hook(struct hc_db *db, int (*fn)(void *), void *arg);
+
+/* Test hook (fault injection, the SQLite way: fail at call N): with fail_at > 0, the
+ * fail_at-th write from now on (a statement that changes the database, failed where it is
+ * prepared, in hc_db_prepare, which every statement passes; or a COMMIT) does nothing and
+ * fails with code (SQLITE_FULL or SQLITE_IOERR),
+ * rolling back the open transaction as SQLite may do for those errors; the error message is
+ * SQLite's own for the code ("database or disk is full", "disk I/O error"). Only that one call
+ * fails. fail_at 0 counts writes without failing any; -1 turns the hook off (the default).
+ * Process-wide: counts the writes of every connection. */
+void hc_db_fault_set(long fail_at, int code);
+/* Writes counted since the last hc_db_fault_set; whether the armed fault has fired. */
+long hc_db_fault_writes(void);
+int hc_db_fault_fired(void);
+
 #endif
