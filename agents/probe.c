@@ -124,8 +124,7 @@ struct hc_probe_responder {
 };
 
 /* Refills b at per_s probes a second up to burst, then takes one probe. 1 when there was one. */
-static int bucket_take(int64_t *tokens, int64_t *last_ms, int64_t now, int64_t per_s,
-                       int64_t burst)
+static int bucket_take(int64_t *tokens, int64_t *last_ms, int64_t now, int64_t per_s, int64_t burst)
 {
     int64_t elapsed = now - *last_ms;
     if (elapsed > 0) {

@@ -34,8 +34,8 @@
 #define HC_PROBE_REPLY_MAGIC "HCR1" /* a version 2 reply: never answered */
 #define HC_PROBE_V2_MARK "HCV2"     /* at offset 8 of a version 2 packet */
 #define HC_PROBE_V2_HEADER 12       /* magic + sequence number + mark */
-#define HC_PROBE_HEADER 28   /* IPv4 header (20) + UDP header (8) */
-#define HC_PROBE_MIN_SIZE 36 /* header + magic + sequence number */
+#define HC_PROBE_HEADER 28          /* IPv4 header (20) + UDP header (8) */
+#define HC_PROBE_MIN_SIZE 36        /* header + magic + sequence number */
 #define HC_PROBE_MAX_SIZE 65535
 #define HC_PROBE_SMALL_SIZE 576 /* every IPv4 path carries it: tells loss of big frames apart */
 #define HC_PROBE_DEFAULT_TIMEOUT_MS 1000
@@ -78,7 +78,6 @@ int hc_probe_packet_parse(const uint8_t *buf, size_t len, struct hc_probe_packet
 #define HC_PROBE_RATE_GLOBAL_BURST 16384
 #define HC_PROBE_RATE_GLOBAL_PER_S 16384
 #define HC_PROBE_RATE_SOURCES 1024
-
 
 struct hc_probe_responder;
 /* Binds addr:port (addr NULL: all addresses; port 0: HC_PROBE_PORT, -1: any free port, for

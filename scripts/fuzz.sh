@@ -22,11 +22,17 @@ else
     echo "fuzz.sh: unknown target '$1' (one of: $(echo $all), all)" >&2
     exit 2
 fi
-if [ ! -f "$build/build.ninja" ]; then
-    cmake -S "$src" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
-        -DHC_FUZZ=ON -DHC_WERROR=ON >/dev/null
-fi
-ninja -C "$build" fuzz >/dev/null
+# Two runs at once (two targets on two cores) share the build: one builds, the other waits,
+# rather than one executing a binary the other is relinking.
+mkdir -p "$build"
+(
+    flock 9
+    if [ ! -f "$build/build.ninja" ]; then
+        cmake -S "$src" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+            -DHC_FUZZ=ON -DHC_WERROR=ON >/dev/null
+    fi
+    ninja -C "$build" fuzz >/dev/null
+) 9>"$build/.fuzz-build.lock"
 mkdir -p "$build/corpus" "$build/test-tmp"
 rc=0
 for t in $targets; do

@@ -81,8 +81,7 @@ static void issue(X509 *ca, EVP_PKEY *ca_key, const char *dir)
     struct hc_error err = {0};
     char serial[33];
     const char *sans[] = {"127.0.0.1"};
-    struct hc_cert_spec spec = {
-        .cn = "n1", .sans = sans, .nsans = 1, .server_auth = 1, .days = 2};
+    struct hc_cert_spec spec = {.cn = "n1", .sans = sans, .nsans = 1, .server_auth = 1, .days = 2};
     char *cert_path = hc_path_join(dir, HC_AGENT_FILE_CERT);
     char *key_path = hc_path_join(dir, HC_AGENT_FILE_KEY);
     EVP_PKEY *key = hc_pki_key_new(&err);
@@ -131,8 +130,9 @@ static void setup(void)
     fuzz_quiet_logs();
     g.private_netns = geteuid() == 0 && unshare(CLONE_NEWNET) == 0;
     if (!g.private_netns)
-        fprintf(stderr, "fuzz_agent_api: no private network namespace (%s): the routes that "
-                        "change the network or start processes are excluded\n",
+        fprintf(stderr,
+                "fuzz_agent_api: no private network namespace (%s): the routes that "
+                "change the network or start processes are excluded\n",
                 geteuid() ? "not root" : strerror(errno));
     g.dir = fuzz_mkdtemp("hcfuzz-agent");
     make_data_dir(g.dir);

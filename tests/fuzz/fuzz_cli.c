@@ -33,11 +33,21 @@ static int read_options(struct hc_cmd_ctx *ctx)
     for (const struct hc_cmd_opt *o = ctx->verb->opts; o && o->name; o++) {
         size_t n;
         switch (o->type) {
-        case HC_OPT_BOOL: hc_cmd_opt_bool(ctx, o->name); break;
-        case HC_OPT_STRING: hc_cmd_opt_str(ctx, o->name); break;
-        case HC_OPT_INT: hc_cmd_opt_int(ctx, o->name); break;
-        case HC_OPT_DURATION: hc_cmd_opt_ms(ctx, o->name); break;
-        case HC_OPT_LIST: hc_cmd_opt_list(ctx, o->name, &n); break;
+        case HC_OPT_BOOL:
+            hc_cmd_opt_bool(ctx, o->name);
+            break;
+        case HC_OPT_STRING:
+            hc_cmd_opt_str(ctx, o->name);
+            break;
+        case HC_OPT_INT:
+            hc_cmd_opt_int(ctx, o->name);
+            break;
+        case HC_OPT_DURATION:
+            hc_cmd_opt_ms(ctx, o->name);
+            break;
+        case HC_OPT_LIST:
+            hc_cmd_opt_list(ctx, o->name, &n);
+            break;
         }
         hc_cmd_opt_set(ctx, o->name);
     }

@@ -4,11 +4,11 @@
  *
  * Set up once: a data directory made by hcctld's own init code (under $TMPDIR), the API with its
  * database connection, and two API tokens with fixed texts so that the corpus can carry them
- * (FUZZ_ADMIN_ID and FUZZ_VIEWER_ID below), and two joined nodes n1 and n2. The controller's database is snapshotted into memory
- * after set-up and copied back before every input (SQLite's backup API): each input starts
- * from the same state, and the events table does not grow over the run. No operation worker
- * pool and no poller run (ctl.ops is NULL), so the routes that start an operation only queue it:
- * nothing reaches the network. Input format: tests/fuzz/fuzz_http.h.
+ * (FUZZ_ADMIN_ID and FUZZ_VIEWER_ID below), and two joined nodes n1 and n2. The controller's
+ * database is snapshotted into memory after set-up and copied back before every input (SQLite's
+ * backup API): each input starts from the same state, and the events table does not grow over the
+ * run. No operation worker pool and no poller run (ctl.ops is NULL), so the routes that start an
+ * operation only queue it: nothing reaches the network. Input format: tests/fuzz/fuzz_http.h.
  */
 #include <event2/event.h>
 #include <openssl/evp.h>

@@ -33,10 +33,10 @@ static inline int fuzz_http_method(const char *m, size_t n, enum evhttp_cmd_type
     static const struct {
         const char *name;
         enum evhttp_cmd_type cmd;
-    } methods[] = {{"GET", EVHTTP_REQ_GET},         {"POST", EVHTTP_REQ_POST},
-                   {"HEAD", EVHTTP_REQ_HEAD},       {"PUT", EVHTTP_REQ_PUT},
-                   {"DELETE", EVHTTP_REQ_DELETE},   {"OPTIONS", EVHTTP_REQ_OPTIONS},
-                   {"TRACE", EVHTTP_REQ_TRACE},     {"CONNECT", EVHTTP_REQ_CONNECT},
+    } methods[] = {{"GET", EVHTTP_REQ_GET},       {"POST", EVHTTP_REQ_POST},
+                   {"HEAD", EVHTTP_REQ_HEAD},     {"PUT", EVHTTP_REQ_PUT},
+                   {"DELETE", EVHTTP_REQ_DELETE}, {"OPTIONS", EVHTTP_REQ_OPTIONS},
+                   {"TRACE", EVHTTP_REQ_TRACE},   {"CONNECT", EVHTTP_REQ_CONNECT},
                    {"PATCH", EVHTTP_REQ_PATCH}};
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
         if (strlen(methods[i].name) == n && memcmp(methods[i].name, m, n) == 0) {

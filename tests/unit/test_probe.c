@@ -40,7 +40,7 @@
 #include "common/util.h"
 
 #define NS_NAMES "bcrd"
-#define MAX_RESPONDERS 4
+#define MAX_RESPONDERS 8
 
 static int have_netns;
 static char skip_reason[256];
@@ -217,8 +217,7 @@ static void probe1(const char *addr, int size, int timeout_ms, struct hc_probe_t
     if (hc_probe_run(&opt, t, 1, &err) < 0)
         fail_msg("hc_probe_run: %s", err.message);
     print_message("  %s %d -> %s path_mtu %d largest_ok %d (%d probes sent): %s\n", addr, size,
-                  hc_probe_verdict_name(t->result), t->path_mtu, t->largest_ok, t->sent,
-                  t->detail);
+                  hc_probe_verdict_name(t->result), t->path_mtu, t->largest_ok, t->sent, t->detail);
 }
 
 static void test_jumbo_ok(void **state)
@@ -402,7 +401,6 @@ static void test_invalid_requests(void **state)
     assert_int_equal(err.status, 400);
     assert_non_null(strstr(err.message, "source address 198.18.250.250"));
 }
-
 
 /* ---------------------------------------------------------------- echoes of echoes (issue 12) */
 
@@ -589,7 +587,8 @@ static void test_rate_limit_per_source(void **state)
     print_message("  %d probes from one source in %lld ms: %llu echoed, %llu limited\n", n,
                   (long long)elapsed, (unsigned long long)echoes, (unsigned long long)limited);
     assert_true(echoes >= HC_PROBE_RATE_BURST);
-    assert_true(echoes <= HC_PROBE_RATE_BURST + (uint64_t)(elapsed + 1) * HC_PROBE_RATE_PER_S / 1000);
+    assert_true(echoes <=
+                HC_PROBE_RATE_BURST + (uint64_t)(elapsed + 1) * HC_PROBE_RATE_PER_S / 1000);
     assert_true(limited > 0);
     assert_int_equal(echoes + limited + hc_probe_responder_ignored(r), n);
     /* another source is still answered */
@@ -603,6 +602,53 @@ static void test_rate_limit_per_source(void **state)
     close(other);
     hc_probe_responder_free(r);
     event_base_free(base);
+}
+
+/* A responder as agents before issue 12 ran it: every datagram starting with "HCP1" sent back
+ * as it is. In a child on 127.0.0.6:port; returns the port. */
+static int start_v1_responder(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sin);
+    inet_pton(AF_INET, "127.0.0.6", &sin.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        unsigned char buf[65536];
+        for (;;) {
+            struct sockaddr_in peer;
+            socklen_t plen = sizeof(peer);
+            ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&peer, &plen);
+            if (n >= 8 && memcmp(buf, "HCP1", 4) == 0)
+                sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&peer, plen);
+        }
+    }
+    close(fd);
+    if (pid < 0)
+        return -1;
+    responders[nresponders++] = pid;
+    return ntohs(sin.sin_port);
+}
+
+/* Mixed versions: a current prober takes an old responder's unchanged echo (HCP1 with the mark
+ * still in it), at every size, the search included. */
+static void test_prober_takes_v1_echo(void **state)
+{
+    NEED_NETNS();
+    int port = start_v1_responder();
+    assert_true(port > 0);
+    struct hc_error err = {0};
+    struct hc_probe_target t[2];
+    target(&t[0], "127.0.0.6", 9000);
+    target(&t[1], "127.0.0.6", HC_PROBE_MIN_SIZE); /* 8 bytes: sent unmarked */
+    struct hc_probe_options opt = {.timeout_ms = 500, .search = 1, .port = port};
+    assert_int_equal(hc_probe_run(&opt, t, 2, &err), 0);
+    assert_int_equal(t[0].result, HC_PROBE_OK);
+    assert_int_equal(t[1].result, HC_PROBE_OK);
 }
 
 /* The parser on its own: what is a probe, a reply, or dropped. */
@@ -621,7 +667,7 @@ static void test_packet_parse(void **state)
         {"HCP1\1\2\3\4HCV", 11, 0, HC_PROBE_PKT_PROBE_V1, 0x01020304}, /* the mark cut short */
         {"HCP1\1\2\3\4hcv2", 12, 0, HC_PROBE_PKT_PROBE_V1, 0x01020304},
         {"HCR1\0\0\0\5HCV2", 12, 0, HC_PROBE_PKT_REPLY, 5},
-        {"HCR1\0\0\0\5", 8, -1, 0, 0},     /* a reply without the mark */
+        {"HCR1\0\0\0\5", 8, -1, 0, 0},      /* a reply without the mark */
         {"HCR1\0\0\0\5XXXX", 12, -1, 0, 0}, /* nor with another one */
         {"HCP1\0\0\0", 7, -1, 0, 0},        /* short */
         {"HCP2\0\0\0\1HCV2", 12, -1, 0, 0}, /* unknown magic */
@@ -671,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_spoofed_v1_probe_from_responder_port),
         cmocka_unit_test(test_reply_marking_and_v1_compat),
         cmocka_unit_test(test_rate_limit_per_source),
+        cmocka_unit_test(test_prober_takes_v1_echo),
         cmocka_unit_test(test_packet_parse),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
