@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "agents/agent.h"
+#include "agents/software.h"
+#include "common/bundle.h"
 #include "common/https_server.h"
 #include "common/log.h"
 #include "common/pki.h"
@@ -110,6 +112,20 @@ static void make_data_dir(const char *dir)
     issue(ca, ca_key, dir);
     if (hc_agent_config_save(dir, &cfg, &err) < 0)
         fuzz_die("agent.json: %s", err.message);
+    /* a trusted bundle key, as enrollment leaves one: a stage gets as far as its download */
+    char *keys = hc_path_join(dir, HC_AGENT_DIR_KEYS);
+    char *prefix = keys ? hc_path_join(keys, "fuzz") : NULL;
+    char *pub = NULL, *pem = NULL, *priv = NULL;
+    if (!prefix || hc_mkdir_p(keys, 0700, &err) < 0 || hc_bundle_keygen(prefix, NULL, &err) < 0)
+        fuzz_die("trusted key: %s", err.message);
+    if (asprintf(&pub, "%s.pub", prefix) < 0 || asprintf(&pem, "%s.pem", prefix) < 0 ||
+        asprintf(&priv, "%s.key", prefix) < 0 || rename(pub, pem) < 0 || unlink(priv) < 0)
+        fuzz_die("trusted key: cannot install it");
+    free(keys);
+    free(prefix);
+    free(pub);
+    free(pem);
+    free(priv);
     X509_free(ca);
     EVP_PKEY_free(ca_key);
     free(ca_path);

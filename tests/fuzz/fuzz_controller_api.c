@@ -4,11 +4,14 @@
  *
  * Set up once: a data directory made by hcctld's own init code (under $TMPDIR), the API with its
  * database connection, and two API tokens with fixed texts so that the corpus can carry them
- * (FUZZ_ADMIN_ID and FUZZ_VIEWER_ID below), and two joined nodes n1 and n2. The controller's
- * database is snapshotted into memory after set-up and copied back before every input (SQLite's
- * backup API): each input starts from the same state, and the events table does not grow over the
- * run. No operation worker pool and no poller run (ctl.ops is NULL), so the routes that start an
- * operation only queue it: nothing reaches the network. Input format: tests/fuzz/fuzz_http.h.
+ * (FUZZ_ADMIN_ID and FUZZ_VIEWER_ID below), a join token likewise (FUZZ_JOIN_ID: POST
+ * /v1/enroll reaches the CSR and the certificate it signs), two joined nodes n1 and n2 and a
+ * queued operation op-0123456789ab. The
+ * controller's database is snapshotted into memory after set-up and copied back before every input
+ * (SQLite's backup API): each input starts from the same state, and the events table does not grow
+ * over the run. No operation worker pool and no poller run (ctl.ops is NULL), so the routes that
+ * start an operation only queue it: nothing reaches the network. Input format:
+ * tests/fuzz/fuzz_http.h.
  */
 #include <event2/event.h>
 #include <openssl/evp.h>
@@ -25,12 +28,18 @@
 #include "controller/auth.h"
 #include "controller/controller.h"
 #include "controller/init.h"
+#include "controller/maintenance.h"
+#include "controller/net.h"
+#include "controller/op_bootstrap.h"
+#include "controller/op_node_remove.h"
+#include "controller/op_upgrade.h"
 #include "db/db.h"
 #include "tests/fuzz/fuzz_http.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define FUZZ_ADMIN_ID "0123456789abcdef"
 #define FUZZ_VIEWER_ID "fedcba9876543210"
+#define FUZZ_JOIN_ID "1111222233334444" /* hcj1.<id>.<secret>.<any 64 hex> */
 #define FUZZ_SECRET "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 /* The texts: hct1.<id>.<secret> */
 
@@ -42,20 +51,27 @@ static struct {
     sqlite3 *snapshot;
 } g;
 
+/* A token row for id with FUZZ_SECRET; role "join": a one-time join token that never expires
+ * (its text carries a CA fingerprint, which consuming it does not compare, so the corpus can
+ * hold any), else an API token. */
 static void add_token(struct hc_db *db, const char *id, const char *name, const char *role)
 {
     struct hc_token t;
     struct hc_error err = {0};
-    char text[HC_AUTH_TOKEN_TEXT_MAX], hash[65];
-    snprintf(text, sizeof(text), "%s.%s.%s", HC_TOKEN_API_PREFIX, id, FUZZ_SECRET);
-    if (hc_token_parse(text, HC_TOKEN_API_PREFIX, &t, &err) < 0)
-        fuzz_die("token: %s", err.message);
+    char hash[65];
+    memset(&t, 0, sizeof(t));
+    snprintf(t.id, sizeof(t.id), "%s", id);
+    snprintf(t.secret, sizeof(t.secret), "%s", FUZZ_SECRET);
     hc_token_hash(&t, hash);
+    int join = strcmp(role, "join") == 0;
     if (hc_db_run(db, &err,
-                  "INSERT INTO tokens (id, kind, name, role, secret_hash, created_at) "
-                  "VALUES (?, 'api', ?, ?, ?, ?)",
-                  "ssssi", t.id, name, role, hash, hc_now_ms()) < 0)
+                  "INSERT INTO tokens (id, kind, name, role, secret_hash, created_at, expires_at) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                  "sssssii", id, join ? "join" : "api", name, role, hash, hc_now_ms(),
+                  join ? INT64_MAX / 2 : (int64_t)0) < 0)
         fuzz_die("token: %s", err.message);
+    if (!join)
+        hc_db_run(db, &err, "UPDATE tokens SET expires_at = NULL WHERE id = ?", "s", id);
 }
 
 /* Two joined nodes, so that the node, maintenance and removal routes get past their 404. */
@@ -75,6 +91,25 @@ static void add_nodes(struct hc_db *db)
                       "sssssi", name, addr, url, name, "00ff", hc_now_ms()) < 0)
             fuzz_die("node: %s", err.message);
     }
+}
+
+/* One queued operation with a fixed id (op-0123456789ab), made the way a client makes one, so
+ * that the seeds for /v1/operations/{id}/... reach it. */
+static void add_operation(void)
+{
+    static const char text[] = "POST /v1/net/check\n"
+                               "Authorization: Bearer " HC_TOKEN_API_PREFIX "." FUZZ_ADMIN_ID
+                               "." FUZZ_SECRET "\n\n{\"mtu\":9000}";
+    struct hc_error err = {0};
+    struct evhttp_request *ev = fuzz_http_request((const uint8_t *)text, sizeof(text) - 1);
+    if (!ev)
+        fuzz_die("operation request");
+    hc_http_server_handle(g.api->srv, ev);
+    if (fuzz_http_status(ev) != 202)
+        fuzz_die("operation: status %d", fuzz_http_status(ev));
+    fuzz_http_free(ev);
+    if (hc_db_run(g.api->db, &err, "UPDATE operations SET id = 'op-0123456789ab'", "") < 0)
+        fuzz_die("operation: %s", err.message);
 }
 
 static void cleanup(void)
@@ -108,6 +143,12 @@ static void setup(void)
         fuzz_die("init: %s", err.message);
     free(data);
     free(cli);
+    /* the operation kinds, as hcctld registers them (their steps never run here) */
+    hc_op_node_remove_register();
+    hc_op_bootstrap_register();
+    hc_maintenance_register();
+    hc_op_upgrade_register();
+    hc_op_net_register();
     g.ctl.started_mono_ms = hc_mono_ms();
     g.base = event_base_new();
     g.ctl.base = g.base;
@@ -115,7 +156,9 @@ static void setup(void)
         fuzz_die("api: %s", err.message);
     add_token(g.api->db, FUZZ_ADMIN_ID, "fuzz-admin", HC_AUTH_ROLE_ADMIN);
     add_token(g.api->db, FUZZ_VIEWER_ID, "fuzz-viewer", HC_AUTH_ROLE_READONLY);
+    add_token(g.api->db, FUZZ_JOIN_ID, "fuzz-join", "join");
     add_nodes(g.api->db);
+    add_operation();
     if (sqlite3_open(":memory:", &g.snapshot) != SQLITE_OK)
         fuzz_die("sqlite: cannot open a memory database");
     copy_db(g.snapshot, hc_db_handle(g.api->db));

@@ -8,9 +8,11 @@
  *   Name: value LF        (any number of header lines)
  *   LF
  *   body                  (the rest, any bytes)
- * CR before LF is dropped. What evhttp would refuse before a server's callback (an unknown
- * method, a URI it cannot parse, a header line without a colon, more than 64 KiB of headers)
- * is refused here too, so that every request a handler sees could have come from the network.
+ * CR before LF is dropped; Content-Length is set to the body's length (unless the input has a
+ * Transfer-Encoding header), as evhttp would have read it. What evhttp would refuse before a
+ * server's callback (an unknown method, a URI it cannot parse, a header line without a colon, more
+ * than 64 KiB of headers) is refused here too, so that every request a handler sees could have come
+ * from the network.
  */
 #ifndef HC_TESTS_FUZZ_HTTP_H
 #define HC_TESTS_FUZZ_HTTP_H
@@ -20,6 +22,7 @@
 #include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -102,6 +105,15 @@ static inline struct evhttp_request *fuzz_http_request(const uint8_t *data, size
             goto refused;
     }
     if (p < end && evbuffer_add(ev->input_buffer, p, (size_t)(end - p)) < 0)
+        goto refused;
+    /* evhttp reads exactly Content-Length bytes (or de-chunks): the header a handler sees
+     * always matches the body. */
+    char length[32];
+    snprintf(length, sizeof(length), "%zu", (size_t)(end - p));
+    while (evhttp_remove_header(ev->input_headers, "Content-Length") == 0)
+        ;
+    if (!evhttp_find_header(ev->input_headers, "Transfer-Encoding") &&
+        evhttp_add_header(ev->input_headers, "Content-Length", length) < 0)
         goto refused;
     return ev;
 refused:
