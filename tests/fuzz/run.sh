@@ -8,6 +8,7 @@
 set -euo pipefail
 bin=$1 seed=$2 seconds=$3 work=${4:-}
 name=$(basename "$bin")
+mkdir -p "${TMPDIR:-/tmp}"
 tmp=
 if [ -z "$work" ]; then
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX")
