@@ -189,7 +189,8 @@ static const struct in_pktinfo *find_pktinfo(struct msghdr *msg)
  * Nothing from a responder's port (HC_PROBE_PORT, or ours) is answered: probers send from
  * ephemeral ports, so such a datagram is an echo (of a version 1 probe, which carries no reply
  * mark) or forged to start a ping-pong. Privileged ports are refused too: no loops with the
- * echo or chargen services, nor answers aimed at DNS or NTP servers. */
+ * echo or chargen services, nor answers aimed at DNS or NTP servers; and sources that cannot be
+ * a prober's address. */
 static int is_echoable(const struct hc_probe_responder *r, size_t n, const struct sockaddr_in *peer,
                        const struct in_pktinfo *pi, struct hc_probe_packet *pkt)
 {
@@ -198,6 +199,11 @@ static int is_echoable(const struct hc_probe_responder *r, size_t n, const struc
         return 0;
     int port = ntohs(peer->sin_port);
     if (port < 1024 || port == HC_PROBE_PORT || port == r->port)
+        return 0;
+    /* a source no prober has: "this network" (an answer would come back to us), multicast,
+     * broadcast */
+    uint32_t src = ntohl(peer->sin_addr.s_addr);
+    if ((src >> 24) == 0 || IN_MULTICAST(src) || src == INADDR_BROADCAST)
         return 0;
     return pi->ipi_addr.s_addr == pi->ipi_spec_dst.s_addr &&
            !IN_MULTICAST(ntohl(pi->ipi_addr.s_addr));

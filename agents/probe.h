@@ -114,7 +114,7 @@ struct hc_probe_target {
     int path_mtu;   /* from ICMP or the local route (frag_needed); 0 = unknown */
     int largest_ok; /* size for ok; the searched largest echoed size; 0 = none */
     double rtt_ms;  /* round trip of the full-size probe (ok); < 0 = none */
-    int sent;       /* probe datagrams sent to the target (what its responder sees) */
+    int sent;       /* probe datagrams tried (what its responder sees, at most) */
     char detail[256];
 };
 

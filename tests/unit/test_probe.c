@@ -497,7 +497,8 @@ static void test_spoofed_probe_no_ping_pong(void **state)
 }
 
 /* The same with an unmarked (version 1) probe between responders on one port number, as all
- * agents are on 7445: a datagram from a responder's port is never answered. */
+ * agents are on 7445: a datagram from a responder's port is never answered, nor one from a
+ * privileged port or from a source address no prober has. */
 static void test_spoofed_v1_probe_from_responder_port(void **state)
 {
     NEED_NETNS();
@@ -509,6 +510,10 @@ static void test_spoofed_v1_probe_from_responder_port(void **state)
     /* and from 7445 to a responder elsewhere, and from a privileged port (echo, chargen) */
     assert_int_equal(send_spoofed("127.0.0.2", HC_PROBE_PORT, "127.0.0.3", port, msg, 8), 0);
     assert_int_equal(send_spoofed("127.0.0.2", 19, "127.0.0.3", port, msg, 8), 0);
+    /* and from addresses no prober has: broadcast, multicast (a raw socket cannot send from
+     * 0.0.0.0: the kernel fills in a local address) */
+    assert_int_equal(send_spoofed("255.255.255.255", 40000, "127.0.0.3", port, msg, 8), 0);
+    assert_int_equal(send_spoofed("224.0.0.1", 40000, "127.0.0.3", port, msg, 8), 0);
     pair_run(&p, 1000);
     assert_int_equal(hc_probe_responder_echoes(p.a), 0);
     assert_int_equal(hc_probe_responder_echoes(p.b), 0);
