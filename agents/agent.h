@@ -96,6 +96,8 @@ int hc_agent_port(const struct hc_agent *agent);
 const struct hc_agent_config *hc_agent_config(const struct hc_agent *agent);
 /* The agent's data directory (owned by agent). */
 const char *hc_agent_data_dir(const struct hc_agent *agent);
+/* The agent's API server (owned by agent): the fuzz target runs requests through it. */
+struct hc_http_server *hc_agent_http_server(struct hc_agent *agent);
 /* 1 once POST /v1/leave removed the credentials (the loop has then been asked to exit). */
 int hc_agent_has_left(const struct hc_agent *agent);
 /* `hcagent run`: serves until SIGTERM/SIGINT or a leave request. 0 on a clean stop. */

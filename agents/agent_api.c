@@ -306,6 +306,11 @@ const char *hc_agent_data_dir(const struct hc_agent *agent)
     return agent->data_dir;
 }
 
+struct hc_http_server *hc_agent_http_server(struct hc_agent *agent)
+{
+    return agent->srv;
+}
+
 int hc_agent_has_left(const struct hc_agent *agent)
 {
     return agent->left;

@@ -2,8 +2,10 @@
  * The probe responder and the DF prober (agents/probe.h).
  *
  * Responder: one UDP socket on port 7445 with IP_PKTINFO, read from the agent's event loop. A
- * datagram that starts with "HCP1" and was sent to a unicast address of this node is echoed
- * with the same length, from that address (ipi_spec_dst), with DF set.
+ * probe (hc_probe_packet_parse) sent to a unicast address of this node, from an unprivileged port
+ * that is not a responder's, within its source's rate, is echoed with the same length, from
+ * that address (ipi_spec_dst), with DF set: a version 2 probe as a reply ("HCR1"), a version 1
+ * probe byte for byte. Everything else is dropped and counted.
  *
  * Prober: one connected, non-blocking UDP socket per target with IP_MTU_DISCOVER =
  * IP_PMTUDISC_DO (DF, and the kernel refuses what exceeds its path MTU with EMSGSIZE) and
@@ -71,7 +73,43 @@ static int set_int_opt(int fd, int level, int name, int value)
     return setsockopt(fd, level, name, &value, sizeof(value));
 }
 
+/* ================================================================ packets */
+
+int hc_probe_packet_parse(const uint8_t *buf, size_t len, struct hc_probe_packet *out)
+{
+    if (!buf || len < 8 || len > HC_PROBE_MAX_SIZE - HC_PROBE_HEADER)
+        return -1;
+    int marked = len >= HC_PROBE_V2_HEADER && memcmp(buf + 8, HC_PROBE_V2_MARK, 4) == 0;
+    if (memcmp(buf, HC_PROBE_MAGIC, 4) == 0)
+        out->type = marked ? HC_PROBE_PKT_PROBE_V2 : HC_PROBE_PKT_PROBE_V1;
+    else if (memcmp(buf, HC_PROBE_REPLY_MAGIC, 4) == 0 && marked)
+        out->type = HC_PROBE_PKT_REPLY;
+    else
+        return -1;
+    out->version = out->type == HC_PROBE_PKT_PROBE_V1 ? 1 : 2;
+    uint32_t seq;
+    memcpy(&seq, buf + 4, 4);
+    out->seq = ntohl(seq);
+    out->length = len;
+    return 0;
+}
+
 /* ================================================================ responder */
+
+/* One source address's token bucket; tokens in thousandths of a probe. */
+struct rate_entry {
+    uint32_t addr; /* network order; 0: free */
+    int64_t tokens;
+    int64_t last_ms;
+};
+
+struct rate_bucket {
+    int64_t tokens;
+    int64_t last_ms;
+};
+
+#define RATE_SCALE 1000
+#define RATE_PROBE_WINDOW 8 /* slots looked at from an address's hash before evicting */
 
 struct hc_probe_responder {
     int fd;
@@ -79,8 +117,63 @@ struct hc_probe_responder {
     struct event *ev;
     uint64_t echoes;
     uint64_t ignored;
+    uint64_t limited;
+    struct rate_bucket global;
+    struct rate_entry sources[HC_PROBE_RATE_SOURCES];
     unsigned char buf[HC_PROBE_MAX_SIZE];
 };
+
+/* Refills b at per_s probes a second up to burst, then takes one probe. 1 when there was one. */
+static int bucket_take(int64_t *tokens, int64_t *last_ms, int64_t now, int64_t per_s, int64_t burst)
+{
+    int64_t elapsed = now - *last_ms;
+    if (elapsed > 0) {
+        /* capped first: a bucket idle for days must not overflow the product */
+        int64_t full_ms = burst * 1000 / per_s + 1;
+        *tokens += (elapsed < full_ms ? elapsed : full_ms) * per_s;
+        if (*tokens > burst * RATE_SCALE)
+            *tokens = burst * RATE_SCALE;
+        *last_ms = now;
+    }
+    if (*tokens < RATE_SCALE)
+        return 0;
+    *tokens -= RATE_SCALE;
+    return 1;
+}
+
+/* The source's entry: found, a free slot, or the least recently seen one of its window
+ * (evicted, starting with a full bucket). The table never grows. */
+static struct rate_entry *rate_entry(struct hc_probe_responder *r, uint32_t addr, int64_t now)
+{
+    uint32_t h = ntohl(addr) * 2654435761u; /* Knuth's multiplicative hash */
+    struct rate_entry *victim = NULL;
+    for (unsigned i = 0; i < RATE_PROBE_WINDOW; i++) {
+        struct rate_entry *e = &r->sources[(h + i) % HC_PROBE_RATE_SOURCES];
+        if (e->addr == addr)
+            return e;
+        if (!victim || (victim->addr && (!e->addr || e->last_ms < victim->last_ms)))
+            victim = e;
+    }
+    victim->addr = addr;
+    victim->tokens = (int64_t)HC_PROBE_RATE_BURST * RATE_SCALE;
+    victim->last_ms = now;
+    return victim;
+}
+
+/* 1 when a probe from addr may be answered now. */
+static int rate_admit(struct hc_probe_responder *r, uint32_t addr)
+{
+    int64_t now = hc_mono_ms();
+    struct rate_entry *e = rate_entry(r, addr, now);
+    if (!bucket_take(&e->tokens, &e->last_ms, now, HC_PROBE_RATE_PER_S, HC_PROBE_RATE_BURST))
+        return 0;
+    if (!bucket_take(&r->global.tokens, &r->global.last_ms, now, HC_PROBE_RATE_GLOBAL_PER_S,
+                     HC_PROBE_RATE_GLOBAL_BURST)) {
+        e->tokens += RATE_SCALE; /* not this source's fault */
+        return 0;
+    }
+    return 1;
+}
 
 static const struct in_pktinfo *find_pktinfo(struct msghdr *msg)
 {
@@ -90,12 +183,27 @@ static const struct in_pktinfo *find_pktinfo(struct msghdr *msg)
     return NULL;
 }
 
-/* Only probes sent to one of our unicast addresses are echoed: for a broadcast the kernel's
- * "specific destination" (our interface address) differs from the header's destination, and
- * answering broadcasts would turn the responder into an amplifier. */
-static int is_echoable(const unsigned char *buf, ssize_t n, const struct in_pktinfo *pi)
+/* Only probes are answered, never replies, and only probes sent to one of our unicast addresses:
+ * for a broadcast the kernel's "specific destination" (our interface address) differs from the
+ * header's destination, and answering broadcasts would turn the responder into an amplifier.
+ * Nothing from a responder's port (HC_PROBE_PORT, or ours) is answered: probers send from
+ * ephemeral ports, so such a datagram is an echo (of a version 1 probe, which carries no reply
+ * mark) or forged to start a ping-pong. Privileged ports are refused too: no loops with the
+ * echo or chargen services, nor answers aimed at DNS or NTP servers; and sources that cannot be
+ * a prober's address. */
+static int is_echoable(const struct hc_probe_responder *r, size_t n, const struct sockaddr_in *peer,
+                       const struct in_pktinfo *pi, struct hc_probe_packet *pkt)
 {
-    if (n < 8 || memcmp(buf, HC_PROBE_MAGIC, 4) != 0 || !pi)
+    if (hc_probe_packet_parse(r->buf, n, pkt) < 0 || pkt->type == HC_PROBE_PKT_REPLY || !pi ||
+        peer->sin_family != AF_INET)
+        return 0;
+    int port = ntohs(peer->sin_port);
+    if (port < 1024 || port == HC_PROBE_PORT || port == r->port)
+        return 0;
+    /* a source no prober has: "this network" (an answer would come back to us), multicast,
+     * broadcast */
+    uint32_t src = ntohl(peer->sin_addr.s_addr);
+    if ((src >> 24) == 0 || IN_MULTICAST(src) || src == INADDR_BROADCAST)
         return 0;
     return pi->ipi_addr.s_addr == pi->ipi_spec_dst.s_addr &&
            !IN_MULTICAST(ntohl(pi->ipi_addr.s_addr));
@@ -152,10 +260,18 @@ static void responder_read(evutil_socket_t fd, short what, void *arg)
             return;
         }
         const struct in_pktinfo *pi = find_pktinfo(&msg);
-        if (!is_echoable(r->buf, n, pi) || peer.sin_family != AF_INET) {
+        struct hc_probe_packet pkt;
+        if (!is_echoable(r, (size_t)n, &peer, pi, &pkt)) {
             r->ignored++;
             continue;
         }
+        if (!rate_admit(r, peer.sin_addr.s_addr)) {
+            r->limited++;
+            continue;
+        }
+        /* A version 1 prober only takes "HCP1" back; a version 2 one knows the reply magic. */
+        if (pkt.type == HC_PROBE_PKT_PROBE_V2)
+            memcpy(r->buf, HC_PROBE_REPLY_MAGIC, 4);
         responder_echo(r, (size_t)n, &peer, pi);
     }
 }
@@ -206,6 +322,8 @@ struct hc_probe_responder *hc_probe_responder_new(struct event_base *base, const
         goto fail;
     }
     r->port = ntohs(sin.sin_port);
+    r->global.tokens = (int64_t)HC_PROBE_RATE_GLOBAL_BURST * RATE_SCALE;
+    r->global.last_ms = hc_mono_ms();
     r->ev = event_new(base, r->fd, EV_READ | EV_PERSIST, responder_read, r);
     if (!r->ev || event_add(r->ev, NULL) < 0) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot add the probe responder to the loop");
@@ -241,6 +359,11 @@ uint64_t hc_probe_responder_echoes(const struct hc_probe_responder *r)
 uint64_t hc_probe_responder_ignored(const struct hc_probe_responder *r)
 {
     return r->ignored;
+}
+
+uint64_t hc_probe_responder_limited(const struct hc_probe_responder *r)
+{
+    return r->limited;
 }
 
 /* ================================================================ prober */
@@ -448,10 +571,18 @@ static void send_slot(struct prober *p, struct tstate *ts, int idx)
 {
     struct slot *s = &ts->slots[idx];
     uint32_t seq = htonl(((uint32_t)ts->round << 16) | ((uint32_t)idx << 8) | (uint32_t)s->sent);
+    size_t len = (size_t)(s->size - HC_PROBE_HEADER);
     memcpy(p->buf, HC_PROBE_MAGIC, 4);
     memcpy(p->buf + 4, &seq, 4);
-    size_t len = (size_t)(s->size - HC_PROBE_HEADER);
+    /* The version 2 mark where it fits (a current responder then answers "HCR1"); in the
+     * smallest probes the padding byte pattern stays, and they go out as version 1. */
+    if (len >= HC_PROBE_V2_HEADER)
+        memcpy(p->buf + 8, HC_PROBE_V2_MARK, 4);
+    else
+        for (size_t i = 8; i < HC_PROBE_V2_HEADER; i++)
+            p->buf[i] = (unsigned char)(i * 31 + 7);
     s->sent_us[s->sent++] = mono_us();
+    ts->t->sent++;
     if (send(ts->fd, p->buf, len, MSG_DONTWAIT) >= 0)
         return;
     /* A socket error left by an earlier ICMP fails the next send with that error: read the
@@ -496,11 +627,12 @@ static void read_replies(struct prober *p, struct tstate *ts)
                 drain_errors(p, ts); /* a pending socket error surfaced here */
             return;
         }
-        uint32_t seq;
-        if (n < 8 || memcmp(p->buf, HC_PROBE_MAGIC, 4) != 0)
+        /* A current responder answers "HCR1"; a version 1 one sends the probe back as it was:
+         * both are the echo (the sequence number and the length tell whose). */
+        struct hc_probe_packet pkt;
+        if (hc_probe_packet_parse(p->buf, (size_t)n, &pkt) < 0)
             continue;
-        memcpy(&seq, p->buf + 4, 4);
-        seq = ntohl(seq);
+        uint32_t seq = pkt.seq;
         unsigned idx = (seq >> 8) & 0xff, attempt = seq & 0xff;
         if ((seq >> 16) != ts->round || idx >= (unsigned)ts->nslots)
             continue; /* an echo from an earlier round */
@@ -696,6 +828,7 @@ static void init_target(const struct prober *p, struct tstate *ts, struct hc_pro
     t->path_mtu = 0;
     t->largest_ok = 0;
     t->rtt_ms = -1;
+    t->sent = 0;
     t->detail[0] = '\0';
     int sizes[2] = {t->size, p->small};
     start_round(ts, sizes, t->size > p->small ? 2 : 1);

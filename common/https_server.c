@@ -1003,6 +1003,11 @@ static void hc_server_gencb(struct evhttp_request *ev, void *arg)
     }
 }
 
+void hc_http_server_handle(struct hc_http_server *srv, struct evhttp_request *ev)
+{
+    hc_server_gencb(ev, srv);
+}
+
 const char *hc_req_method(const struct hc_request *req)
 {
     return req->method;

@@ -109,6 +109,14 @@ void hc_http_server_guard_defaults(int max_connections, int deadline_ms);
 int hc_http_server_connections(const struct hc_http_server *srv); /* open right now */
 int hc_http_server_max_connections(const struct hc_http_server *srv);
 
+/* Runs one request that did not come from a connection (evhttp_request_new, with the command,
+ * URI, headers and body filled in by the caller) through the same checks, router, hooks and
+ * route as a request from the network: the fuzz targets' entry point (tests/fuzz/). The reply
+ * goes nowhere; the caller keeps ev (mark it EVHTTP_REQ_DEFER_FREE: evhttp frees a
+ * connection-less request when it is answered) and reads the status from it. */
+struct evhttp_request;
+void hc_http_server_handle(struct hc_http_server *srv, struct evhttp_request *ev);
+
 /* Request accessors; strings are owned by the request and live until the reply. */
 const char *hc_req_method(const struct hc_request *req);
 const char *hc_req_path(const struct hc_request *req);

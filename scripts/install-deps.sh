@@ -8,6 +8,7 @@ packages=(
     openssh-server openssh-client iproute2 iputils-ping util-linux procps psmisc
     jq curl openssl sqlite3
     zsh fish bsdutils prometheus mandoc man-db systemd file dpkg-dev
+    clang libclang-rt-14-dev zlib1g-dev # the libFuzzer build (docs/fuzzing.md)
 )
 missing=()
 for p in "${packages[@]}"; do

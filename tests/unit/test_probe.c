@@ -18,6 +18,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -38,7 +40,7 @@
 #include "common/util.h"
 
 #define NS_NAMES "bcrd"
-#define MAX_RESPONDERS 4
+#define MAX_RESPONDERS 8
 
 static int have_netns;
 static char skip_reason[256];
@@ -214,8 +216,8 @@ static void probe1(const char *addr, int size, int timeout_ms, struct hc_probe_t
     target(t, addr, size);
     if (hc_probe_run(&opt, t, 1, &err) < 0)
         fail_msg("hc_probe_run: %s", err.message);
-    print_message("  %s %d -> %s path_mtu %d largest_ok %d: %s\n", addr, size,
-                  hc_probe_verdict_name(t->result), t->path_mtu, t->largest_ok, t->detail);
+    print_message("  %s %d -> %s path_mtu %d largest_ok %d (%d probes sent): %s\n", addr, size,
+                  hc_probe_verdict_name(t->result), t->path_mtu, t->largest_ok, t->sent, t->detail);
 }
 
 static void test_jumbo_ok(void **state)
@@ -249,7 +251,10 @@ static void test_eight_targets_concurrently(void **state)
     int64_t start = hc_mono_ms();
     assert_int_equal(hc_probe_run(&opt, t, 8, &err), 0);
     int64_t elapsed = hc_mono_ms() - start;
-    print_message("  8 targets at 9000 bytes in %lld ms\n", (long long)elapsed);
+    int sent = 0;
+    for (int i = 0; i < 8; i++)
+        sent += t[i].sent;
+    print_message("  8 targets at 9000 bytes in %lld ms, %d probes\n", (long long)elapsed, sent);
     for (int i = 0; i < 8; i++)
         assert_int_equal(t[i].result, HC_PROBE_OK);
     assert_true(elapsed < 500);
@@ -397,6 +402,301 @@ static void test_invalid_requests(void **state)
     assert_non_null(strstr(err.message, "source address 198.18.250.250"));
 }
 
+/* ---------------------------------------------------------------- echoes of echoes (issue 12) */
+
+/* Sends payload from from_addr:from_port to to_addr:to_port with a forged source (a raw socket:
+ * what a spoofer on the path does). 0 or -1. */
+static int send_spoofed(const char *from_addr, int from_port, const char *to_addr, int to_port,
+                        const void *payload, size_t len)
+{
+    unsigned char pkt[1500];
+    if (len > sizeof(pkt) - sizeof(struct iphdr) - sizeof(struct udphdr))
+        return -1;
+    struct iphdr *ip = (struct iphdr *)pkt;
+    struct udphdr *udp = (struct udphdr *)(pkt + sizeof(*ip));
+    size_t total = sizeof(*ip) + sizeof(*udp) + len;
+    memset(pkt, 0, sizeof(*ip) + sizeof(*udp));
+    ip->version = 4;
+    ip->ihl = 5;
+    ip->ttl = 64;
+    ip->protocol = IPPROTO_UDP;
+    ip->tot_len = htons((uint16_t)total); /* the kernel fills the checksum and the id */
+    inet_pton(AF_INET, from_addr, &ip->saddr);
+    inet_pton(AF_INET, to_addr, &ip->daddr);
+    udp->source = htons((uint16_t)from_port);
+    udp->dest = htons((uint16_t)to_port);
+    udp->len = htons((uint16_t)(sizeof(*udp) + len)); /* checksum 0: none (IPv4) */
+    memcpy(pkt + sizeof(*ip) + sizeof(*udp), payload, len);
+    int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in to = {.sin_family = AF_INET};
+    to.sin_addr.s_addr = ip->daddr;
+    ssize_t n = sendto(fd, pkt, total, 0, (struct sockaddr *)&to, sizeof(to));
+    close(fd);
+    return n == (ssize_t)total ? 0 : -1;
+}
+
+struct pair {
+    struct event_base *base;
+    struct hc_probe_responder *a, *b; /* on 127.0.0.2 and 127.0.0.3 */
+};
+
+/* Two responders on loopback addresses of namespace A; same_port: both on one port number, as
+ * two agents on port 7445 are. */
+static void pair_start(struct pair *p, int same_port)
+{
+    struct hc_error err = {0};
+    p->base = event_base_new();
+    assert_non_null(p->base);
+    p->a = hc_probe_responder_new(p->base, "127.0.0.2", -1, &err);
+    if (!p->a)
+        fail_msg("responder a: %s", err.message);
+    int port_b = same_port ? hc_probe_responder_port(p->a) : -1;
+    p->b = hc_probe_responder_new(p->base, "127.0.0.3", port_b, &err);
+    if (!p->b)
+        fail_msg("responder b: %s", err.message);
+}
+
+/* Runs both responders for ms milliseconds and prints what they sent. */
+static void pair_run(struct pair *p, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_base_loopexit(p->base, &tv);
+    event_base_dispatch(p->base);
+    print_message("  echoes in %d ms: a %llu, b %llu (ignored a %llu, b %llu)\n", ms,
+                  (unsigned long long)hc_probe_responder_echoes(p->a),
+                  (unsigned long long)hc_probe_responder_echoes(p->b),
+                  (unsigned long long)hc_probe_responder_ignored(p->a),
+                  (unsigned long long)hc_probe_responder_ignored(p->b));
+}
+
+static void pair_free(struct pair *p)
+{
+    hc_probe_responder_free(p->a);
+    hc_probe_responder_free(p->b);
+    event_base_free(p->base);
+}
+
+/* One probe forged from responder a's address and port to responder b, as a current prober
+ * builds it: b answers once, a takes the answer for what it is (a reply) and stays silent.
+ * Before the reply was marked the two bounced it for ever (thousands of echoes a second). */
+static void test_spoofed_probe_no_ping_pong(void **state)
+{
+    NEED_NETNS();
+    struct pair p;
+    pair_start(&p, 0);
+    unsigned char msg[64] = "HCP1\0\0\0\7HCV2";
+    assert_int_equal(send_spoofed("127.0.0.2", hc_probe_responder_port(p.a), "127.0.0.3",
+                                  hc_probe_responder_port(p.b), msg, sizeof(msg)),
+                     0);
+    pair_run(&p, 1000);
+    assert_int_equal(hc_probe_responder_echoes(p.b), 1);
+    assert_int_equal(hc_probe_responder_echoes(p.a), 0);
+    pair_free(&p);
+}
+
+/* The same with an unmarked (version 1) probe between responders on one port number, as all
+ * agents are on 7445: a datagram from a responder's port is never answered, nor one from a
+ * privileged port or from a source address no prober has. */
+static void test_spoofed_v1_probe_from_responder_port(void **state)
+{
+    NEED_NETNS();
+    struct pair p;
+    pair_start(&p, 1);
+    int port = hc_probe_responder_port(p.a);
+    unsigned char msg[64] = "HCP1\0\0\0\7";
+    assert_int_equal(send_spoofed("127.0.0.2", port, "127.0.0.3", port, msg, sizeof(msg)), 0);
+    /* and from 7445 to a responder elsewhere, and from a privileged port (echo, chargen) */
+    assert_int_equal(send_spoofed("127.0.0.2", HC_PROBE_PORT, "127.0.0.3", port, msg, 8), 0);
+    assert_int_equal(send_spoofed("127.0.0.2", 19, "127.0.0.3", port, msg, 8), 0);
+    /* and from addresses no prober has: broadcast, multicast (a raw socket cannot send from
+     * 0.0.0.0: the kernel fills in a local address) */
+    assert_int_equal(send_spoofed("255.255.255.255", 40000, "127.0.0.3", port, msg, 8), 0);
+    assert_int_equal(send_spoofed("224.0.0.1", 40000, "127.0.0.3", port, msg, 8), 0);
+    pair_run(&p, 1000);
+    assert_int_equal(hc_probe_responder_echoes(p.a), 0);
+    assert_int_equal(hc_probe_responder_echoes(p.b), 0);
+    pair_free(&p);
+}
+
+/* What the responder answers: a marked probe with "HCR1" and otherwise the same bytes; an
+ * unmarked one (a version 1 agent's, the poller's) byte for byte; a reply never. */
+static void test_reply_marking_and_v1_compat(void **state)
+{
+    NEED_NETNS();
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(HC_PROBE_PORT)};
+    inet_pton(AF_INET, "198.18.100.2", &to.sin_addr);
+    struct pollfd pfd = {fd, POLLIN, 0};
+    unsigned char v2[200] = "HCP1\0\0\1\2HCV2", v1[8] = "HCP1\0\0\1\3", reply[300];
+    assert_int_equal(sendto(fd, v2, sizeof(v2), 0, (struct sockaddr *)&to, sizeof(to)), sizeof(v2));
+    assert_int_equal(poll(&pfd, 1, 1000), 1);
+    assert_int_equal(recv(fd, reply, sizeof(reply), 0), sizeof(v2));
+    assert_memory_equal(reply, HC_PROBE_REPLY_MAGIC, 4);
+    assert_memory_equal(reply + 4, v2 + 4, sizeof(v2) - 4);
+    struct hc_probe_packet pkt;
+    assert_int_equal(hc_probe_packet_parse(reply, sizeof(v2), &pkt), 0);
+    assert_int_equal(pkt.type, HC_PROBE_PKT_REPLY);
+    assert_int_equal(pkt.seq, 0x102);
+    assert_int_equal(sendto(fd, v1, sizeof(v1), 0, (struct sockaddr *)&to, sizeof(to)), sizeof(v1));
+    assert_int_equal(poll(&pfd, 1, 1000), 1);
+    assert_int_equal(recv(fd, reply, sizeof(reply), 0), sizeof(v1));
+    assert_memory_equal(reply, v1, sizeof(v1));
+    /* A reply sent to a responder, and a v1-looking datagram of 100 bytes whose padding is not
+     * the mark: the reply is dropped, the v1 probe echoed as it is. */
+    memcpy(v2, HC_PROBE_REPLY_MAGIC, 4);
+    sendto(fd, v2, sizeof(v2), 0, (struct sockaddr *)&to, sizeof(to));
+    assert_int_equal(poll(&pfd, 1, 300), 0);
+    unsigned char v1big[100] = "HCP1\0\0\1\4garbage";
+    sendto(fd, v1big, sizeof(v1big), 0, (struct sockaddr *)&to, sizeof(to));
+    assert_int_equal(poll(&pfd, 1, 1000), 1);
+    assert_int_equal(recv(fd, reply, sizeof(reply), 0), sizeof(v1big));
+    assert_memory_equal(reply, v1big, sizeof(v1big));
+    close(fd);
+}
+
+/* A flood from one source is cut at the burst plus the refill; another source is still
+ * answered. */
+static void test_rate_limit_per_source(void **state)
+{
+    NEED_NETNS();
+    struct hc_error err = {0};
+    struct event_base *base = event_base_new();
+    struct hc_probe_responder *r = hc_probe_responder_new(base, "127.0.0.4", -1, &err);
+    assert_non_null(r);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)hc_probe_responder_port(r))};
+    inet_pton(AF_INET, "127.0.0.4", &to.sin_addr);
+    int flood = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int other = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.5", &src.sin_addr);
+    assert_int_equal(bind(other, (struct sockaddr *)&src, sizeof(src)), 0);
+    int big = 4 * 1024 * 1024;
+    setsockopt(flood, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+    unsigned char msg[16] = "HCP1\0\0\0\1HCV2";
+    const int n = HC_PROBE_RATE_BURST * 3; /* limited unless sending it took over 4 s */
+    int64_t start = hc_mono_ms();
+    for (int i = 0; i < n; i++) {
+        /* the responder reads between sends so that no datagram is lost in a socket buffer */
+        sendto(flood, msg, sizeof(msg), 0, (struct sockaddr *)&to, sizeof(to));
+        if (i % 64 == 63)
+            event_base_loop(base, EVLOOP_NONBLOCK);
+    }
+    for (int i = 0; i < 10; i++)
+        event_base_loop(base, EVLOOP_NONBLOCK);
+    int64_t elapsed = hc_mono_ms() - start;
+    uint64_t echoes = hc_probe_responder_echoes(r), limited = hc_probe_responder_limited(r);
+    print_message("  %d probes from one source in %lld ms: %llu echoed, %llu limited\n", n,
+                  (long long)elapsed, (unsigned long long)echoes, (unsigned long long)limited);
+    assert_true(echoes >= HC_PROBE_RATE_BURST);
+    assert_true(echoes <=
+                HC_PROBE_RATE_BURST + (uint64_t)(elapsed + 1) * HC_PROBE_RATE_PER_S / 1000);
+    assert_true(limited > 0);
+    assert_int_equal(echoes + limited + hc_probe_responder_ignored(r), n);
+    /* another source is still answered */
+    sendto(other, msg, sizeof(msg), 0, (struct sockaddr *)&to, sizeof(to));
+    for (int i = 0; i < 50 && hc_probe_responder_echoes(r) == echoes; i++) {
+        usleep(1000);
+        event_base_loop(base, EVLOOP_NONBLOCK);
+    }
+    assert_int_equal(hc_probe_responder_echoes(r), echoes + 1);
+    close(flood);
+    close(other);
+    hc_probe_responder_free(r);
+    event_base_free(base);
+}
+
+/* A responder as agents before issue 12 ran it: every datagram starting with "HCP1" sent back
+ * as it is. In a child on 127.0.0.6:port; returns the port. */
+static int start_v1_responder(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sin);
+    inet_pton(AF_INET, "127.0.0.6", &sin.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        unsigned char buf[65536];
+        for (;;) {
+            struct sockaddr_in peer;
+            socklen_t plen = sizeof(peer);
+            ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&peer, &plen);
+            if (n >= 8 && memcmp(buf, "HCP1", 4) == 0)
+                sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&peer, plen);
+        }
+    }
+    close(fd);
+    if (pid < 0)
+        return -1;
+    responders[nresponders++] = pid;
+    return ntohs(sin.sin_port);
+}
+
+/* Mixed versions: a current prober takes an old responder's unchanged echo (HCP1 with the mark
+ * still in it), at every size, the search included. */
+static void test_prober_takes_v1_echo(void **state)
+{
+    NEED_NETNS();
+    int port = start_v1_responder();
+    assert_true(port > 0);
+    struct hc_error err = {0};
+    struct hc_probe_target t[2];
+    target(&t[0], "127.0.0.6", 9000);
+    target(&t[1], "127.0.0.6", HC_PROBE_MIN_SIZE); /* 8 bytes: sent unmarked */
+    struct hc_probe_options opt = {.timeout_ms = 500, .search = 1, .port = port};
+    assert_int_equal(hc_probe_run(&opt, t, 2, &err), 0);
+    assert_int_equal(t[0].result, HC_PROBE_OK);
+    assert_int_equal(t[1].result, HC_PROBE_OK);
+}
+
+/* The parser on its own: what is a probe, a reply, or dropped. */
+static void test_packet_parse(void **state)
+{
+    struct hc_probe_packet p;
+    static const struct {
+        const char *bytes;
+        size_t len;
+        int rc;
+        enum hc_probe_packet_type type;
+        uint32_t seq;
+    } cases[] = {
+        {"HCP1\0\0\0\1", 8, 0, HC_PROBE_PKT_PROBE_V1, 1},
+        {"HCP1\1\2\3\4HCV2", 12, 0, HC_PROBE_PKT_PROBE_V2, 0x01020304},
+        {"HCP1\1\2\3\4HCV", 11, 0, HC_PROBE_PKT_PROBE_V1, 0x01020304}, /* the mark cut short */
+        {"HCP1\1\2\3\4hcv2", 12, 0, HC_PROBE_PKT_PROBE_V1, 0x01020304},
+        {"HCR1\0\0\0\5HCV2", 12, 0, HC_PROBE_PKT_REPLY, 5},
+        {"HCR1\0\0\0\5", 8, -1, 0, 0},      /* a reply without the mark */
+        {"HCR1\0\0\0\5XXXX", 12, -1, 0, 0}, /* nor with another one */
+        {"HCP1\0\0\0", 7, -1, 0, 0},        /* short */
+        {"HCP2\0\0\0\1HCV2", 12, -1, 0, 0}, /* unknown magic */
+        {"", 0, -1, 0, 0},
+    };
+    for (size_t i = 0; i < HC_ARRAY_LEN(cases); i++) {
+        memset(&p, 0, sizeof(p));
+        int rc = hc_probe_packet_parse((const uint8_t *)cases[i].bytes, cases[i].len, &p);
+        if (rc != cases[i].rc)
+            fail_msg("case %zu: rc %d, want %d", i, rc, cases[i].rc);
+        if (rc == 0) {
+            assert_int_equal(p.type, cases[i].type);
+            assert_int_equal(p.seq, cases[i].seq);
+            assert_int_equal(p.length, cases[i].len);
+            assert_int_equal(p.version, cases[i].type == HC_PROBE_PKT_PROBE_V1 ? 1 : 2);
+        }
+    }
+    assert_int_equal(hc_probe_packet_parse(NULL, 8, &p), -1);
+    static uint8_t huge[HC_PROBE_MAX_SIZE];
+    memcpy(huge, "HCP1", 4);
+    assert_int_equal(hc_probe_packet_parse(huge, HC_PROBE_MAX_SIZE - HC_PROBE_HEADER, &p), 0);
+    assert_int_equal(hc_probe_packet_parse(huge, HC_PROBE_MAX_SIZE - HC_PROBE_HEADER + 1, &p), -1);
+}
+
 static void test_verdict_names(void **state)
 {
     assert_string_equal(hc_probe_verdict_name(HC_PROBE_OK), "ok");
@@ -418,6 +718,12 @@ int main(void)
         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_routed_hop_frag_needed),
         cmocka_unit_test(test_mixed_request),
+        cmocka_unit_test(test_spoofed_probe_no_ping_pong),
+        cmocka_unit_test(test_spoofed_v1_probe_from_responder_port),
+        cmocka_unit_test(test_reply_marking_and_v1_compat),
+        cmocka_unit_test(test_rate_limit_per_source),
+        cmocka_unit_test(test_prober_takes_v1_echo),
+        cmocka_unit_test(test_packet_parse),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,0 +1,61 @@
+/* Helpers shared by the fuzz targets: fatal set-up errors, a private temp directory. */
+#ifndef HC_TESTS_FUZZ_UTIL_H
+#define HC_TESTS_FUZZ_UTIL_H
+
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+static void fuzz_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* A set-up failure, or a broken invariant the target checks: abort, which libFuzzer reports as
+ * a crash with the input that caused it. */
+static void fuzz_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fuzz: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    abort();
+}
+
+/* Handlers log every refusal; at millions of inputs that is all the output would be. Past
+ * HC_LOG_ERROR nothing is written (the messages are still formatted by the callers' checks). */
+static inline void fuzz_quiet_logs(void)
+{
+    hc_log_set_level((enum hc_log_level)(HC_LOG_ERROR + 1));
+}
+
+/* $TMPDIR/NAME.XXXXXX (default /tmp); the caller frees the path. */
+static inline char *fuzz_mkdtemp(const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *path = NULL;
+    if (asprintf(&path, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", name) < 0 || !mkdtemp(path))
+        fuzz_die("cannot create a temp directory for %s", name);
+    return path;
+}
+
+static inline int fuzz_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static inline void fuzz_rmtree(const char *path)
+{
+    if (path)
+        nftw(path, fuzz_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+#endif
