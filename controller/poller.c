@@ -647,7 +647,7 @@ struct hc_poller *hc_poller_start(struct hc_controller *ctl, struct hc_error *er
     if (!(p->db = hc_db_open(ctl->db_path, err)) || !(p->client = hc_agent_client_new(ctl, p->db, err)))
         goto cleanup;
     /* Without the echo socket the poller still works; the MTU stall then shows as unreachable. */
-    if (!(p->echo_buf = malloc(POLLER_ECHO_MAX)) || (p->echo_fd = poller_echo_socket()) < 0)
+    if (!(p->echo_buf = calloc(1, POLLER_ECHO_MAX)) || (p->echo_fd = poller_echo_socket()) < 0)
         HC_WARN("poller: no UDP echo probes (%s): MTU stalls show as 'unreachable'",
                 strerror(errno));
     if (pthread_create(&p->thread, NULL, poller_main, p) != 0) {
