@@ -131,16 +131,6 @@ void hc_agent_sw_env(const struct hc_agent_software *sw, const char *version,
     snprintf(env->bundle_dir, sizeof(env->bundle_dir), "%s/%s", sw->dir, version);
 }
 
-static int sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 /* Points link at target (NULL: removes it): a new symlink renamed over the old one. */
 static int set_link(const struct hc_agent_software *sw, const char *link, const char *target,
                     struct hc_error *err)
@@ -152,12 +142,12 @@ static int set_link(const struct hc_agent_software *sw, const char *link, const 
         if (unlink(path) < 0 && errno != ENOENT)
             return hc_error_set(err, 500, HC_ERR_IO, "cannot remove '%s': %s", path,
                                 strerror(errno));
-        return sync_dir(sw->dir) < 0 ? hc_error_set(err, 500, HC_ERR_IO, "cannot sync '%s': %s",
+        return hc_dir_sync(sw->dir) < 0 ? hc_error_set(err, 500, HC_ERR_IO, "cannot sync '%s': %s",
                                                     sw->dir, strerror(errno))
                                      : 0;
     }
     unlink(tmp);
-    if (symlink(target, tmp) < 0 || rename(tmp, path) < 0 || sync_dir(sw->dir) < 0)
+    if (symlink(target, tmp) < 0 || rename(tmp, path) < 0 || hc_dir_sync(sw->dir) < 0)
         return hc_error_set(err, 500, HC_ERR_IO, "cannot point '%s' at %s: %s", path, target,
                             strerror(errno));
     return 0;
@@ -444,7 +434,7 @@ static int place(struct hc_agent_sw_stage *st, const struct hc_bundle *b, struct
             goto io;
         hc_bundle_rmtree(old);
     }
-    if (rename(tmp, final) < 0 || sync_dir(st->dir) < 0)
+    if (rename(tmp, final) < 0 || hc_dir_sync(st->dir) < 0)
         goto io;
     return 0;
 io:

@@ -178,6 +178,16 @@ void hc_file_tmp_abort(int fd, const char *tmp)
         unlink(tmp);
 }
 
+int hc_dir_sync(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
 /* fsync of the directory that holds path, so that a rename survives a crash. */
 static int sync_parent(const char *path)
 {
@@ -187,12 +197,7 @@ static int sync_parent(const char *path)
         snprintf(dir, sizeof(dir), ".");
     else
         snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
+    return hc_dir_sync(dir);
 }
 
 int hc_file_tmp_commit(int fd, const char *tmp, const char *path, struct hc_error *err)

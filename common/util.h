@@ -48,6 +48,8 @@ int hc_file_tmp_open(const char *path, int mode, char *tmp, size_t len, struct h
 /* fsyncs and closes fd, renames tmp over path and fsyncs the directory. On failure the temporary
  * file is removed. Returns 0 or -1 with err. */
 int hc_file_tmp_commit(int fd, const char *tmp, const char *path, struct hc_error *err);
+/* fsync of a directory (a rename in it then survives a crash). 0, or -1 with errno. */
+int hc_dir_sync(const char *dir);
 /* Closes fd (when >= 0) and removes tmp: for a write that is given up. */
 void hc_file_tmp_abort(int fd, const char *tmp);
 /* Keeps an append-only log file within max bytes: when it is larger, its content moves to
