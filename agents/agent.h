@@ -39,6 +39,8 @@ struct hc_agent_config {
     char controller_pin[64]; /* the controller's server key (hc_pki_cert_pin), given at
                                 enrollment: downloads from the controller pin it; "" in
                                 configurations from before pins */
+    char controller_client_pin[64]; /* the controller's client key: the only client the agent
+                                       API accepts ("" before pins: the CN alone decides) */
 };
 
 /* agent_config.c */

@@ -226,7 +226,13 @@ static int agent_server(struct hc_agent *agent, struct hc_error *err)
     struct hc_tls_server_config tls = {.cert_file = cert,
                                        .key_file = key,
                                        .client_ca_file = ca,
-                                       .required_client_cn = HC_CONTROLLER_CLIENT_CN};
+                                       .required_client_cn = HC_CONTROLLER_CLIENT_CN,
+                                       /* only the controller's own key, whatever else the
+                                        * CA may have signed with that CN */
+                                       .required_client_pin =
+                                           agent->cfg.controller_client_pin[0]
+                                               ? agent->cfg.controller_client_pin
+                                               : NULL};
     agent->srv = hc_http_server_new(agent->base, &tls, err);
     if (!agent->srv) {
         hc_error_prefix(err, "cannot start the agent API from '%s'", agent->data_dir);

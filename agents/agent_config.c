@@ -21,9 +21,11 @@ int hc_agent_name_check(const char *name, struct hc_error *err)
 
 json_t *hc_agent_config_to_json(const struct hc_agent_config *cfg)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s?}", "name", cfg->name, "controller",
+    return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s?}", "name", cfg->name, "controller",
                      cfg->controller, "listen", cfg->listen, "agent_url", cfg->agent_url,
-                     "controller_pin", cfg->controller_pin[0] ? cfg->controller_pin : NULL);
+                     "controller_pin", cfg->controller_pin[0] ? cfg->controller_pin : NULL,
+                     "controller_client_pin",
+                     cfg->controller_client_pin[0] ? cfg->controller_client_pin : NULL);
 }
 
 /* Copies a required string member into a fixed buffer, refusing truncation. */
@@ -39,6 +41,16 @@ static int copy_member(const json_t *obj, const char *key, char *dst, size_t len
     return 0;
 }
 
+/* An optional "sha256//..." pin into a 64-byte field ("" when absent). */
+static int copy_pin(const json_t *obj, const char *key, char dst[64], struct hc_error *err)
+{
+    const char *pin = hc_json_str(obj, key, "");
+    if (strlen(pin) >= 64 || (*pin && strncmp(pin, "sha256//", 8) != 0))
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid field '%s'", key);
+    memcpy(dst, pin, strlen(pin) + 1);
+    return 0;
+}
+
 int hc_agent_config_from_json(const json_t *obj, struct hc_agent_config *cfg, struct hc_error *err)
 {
     struct hc_agent_config tmp;
@@ -50,10 +62,9 @@ int hc_agent_config_from_json(const json_t *obj, struct hc_agent_config *cfg, st
         copy_member(obj, "listen", tmp.listen, sizeof(tmp.listen), err) < 0 ||
         copy_member(obj, "agent_url", tmp.agent_url, sizeof(tmp.agent_url), err) < 0)
         return -1;
-    const char *pin = hc_json_str(obj, "controller_pin", "");
-    if (strlen(pin) >= sizeof(tmp.controller_pin) || (*pin && strncmp(pin, "sha256//", 8) != 0))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid field 'controller_pin'");
-    memcpy(tmp.controller_pin, pin, strlen(pin) + 1);
+    if (copy_pin(obj, "controller_pin", tmp.controller_pin, err) < 0 ||
+        copy_pin(obj, "controller_client_pin", tmp.controller_client_pin, err) < 0)
+        return -1;
     if (hc_agent_name_check(tmp.name, err) < 0)
         return -1;
     *cfg = tmp;

@@ -274,6 +274,13 @@ static int check_enrollment(struct join *j, const json_t *reply, struct hc_error
         return hc_error_set(err, 502, HC_ERR_TLS, "controller's enrollment answer has no valid "
                                                   "controller_pin");
     snprintf(j->cfg.controller_pin, sizeof(j->cfg.controller_pin), "%s", pin);
+    const char *client_pin = hc_json_str(reply, "controller_client_pin", "");
+    if (strncmp(client_pin, "sha256//", 8) != 0 ||
+        strlen(client_pin) >= sizeof(j->cfg.controller_client_pin))
+        return hc_error_set(err, 502, HC_ERR_TLS, "controller's enrollment answer has no valid "
+                                                  "controller_client_pin");
+    snprintf(j->cfg.controller_client_pin, sizeof(j->cfg.controller_client_pin), "%s",
+             client_pin);
     const json_t *node = json_object_get(reply, "node");
     HC_INFO("enrolled as node '%s' (certificate serial %s)", j->cfg.name,
             hc_json_str(node, "cert_serial", "?"));

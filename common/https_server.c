@@ -28,6 +28,8 @@
  */
 #include "common/https_server.h"
 
+#include "common/pki.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
@@ -131,6 +133,7 @@ struct hc_http_server {
     SSL_CTX *ctx;
     struct hc_router *router;
     char *required_cn;
+    char *required_pin;
     int port;
     size_t max_body;
     hc_before_fn before;
@@ -376,19 +379,22 @@ cleanup:
     return rc;
 }
 
-/* With required_client_cn: the chain is already verified by OpenSSL (ok), and at depth 0 the
- * leaf's CN must also be the required one, or the handshake fails. */
+/* With required_client_cn (and required_client_pin): the chain is already verified by OpenSSL
+ * (ok), and at depth 0 the leaf's CN must also be the required one (and its key the pinned
+ * one), or the handshake fails. */
 static int hc_tls_verify_cn(int ok, X509_STORE_CTX *store)
 {
     if (!ok || X509_STORE_CTX_get_error_depth(store) != 0)
         return ok;
     SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
     struct hc_http_server *srv = ssl ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
-    char cn[256];
+    X509 *leaf = X509_STORE_CTX_get_current_cert(store);
+    char cn[256], pin[HC_PKI_PIN_LEN];
     if (!srv || !srv->required_cn)
         return ok;
-    if (hc_cert_cn(X509_STORE_CTX_get_current_cert(store), cn, sizeof(cn)) != 0 ||
-        strcmp(cn, srv->required_cn) != 0) {
+    if (hc_cert_cn(leaf, cn, sizeof(cn)) != 0 || strcmp(cn, srv->required_cn) != 0 ||
+        (srv->required_pin &&
+         (hc_pki_cert_pin(leaf, pin) < 0 || strcmp(pin, srv->required_pin) != 0))) {
         X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION);
         return 0;
     }
@@ -1201,7 +1207,10 @@ struct hc_http_server *hc_http_server_new(struct event_base *base,
     srv->http = evhttp_new(base);
     if (tls->required_client_cn)
         srv->required_cn = strdup(tls->required_client_cn);
-    if (!srv->router || !srv->http || (tls->required_client_cn && !srv->required_cn)) {
+    if (tls->required_client_pin)
+        srv->required_pin = strdup(tls->required_client_pin);
+    if (!srv->router || !srv->http || (tls->required_client_cn && !srv->required_cn) ||
+        (tls->required_client_pin && !srv->required_pin)) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot allocate https server: out of memory");
         goto fail;
     }
@@ -1251,6 +1260,7 @@ void hc_http_server_free(struct hc_http_server *srv)
     SSL_CTX_free(srv->ctx);
     hc_router_free(srv->router);
     free(srv->required_cn);
+    free(srv->required_pin);
     free(srv);
 }
 

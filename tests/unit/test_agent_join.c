@@ -43,6 +43,7 @@ struct env {
     char server_cert[4096], server_key[4096]; /* the controller's API certificate */
     char client_cert[4096], client_key[4096]; /* CN hcctld-client */
     char rogue_cert[4096], rogue_key[4096];   /* same CA, another CN */
+    char twin_cert[4096], twin_key[4096];     /* same CA, the controller's CN, another key */
     char data_dir[4096];
     /* fake controller */
     struct event_base *base;
@@ -111,10 +112,13 @@ static int setup(void **state)
     snprintf(e->client_key, sizeof(e->client_key), "%s/client.key", e->dir);
     snprintf(e->rogue_cert, sizeof(e->rogue_cert), "%s/rogue.pem", e->dir);
     snprintf(e->rogue_key, sizeof(e->rogue_key), "%s/rogue.key", e->dir);
+    snprintf(e->twin_cert, sizeof(e->twin_cert), "%s/twin.pem", e->dir);
+    snprintf(e->twin_key, sizeof(e->twin_key), "%s/twin.key", e->dir);
     snprintf(e->data_dir, sizeof(e->data_dir), "%s/agent/data", e->dir);
     if (issue_files(e, "controller", "127.0.0.1", 1, e->server_cert, e->server_key) < 0 ||
         issue_files(e, HC_CONTROLLER_CLIENT_CN, NULL, 0, e->client_cert, e->client_key) < 0 ||
-        issue_files(e, "intruder", NULL, 0, e->rogue_cert, e->rogue_key) < 0)
+        issue_files(e, "intruder", NULL, 0, e->rogue_cert, e->rogue_key) < 0 ||
+        issue_files(e, HC_CONTROLLER_CLIENT_CN, NULL, 0, e->twin_cert, e->twin_key) < 0)
         return -1;
     *state = e;
     return 0;
@@ -154,12 +158,13 @@ static json_t *sign_enrollment(struct env *e, json_t *body, struct hc_error *err
     EVP_PKEY *pub = csr ? hc_pki_csr_pubkey(csr) : NULL;
     X509 *cert = pub ? hc_pki_issue(e->ca, e->ca_key, pub, &spec, serial, err) : NULL;
     char *pem = cert ? hc_pki_cert_to_pem(cert) : NULL;
-    char pin[HC_PKI_PIN_LEN];
-    json_t *reply = pem && hc_pki_file_pin(e->server_cert, pin, err) == 0
-                        ? json_pack("{s:{s:s, s:s}, s:s, s:s, s:s, s:s}", "node", "name", name,
-                                    "cert_serial", serial, "cert_pem", pem, "ca_pem", e->ca_pem,
-                                    "controller_client_cn", HC_CONTROLLER_CLIENT_CN,
-                                    "controller_pin", pin)
+    char pin[HC_PKI_PIN_LEN], client_pin[HC_PKI_PIN_LEN];
+    json_t *reply = pem && hc_pki_file_pin(e->server_cert, pin, err) == 0 &&
+                            hc_pki_file_pin(e->client_cert, client_pin, err) == 0
+                        ? json_pack("{s:{s:s, s:s}, s:s, s:s, s:s, s:s, s:s}", "node", "name",
+                                    name, "cert_serial", serial, "cert_pem", pem, "ca_pem",
+                                    e->ca_pem, "controller_client_cn", HC_CONTROLLER_CLIENT_CN,
+                                    "controller_pin", pin, "controller_client_pin", client_pin)
                         : NULL;
     free(pem);
     X509_free(cert);
@@ -446,6 +451,10 @@ static void check_agent_api(struct env *e, int port)
     assert_true(rc < 0 || resp.status != 200);
     hc_http_response_clear(&resp);
     rc = call_agent(e, port, "GET", "/v1/status", e->rogue_cert, e->rogue_key, &resp);
+    assert_true(rc < 0 || resp.status != 200);
+    hc_http_response_clear(&resp);
+    /* The controller's CN from the same CA, but not the controller's key: refused too. */
+    rc = call_agent(e, port, "GET", "/v1/status", e->twin_cert, e->twin_key, &resp);
     assert_true(rc < 0 || resp.status != 200);
     hc_http_response_clear(&resp);
 }
