@@ -360,6 +360,43 @@ static int prepare_data_dir(const char *dir, int *created, struct hc_error *err)
     return 0;
 }
 
+/* A new membership starts with no service data: what an earlier one left in DIR/service-data
+ * (a node removed while its agent did not answer, so nobody set it aside) moves to
+ * DIR/kept/earlier.TIME, never served again and never deleted here. The agent takes the
+ * directory back first (CAP_CHOWN): moving a directory needs write access to it. */
+static int set_aside_old_data(const char *dir, struct hc_error *err)
+{
+    char *data = hc_path_join(dir, HC_AGENT_DIR_SERVICE_DATA);
+    char *kept = hc_path_join(dir, HC_AGENT_DIR_KEPT);
+    char to[1400];
+    int rc = -1;
+    if (!data || !kept) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    struct stat st;
+    if (lstat(data, &st) < 0 && errno == ENOENT) {
+        rc = 0;
+        goto cleanup;
+    }
+    snprintf(to, sizeof(to), "%s/earlier.%lld", kept, (long long)hc_now_ms());
+    if (chown(data, geteuid(), getegid()) < 0 && errno != EPERM)
+        HC_WARN("cannot take back '%s': %s", data, strerror(errno));
+    if ((mkdir(kept, 0700) < 0 && errno != EEXIST) || rename(data, to) < 0) {
+        hc_error_set(err, 500, HC_ERR_IO, "cannot set aside the service data of an earlier "
+                                          "membership ('%s' to '%s'): %s", data, to,
+                     strerror(errno));
+        hc_error_hint(err, "move or delete '%s' by hand, then join again", data);
+        goto cleanup;
+    }
+    HC_INFO("the service data of an earlier membership is kept in %s, unused", to);
+    rc = 0;
+cleanup:
+    free(data);
+    free(kept);
+    return rc;
+}
+
 /* Fills the configuration (name, controller without trailing '/', listen, agent_url). */
 static int join_config(struct join *j, struct hc_error *err)
 {
@@ -425,7 +462,8 @@ int hc_join(const struct hc_join_options *opt, struct hc_error *err)
     }
     if (join_config(&j, err) < 0 || prepare_data_dir(opt->data_dir, &created, err) < 0)
         goto cleanup;
-    if (join_controller(&j, err) < 0 || write_files(&j, err) < 0)
+    if (join_controller(&j, err) < 0 || set_aside_old_data(opt->data_dir, err) < 0 ||
+        write_files(&j, err) < 0)
         goto cleanup;
     HC_INFO("wrote credentials to %s", opt->data_dir);
     rc = 0;

@@ -17,6 +17,7 @@
 
 #include <event2/thread.h>
 #include <pthread.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include "common/pki.h"
 #include "common/token.h"
 #include "common/util.h"
+#include "agents/software.h"
 #include "tests/unit/testdir.h"
 
 /* A cluster CA, a second unrelated CA, and the certificates the controller would hold. */
@@ -509,6 +511,27 @@ static void test_join_then_serve_then_leave(void **state)
     event_base_free(base);
 }
 
+/* A data directory that still holds an earlier membership's service data (the node was removed
+ * while its agent did not answer): a new join sets it aside, unused and not deleted. */
+static void test_join_sets_aside_old_service_data(void **state)
+{
+    struct env *e = *state;
+    struct hc_error err = {0};
+    char path[1200];
+    assert_int_equal(hc_mkdir_p(e->data_dir, 0700, &err), 0);
+    snprintf(path, sizeof(path), "%s/%s", e->data_dir, HC_AGENT_DIR_SERVICE_DATA);
+    assert_true(mkdir(path, 0700) == 0 || errno == EEXIST);
+    snprintf(path, sizeof(path), "%s/%s/block-1", e->data_dir, HC_AGENT_DIR_SERVICE_DATA);
+    assert_int_equal(hc_file_write_atomic(path, "old", 3, 0600, &err), 0);
+    if (run_join(e, e->ca_fp, "n1", &err) < 0)
+        fail_msg("join: %s", err.message);
+    assert_false(exists(e->data_dir, HC_AGENT_DIR_SERVICE_DATA));
+    char cmd[1400];
+    snprintf(cmd, sizeof(cmd), "test \"$(cat %s/%s/earlier.*/block-1)\" = old", e->data_dir,
+             HC_AGENT_DIR_KEPT);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     evthread_use_pthreads();
@@ -522,6 +545,8 @@ int main(void)
         cmocka_unit_test(test_join_refuses_unpinned_controller),
         cmocka_unit_test(test_join_refusal_leaves_no_files),
         cmocka_unit_test(test_join_then_serve_then_leave),
+        /* after the leave above: the directory holds no membership, only old service data */
+        cmocka_unit_test(test_join_sets_aside_old_service_data),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
