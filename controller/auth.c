@@ -25,7 +25,7 @@ static int join_invalid(struct hc_error *err)
     return hc_error_hint(err, "create a new one with 'hcctl cluster join-token'");
 }
 
-static int name_taken(struct hc_db *db, const char *name, struct hc_error *err)
+int hc_auth_token_name_taken(struct hc_db *db, const char *name, struct hc_error *err)
 {
     json_t *rows = hc_db_query_json(
         db, err, "SELECT id FROM tokens WHERE kind = 'api' AND name = ?", "s", name);
@@ -48,7 +48,7 @@ static int token_insert(struct hc_db *db, const char *name, const char *role, co
         hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "unknown role '%s'", role);
         return hc_error_hint(err, "use admin or readonly");
     }
-    int taken = name_taken(db, name, err);
+    int taken = hc_auth_token_name_taken(db, name, err);
     if (taken < 0)
         return -1;
     if (taken) {

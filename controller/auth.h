@@ -37,6 +37,9 @@ int hc_auth_token_create(struct hc_db *db, const char *name, const char *role,
                          int64_t expires_at_ms, char text[HC_AUTH_TOKEN_TEXT_MAX],
                          struct hc_error *err);
 
+/* 1 when an API token has that name, 0 when not, -1 with err. */
+int hc_auth_token_name_taken(struct hc_db *db, const char *name, struct hc_error *err);
+
 /* A read-only token limited to scope ("bundle:VERSION"), owned by operation op_id: the tokens
  * handed to agents to download one bundle. Same rules and output as hc_auth_token_create. */
 int hc_auth_token_create_scoped(struct hc_db *db, const char *name, const char *scope,

@@ -12,6 +12,8 @@
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
+#include "controller/auth.h"
+#include "controller/nodes.h"
 
 /* Actors the event log names besides nodes and API tokens; a node named so would make the
  * audit trail ambiguous, and the CN hcctld-client is the controller's client identity. */
@@ -30,17 +32,6 @@ static int reserved(const char *name, int allow_admin)
     return 0;
 }
 
-/* 1 when a row of sql (one text parameter) exists, 0 when not, -1 with err. */
-static int row_exists(struct hc_db *db, const char *sql, const char *arg, struct hc_error *err)
-{
-    json_t *rows = hc_db_query_json(db, err, sql, "s", arg);
-    if (!rows)
-        return -1;
-    int found = json_array_size(rows) > 0;
-    json_decref(rows);
-    return found;
-}
-
 int hc_identity_node_name_check(struct hc_db *db, const char *name, struct hc_error *err)
 {
     if (reserved(name, 0)) {
@@ -48,7 +39,7 @@ int hc_identity_node_name_check(struct hc_db *db, const char *name, struct hc_er
         return hc_error_hint(err, "the event log uses it for another actor; choose another "
                                   "--name");
     }
-    int taken = row_exists(db, "SELECT 1 FROM tokens WHERE kind = 'api' AND name = ?", name, err);
+    int taken = hc_auth_token_name_taken(db, name, err);
     if (taken < 0)
         return -1;
     if (taken) {
@@ -66,7 +57,7 @@ int hc_identity_token_name_check(struct hc_db *db, const char *name, struct hc_e
         hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "token name '%s' is reserved", name);
         return hc_error_hint(err, "the event log uses it for another actor; choose another name");
     }
-    int taken = row_exists(db, "SELECT 1 FROM nodes WHERE name = ?", name, err);
+    int taken = hc_node_exists(db, name, err);
     if (taken < 0)
         return -1;
     if (taken) {
