@@ -174,15 +174,11 @@ static void leave_cleanup(struct hc_agent *agent)
         else
             HC_INFO("the service's data under %s is deleted (purge)", agent->data_dir);
     } else if (agent->kept[0]) {
-        /* Moving a directory to another parent needs write access to it (its ".."): the
-         * service's own 0700 directory is the agent's again first (CAP_CHOWN; the agent holds
-         * no CAP_DAC_OVERRIDE). What is inside stays the service's. */
-        if (chown(data, geteuid(), getegid()) < 0 && errno != ENOENT)
-            HC_WARN("cannot take back '%s': %s", data, strerror(errno));
-        if ((mkdir(kept, 0700) < 0 && errno != EEXIST) || rename(data, agent->kept) < 0)
-            HC_ERROR("cannot move '%s' to '%s': %s (it stays where it is)", data, agent->kept,
-                     strerror(errno));
-        else
+        struct hc_error err = {0};
+        int moved = hc_privilege_service_keep(data, kept, agent->kept, &err);
+        if (moved < 0)
+            HC_ERROR("%s (it stays where it is)", err.message);
+        else if (moved)
             HC_INFO("the service's data is kept in %s", agent->kept);
     }
     free(data);

@@ -30,6 +30,7 @@
 #include "common/pki.h"
 #include "common/token.h"
 #include "common/util.h"
+#include "agents/privilege.h"
 #include "agents/software.h"
 
 #define JOIN_TIMEOUT_MS 15000
@@ -362,8 +363,7 @@ static int prepare_data_dir(const char *dir, int *created, struct hc_error *err)
 
 /* A new membership starts with no service data: what an earlier one left in DIR/service-data
  * (a node removed while its agent did not answer, so nobody set it aside) moves to
- * DIR/kept/earlier.TIME, never served again and never deleted here. The agent takes the
- * directory back first (CAP_CHOWN): moving a directory needs write access to it. */
+ * DIR/kept/earlier.TIME, never served again and never deleted here. */
 static int set_aside_old_data(const char *dir, struct hc_error *err)
 {
     char *data = hc_path_join(dir, HC_AGENT_DIR_SERVICE_DATA);
@@ -374,27 +374,16 @@ static int set_aside_old_data(const char *dir, struct hc_error *err)
         hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
-    struct stat st;
-    if (lstat(data, &st) < 0 && errno == ENOENT) {
-        rc = 0;
-        goto cleanup;
-    }
     snprintf(to, sizeof(to), "%s/earlier.%lld", kept, (long long)hc_now_ms());
-    if (chown(data, geteuid(), getegid()) < 0 && errno != EPERM)
-        HC_WARN("cannot take back '%s': %s", data, strerror(errno));
-    if ((mkdir(kept, 0700) < 0 && errno != EEXIST) || rename(data, to) < 0) {
-        hc_error_set(err, 500, HC_ERR_IO, "cannot set aside the service data of an earlier "
-                                          "membership ('%s' to '%s'): %s", data, to,
-                     strerror(errno));
+    rc = hc_privilege_service_keep(data, kept, to, err);
+    if (rc < 0)
         hc_error_hint(err, "move or delete '%s' by hand, then join again", data);
-        goto cleanup;
-    }
-    HC_INFO("the service data of an earlier membership is kept in %s, unused", to);
-    rc = 0;
+    else if (rc > 0)
+        HC_INFO("the service data of an earlier membership is kept in %s, unused", to);
 cleanup:
     free(data);
     free(kept);
-    return rc;
+    return rc < 0 ? -1 : 0;
 }
 
 /* Fills the configuration (name, controller without trailing '/', listen, agent_url). */

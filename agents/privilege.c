@@ -460,6 +460,20 @@ static int remove_pass(const char *dir)
     return remove_failed ? -1 : 0;
 }
 
+int hc_privilege_service_keep(const char *data, const char *kept_dir, const char *to,
+                              struct hc_error *err)
+{
+    struct stat st;
+    if (lstat(data, &st) < 0 && errno == ENOENT)
+        return 0;
+    if (chown(data, geteuid(), getegid()) < 0 && errno != EPERM)
+        HC_WARN("cannot take back '%s': %s", data, strerror(errno));
+    if ((mkdir(kept_dir, 0700) < 0 && errno != EEXIST) || rename(data, to) < 0)
+        return hc_error_set(err, 500, HC_ERR_IO, "cannot move '%s' to '%s': %s", data, to,
+                            strerror(errno));
+    return 1;
+}
+
 int hc_privilege_service_remove(const char *dir, struct hc_error *err)
 {
     struct hc_service_user u;

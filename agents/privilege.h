@@ -73,6 +73,14 @@ int hc_privilege_service_dir(const char *dir, const char *const *reach,
 int hc_privilege_service_write(const char *dir, const char *name, const void *data, size_t len,
                                int mode, struct hc_error *err);
 
+/* Sets the service's data directory data aside as to (inside kept_dir, made 0700 when
+ * missing), never serving or deleting it. Moving a directory to another parent needs write
+ * access to it (its ".."), and the agent holds no CAP_DAC_OVERRIDE: the top directory is the
+ * agent's again first (CAP_CHOWN); what is inside stays the service's. Returns 1 when moved, 0
+ * when there was no data, -1 with err. */
+int hc_privilege_service_keep(const char *data, const char *kept_dir, const char *to,
+                              struct hc_error *err);
+
 /* Deletes the service's data directory dir and everything in it (a purge). The agent holds no
  * CAP_DAC_OVERRIDE, so what the service made is removed as the service user (setfsuid), the
  * rest and dir itself as the agent; symbolic links are removed, never followed. A missing dir
