@@ -94,7 +94,6 @@ static int api_before(struct hc_request *req, const struct hc_route *route, void
         return 1;
     }
     snprintf(api->caller.actor, sizeof(api->caller.actor), "%s", who.name);
-    snprintf(api->caller.token_id, sizeof(api->caller.token_id), "%s", who.id);
     hc_req_set_user(req, &api->caller);
     if ((route->flags & HC_API_ADMIN) && strcmp(who.role, HC_AUTH_ROLE_ADMIN) != 0)
         return forbidden(req, who.name);

@@ -30,7 +30,6 @@
 struct hc_api_caller {
     char actor[128]; /* token name, or the node name for a successful enroll */
     char node[64];   /* node the call was about, "" when none */
-    char token_id[17]; /* the API token's id, "" on public routes */
 };
 
 struct hc_api {

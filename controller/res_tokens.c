@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/json_util.h"
+#include "common/token.h"
 #include "common/util.h"
 #include "controller/api.h"
 #include "controller/auth.h"
@@ -52,22 +53,23 @@ static json_t *token_create(struct hc_api *api, const json_t *in, const char *ac
 {
     const char *name = hc_json_req_str(in, "name", err);
     const char *role = hc_json_str(in, "role", HC_AUTH_ROLE_READONLY);
-    char text[HC_AUTH_TOKEN_TEXT_MAX], id[17], kind[8];
+    char text[HC_AUTH_TOKEN_TEXT_MAX];
+    struct hc_token t;
     int64_t ttl_ms;
     if (!name || ttl_ms_from(in, &ttl_ms, err) < 0 || hc_db_begin(api->db, err) < 0)
         return NULL;
     int64_t expires = ttl_ms ? hc_now_ms() + ttl_ms : 0;
     if (hc_identity_token_name_check(api->db, name, err) < 0 ||
         hc_auth_token_create(api->db, name, role, expires, text, err) < 0 ||
-        hc_auth_token_find(api->db, name, id, kind, err) < 0 ||
+        hc_token_parse(text, HC_TOKEN_API_PREFIX, &t, NULL) < 0 || /* its id, for the record */
         hc_event_add(api->db, "token.api_created", NULL, NULL, actor,
-                     json_pack("{s:s, s:s, s:s}", "id", id, "name", name, "role", role), err,
-                     "api token '%s' (%s) created with role %s", name, id, role) < 0 ||
+                     json_pack("{s:s, s:s, s:s}", "id", t.id, "name", name, "role", role), err,
+                     "api token '%s' (%s) created with role %s", name, t.id, role) < 0 ||
         hc_db_commit(api->db, err) < 0) {
         hc_db_rollback(api->db);
         return NULL;
     }
-    return token_reply(text, id, name, role, expires);
+    return token_reply(text, t.id, name, role, expires);
 }
 
 void hc_res_token_create(struct hc_request *req, void *arg)
