@@ -79,8 +79,10 @@ static void test_connect_timeout_stated(void **state)
     assert_true(took < 3000);
     assert_non_null(strstr(err.message, "connection timed out after"));
     assert_null(strstr(err.message, "12000"));
+    /* curl states its own elapsed time, which it rounds and may read a millisecond early
+     * (seen: "after 299 ms" for a 300 ms limit under load). */
     long ms = stated_ms(err.message);
-    assert_true(ms >= 300 && ms <= took + 1);
+    assert_true(ms >= 295 && ms <= took + 1);
     close(s.fd);
 }
 

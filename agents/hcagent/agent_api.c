@@ -1,0 +1,365 @@
+/*
+ * The agent API (docs/api.md "Agent API") and `hcagent run`.
+ *
+ * One libevent thread serves HTTPS with mutual TLS: the TLS layer itself refuses any client
+ * without a certificate signed by the cluster CA whose CN is the controller's client CN, so the
+ * handlers below never see anyone but the controller and do no further authentication.
+ */
+#include "agents/hcagent/agent.h"
+#include "agents/hcagent/privilege.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agents/hcagent/net_api.h"
+#include "agents/hcagent/netinfo.h"
+#include "agents/hcagent/software.h"
+#include "common/bundle.h"
+#include "common/https_server.h"
+#include "common/json_util.h"
+#include "common/log.h"
+#include "common/pki.h"
+#include "common/util.h"
+
+/* Time between the 202 of POST /v1/leave and the removal of the credentials, so that the reply
+ * is flushed to the controller before the loop stops. */
+#define LEAVE_DELAY_MS 100
+
+struct hc_agent {
+    struct event_base *base;
+    struct hc_http_server *srv;
+    struct event *leave_timer;
+    struct hc_agent_config cfg;
+    char *data_dir;
+    char hostname[256];
+    int64_t started_ms; /* monotonic */
+    int leaving;        /* leave requested: the timer is armed */
+    int left;           /* credentials removed */
+    int purge;          /* leave: the service's data goes too */
+    char kept[1200];    /* leave: where the service's data is kept ("" when purged or none) */
+    struct hc_agent_software *sw; /* software and the storage service (agents/hcagent/software.c) */
+};
+
+static void status_route(struct hc_request *req, void *arg)
+{
+    struct hc_agent *agent = arg;
+    json_int_t uptime = (json_int_t)((hc_mono_ms() - agent->started_ms) / 1000);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:I}", "agent_version", HC_VERSION, "node_name",
+                             agent->cfg.name, "hostname", agent->hostname, "uptime_seconds",
+                             uptime);
+    hc_agent_software_status(agent->sw, body); /* service, software_version */
+    hc_reply_json(req, 200, body);
+}
+
+static void interfaces_route(struct hc_request *req, void *arg)
+{
+    struct hc_error err = {0};
+    json_t *list = hc_netinfo_interfaces(&err);
+    if (!list) {
+        HC_ERROR("%s", err.message);
+        hc_reply_error(req, &err);
+        return;
+    }
+    hc_reply_json(req, 200, json_pack("{s:o}", "interfaces", list));
+}
+
+/* Credentials go, ca.pem stays: it holds no secret, and a later join replaces it. */
+static void leave_now(evutil_socket_t fd, short what, void *arg)
+{
+    struct hc_agent *agent = arg;
+    static const char *const names[] = {HC_AGENT_FILE_KEY, HC_AGENT_FILE_CERT,
+                                        HC_AGENT_FILE_CONFIG};
+    for (size_t i = 0; i < HC_ARRAY_LEN(names); i++) {
+        char *path = hc_path_join(agent->data_dir, names[i]);
+        if (path && unlink(path) < 0 && errno != ENOENT)
+            HC_ERROR("cannot remove '%s': %s", path, strerror(errno));
+        free(path);
+    }
+    agent->left = 1;
+    HC_INFO("left the cluster: credentials removed from %s, stopping", agent->data_dir);
+    event_base_loopexit(agent->base, NULL);
+}
+
+/* A name for the kept copy chosen by the controller: one path segment, nothing to escape. */
+static int keep_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 128 || name[0] == '.')
+        return 0;
+    return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+/* Where the service's data goes when the node leaves: DIR/kept/NAME (absolute), or "" when
+ * there is none. */
+static void keep_path(const struct hc_agent *agent, const char *name, char *out, size_t len)
+{
+    char abs[PATH_MAX], data[PATH_MAX + 32];
+    struct stat st;
+    const char *dir = realpath(agent->data_dir, abs) ? abs : agent->data_dir;
+    snprintf(data, sizeof(data), "%s/%s", dir, HC_AGENT_DIR_SERVICE_DATA);
+    out[0] = '\0';
+    if (stat(data, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(out, len, "%s/%s/%s", dir, HC_AGENT_DIR_KEPT, name);
+}
+
+/* Body (optional): {"purge"?: bool, "keep_as"?: NAME}. Answers where the service's data will
+ * be: the controller records it for the operator. A second request while leaving answers the
+ * first one's terms. */
+static void leave_route(struct hc_request *req, void *arg)
+{
+    struct hc_agent *agent = arg;
+    if (!agent->leaving) {
+        json_t *body = NULL;
+        const char *len = hc_req_header(req, "Content-Length");
+        int has_body = hc_req_header(req, "Transfer-Encoding") || (len && strcmp(len, "0"));
+        if (has_body && !(body = hc_req_json(req)))
+            return; /* answered 400 */
+        const json_t *purge = json_object_get(body, "purge");
+        const char *keep_as = hc_json_str(body, "keep_as", NULL);
+        char name[64];
+        if ((purge && !json_is_boolean(purge)) || (keep_as && !keep_name_valid(keep_as))) {
+            struct hc_error err = {0};
+            hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "leave: 'purge' must be a boolean "
+                         "and 'keep_as' 1 to 128 of [A-Za-z0-9._-], not starting with '.'");
+            hc_reply_error(req, &err);
+            return;
+        }
+        if (!keep_as) {
+            snprintf(name, sizeof(name), "service-data.%lld", (long long)hc_now_ms());
+            keep_as = name;
+        }
+        agent->purge = json_is_true(purge);
+        if (!agent->purge)
+            keep_path(agent, keep_as, agent->kept, sizeof(agent->kept));
+        struct timeval tv = {0, LEAVE_DELAY_MS * 1000};
+        HC_INFO("leave requested by the controller (%s)%s", hc_req_peer_addr(req),
+                agent->purge ? ", the service's data to be deleted" : "");
+        agent->leaving = 1;
+        evtimer_add(agent->leave_timer, &tv);
+    }
+    hc_reply_json(req, 202, json_pack("{s:b, s:b, s:s?}", "leaving", 1, "purge", agent->purge,
+                                      "service_data", agent->kept[0] ? agent->kept : NULL));
+}
+
+/* After the service has stopped, a node that left keeps nothing of the cluster's but the
+ * service's data, moved out of the way of a later join (which starts with none) unless purged:
+ * the installed software and the trusted keys go. */
+static void leave_cleanup(struct hc_agent *agent)
+{
+    static const char *const gone[] = {HC_AGENT_DIR_SOFTWARE, HC_AGENT_DIR_KEYS};
+    char *data = hc_path_join(agent->data_dir, HC_AGENT_DIR_SERVICE_DATA);
+    char *kept = hc_path_join(agent->data_dir, HC_AGENT_DIR_KEPT);
+    for (size_t i = 0; i < HC_ARRAY_LEN(gone); i++) {
+        char *path = hc_path_join(agent->data_dir, gone[i]);
+        if (path && hc_bundle_rmtree(path) < 0)
+            HC_ERROR("cannot remove '%s': %s", path, strerror(errno));
+        free(path);
+    }
+    if (!data || !kept) {
+        HC_ERROR("out of memory: the service's data stays in '%s'", agent->data_dir);
+    } else if (agent->purge) {
+        /* What the service made is its own (0700, uid 60600): the agent, without
+         * CAP_DAC_OVERRIDE, deletes it as the service user. */
+        struct hc_error err = {0};
+        if (hc_privilege_service_remove(data, &err) < 0 ||
+            hc_privilege_service_remove(kept, &err) < 0)
+            HC_ERROR("cannot delete the service's data under '%s': %s", agent->data_dir,
+                     err.message);
+        else
+            HC_INFO("the service's data under %s is deleted (purge)", agent->data_dir);
+    } else if (agent->kept[0]) {
+        struct hc_error err = {0};
+        int moved = hc_privilege_service_keep(data, kept, agent->kept, &err);
+        if (moved < 0)
+            HC_ERROR("%s (it stays where it is)", err.message);
+        else if (moved)
+            HC_INFO("the service's data is kept in %s", agent->kept);
+    }
+    free(data);
+    free(kept);
+}
+
+/* Warns when the private key is readable by others: it should have been written 0600. */
+static void check_key_mode(const char *key_path)
+{
+    struct stat st;
+    if (stat(key_path, &st) == 0 && (st.st_mode & 077))
+        HC_WARN("private key '%s' is accessible by other users (mode %03o): chmod 600 it", key_path,
+                (unsigned)(st.st_mode & 0777));
+}
+
+static int agent_routes(struct hc_agent *agent, struct hc_error *err)
+{
+    if (hc_http_server_route(agent->srv, "GET", "/v1/status", 0, status_route, agent) < 0 ||
+        hc_http_server_route(agent->srv, "GET", "/v1/interfaces", 0, interfaces_route, agent) < 0 ||
+        hc_http_server_route(agent->srv, "POST", "/v1/leave", 0, leave_route, agent) < 0)
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot register agent API routes");
+    if (hc_agent_net_routes(agent, agent->srv, agent->base, err) < 0)
+        return -1;
+    if (!(agent->sw = hc_agent_software_new(agent->srv, agent->base, agent->data_dir, &agent->cfg,
+                                            err)))
+        return -1;
+    return 0;
+}
+
+static int agent_server(struct hc_agent *agent, struct hc_error *err)
+{
+    char *cert = hc_path_join(agent->data_dir, HC_AGENT_FILE_CERT);
+    char *key = hc_path_join(agent->data_dir, HC_AGENT_FILE_KEY);
+    char *ca = hc_path_join(agent->data_dir, HC_AGENT_FILE_CA);
+    int rc = -1;
+    if (!cert || !key || !ca) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    check_key_mode(key);
+    struct hc_tls_server_config tls = {.cert_file = cert,
+                                       .key_file = key,
+                                       .client_ca_file = ca,
+                                       .required_client_cn = HC_CONTROLLER_CLIENT_CN,
+                                       /* only the controller's own key, whatever else the
+                                        * CA may have signed with that CN */
+                                       .required_client_pin =
+                                           agent->cfg.controller_client_pin[0]
+                                               ? agent->cfg.controller_client_pin
+                                               : NULL};
+    agent->srv = hc_http_server_new(agent->base, &tls, err);
+    if (!agent->srv) {
+        hc_error_prefix(err, "cannot start the agent API from '%s'", agent->data_dir);
+        goto cleanup;
+    }
+    rc = agent_routes(agent, err);
+cleanup:
+    free(cert);
+    free(key);
+    free(ca);
+    return rc;
+}
+
+struct hc_agent *hc_agent_new(struct event_base *base, const char *data_dir, struct hc_error *err)
+{
+    struct hc_agent *agent = calloc(1, sizeof(*agent));
+    if (!agent || !(agent->data_dir = strdup(data_dir))) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    agent->base = base;
+    agent->started_ms = hc_mono_ms();
+    if (gethostname(agent->hostname, sizeof(agent->hostname) - 1) < 0)
+        snprintf(agent->hostname, sizeof(agent->hostname), "unknown");
+    if (hc_agent_config_load(data_dir, &agent->cfg, err) < 0 || agent_server(agent, err) < 0)
+        goto fail;
+    agent->leave_timer = evtimer_new(base, leave_now, agent);
+    if (!agent->leave_timer) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create timer");
+        goto fail;
+    }
+    return agent;
+fail:
+    hc_agent_free(agent);
+    return NULL;
+}
+
+void hc_agent_free(struct hc_agent *agent)
+{
+    if (!agent)
+        return;
+    if (agent->leave_timer)
+        event_free(agent->leave_timer);
+    hc_agent_net_free(agent); /* answers its pending requests: before the server goes */
+    hc_agent_software_free(agent->sw, agent->left); /* the service goes only with the node */
+    if (agent->left)
+        leave_cleanup(agent);
+    hc_http_server_free(agent->srv);
+    free(agent->data_dir);
+    free(agent);
+}
+
+int hc_agent_listen(struct hc_agent *agent, const char *listen, struct hc_error *err)
+{
+    char host[256];
+    int port;
+    const char *addr = listen ? listen : agent->cfg.listen;
+    if (hc_split_host_port(addr, host, sizeof(host), &port, err) < 0)
+        return hc_error_prefix(err, "invalid listen address");
+    if (hc_http_server_listen(agent->srv, host, port, err) < 0)
+        return hc_error_prefix(err, "agent API");
+    return 0;
+}
+
+int hc_agent_port(const struct hc_agent *agent)
+{
+    return hc_http_server_port(agent->srv);
+}
+
+const struct hc_agent_config *hc_agent_config(const struct hc_agent *agent)
+{
+    return &agent->cfg;
+}
+
+const char *hc_agent_data_dir(const struct hc_agent *agent)
+{
+    return agent->data_dir;
+}
+
+struct hc_http_server *hc_agent_http_server(struct hc_agent *agent)
+{
+    return agent->srv;
+}
+
+int hc_agent_has_left(const struct hc_agent *agent)
+{
+    return agent->left;
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    HC_INFO("received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    event_base_loopexit(arg, NULL);
+}
+
+int hc_agent_serve(const char *data_dir, struct hc_error *err)
+{
+    int rc = -1;
+    struct hc_agent *agent = NULL;
+    struct event *sigterm = NULL, *sigint = NULL;
+    struct event_base *base = event_base_new();
+    if (!base) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create event loop");
+        goto cleanup;
+    }
+    if (!(agent = hc_agent_new(base, data_dir, err)) || hc_agent_listen(agent, NULL, err) < 0)
+        goto cleanup;
+    if (hc_agent_net_start_responder(agent, err) < 0) /* probes to this node then fail, named */
+        HC_WARN("%s", err->message);
+    hc_agent_software_start(agent->sw); /* the storage service, as it should be */
+    sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+    sigint = evsignal_new(base, SIGINT, on_signal, base);
+    if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 || evsignal_add(sigint, NULL) < 0) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot install signal handlers");
+        goto cleanup;
+    }
+    HC_INFO("hcagent %s serving on %s (listen %s, controller %s)", agent->cfg.name,
+            agent->cfg.agent_url, agent->cfg.listen, agent->cfg.controller);
+    if (event_base_dispatch(base) < 0) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "event loop failed");
+        goto cleanup;
+    }
+    HC_INFO("hcagent %s stopped", agent->cfg.name);
+    rc = 0;
+cleanup:
+    if (sigterm)
+        event_free(sigterm);
+    if (sigint)
+        event_free(sigint);
+    hc_agent_free(agent);
+    if (base)
+        event_base_free(base);
+    return rc;
+}

@@ -1,0 +1,146 @@
+/*
+ * The storage-node service on a node, as the agent runs it (docs/bundles.md "On the node"):
+ *   jobs.c     work that may block (downloads, hooks) on a thread, answered on the loop thread
+ *   hooks.c    the manifest's hooks: HTTP to the local service, or commands with a timeout
+ *   cgroup.c   CPU and memory limits in a child cgroup (v2), or a plain reason why not
+ *   service.c  the supervisor: start, stop, restart on crash with backoff, state, adoption of
+ *              a service left running by an earlier agent
+ *
+ * Everything here runs on the agent's event-loop thread except the work functions of jobs and
+ * hc_hook_run, which only use their arguments.
+ */
+#ifndef HC_AGENTS_SERVICE_H
+#define HC_AGENTS_SERVICE_H
+
+#include <event2/event.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+/* ---------------------------------------------------------------- jobs (jobs.c) */
+
+typedef void (*hc_job_work_fn)(void *arg); /* on a worker thread */
+typedef void (*hc_job_done_fn)(void *arg); /* then on the loop thread */
+struct hc_jobs;
+struct hc_jobs *hc_jobs_new(struct event_base *base);
+/* Runs work(arg) on a new thread, then done(arg) on base's loop. 0 or -1 with err. */
+int hc_jobs_start(struct hc_jobs *jobs, hc_job_work_fn work, hc_job_done_fn done, void *arg,
+                  struct hc_error *err);
+/* Waits for every running job and runs its done callback, then frees. Accepts NULL. */
+void hc_jobs_free(struct hc_jobs *jobs);
+
+/* ---------------------------------------------------------------- hooks (hooks.c) */
+
+/* What args and hooks may refer to: {node}, {service_host}, {data_dir}, {version},
+ * {bundle_dir}. */
+struct hc_service_env {
+    char node[64];
+    char service_host[256]; /* the agent's listen host, 127.0.0.1 for a wildcard */
+    char data_dir[1024];    /* the service's own data, kept across versions */
+    char version[65];
+    char bundle_dir[1100]; /* DIR/software/VERSION */
+};
+
+/* text with the placeholders replaced (malloc'd), NULL when out of memory. */
+char *hc_service_expand(const char *text, const struct hc_service_env *env);
+/* HC_NODE_NAME, HC_SERVICE_VERSION, HC_SERVICE_DATA_DIR, HC_SERVICE_HOST, HC_BUNDLE_DIR plus
+ * the agent's environment, NULL-terminated (free with hc_service_env_free). */
+char **hc_service_environ(const struct hc_service_env *env);
+void hc_service_env_free(char **envp);
+
+enum hc_hook_kind { HC_HOOK_HEALTH, HC_HOOK_OK_TO_STOP, HC_HOOK_DRAIN, HC_HOOK_RESYNC };
+
+struct hc_hook_result {
+    int defined;     /* 0: the manifest has no such hook */
+    int ok;          /* healthy / ok to stop / drained / resync status known */
+    int64_t pending; /* resync: blocks still to fetch */
+    long status;     /* HTTP status or exit status; -1 without an answer */
+    char detail[512];
+};
+/* Runs a manifest hook (hook may be NULL: res->defined = 0) within its timeout_ms (default 5 s,
+ * drain 30 s). Never fails: a service that does not answer is reported in res (ok = 0). Uses
+ * only its arguments (safe on a worker thread). GET for health, ok-to-stop and resync; POST
+ * for drain. */
+void hc_hook_run(enum hc_hook_kind kind, const json_t *hook, const struct hc_service_env *env,
+                 struct hc_hook_result *res);
+
+/* ---------------------------------------------------------------- cgroups (cgroup.c) */
+
+struct hc_cgroup {
+    char base[1024]; /* our own cgroup */
+    char path[1100]; /* the service's: BASE/hcservice; "" when limits are not applied */
+    int applied;
+    int cpu_percent, memory_mb; /* what was asked (0: nothing) */
+    char detail[600];           /* what was applied, or plainly why not */
+};
+/* Prepares the service's cgroup under root (default /sys/fs/cgroup, or $HCAGENT_CGROUP_ROOT)
+ * with cpu.max and memory.max. Never fails: cg->applied and cg->detail say what happened. */
+void hc_cgroup_setup(struct hc_cgroup *cg, const char *root, int cpu_percent, int memory_mb);
+/* Moves pid into the prepared cgroup. 0 or -1 with why. */
+int hc_cgroup_attach(const struct hc_cgroup *cg, pid_t pid, char *why, size_t len);
+/* {"applied","cpu_percent","memory_mb","cgroup","detail"} */
+json_t *hc_cgroup_json(const struct hc_cgroup *cg);
+/* Removes the service's cgroup when it is empty (best effort). */
+void hc_cgroup_release(struct hc_cgroup *cg);
+
+/* ---------------------------------------------------------------- supervisor (service.c) */
+
+enum hc_service_state {
+    HC_SVC_NOT_INSTALLED = 0,
+    HC_SVC_STARTING, /* the process runs, its health check has not passed yet */
+    HC_SVC_RUNNING,
+    HC_SVC_STOPPING,
+    HC_SVC_STOPPED,
+    HC_SVC_CRASHED, /* exited too often in a row: no more restarts until start/activate */
+    HC_SVC_BACKOFF, /* exited unexpectedly, restarts when the backoff delay ends */
+};
+const char *hc_service_state_name(enum hc_service_state s);
+
+struct hc_service;
+/* sw_dir holds service.pid, service.log and the history. Frees with hc_service_free. */
+struct hc_service *hc_service_new(struct event_base *base, struct hc_jobs *jobs, const char *sw_dir,
+                                  struct hc_error *err);
+/* Leaves a running process alone unless stop (a later agent adopts it). Accepts NULL. */
+void hc_service_free(struct hc_service *svc, int stop);
+/* Starts the program of manifest (borrowed, copied) with env. The previous process must be
+ * gone (stop first). 0 or -1 with err. */
+int hc_service_start(struct hc_service *svc, const json_t *manifest,
+                     const struct hc_service_env *env, struct hc_error *err);
+/* Takes over a service started by an earlier agent (DIR/software/service.pid, same start time)
+ * or returns 0 when there is none (-1 with err only for a broken manifest). */
+int hc_service_adopt(struct hc_service *svc, const json_t *manifest,
+                     const struct hc_service_env *env, int *adopted, struct hc_error *err);
+typedef void (*hc_service_stopped_fn)(void *arg);
+/* SIGTERM to the service's process group, SIGKILL after stop_timeout_ms; done(arg) runs on the
+ * loop once it is gone, at once when nothing runs. One stop at a time (the caller serialises). */
+void hc_service_stop(struct hc_service *svc, hc_service_stopped_fn done, void *arg);
+/* Marks what is installed when nothing runs (stopped vs not_installed). */
+void hc_service_set_idle(struct hc_service *svc, int installed);
+/* A health answer obtained elsewhere (GET /v1/service/health) for the process running
+ * version: recorded like the supervisor's own checks (a first pass makes it running). */
+void hc_service_note_health(struct hc_service *svc, const char *version, int ok,
+                            const char *detail);
+enum hc_service_state hc_service_state(const struct hc_service *svc);
+/* The version the process runs ("" when none). */
+const char *hc_service_version(const struct hc_service *svc);
+/* {"state","version","pid","restarts","started_at","last_exit","healthy","health_detail",
+ * "limits":{...},"log"} (new reference). */
+json_t *hc_service_json(const struct hc_service *svc);
+
+/* The service's history, DIR/software/HC_SERVICE_HISTORY_FILE: one JSON line per change of the
+ * process's life, {"ts_ms" (wall-clock, epoch ms),"time" (the same, RFC 3339),"event","node",
+ * "version","pid","detail"?}, event one of started (spawned; not healthy yet), running (first
+ * health pass), adopted (left running by an earlier agent), stopped (asked to, or killed at
+ * adoption), exited (ended unexpectedly; a restart follows), crashed (no more restarts). The
+ * last ~1000 lines are kept (docs/hcagent.md "Service history"). */
+#define HC_SERVICE_HISTORY_FILE "service-history.jsonl"
+/* DIR/software/service.log is moved to service.log.1 when it grows past this (checked with
+ * every health check, 5 s apart while running). */
+#define HC_SERVICE_LOG_MAX (16 << 20)
+/* The recorded events with ts_ms >= since_ms, oldest first (new reference; [] when none). */
+json_t *hc_service_history_json(const struct hc_service *svc, int64_t since_ms);
+
+#endif

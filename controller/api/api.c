@@ -1,0 +1,329 @@
+/*
+ * The controller API server: route table, bearer-token authentication before each route, and an
+ * api.call event after every POST, PUT and DELETE (docs/api.md "Controller API"); the after-hook
+ * also counts every request by method and status for /metrics (controller/api/metrics.c).
+ */
+#include "controller/api/api.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json_util.h"
+#include "common/log.h"
+#include "common/pki.h"
+#include "common/util.h"
+#include "controller/api/auth.h"
+#include "controller/api/crl.h"
+#include "controller/state/node_identity.h"
+#include "controller/state/events.h"
+#include "controller/api/metrics.h"
+#include "common/bundle.h"
+
+static const struct {
+    const char *method;
+    const char *pattern;
+    int flags;
+    hc_route_fn fn;
+} routes[] = {
+    {"GET", "/v1/version", HC_API_PUBLIC, hc_res_version},
+    {"GET", "/v1/ca", HC_API_PUBLIC, hc_res_ca_get},
+    {"POST", "/v1/enroll", HC_API_PUBLIC, hc_res_enroll},
+    {"GET", "/v1/cluster", HC_API_READ, hc_res_cluster_get},
+    {"POST", "/v1/cluster", HC_API_ADMIN, hc_res_cluster_create},
+    {"POST", "/v1/join-tokens", HC_API_ADMIN, hc_res_join_token_create},
+    {"GET", "/v1/nodes", HC_API_READ, hc_res_nodes_list},
+    {"POST", "/v1/nodes", HC_API_ADMIN, hc_res_nodes_add},
+    {"GET", "/v1/nodes/{name}", HC_API_READ, hc_res_node_get},
+    {"DELETE", "/v1/nodes/{name}", HC_API_ADMIN, hc_res_node_delete},
+    {"GET", "/v1/operations", HC_API_READ, hc_res_ops_list},
+    {"GET", "/v1/operations/{id}", HC_API_READ, hc_res_op_get},
+    {"POST", "/v1/operations/{id}/pause", HC_API_ADMIN, hc_res_op_pause},
+    {"POST", "/v1/operations/{id}/resume", HC_API_ADMIN, hc_res_op_resume},
+    {"POST", "/v1/operations/{id}/abort", HC_API_ADMIN, hc_res_op_abort},
+    {"GET", "/v1/events", HC_API_READ, hc_res_events_list},
+    /* Prometheus scrapes it with a bearer token (authorization: in its scrape config) */
+    {"GET", "/metrics", HC_API_READ, hc_res_metrics},
+    {"GET", "/v1/maintenance", HC_API_READ, hc_res_maintenance_list},
+    {"POST", "/v1/nodes/{name}/maintenance", HC_API_ADMIN, hc_res_maintenance_enter},
+    {"DELETE", "/v1/nodes/{name}/maintenance", HC_API_ADMIN, hc_res_maintenance_exit},
+    {"GET", "/v1/upgrade", HC_API_READ, hc_res_upgrade_status},
+    {"POST", "/v1/upgrade", HC_API_ADMIN, hc_res_upgrade_start},
+    /* network (issue 4): res_net.c */
+    {"GET", "/v1/net", HC_API_READ, hc_res_net_show},
+    {"POST", "/v1/net/check", HC_API_ADMIN, hc_res_net_check},
+    {"POST", "/v1/net/mtu", HC_API_ADMIN, hc_res_net_mtu},
+    {"POST", "/v1/net/bench", HC_API_ADMIN, hc_res_net_bench},
+    {"GET", "/v1/operations/{id}/result", HC_API_READ, hc_res_op_result},
+    /* software bundles (issue 5): res_software.c */
+    {"POST", "/v1/software", HC_API_ADMIN, hc_res_software_upload},
+    {"GET", "/v1/software", HC_API_READ, hc_res_software_list},
+    {"GET", "/v1/software/{version}", HC_API_READ, hc_res_software_get},
+    {"DELETE", "/v1/software/{version}", HC_API_ADMIN, hc_res_software_remove},
+    {"GET", "/v1/software/{version}/bundle", HC_API_READ, hc_res_software_bundle},
+    /* API tokens (issue 12): res_tokens.c */
+    {"GET", "/v1/tokens", HC_API_ADMIN, hc_res_tokens_list},
+    {"POST", "/v1/tokens", HC_API_ADMIN, hc_res_token_create},
+    {"DELETE", "/v1/tokens/{id}", HC_API_ADMIN, hc_res_token_revoke},
+    {"POST", "/v1/tokens/{id}/rotate", HC_API_ADMIN, hc_res_token_rotate},
+};
+
+static int forbidden(struct hc_request *req, const char *name)
+{
+    struct hc_error err;
+    hc_error_set(&err, 403, HC_ERR_FORBIDDEN, "api token '%s' is read-only", name);
+    hc_error_hint(&err, "use an admin token for %s %s", hc_req_method(req), hc_req_path(req));
+    hc_reply_error(req, &err);
+    return 1;
+}
+
+/* Before-hook: public routes pass; others need a valid token, and ADMIN routes an admin one. */
+static int api_before(struct hc_request *req, const struct hc_route *route, void *arg)
+{
+    struct hc_api *api = arg;
+    memset(&api->caller, 0, sizeof(api->caller));
+    if (route->flags & HC_API_PUBLIC)
+        return 0;
+    struct hc_error err = {0};
+    struct hc_auth_identity who;
+    const char *token = hc_auth_bearer(hc_req_header(req, "Authorization"));
+    if (hc_auth_verify(api->db, token, &who, &err) < 0) {
+        hc_reply_error(req, &err);
+        return 1;
+    }
+    snprintf(api->caller.actor, sizeof(api->caller.actor), "%s", who.name);
+    hc_req_set_user(req, &api->caller);
+    if ((route->flags & HC_API_ADMIN) && strcmp(who.role, HC_AUTH_ROLE_ADMIN) != 0)
+        return forbidden(req, who.name);
+    if (!hc_auth_scope_allows(who.scope, hc_req_method(req), hc_req_path(req))) {
+        hc_error_set(&err, 403, HC_ERR_FORBIDDEN, "api token '%s' may only read %s", who.name,
+                     who.scope);
+        hc_error_hint(&err, "it was handed to a node for one download; use another token");
+        hc_reply_error(req, &err);
+        return 1;
+    }
+    return 0;
+}
+
+/* Head hook: before the body of a request to a route with a larger limit (the bundle upload) is
+ * read, only an admin token may have it read beyond the JSON limit. The before-hook checks the
+ * token again, with its 401 or 403 as usual. */
+static int api_head(const struct hc_route *route, const char *authorization, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    struct hc_auth_identity who;
+    if (!(route->flags & HC_API_ADMIN) ||
+        hc_auth_verify(api->db, hc_auth_bearer(authorization), &who, &err) < 0)
+        return 0;
+    return strcmp(who.role, HC_AUTH_ROLE_ADMIN) == 0;
+}
+
+/* Anonymous calls recorded one by one: at most ANON_RECORDS per window of ANON_WINDOW_MS, the
+ * rest as one count when the next window opens. That bounds what anyone who reaches the port
+ * adds to the append-only events table to ~3,000 rows a day (~1 MB), however fast they call. */
+#define ANON_RECORDS 20
+#define ANON_WINDOW_MS (10 * 60 * 1000)
+#define AUDIT_PATH_MAX 200 /* a longer path is cut in the record */
+
+static int is_mutation(const char *method)
+{
+    return strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+           strcmp(method, "DELETE") == 0;
+}
+
+/* 1 when an anonymous call may be recorded (see ANON_RECORDS); the number left out is recorded
+ * once the next window opens. */
+static int anon_admit(struct hc_api *api)
+{
+    int64_t now = hc_mono_ms();
+    if (now - api->anon_window_ms >= ANON_WINDOW_MS) {
+        if (api->anon_suppressed > 0) {
+            struct hc_error err = {0};
+            json_t *details = json_pack("{s:i}", "suppressed", api->anon_suppressed);
+            if (hc_event_add(api->db, "api.calls_suppressed", NULL, NULL, "anonymous", details,
+                             &err, "%d anonymous calls in %d minutes were not recorded one by "
+                             "one (more than %d)", api->anon_suppressed, ANON_WINDOW_MS / 60000,
+                             ANON_RECORDS) < 0)
+                HC_WARN("cannot record suppressed calls: %s", err.message);
+        }
+        api->anon_window_ms = now;
+        api->anon_recorded = api->anon_suppressed = 0;
+    }
+    if (api->anon_recorded >= ANON_RECORDS) {
+        api->anon_suppressed++;
+        return 0;
+    }
+    api->anon_recorded++;
+    return 1;
+}
+
+/* After-hook: the audit record of every mutating call, refused ones included (anonymous ones
+ * within a rate). */
+static void api_after(struct hc_request *req, int status, void *arg)
+{
+    struct hc_api *api = arg;
+    const char *method = hc_req_method(req);
+    hc_metrics_api_request(method, status);
+    if (!is_mutation(method))
+        return;
+    const struct hc_api_caller *caller = hc_req_user(req);
+    const char *actor = caller && caller->actor[0] ? caller->actor : "anonymous";
+    const char *node = caller && caller->node[0] ? caller->node : NULL;
+    char path[AUDIT_PATH_MAX + 4];
+    snprintf(path, sizeof(path), "%.*s%s", AUDIT_PATH_MAX, hc_req_path(req),
+             strlen(hc_req_path(req)) > AUDIT_PATH_MAX ? "..." : "");
+    if (!strcmp(actor, "anonymous") && !anon_admit(api))
+        return;
+    struct hc_error err = {0};
+    json_t *details =
+        json_pack("{s:s, s:s, s:i}", "method", method, "path", path, "status", status);
+    if (hc_event_add(api->db, "api.call", node, NULL, actor, details, &err, "%s %s -> %d", method,
+                     path, status) < 0)
+        HC_WARN("cannot record api call %s %s: %s", method, path, err.message);
+}
+
+const char *hc_api_actor(const struct hc_request *req)
+{
+    const struct hc_api_caller *caller = hc_req_user(req);
+    return caller && caller->actor[0] ? caller->actor : "anonymous";
+}
+
+void hc_api_set_actor(struct hc_api *api, struct hc_request *req, const char *actor,
+                      const char *node)
+{
+    snprintf(api->caller.actor, sizeof(api->caller.actor), "%s", actor ? actor : "");
+    snprintf(api->caller.node, sizeof(api->caller.node), "%s", node ? node : "");
+    hc_req_set_user(req, &api->caller);
+}
+
+void hc_api_reply(struct hc_request *req, int status, json_t *body, const struct hc_error *err)
+{
+    if (body)
+        hc_reply_json(req, status, body);
+    else
+        hc_reply_error(req, err);
+}
+
+int hc_api_query_int(struct hc_request *req, const char *name, int64_t def, int64_t min,
+                     int64_t max, int64_t *out, struct hc_error *err)
+{
+    const char *text = hc_req_query(req, name);
+    if (!text) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (!*text || *end || errno || v < min || v > max) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+                     "query parameter '%s' must be an integer "
+                     "between %" PRId64 " and %" PRId64,
+                     name, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+json_t *hc_api_body(struct hc_request *req)
+{
+    /* Routes whose body is optional (join-tokens, pause/resume/abort) accept an empty one:
+     * curl sends "Content-Length: 0" for a POST without data. */
+    const char *length = hc_req_header(req, "Content-Length");
+    if (!hc_req_header(req, "Transfer-Encoding") && (!length || strcmp(length, "0") == 0))
+        return json_object();
+    return json_incref(hc_req_json(req));
+}
+
+static int load_ca(struct hc_api *api, struct hc_error *err)
+{
+    api->ca = hc_pki_cert_load(api->ctl->ca_file, err);
+    if (!api->ca)
+        return -1;
+    api->ca_key = hc_pki_key_load(api->ctl->ca_key_file, err);
+    if (!api->ca_key)
+        return -1;
+    api->ca_pem = hc_pki_cert_to_pem(api->ca);
+    if (!api->ca_pem)
+        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode '%s'", api->ctl->ca_file);
+    hc_pki_fingerprint(api->ca, api->ca_fingerprint);
+    /* The controller's own names (never a node's) and the key pins the enrollment answer
+     * hands agents, so that they can tell the controller from any other holder of a
+     * certificate from this CA. */
+    if (!(api->server_cert = hc_pki_cert_load(api->ctl->server_cert, err)))
+        return -1;
+    if (hc_pki_cert_pin(api->server_cert, api->server_pin) < 0)
+        return hc_error_set(err, 500, HC_ERR_TLS, "cannot encode the key of '%s'",
+                            api->ctl->server_cert);
+    return hc_pki_file_pin(api->ctl->client_cert, api->client_pin, err);
+    return 0;
+}
+
+static int add_routes(struct hc_api *api, struct hc_error *err)
+{
+    for (size_t i = 0; i < HC_ARRAY_LEN(routes); i++)
+        if (hc_http_server_route(api->srv, routes[i].method, routes[i].pattern, routes[i].flags,
+                                 routes[i].fn, api) < 0)
+            return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot add route %s %s",
+                                routes[i].method, routes[i].pattern);
+    /* A bundle upload is the one body larger than the JSON limit, and only for an admin token
+     * (api_head): anyone else's body is cut at the JSON limit before it is read. */
+    hc_http_server_route_limit(api->srv, "POST", "/v1/software", HC_BUNDLE_MAX_BYTES);
+    hc_http_server_set_head_hook(api->srv, api_head, api);
+    hc_http_server_set_hooks(api->srv, api_before, api_after, api);
+    return 0;
+}
+
+struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, struct hc_error *err)
+{
+    struct hc_api *api = calloc(1, sizeof(*api));
+    if (!api) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    api->ctl = ctl;
+    /* No client certificates on the API: clients authenticate with bearer tokens. */
+    struct hc_tls_server_config tls = {.cert_file = ctl->server_cert, .key_file = ctl->server_key};
+    api->db = hc_db_open(ctl->db_path, err);
+    if (!api->db || load_ca(api, err) < 0 || hc_identity_backfill_pins(api->db, err) < 0 ||
+        hc_auth_scoped_tokens_delete(api->db, NULL, err) < 0) /* what crashed runs left */
+        goto fail;
+    /* Before the workers and the poller make their first agent client: the list they check
+     * then says what revoked_certs says, whatever happened to the file while hcctld was down. */
+    if (hc_crl_write(ctl, api->db, err) < 0)
+        goto fail;
+    api->srv = hc_http_server_new(base, &tls, err);
+    if (!api->srv || add_routes(api, err) < 0)
+        goto fail;
+    return api;
+fail:
+    hc_api_free(api);
+    return NULL;
+}
+
+void hc_api_free(struct hc_api *api)
+{
+    if (!api)
+        return;
+    hc_http_server_free(api->srv);
+    hc_db_close(api->db);
+    X509_free(api->ca);
+    X509_free(api->server_cert);
+    EVP_PKEY_free(api->ca_key);
+    free(api->ca_pem);
+    free(api);
+}
+
+int hc_api_listen(struct hc_api *api, const char *host, int port, struct hc_error *err)
+{
+    return hc_http_server_listen(api->srv, host, port, err);
+}
+
+int hc_api_port(const struct hc_api *api)
+{
+    return hc_http_server_port(api->srv);
+}

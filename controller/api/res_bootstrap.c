@@ -1,0 +1,160 @@
+/*
+ * POST /v1/cluster (cluster create) and POST /v1/nodes (node add): validate the request and
+ * start a cluster.create / node.add operation (controller/ops/op_bootstrap.c does the work).
+ *
+ * Body: {"name" (create only), "nodes":["[USER@]HOST[:PORT]",...], "ssh_key"?, "known_hosts"?,
+ *        "accept_new_host_keys"?, "storage_interface"?, "mtu"?, "parallel"?,
+ *        "join_timeout_seconds"?}
+ * Paths (ssh_key, known_hosts) are files on the controller's host.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "common/json_util.h"
+#include "common/util.h"
+#include "controller/api/api.h"
+#include "controller/state/nodes.h"
+#include "controller/ops/op_bootstrap.h"
+#include "controller/ops/ops.h"
+#include "controller/remote/ssh.h"
+
+static int check_file(const json_t *body, const char *key, struct hc_error *err)
+{
+    const json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || access(json_string_value(v), R_OK) != 0)
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' is not a readable file on "
+                            "the controller's host", json_is_string(v) ? json_string_value(v) : key);
+    return 0;
+}
+
+static int check_int(const json_t *body, const char *key, int64_t min, int64_t max,
+                     struct hc_error *err)
+{
+    const json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' must be an integer from "
+                            "%lld to %lld", key, (long long)min, (long long)max);
+    return 0;
+}
+
+static int iface_name_valid(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 0 && n < 16 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789_.-@:") == n;
+}
+
+/* Validates the body and turns it into operation params (new reference) or NULL with err. */
+static json_t *bootstrap_params(const json_t *body, int create, struct hc_error *err)
+{
+    const json_t *nodes = json_object_get(body, "nodes");
+    const char *name = hc_json_str(body, "name", NULL);
+    const char *iface = hc_json_str(body, "storage_interface", NULL);
+    size_t i;
+    const json_t *n;
+    if (create && (!name || !hc_node_name_valid(name))) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid cluster name '%s'",
+                     name ? name : "");
+        hc_error_hint(err, "lowercase letters, digits, '.', '-', '_'; up to 63 characters");
+        return NULL;
+    }
+    if (!json_is_array(nodes) || json_array_size(nodes) == 0) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'nodes' must be a non-empty array");
+        hc_error_hint(err, "give at least one --node [USER@]HOST[:PORT]");
+        return NULL;
+    }
+    json_array_foreach(nodes, i, n) {
+        struct hc_ssh_target t;
+        if (!json_is_string(n) || hc_ssh_target_parse(json_string_value(n), &t, err) < 0)
+            return NULL;
+    }
+    if (iface && !iface_name_valid(iface)) {
+        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid interface name '%s'", iface);
+        return NULL;
+    }
+    if (check_file(body, "ssh_key", err) < 0 || check_file(body, "known_hosts", err) < 0 ||
+        check_int(body, "mtu", 68, 65535, err) < 0 ||
+        check_int(body, "parallel", 1, HC_BOOTSTRAP_MAX_PARALLEL, err) < 0 ||
+        check_int(body, "join_timeout_seconds", 1, 3600, err) < 0)
+        return NULL;
+    json_t *p = json_deep_copy(body);
+    if (json_object_get(body, "join_timeout_seconds"))
+        json_object_set_new(p, "join_timeout_ms",
+                            json_integer(hc_json_int(body, "join_timeout_seconds", 60) * 1000));
+    return p;
+}
+
+/* Refuses (409) a host that an unfinished create or add is bringing in already: two pushes to
+ * one node would race (one of them then finds an agent it did not start). The API thread runs
+ * one request at a time, so the check and the submission cannot interleave with another. */
+static int hosts_free(struct hc_db *db, const json_t *nodes, struct hc_error *err)
+{
+    json_t *busy = hc_db_query_json(db, err, "SELECT o.id AS id, j.value AS node "
+                                    "FROM operations o, json_each(o.params_json, '$.nodes') j "
+                                    "WHERE o.kind IN ('cluster.create', 'node.add') "
+                                    "AND o.state NOT IN ('succeeded', 'failed', 'aborted')", "");
+    if (!busy)
+        return -1;
+    size_t i, j;
+    const json_t *n, *row;
+    int rc = 0;
+    json_array_foreach(nodes, i, n) {
+        struct hc_ssh_target want, have;
+        char a[400], b[400];
+        hc_ssh_target_parse(json_string_value(n), &want, NULL);
+        hc_ssh_target_format(&want, a, sizeof(a));
+        json_array_foreach(busy, j, row) {
+            if (hc_ssh_target_parse(hc_json_str(row, "node", ""), &have, NULL) < 0)
+                continue;
+            hc_ssh_target_format(&have, b, sizeof(b));
+            if (strcmp(a, b) == 0) {
+                const char *id = hc_json_str(row, "id", "");
+                hc_error_set(err, 409, HC_ERR_CONFLICT,
+                             "'%s' is already being brought in by operation %s", a, id);
+                hc_error_hint(err, "wait for it: hcctl operation wait %s", id);
+                rc = -1;
+                goto done;
+            }
+        }
+    }
+done:
+    json_decref(busy);
+    return rc;
+}
+
+static void bootstrap(struct hc_request *req, struct hc_api *api, int create)
+{
+    struct hc_error err = {0};
+    json_t *reply = NULL, *params = NULL;
+    json_t *body = hc_api_body(req);
+    char op_id[32];
+    if (!body)
+        return;
+    params = bootstrap_params(body, create, &err);
+    if (!params || hosts_free(api->db, json_object_get(params, "nodes"), &err) < 0)
+        goto cleanup;
+    if (hc_ops_submit(api->db, api->ctl->cluster_id, create ? "cluster.create" : "node.add",
+                      params, hc_api_actor(req), op_id, &err) < 0)
+        goto cleanup;
+    if (api->ctl->ops)
+        hc_ops_pool_kick(api->ctl->ops);
+    reply = hc_res_operation_body(api->db, op_id, &err);
+cleanup:
+    json_decref(body);
+    json_decref(params);
+    hc_api_reply(req, 202, reply, &err);
+}
+
+void hc_res_cluster_create(struct hc_request *req, void *arg)
+{
+    bootstrap(req, arg, 1);
+}
+
+void hc_res_nodes_add(struct hc_request *req, void *arg)
+{
+    bootstrap(req, arg, 0);
+}

@@ -1,0 +1,59 @@
+/*
+ * GET /v1/version and GET /v1/cluster: what the controller is, and the cluster at a glance
+ * (node health counts, active operations, controller uptime and poll interval).
+ */
+#include <stdio.h>
+
+#include "common/util.h"
+#include "controller/api/api.h"
+#include "controller/state/nodes.h"
+#include "controller/ops/ops.h"
+
+void hc_res_version(struct hc_request *req, void *arg)
+{
+    hc_reply_json(req, 200, json_pack("{s:s, s:s}", "version", HC_VERSION, "api", "v1"));
+}
+
+/* The clusters row as the API's cluster object. */
+static json_t *cluster_object(struct hc_db *db, const char *id, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(
+        db, err, "SELECT id, name, mtu, created_at FROM clusters WHERE id = ?", "s", id);
+    if (!rows)
+        return NULL;
+    json_t *row = json_incref(json_array_get(rows, 0));
+    json_decref(rows);
+    if (!row) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cluster '%s' is missing from the database", id);
+        hc_error_hint(err, "the data dir and its database do not belong together");
+        return NULL;
+    }
+    char ts[32];
+    hc_time_format(json_integer_value(json_object_get(row, "created_at")), ts, sizeof(ts));
+    json_object_set_new(row, "created_at", json_string(ts));
+    return row;
+}
+
+static json_t *controller_object(const struct hc_controller *ctl)
+{
+    int64_t uptime_s = (hc_mono_ms() - ctl->started_mono_ms) / 1000;
+    return json_pack("{s:s, s:I, s:I}", "version", HC_VERSION, "uptime_seconds",
+                     (json_int_t)uptime_s, "poll_interval_ms", (json_int_t)ctl->poll_interval_ms);
+}
+
+void hc_res_cluster_get(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    json_t *body = NULL;
+    json_t *cluster = cluster_object(api->db, api->ctl->cluster_id, &err);
+    json_t *counts = cluster ? hc_nodes_health_counts(api->db, &err) : NULL;
+    json_t *active = counts ? hc_ops_active(api->db, &err) : NULL;
+    if (active)
+        body = json_pack("{s:O, s:O, s:{s:O}, s:o}", "cluster", cluster, "nodes", counts,
+                         "operations", "active", active, "controller", controller_object(api->ctl));
+    json_decref(cluster);
+    json_decref(counts);
+    json_decref(active);
+    hc_api_reply(req, 200, body, &err);
+}

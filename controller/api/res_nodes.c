@@ -1,0 +1,54 @@
+/*
+ * /v1/nodes: list and show from the database, and DELETE, which starts a node.remove operation
+ * (the removal itself runs on the operation workers). DELETE takes an optional body
+ * {"force","reason","purge","max_unavailable"} (controller/ops/op_node_remove.h), like
+ * DELETE /v1/nodes/{name}/maintenance takes one.
+ */
+#include <stdio.h>
+
+#include "controller/api/api.h"
+#include "controller/state/nodes.h"
+#include "controller/ops/op_node_remove.h"
+#include "controller/ops/ops.h"
+
+void hc_res_nodes_list(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    hc_api_reply(req, 200, hc_nodes_list(api->db, &err), &err);
+}
+
+void hc_res_node_get(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    hc_api_reply(req, 200, hc_node_get(api->db, hc_req_param(req, "name"), &err), &err);
+}
+
+void hc_res_node_delete(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    const char *name = hc_req_param(req, "name");
+    json_t *body = NULL, *params = NULL;
+    char op_id[32];
+    /* The audit event names the node; the before-hook has pointed the request at api->caller. */
+    snprintf(api->caller.node, sizeof(api->caller.node), "%s", name);
+    json_t *in = hc_api_body(req); /* answered 400 when it is not JSON */
+    if (!in)
+        return;
+    json_t *node = hc_node_json(api->db, name, &err); /* 404 with its hint when unknown */
+    if (!node || !(params = hc_node_remove_params(name, in, &err)))
+        goto cleanup;
+    if (hc_ops_submit(api->db, api->ctl->cluster_id, HC_OP_NODE_REMOVE, params,
+                      hc_api_actor(req), op_id, &err) < 0)
+        goto cleanup;
+    if (api->ctl->ops)
+        hc_ops_pool_kick(api->ctl->ops);
+    body = hc_res_operation_body(api->db, op_id, &err);
+cleanup:
+    json_decref(node);
+    json_decref(in);
+    json_decref(params);
+    hc_api_reply(req, 202, body, &err);
+}

@@ -1,0 +1,83 @@
+/*
+ * /v1/operations: list (optionally by state), show with steps, and the pause / resume / abort
+ * controls, which record the request and wake a worker to act on it.
+ */
+#include <string.h>
+
+#include "controller/api/api.h"
+#include "controller/ops/ops.h"
+
+static const char *const op_states[] = {"pending",   "running", "paused",
+                                        "succeeded", "failed",  "aborted"};
+
+json_t *hc_res_operation_body(struct hc_db *db, const char *id, struct hc_error *err)
+{
+    json_t *shown = hc_ops_show(db, id, err);
+    if (!shown)
+        return NULL;
+    json_t *body = json_pack("{s:O}", "operation", json_object_get(shown, "operation"));
+    json_decref(shown);
+    return body;
+}
+
+static int state_valid(const char *state)
+{
+    for (size_t i = 0; i < sizeof(op_states) / sizeof(op_states[0]); i++)
+        if (strcmp(state, op_states[i]) == 0)
+            return 1;
+    return 0;
+}
+
+void hc_res_ops_list(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    const char *state = hc_req_query(req, "state");
+    if (state && !state_valid(state)) {
+        hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "unknown operation state '%s'", state);
+        hc_error_hint(&err, "use pending, running, paused, succeeded, failed or aborted");
+        hc_reply_error(req, &err);
+        return;
+    }
+    hc_api_reply(req, 200, hc_ops_list(api->db, state, &err), &err);
+}
+
+void hc_res_op_get(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    hc_api_reply(req, 200, hc_ops_show(api->db, hc_req_param(req, "id"), &err), &err);
+}
+
+/* The body of a control call carries nothing yet, but it must still be a JSON object. */
+static void op_control(struct hc_request *req, struct hc_api *api, const char *action)
+{
+    struct hc_error err = {0};
+    const char *id = hc_req_param(req, "id");
+    json_t *in = hc_api_body(req);
+    if (!in)
+        return;
+    json_decref(in);
+    json_t *body = NULL;
+    if (hc_ops_control(api->db, id, action, &err) == 0) {
+        if (api->ctl->ops)
+            hc_ops_pool_kick(api->ctl->ops);
+        body = hc_res_operation_body(api->db, id, &err);
+    }
+    hc_api_reply(req, 200, body, &err);
+}
+
+void hc_res_op_pause(struct hc_request *req, void *arg)
+{
+    op_control(req, arg, "pause");
+}
+
+void hc_res_op_resume(struct hc_request *req, void *arg)
+{
+    op_control(req, arg, "resume");
+}
+
+void hc_res_op_abort(struct hc_request *req, void *arg)
+{
+    op_control(req, arg, "abort");
+}

@@ -1,0 +1,676 @@
+/*
+ * The health poller (see poller.h). Each cycle: read the nodes, fan out GET /v1/status and
+ * GET /v1/interfaces to all agents at once, then record every answer in one transaction.
+ *
+ * A node is 'reachable' when /v1/status answered 200 with a JSON object; anything else is
+ * 'unreachable' with the reason in health_detail, except the MTU stall (issue 4): each cycle
+ * also sends every agent's UDP echo responder (port 7445, management address) one small probe
+ * and two DF probes of the path's MTU, from one non-blocking socket, before the fan-out, and
+ * reads the echoes after it (waiting at most POLLER_ECHO_WAIT_MS more, only for echoes a verdict
+ * depends on). A node whose HTTPS request times out while the small probe is echoed and the big
+ * ones are not, or whose big probes vanish while the rest answers, is 'stalled': small packets
+ * pass, full-size TCP segments vanish, and new SSH and HTTPS sessions to it hang. The thread owns
+ * its database connection, its agent client and its echo socket; nothing else touches them.
+ */
+#include "controller/remote/poller.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/json_util.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "controller/remote/agent_client.h"
+#include "controller/state/events.h"
+#include "controller/api/metrics.h"
+#include "controller/ops/ops.h"
+#include "db/db.h"
+
+struct hc_poller {
+    struct hc_controller *ctl;
+    struct hc_db *db;
+    struct hc_http_client *client;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stopping; /* guarded by mu */
+    atomic_uint_fast64_t cycles;
+    int echo_fd;            /* UDP socket of the echo probes; -1 when it could not be made */
+    uint32_t echo_base;     /* sequence number of this cycle's first probe */
+    unsigned char *echo_buf; /* POLLER_ECHO_MAX bytes */
+};
+
+/* What one poll learnt about one node. */
+struct poller_verdict {
+    const char *health; /* reachable | unreachable | stalled */
+    char detail[640];   /* why, when not reachable */
+};
+
+/* --- UDP echo probes: the MTU stall ---------------------------------------------------------- */
+
+#define POLLER_ECHO_PORT 7445    /* the agents' probe responder (agents/hcagent/probe.h) */
+#define POLLER_ECHO_MAGIC "HCP1" /* + 4-byte sequence number, network order */
+#define POLLER_ECHO_SMALL 64     /* IPv4 packet size of the small probe */
+#define POLLER_ECHO_BIG_MIN 1280 /* a smaller path MTU leaves nothing to tell apart */
+#define POLLER_ECHO_MAX 65535
+#define POLLER_ECHO_HEADERS 28   /* IPv4 + UDP: payload = size - 28 */
+#define POLLER_ECHO_KINDS 3      /* per node: one small probe, two big ones */
+#define POLLER_ECHO_WAIT_MS 200  /* after the fan-out, only for echoes a verdict depends on */
+
+/* One node's echo probes in this cycle. */
+struct poller_echo {
+    struct in_addr addr;
+    int valid;     /* the management address is IPv4: probes were sent */
+    int big_size;  /* IPv4 packet size of the big probes; 0 when none went out */
+    int mtu_known; /* big_size is bounded by the node's own interface MTU */
+    int small_ok, big_ok;
+};
+
+static int poller_echo_socket(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int df = IP_PMTUDISC_DO, rcvbuf = 1 << 20;
+    if (fd < 0)
+        return -1;
+    /* DF: the big probes must arrive whole or not at all, exactly as a TCP segment would. */
+    if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &df, sizeof(df)) != 0) {
+        close(fd);
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    return fd;
+}
+
+/* The MTU of the controller's route toward addr (its PMTU cache included), 0 when unknown. */
+static int poller_route_mtu(struct in_addr addr)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(POLLER_ECHO_PORT),
+                             .sin_addr = addr};
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
+    socklen_t len = sizeof(mtu);
+    if (fd < 0)
+        return 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len) != 0)
+        mtu = 0;
+    close(fd);
+    return mtu;
+}
+
+static int poller_echo_send1(struct hc_poller *p, struct in_addr addr, uint32_t seq, int size)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(POLLER_ECHO_PORT),
+                             .sin_addr = addr};
+    uint32_t net = htonl(seq);
+    memcpy(p->echo_buf, POLLER_ECHO_MAGIC, 4);
+    memcpy(p->echo_buf + 4, &net, 4);
+    return sendto(p->echo_fd, p->echo_buf, (size_t)(size - POLLER_ECHO_HEADERS), MSG_DONTWAIT,
+                  (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -1 : 0;
+}
+
+/* The big probes' size: the path MTU, which is the smaller of the controller's route MTU and
+ * the node's own management interface MTU (when the poller has learnt it). */
+static void poller_echo_size(struct poller_echo *e, int64_t node_mtu)
+{
+    int big = poller_route_mtu(e->addr);
+    e->mtu_known = node_mtu > 0;
+    if (node_mtu > 0 && (big == 0 || node_mtu < big))
+        big = (int)node_mtu;
+    if (big > POLLER_ECHO_MAX)
+        big = POLLER_ECHO_MAX;
+    e->big_size = big >= POLLER_ECHO_BIG_MIN ? big : 0;
+}
+
+/* Reads every echo waiting on the socket and marks the node and probe it answers. */
+static void poller_echo_drain(struct hc_poller *p, struct poller_echo *echo, size_t n)
+{
+    for (;;) {
+        struct sockaddr_in from;
+        socklen_t flen = sizeof(from);
+        uint32_t seq;
+        ssize_t len = recvfrom(p->echo_fd, p->echo_buf, POLLER_ECHO_MAX, MSG_DONTWAIT,
+                               (struct sockaddr *)&from, &flen);
+        if (len < 0 && errno == EINTR)
+            continue;
+        if (len < 0)
+            return;
+        if (len < 8 || memcmp(p->echo_buf, POLLER_ECHO_MAGIC, 4) != 0)
+            continue;
+        memcpy(&seq, p->echo_buf + 4, 4);
+        uint32_t off = ntohl(seq) - p->echo_base; /* echoes of earlier cycles fall outside */
+        if (off >= POLLER_ECHO_KINDS * n)
+            continue;
+        struct poller_echo *e = &echo[off / POLLER_ECHO_KINDS];
+        int big = off % POLLER_ECHO_KINDS != 0;
+        int size = big ? e->big_size : POLLER_ECHO_SMALL;
+        if (!e->valid || from.sin_addr.s_addr != e->addr.s_addr ||
+            len != size - POLLER_ECHO_HEADERS)
+            continue;
+        if (big)
+            e->big_ok = 1;
+        else
+            e->small_ok = 1;
+    }
+}
+
+/* Sends this cycle's probes; echo has one entry per node. */
+static void poller_echo_send(struct hc_poller *p, const json_t *nodes, struct poller_echo *echo)
+{
+    const json_t *node;
+    size_t i, n = json_array_size(nodes);
+    if (p->echo_fd < 0)
+        return;
+    poller_echo_drain(p, echo, 0); /* late echoes of the previous cycle */
+    p->echo_base += (uint32_t)(POLLER_ECHO_KINDS * (n + 1));
+    json_array_foreach(nodes, i, node)
+    {
+        struct poller_echo *e = &echo[i];
+        if (inet_pton(AF_INET, hc_json_str(node, "address", ""), &e->addr) != 1)
+            continue; /* a name or IPv6: no echo probes (the stall then shows as unreachable) */
+        e->valid = 1;
+        poller_echo_size(e, hc_json_int(node, "mgmt_mtu", 0));
+        uint32_t seq = p->echo_base + (uint32_t)(POLLER_ECHO_KINDS * i);
+        poller_echo_send1(p, e->addr, seq, POLLER_ECHO_SMALL);
+        for (uint32_t k = 1; k < POLLER_ECHO_KINDS && e->big_size; k++)
+            if (poller_echo_send1(p, e->addr, seq + k, e->big_size) < 0)
+                e->big_size = 0; /* EMSGSIZE: a PMTU cache entry knows better */
+    }
+}
+
+static int poller_timed_out(const struct hc_http_call *status)
+{
+    return !status->ok && strcmp(status->err.code, HC_ERR_TIMEOUT) == 0;
+}
+
+/* 1 while node i's verdict still depends on an echo that has not arrived. */
+static int poller_echo_pending(const struct poller_echo *e, const struct hc_http_call *status)
+{
+    if (!e->valid)
+        return 0;
+    if (poller_timed_out(status) && !e->small_ok)
+        return 1;
+    return e->small_ok && e->big_size && !e->big_ok && (poller_timed_out(status) || e->mtu_known);
+}
+
+static void poller_echo_collect(struct hc_poller *p, struct poller_echo *echo,
+                                const struct hc_http_call *calls, size_t n, int64_t sent_ms)
+{
+    if (p->echo_fd < 0)
+        return;
+    for (;;) {
+        int pending = 0;
+        poller_echo_drain(p, echo, n);
+        for (size_t i = 0; i < n && !pending; i++)
+            pending = poller_echo_pending(&echo[i], &calls[2 * i]);
+        int64_t left = sent_ms + POLLER_ECHO_WAIT_MS - hc_mono_ms();
+        if (!pending || left <= 0)
+            return;
+        struct pollfd pfd = {.fd = p->echo_fd, .events = POLLIN};
+        poll(&pfd, 1, (int)left);
+    }
+}
+
+/* HTTPS answered but full-size packets vanish: judged only when the probes' size came from the
+ * node's own interface MTU (a probe bigger than its NIC is no evidence). */
+static int poller_big_lost(const struct poller_echo *e)
+{
+    return e && e->valid && e->small_ok && e->big_size && !e->big_ok && e->mtu_known;
+}
+
+static void poller_judge_timeout(const struct hc_http_call *status, const struct poller_echo *e,
+                                 struct poller_verdict *v)
+{
+    if (e && e->valid && e->small_ok && !e->big_ok) {
+        v->health = "stalled";
+        if (e->big_size)
+            snprintf(v->detail, sizeof(v->detail), "answers small packets but large TCP segments "
+                     "vanish: suspected MTU blackhole on the path (UDP echo: %d bytes answered, "
+                     "%d bytes lost; HTTPS: no answer within %ld ms)", POLLER_ECHO_SMALL,
+                     e->big_size, status->timeout_ms);
+        else
+            snprintf(v->detail, sizeof(v->detail), "answers small packets but large TCP segments "
+                     "vanish: suspected MTU blackhole on the path (UDP echo answered; HTTPS: no "
+                     "answer within %ld ms)", status->timeout_ms);
+        return;
+    }
+    snprintf(v->detail, sizeof(v->detail), "no answer within %ld ms: %s%s", status->timeout_ms,
+             status->err.message, e && e->small_ok ? " (it answers UDP echo even at full size: "
+             "its agent is hung or overloaded)" : "");
+}
+
+/* Judges the /v1/status call and the echo probes (e may be NULL) of node name. */
+static void poller_judge(const char *name, const struct hc_http_call *status,
+                         const struct poller_echo *e, struct poller_verdict *v)
+{
+    const char *reported = status->ok ? hc_json_str(status->resp.body, "node_name", NULL) : NULL;
+    v->detail[0] = '\0';
+    v->health = "unreachable";
+    if (poller_timed_out(status)) {
+        poller_judge_timeout(status, e, v);
+    } else if (!status->ok) {
+        snprintf(v->detail, sizeof(v->detail), "%s", status->err.message);
+    } else if (status->resp.status != 200 || !json_is_object(status->resp.body)) {
+        snprintf(v->detail, sizeof(v->detail), "agent answered GET /v1/status with HTTP %ld%s",
+                 status->resp.status, json_is_object(status->resp.body) ? "" : " and no JSON");
+    } else if (reported && strcmp(reported, name) != 0) {
+        /* The TLS pin already refuses any other key; this catches an agent that holds this
+         * node's key but was configured as another node. */
+        snprintf(v->detail, sizeof(v->detail), "the agent answering at this node's address says "
+                 "it is node '%.64s': nothing it reports is recorded", reported);
+    } else if (poller_big_lost(e)) {
+        v->health = "stalled";
+        snprintf(v->detail, sizeof(v->detail), "answers small packets but %d-byte packets vanish: "
+                 "suspected MTU blackhole on the path (HTTPS still answers on an open connection; "
+                 "new SSH and HTTPS sessions to it will hang)", e->big_size);
+    } else {
+        v->health = "reachable";
+    }
+}
+
+/* The agent answered: record what it said, with health reachable or (big packets lost)
+ * stalled. */
+/* A string the agent reported, as stored: no control characters (an escape sequence would
+ * reach every terminal that shows it), valid UTF-8 cut to the column's size; NULL stays NULL. */
+#define POLLER_CLEAN(buf, obj, key) hc_text_clean(buf, sizeof(buf), hc_json_str(obj, key, NULL))
+
+static int poller_store_status(struct hc_db *db, int64_t node_id, const struct hc_http_call *st,
+                               const struct poller_verdict *v, int64_t now, struct hc_error *err)
+{
+    const json_t *b = st->resp.body;
+    char service_buf[32], version[128], previous[128], agent_version[128], hostname[256];
+    const char *service = POLLER_CLEAN(service_buf, json_object_get(b, "service"), "state");
+    /* The agent is the truth about what runs: its current and rollback versions (null when
+     * none) replace whatever an operation wrote. */
+    /* ...unless an operation learnt something newer after this poll was sent. */
+    int64_t asked = now - st->elapsed_ms;
+    if (hc_db_run(db, err,
+                  "UPDATE nodes SET service_state = ?, software_version = ?, "
+                  "previous_software_version = ?, service_observed_at = ? WHERE id = ? AND "
+                  "COALESCE(service_observed_at, 0) <= ?", "sssiii", service,
+                  POLLER_CLEAN(version, b, "software_version"),
+                  POLLER_CLEAN(previous, b, "previous_software_version"), asked, node_id,
+                  asked) < 0)
+        return -1;
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET health = ?, health_detail = ?, last_seen = ?, "
+                     "agent_version = ?, hostname = COALESCE(?, hostname), "
+                     "uptime_s = NULLIF(?, -1), poll_latency_ms = ? WHERE id = ?",
+                     "ssissiii", v->health, v->detail[0] ? v->detail : NULL, now,
+                     POLLER_CLEAN(agent_version, b, "agent_version"),
+                     POLLER_CLEAN(hostname, b, "hostname"),
+                     hc_json_int(b, "uptime_seconds", -1), (int64_t)st->elapsed_ms, node_id);
+}
+
+static int poller_store_iface(struct hc_db *db, int64_t node_id, const json_t *iface, int64_t now,
+                              struct hc_error *err)
+{
+    char name_buf[64], state[32], kind[32], master[64];
+    const char *name = POLLER_CLEAN(name_buf, iface, "name");
+    const json_t *addrs = json_object_get(iface, "addresses");
+    if (!name)
+        return 0; /* nothing to key it by: skip rather than fail the node */
+    json_t *list = json_is_array(addrs) ? json_incref((json_t *)addrs) : json_array();
+    char *addresses = hc_json_dump(list);
+    json_decref(list);
+    int rc = hc_db_run(db, err,
+                       "INSERT INTO interfaces (node_id, name, mtu, state, kind, master, "
+                       "addresses_json, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                       "ON CONFLICT (node_id, name) DO UPDATE SET mtu = excluded.mtu, "
+                       "state = excluded.state, kind = excluded.kind, master = excluded.master, "
+                       "addresses_json = excluded.addresses_json, updated_at = excluded.updated_at",
+                       "isissssi", node_id, name, hc_json_int(iface, "mtu", 0),
+                       POLLER_CLEAN(state, iface, "state") ? state : "unknown",
+                       POLLER_CLEAN(kind, iface, "kind"), POLLER_CLEAN(master, iface, "master"),
+                       addresses ? addresses : "[]", now);
+    free(addresses);
+    return rc < 0 ? -1 : 0;
+}
+
+/* Replaces the node's interfaces with the agent's list. Upsert, then delete the rows this
+ * cycle did not touch, so that columns the poller does not own (role) survive. */
+static int poller_store_ifaces(struct hc_db *db, int64_t node_id, const struct hc_http_call *ifc,
+                               int64_t now, struct hc_error *err)
+{
+    const json_t *list = ifc ? json_object_get(ifc->resp.body, "interfaces") : NULL;
+    const json_t *iface;
+    size_t i;
+    if (!ifc || !ifc->ok || ifc->resp.status != 200 || !json_is_array(list))
+        return 0; /* keep what we knew; status decides health */
+    json_array_foreach(list, i, iface)
+    {
+        if (poller_store_iface(db, node_id, iface, now, err) != 0)
+            return -1;
+    }
+    return hc_db_run(db, err, "DELETE FROM interfaces WHERE node_id = ? AND updated_at <> ?", "ii",
+                     node_id, now) < 0
+               ? -1
+               : 0;
+}
+
+static int poller_health_event(struct hc_db *db, const char *node, const char *from,
+                               const struct poller_verdict *v, struct hc_error *err)
+{
+    json_t *details = json_pack("{s:s, s:s}", "from", from, "to", v->health);
+    if (v->detail[0]) {
+        json_object_set_new(details, "detail", json_string(v->detail));
+        return hc_event_add(db, "node.health", node, NULL, "controller", details, err,
+                            "node %s is %s: %s", node, v->health, v->detail);
+    }
+    return hc_event_add(db, "node.health", node, NULL, "controller", details, err, "node %s is %s",
+                        node, v->health);
+}
+
+/* Records one node's answers (status, interfaces) inside the caller's transaction; echo may be
+ * NULL (no echo probes: no stall verdict). */
+static int poller_record(struct hc_db *db, int64_t id, const char *name,
+                         const struct hc_http_call *status, const struct hc_http_call *ifaces,
+                         const struct poller_echo *echo, int64_t now, struct hc_error *err)
+{
+    struct poller_verdict v;
+    int rc = -1;
+    poller_judge(name, status, echo, &v);
+    hc_text_clean(v.detail, sizeof(v.detail), v.detail); /* may quote the agent's words */
+    /* Read the old health inside the transaction: the node may have been removed or changed
+     * since the cycle started. */
+    json_t *rows = hc_db_query_json(db, err, "SELECT health FROM nodes WHERE id = ?", "i", id);
+    if (!rows)
+        return -1;
+    if (json_array_size(rows) == 0) {
+        rc = 0; /* removed while we polled */
+        goto cleanup;
+    }
+    const char *from = hc_json_str(json_array_get(rows, 0), "health", "unknown");
+    if (strcmp(v.health, "unreachable") != 0) /* answered, and as this node */
+        rc = poller_store_status(db, id, status, &v, now, err) < 0 ||
+                     poller_store_ifaces(db, id, ifaces, now, err) != 0
+                 ? -1
+                 : 0;
+    else {
+        /* A failure learnt by a call sent before the node last answered (a cycle that began
+         * while cluster create's own call saw it enroll) is old news: it changes nothing. */
+        int changed = hc_db_run(db, err,
+                                "UPDATE nodes SET health = ?, health_detail = ?, "
+                                "poll_latency_ms = NULL WHERE id = ? AND COALESCE(last_seen, 0) "
+                                "<= ?", "ssii", v.health, v.detail, id, now - status->elapsed_ms);
+        rc = changed < 0 ? -1 : 0;
+        if (changed == 0)
+            goto cleanup;
+    }
+    if (rc == 0 && strcmp(from, v.health) != 0) {
+        HC_INFO("node %s: %s -> %s%s%s", name, from, v.health, v.detail[0] ? ": " : "", v.detail);
+        rc = poller_health_event(db, name, from, &v, err);
+    }
+    /* An operation that paused until this node answers carries on now: also when the poller
+     * never saw it unreachable (the call that paused it timed out while /v1/status answered). */
+    if (rc == 0 && strcmp(v.health, "reachable") == 0)
+        rc = hc_ops_resume_for_node(db, name, err);
+cleanup:
+    json_decref(rows);
+    return rc;
+}
+
+int hc_poller_record(struct hc_db *db, int64_t node_id, const char *node_name,
+                     const struct hc_http_call *status, const struct hc_http_call *ifaces,
+                     int64_t now_ms, struct hc_error *err)
+{
+    return poller_record(db, node_id, node_name, status, ifaces, NULL, now_ms, err);
+}
+
+/* One call of hc_poller_ask; 0 when the URL could not be made (why says so). */
+static int poller_ask1(struct hc_http_client *client, const char *agent_url, const char *path,
+                       long timeout_ms, char *url, size_t url_len, struct hc_http_call *call,
+                       char *why, size_t why_len)
+{
+    struct hc_error e = {0};
+    if (hc_agent_url(url, url_len, agent_url, path, &e) != 0) {
+        snprintf(why, why_len, "%s", e.message);
+        return 0;
+    }
+    *call = (struct hc_http_call){.method = "GET", .url = url, .timeout_ms = timeout_ms};
+    hc_http_fanout(client, call, 1, 1);
+    return 1;
+}
+
+int hc_poller_ask(struct hc_db *db, struct hc_http_client *client, int64_t node_id,
+                  const char *node_name, const char *agent_url, long timeout_ms, char *why,
+                  size_t why_len, struct hc_error *err)
+{
+    struct hc_http_call status = {0}, ifaces = {0};
+    char url[2048];
+    int rc = 0;
+    why[0] = '\0';
+    if (!poller_ask1(client, agent_url, "/v1/status", timeout_ms, url, sizeof(url), &status,
+                     why, why_len))
+        return 0;
+    if (!status.ok) {
+        snprintf(why, why_len, "%s", status.err.message);
+    } else if (status.resp.status != 200 || !json_is_object(status.resp.body)) {
+        snprintf(why, why_len, "agent answered GET /v1/status with HTTP %ld", status.resp.status);
+    } else {
+        /* Second request on the connection the first one opened (the client keeps it). */
+        char url2[2048], ignored[8];
+        poller_ask1(client, agent_url, "/v1/interfaces", timeout_ms, url2, sizeof(url2), &ifaces,
+                    ignored, sizeof(ignored));
+        int listed = ifaces.ok && ifaces.resp.status == 200 &&
+                     json_is_array(json_object_get(ifaces.resp.body, "interfaces"));
+        if (hc_db_begin(db, err) != 0) {
+            rc = -1;
+        } else if (poller_record(db, node_id, node_name, &status, &ifaces, NULL, hc_now_ms(),
+                                 err) != 0 ||
+                   hc_db_commit(db, err) != 0) {
+            hc_db_rollback(db);
+            rc = -1;
+        } else if (!listed) {
+            snprintf(why, why_len, "no interface list: %s", ifaces.ok ? "unexpected answer to "
+                     "GET /v1/interfaces" : ifaces.err.message);
+        } else {
+            rc = 1;
+        }
+    }
+    hc_http_response_clear(&status.resp);
+    hc_http_response_clear(&ifaces.resp);
+    return rc;
+}
+
+static void poller_store(struct hc_poller *p, const json_t *nodes, struct hc_http_call *calls,
+                         const struct poller_echo *echo)
+{
+    struct hc_error err = {0};
+    int64_t now = hc_now_ms();
+    const json_t *node;
+    size_t i;
+    if (hc_db_begin(p->db, &err) != 0) {
+        HC_WARN("poller cannot record the poll: %s", err.message);
+        return;
+    }
+    json_array_foreach(nodes, i, node)
+    {
+        hc_metrics_agent_poll(calls[2 * i].ok && calls[2 * i].resp.status == 200,
+                              (int64_t)calls[2 * i].elapsed_ms); /* for /metrics */
+        /* SQLite undoes only the failed statement: one bad answer does not lose the others. */
+        if (poller_record(p->db, hc_json_int(node, "id", 0), hc_json_str(node, "name", "?"),
+                          &calls[2 * i], &calls[2 * i + 1], echo ? &echo[i] : NULL, now,
+                          &err) != 0)
+            HC_WARN("poller cannot record node %s: %s", hc_json_str(node, "name", "?"),
+                    err.message);
+    }
+    if (hc_db_commit(p->db, &err) != 0) {
+        HC_WARN("poller cannot record the poll: %s", err.message);
+        hc_db_rollback(p->db);
+    }
+}
+
+/* Fills the two calls (status, interfaces) of every node; urls holds 2 * n strings. */
+static int poller_prepare(struct hc_poller *p, const json_t *nodes, struct hc_http_call *calls,
+                          char **urls)
+{
+    static const char *const paths[2] = {"/v1/status", "/v1/interfaces"};
+    long timeout = hc_agent_timeout_ms(p->ctl);
+    const json_t *node;
+    size_t i;
+    json_array_foreach(nodes, i, node)
+    {
+        for (size_t k = 0; k < 2; k++) {
+            struct hc_error err = {0};
+            char url[2048];
+            if (hc_agent_url(url, sizeof(url), hc_json_str(node, "agent_url", ""), paths[k],
+                             &err) != 0 ||
+                !(urls[2 * i + k] = strdup(url)))
+                return -1;
+            calls[2 * i + k] = (struct hc_http_call){
+                .method = "GET", .url = urls[2 * i + k], .timeout_ms = timeout};
+        }
+    }
+    return 0;
+}
+
+static void poller_cycle(struct hc_poller *p)
+{
+    struct hc_error err = {0};
+    /* mgmt_mtu: the MTU of the node's interface that carries its management address. */
+    json_t *nodes = hc_db_query_json(
+        p->db, &err,
+        "SELECT n.id, n.name, n.agent_url, n.address, (SELECT MIN(i.mtu) FROM interfaces i "
+        "WHERE i.node_id = n.id AND i.addresses_json LIKE '%\"' || n.address || '/%') AS mgmt_mtu "
+        "FROM nodes n ORDER BY n.name",
+        "");
+    size_t n = json_array_size(nodes);
+    struct hc_http_call *calls = NULL;
+    struct poller_echo *echo = NULL;
+    char **urls = NULL;
+    if (!nodes) {
+        HC_WARN("poller cannot read the nodes: %s", err.message);
+        return;
+    }
+    if (n == 0)
+        goto cleanup;
+    calls = calloc(2 * n, sizeof(*calls));
+    urls = calloc(2 * n, sizeof(*urls));
+    echo = calloc(n, sizeof(*echo));
+    if (!calls || !urls || !echo || poller_prepare(p, nodes, calls, urls) != 0) {
+        HC_WARN("poller cannot prepare the calls to %zu agents", n);
+        goto cleanup;
+    }
+    int64_t t0 = hc_mono_ms();
+    poller_echo_send(p, nodes, echo);
+    size_t answered = hc_http_fanout(p->client, calls, 2 * n, HC_POLLER_MAX_PARALLEL);
+    poller_echo_collect(p, echo, calls, n, t0);
+    HC_DEBUG("poller: fan-out to %zu agents took %lld ms (%zu of %zu calls answered)", n,
+             (long long)(hc_mono_ms() - t0), answered, 2 * n);
+    poller_store(p, nodes, calls, echo);
+cleanup:
+    for (size_t i = 0; calls && urls && i < 2 * n; i++) {
+        hc_http_response_clear(&calls[i].resp);
+        free(urls[i]);
+    }
+    free(calls);
+    free(urls);
+    free(echo);
+    json_decref(nodes);
+}
+
+/* Waits until deadline (monotonic ms) or a stop. Returns 1 when stopping. */
+static int poller_wait(struct hc_poller *p, int64_t deadline_ms)
+{
+    struct timespec until = {.tv_sec = deadline_ms / 1000,
+                             .tv_nsec = (long)(deadline_ms % 1000) * 1000000L};
+    int stopping;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stopping && !p->ctl->stopping && hc_mono_ms() < deadline_ms) {
+        if (pthread_cond_timedwait(&p->cv, &p->mu, &until) != 0)
+            break;
+    }
+    stopping = p->stopping || p->ctl->stopping;
+    pthread_mutex_unlock(&p->mu);
+    return stopping;
+}
+
+static void *poller_main(void *arg)
+{
+    struct hc_poller *p = arg;
+    int64_t interval =
+        p->ctl->poll_interval_ms > 0 ? p->ctl->poll_interval_ms : HC_CONTROLLER_DEFAULT_POLL_MS;
+    int stopping = 0;
+    while (!stopping) {
+        int64_t start = hc_mono_ms();
+        poller_cycle(p);
+        atomic_fetch_add(&p->cycles, 1);
+        stopping = poller_wait(p, start + interval);
+    }
+    return NULL;
+}
+
+uint64_t hc_poller_cycles(const struct hc_poller *p)
+{
+    return p ? (uint64_t)atomic_load(&p->cycles) : 0;
+}
+
+static void poller_free(struct hc_poller *p)
+{
+    if (p->echo_fd >= 0)
+        close(p->echo_fd);
+    free(p->echo_buf);
+    hc_http_client_free(p->client);
+    hc_db_close(p->db);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+struct hc_poller *hc_poller_start(struct hc_controller *ctl, struct hc_error *err)
+{
+    struct hc_poller *p = calloc(1, sizeof(*p));
+    pthread_condattr_t attr;
+    int ok = 0;
+    if (!p) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot allocate the poller");
+        return NULL;
+    }
+    p->ctl = ctl;
+    p->echo_fd = -1;
+    atomic_init(&p->cycles, 0);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* deadlines come from hc_mono_ms */
+    pthread_cond_init(&p->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    if (!(p->db = hc_db_open(ctl->db_path, err)) || !(p->client = hc_agent_client_new(ctl, p->db, err)))
+        goto cleanup;
+    /* Without the echo socket the poller still works; the MTU stall then shows as unreachable. */
+    if (!(p->echo_buf = calloc(1, POLLER_ECHO_MAX)) || (p->echo_fd = poller_echo_socket()) < 0)
+        HC_WARN("poller: no UDP echo probes (%s): MTU stalls show as 'unreachable'",
+                strerror(errno));
+    if (pthread_create(&p->thread, NULL, poller_main, p) != 0) {
+        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start the poller thread");
+        goto cleanup;
+    }
+    ok = 1;
+cleanup:
+    if (!ok) {
+        poller_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void hc_poller_stop(struct hc_poller *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    poller_free(p);
+}

@@ -1,0 +1,123 @@
+/* The agent's software and service endpoints, as C calls (see service_client.h). What the agent
+ * says (reasons, details, versions) is copied through hc_text_clean: it ends up in operation
+ * records, events and terminals, so no control characters and no UTF-8 cut in half. */
+#include "controller/remote/service_client.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json_util.h"
+#include "common/util.h"
+#include "controller/remote/agent_client.h"
+
+/* Calls the agent; *body receives the answer's JSON (new reference, may be NULL). */
+static int call(const struct hc_svc_node *n, const char *method, const char *path,
+                const json_t *req, json_t **body, struct hc_error *err)
+{
+    struct hc_http_response resp = {0};
+    int rc = hc_agent_call(n->client, n->agent_url, method, path, req, n->timeout_ms, &resp, err);
+    if (rc < 0 && !hc_agent_err_is_transport(err))
+        hc_error_prefix(err, "node %s", n->name);
+    if (body)
+        *body = rc == 0 && resp.body ? json_incref(resp.body) : NULL;
+    hc_http_response_clear(&resp);
+    return rc;
+}
+
+/* A boolean the agent may name in more than one way ("ok_to_stop", "ok", "healthy"). */
+static int answer_bool(const json_t *b, const char *key, const char *alt)
+{
+    const json_t *v = json_object_get(b, key);
+    if (!json_is_boolean(v))
+        v = json_object_get(b, alt);
+    return json_is_true(v);
+}
+
+int hc_svc_ok_to_stop(const struct hc_svc_node *n, int *ok, char *reason, size_t len,
+                      struct hc_error *err)
+{
+    json_t *b = NULL;
+    if (call(n, "GET", "/v1/service/ok-to-stop", NULL, &b, err) < 0)
+        return -1;
+    *ok = answer_bool(b, "ok_to_stop", "ok");
+    hc_text_clean(reason, len, hc_json_str(b, "reason", ""));
+    json_decref(b);
+    return 0;
+}
+
+int hc_svc_drain(const struct hc_svc_node *n, struct hc_error *err)
+{
+    return call(n, "POST", "/v1/service/drain", NULL, NULL, err);
+}
+
+int hc_svc_stop(const struct hc_svc_node *n, struct hc_error *err)
+{
+    return call(n, "POST", "/v1/service/stop", NULL, NULL, err);
+}
+
+int hc_svc_start(const struct hc_svc_node *n, struct hc_error *err)
+{
+    return call(n, "POST", "/v1/service/start", NULL, NULL, err);
+}
+
+int hc_svc_health(const struct hc_svc_node *n, int *healthy, char *detail, size_t len,
+                  struct hc_error *err)
+{
+    json_t *b = NULL;
+    if (call(n, "GET", "/v1/service/health", NULL, &b, err) < 0)
+        return -1;
+    *healthy = answer_bool(b, "healthy", "ok");
+    hc_text_clean(detail, len, hc_json_str(b, "detail", hc_json_str(b, "reason", "")));
+    json_decref(b);
+    return 0;
+}
+
+int hc_svc_resync_pending(const struct hc_svc_node *n, int64_t *pending, struct hc_error *err)
+{
+    json_t *b = NULL;
+    if (call(n, "GET", "/v1/service/resync", NULL, &b, err) < 0)
+        return -1;
+    *pending = hc_json_int(b, "pending", 0);
+    json_decref(b);
+    return 0;
+}
+
+int hc_sw_state(const struct hc_svc_node *n, struct hc_sw_state *st, struct hc_error *err)
+{
+    json_t *b = NULL;
+    if (call(n, "GET", "/v1/software", NULL, &b, err) < 0)
+        return -1;
+    const json_t *svc = json_object_get(b, "service");
+    hc_text_clean(st->current, sizeof(st->current), hc_json_str(b, "current", ""));
+    hc_text_clean(st->previous, sizeof(st->previous), hc_json_str(b, "previous", ""));
+    hc_text_clean(st->service, sizeof(st->service), hc_json_str(svc, "state", ""));
+    json_decref(b);
+    return 0;
+}
+
+int hc_sw_stage(const struct hc_svc_node *n, const char *version, const char *url,
+                const char *token, const char *sha256, const char *signature,
+                struct hc_error *err)
+{
+    /* Without a url the agent fetches from the controller URL it enrolled with: the one it
+     * already trusts by name, whatever address the controller listens on. */
+    json_t *req = json_pack("{s:s, s:s?, s:s, s:s, s:s}", "version", version, "url", url,
+                            "token", token, "sha256", sha256, "signature", signature);
+    int rc = call(n, "POST", "/v1/software/stage", req, NULL, err);
+    json_decref(req);
+    return rc;
+}
+
+int hc_sw_activate(const struct hc_svc_node *n, const char *version, int start,
+                   struct hc_error *err)
+{
+    json_t *req = json_pack("{s:s, s:b}", "version", version, "start", start);
+    int rc = call(n, "POST", "/v1/software/activate", req, NULL, err);
+    json_decref(req);
+    return rc;
+}
+
+int hc_sw_rollback(const struct hc_svc_node *n, struct hc_error *err)
+{
+    return call(n, "POST", "/v1/software/rollback", NULL, NULL, err);
+}

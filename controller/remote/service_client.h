@@ -1,0 +1,59 @@
+/*
+ * The controller's view of one node's storage service and software, through its agent
+ * (docs/api.md "Agent API: software and service"). One function per question or action, so
+ * that maintenance and the rolling upgrade read as the steps they are, and so that the agent's
+ * wire format is known in this one file.
+ *
+ * Every call has the agent timeout; transport failures keep their codes (unreachable, timeout,
+ * tls_error: test with hc_agent_err_is_transport) so that callers can tell "the node is gone"
+ * from "the node said no".
+ */
+#ifndef HC_CONTROLLER_SERVICE_CLIENT_H
+#define HC_CONTROLLER_SERVICE_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/https_client.h"
+
+struct hc_svc_node {
+    struct hc_http_client *client; /* the caller's agent client (one per thread) */
+    const char *name;
+    const char *agent_url;
+    long timeout_ms;
+};
+
+/* The service's own answer to "may this node stop?". *ok receives 1 or 0, reason (when not
+ * ok) the service's words. A node without an installed service is ok (it serves nothing). */
+int hc_svc_ok_to_stop(const struct hc_svc_node *n, int *ok, char *reason, size_t len,
+                      struct hc_error *err);
+int hc_svc_drain(const struct hc_svc_node *n, struct hc_error *err);
+/* Stop/start persist on the agent: a stopped service stays stopped across agent restarts
+ * (that is what keeps a node in maintenance). */
+int hc_svc_stop(const struct hc_svc_node *n, struct hc_error *err);
+int hc_svc_start(const struct hc_svc_node *n, struct hc_error *err);
+/* Runs the manifest's health check now. *healthy 1/0, detail says why not. */
+int hc_svc_health(const struct hc_svc_node *n, int *healthy, char *detail, size_t len,
+                  struct hc_error *err);
+/* Blocks still to fetch from peers after a restart (0: in sync). */
+int hc_svc_resync_pending(const struct hc_svc_node *n, int64_t *pending, struct hc_error *err);
+
+/* Software. */
+struct hc_sw_state {
+    char current[64];  /* "" when nothing is active */
+    char previous[64]; /* rollback target, "" when none */
+    char service[32];  /* supervisor state: running, stopped, crashed, ... */
+};
+int hc_sw_state(const struct hc_svc_node *n, struct hc_sw_state *st, struct hc_error *err);
+/* The agent fetches the bundle from url (NULL: from the controller it enrolled with) with token
+ * and verifies sha256 and signature again. */
+int hc_sw_stage(const struct hc_svc_node *n, const char *version, const char *url,
+                const char *token, const char *sha256, const char *signature,
+                struct hc_error *err);
+/* Switches `current` to version atomically; start says whether the service is (re)started. */
+int hc_sw_activate(const struct hc_svc_node *n, const char *version, int start,
+                   struct hc_error *err);
+int hc_sw_rollback(const struct hc_svc_node *n, struct hc_error *err);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * The storage service's membership: every agent is told the cluster's storage members
+ * (PUT /v1/service/peers, docs/api.md), which the service reads from its data directory
+ * (hcstor: DATA/peers.json; placement and replication follow it, docs/hcstor.md).
+ *
+ * Sent by the operations that change membership or start the service: cluster create and node
+ * add (at their end), node remove, and a rolling upgrade (before staging, so a first install
+ * starts with its peers). The epoch is the controller's wall clock in milliseconds when the
+ * list was made: a later list always has a larger epoch.
+ */
+#ifndef HC_CONTROLLER_STORAGE_PEERS_H
+#define HC_CONTROLLER_STORAGE_PEERS_H
+
+#include "common/error.h"
+#include "common/https_client.h"
+#include "controller/ops/ops.h"
+
+/* A step ("storage_peers") of the running operation that sends the members,
+ * {"epoch", "nodes": [{"name", "host"}]}, to every member's agent. A node that does not answer is named in the step's detail and left out: it receives
+ * the list with the next membership change or upgrade (its service, if running, keeps its
+ * previous list). Fails only when no agent took the list. */
+int hc_storage_peers_step(struct hc_op_ctx *ctx, struct hc_http_client *client,
+                          struct hc_error *err);
+
+#endif
