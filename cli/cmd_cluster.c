@@ -9,7 +9,7 @@
 #include "cli/groups.h"
 #include "common/json_util.h"
 
-/* The controller's limit on a join token's life (JOIN_TTL_MAX_S in controller/res_enroll.c):
+/* The controller's limit on a join token's life (JOIN_TTL_MAX_S in controller/api/res_enroll.c):
  * checked here too, so that a typo is a usage error naming the limit rather than a 400. */
 #define JOIN_TTL_MAX "7d"
 #define JOIN_TTL_MAX_MS (7 * 24 * 3600 * 1000LL)

@@ -7,8 +7,8 @@
  * finished one and needs --force.
  */
 #include "controller/init.h"
-#include "controller/op_bootstrap.h"
-#include "controller/ssh.h"
+#include "controller/ops/op_bootstrap.h"
+#include "controller/remote/ssh.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -22,8 +22,8 @@
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
-#include "controller/events.h"
-#include "controller/software.h"
+#include "controller/state/events.h"
+#include "controller/state/software.h"
 #include "db/db.h"
 
 #define MAX_SANS 32

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "common/error.h"
-#include "controller/auth.h"
+#include "controller/api/auth.h"
 #include "controller/controller.h"
 
 #define HC_INIT_DEFAULT_LISTEN "127.0.0.1:7443"

@@ -53,7 +53,7 @@ int hc_db_run(struct hc_db *db, struct hc_error *err, const char *sql, const cha
 
 /* Calls fn(arg) just before each write transaction of this connection commits (SQLite's commit
  * hook: a non-zero return turns the commit into a rollback); NULL removes it. For the crash
- * test hook (controller/test_hooks.h). */
+ * test hook (controller/ops/test_hooks.h). */
 void hc_db_set_commit_hook(struct hc_db *db, int (*fn)(void *), void *arg);
 
 /* Test hook (fault injection, the SQLite way: fail at call N): with fail_at > 0, the

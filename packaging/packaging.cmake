@@ -2,22 +2,14 @@
 # systemd units, and the .deb (CPack). Included by the top-level CMakeLists.txt.
 include(GNUInstallDirs)
 
-# Completion scripts and man pages are printed by the built hcctl from its command table, so
-# they can never list a command the binary does not have (or miss one it has). The completion
-# scripts land in the source tree's completions/ (ignored by git), where a user of the checkout
-# can source them; the man pages stay in the build directory.
+# Man pages are printed by the built hcctl from its command table into the build directory, so
+# they can never list a command the binary does not have. The completion scripts are committed
+# under completions/ (a checkout can source them without building, and the build writes nothing
+# into the source tree); tests/e2e/t41_package.sh fails when they differ from what the built
+# hcctl prints, i.e. when the command table changed and `scripts/gen-completions.sh` was not run.
 set(HC_COMPLETIONS_DIR ${CMAKE_SOURCE_DIR}/completions)
 set(HC_MAN_DIR ${CMAKE_BINARY_DIR}/man)
 set(HC_GENERATED "")
-foreach(sh bash zsh fish)
-  add_custom_command(OUTPUT ${HC_COMPLETIONS_DIR}/hcctl.${sh}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${HC_COMPLETIONS_DIR}
-    COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:hcctl> "-DARGS=completion;${sh}"
-            -DOUT=${HC_COMPLETIONS_DIR}/hcctl.${sh} -P ${CMAKE_SOURCE_DIR}/packaging/run_to_file.cmake
-    DEPENDS hcctl ${CMAKE_SOURCE_DIR}/packaging/run_to_file.cmake
-    COMMENT "Generating the ${sh} completion script" VERBATIM)
-  list(APPEND HC_GENERATED ${HC_COMPLETIONS_DIR}/hcctl.${sh})
-endforeach()
 # One page per visible group: the names come from the table, so the whole directory is
 # regenerated (a removed group leaves no stale page) and installed as it is.
 add_custom_command(OUTPUT ${HC_MAN_DIR}/hcctl.1
@@ -47,7 +39,7 @@ install(FILES ${CMAKE_SOURCE_DIR}/docs/man/hcctld.8 ${CMAKE_SOURCE_DIR}/docs/man
 set(HC_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING
   "where the systemd units go, relative to the install prefix")
 # hcagent.service.in is also the unit hcctld pushes over SSH (embedded below): its ExecStart and
-# StateDirectory are placeholders, filled here for the package and in controller/op_bootstrap.c
+# StateDirectory are placeholders, filled here for the package and in controller/ops/op_bootstrap.c
 # for a pushed node.
 foreach(unit hcctld hcagent)
   install(CODE "
@@ -62,7 +54,7 @@ foreach(unit hcctld hcagent)
     list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${CMAKE_INSTALL_PREFIX}/${HC_SYSTEMD_UNIT_DIR}/${unit}.service\")")
 endforeach()
 
-# The storage service's user: uid/gid 60600 needs no account (agents/privilege.h); the package
+# The storage service's user: uid/gid 60600 needs no account (agents/hcagent/privilege.h); the package
 # gives it the name hcsvc, so that ps and ls show one (systemd-sysusers, run by the postinst).
 install(FILES ${CMAKE_SOURCE_DIR}/packaging/sysusers.d/hcagent.conf
   DESTINATION lib/sysusers.d PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)

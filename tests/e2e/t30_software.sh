@@ -71,7 +71,7 @@ test_expect_success 'a bad signature is refused and nothing is stored' '
     expect_exit 1 hcctl software upload bad.tar.gz 2>err &&
     grep -q "signature does not verify" err &&
     hcctl software keygen --out "$T/other" >/dev/null &&
-    hcctl software build --manifest "$HC_SRC/agents/hcstor-bundle/1.2-broken.json" \
+    hcctl software build --manifest "$HC_SRC/agents/hcstor/bundle/1.2-broken.json" \
         --dir "$BUNDLES/stage-1.2-broken" --key "$T/other.key" -o other.tar.gz >/dev/null &&
     expect_exit 1 hcctl software upload other.tar.gz 2>err &&
     grep -q "not trusted" err &&
@@ -233,7 +233,7 @@ test_expect_success 'a read-only token cannot upload or remove bundles' '
 
 test_expect_success 'an activation deletes staged versions beyond current, previous and the two newest' '
     for v in 2.0 2.1 2.2; do
-        jq ".version = \"$v\"" "$HC_SRC/agents/hcstor-bundle/1.0.json" >m-$v.json &&
+        jq ".version = \"$v\"" "$HC_SRC/agents/hcstor/bundle/1.0.json" >m-$v.json &&
         hcctl software build --manifest m-$v.json --dir "$BUNDLES/stage-1.0" \
             --key "$BUNDLES/dev.key" -o hcstor-$v.tar.gz >/dev/null &&
         hcctl software upload hcstor-$v.tar.gz >/dev/null &&

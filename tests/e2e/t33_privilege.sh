@@ -12,7 +12,7 @@ BUNDLES=$(cd "$HC_BIN/../bundles" 2>/dev/null && pwd)
 IP=127.0.0.33
 AGENT=https://$IP:$AGENT_PORT
 SVC=http://$IP:7480
-# CAP_CHOWN CAP_KILL CAP_SETGID CAP_SETUID CAP_NET_ADMIN (agents/privilege.h)
+# CAP_CHOWN CAP_KILL CAP_SETGID CAP_SETUID CAP_NET_ADMIN (agents/hcagent/privilege.h)
 AGENT_CAPS=00000000000010e1
 if [ "$(id -u)" = 0 ]; then SVC_UID=60600 SVC_GID=60600; else SVC_UID=$(id -u) SVC_GID=$(id -g); fi
 

@@ -13,7 +13,7 @@
 
 BUILD=$(cd "$HC_BIN/.." && pwd)
 GOLDEN=$HC_SRC/tests/golden
-COMPLETIONS=$HC_SRC/completions # written there by the build
+COMPLETIONS=$HC_SRC/completions # committed; t41 checks them against the built hcctl
 
 # The sorted key paths of a JSON document ("nodes.[].name"): values, array lengths and the
 # free-form objects (event details, operation params) are left out, keys are kept.

@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the agent API (agents/agent_api.c, net_api.c, software_api.c) — the agent's real
+ * Fuzz target: the agent API (agents/hcagent/agent_api.c, net_api.c, software_api.c) — the agent's real
  * route table and handlers with their JSON bodies, through hc_http_server_handle.
  *
  * Set up once: an enrolled data directory (a throw-away cluster CA, the node's certificate and
@@ -23,8 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agents/agent.h"
-#include "agents/software.h"
+#include "agents/hcagent/agent.h"
+#include "agents/hcagent/software.h"
 #include "common/bundle.h"
 #include "common/https_server.h"
 #include "common/log.h"

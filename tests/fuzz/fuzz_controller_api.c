@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the controller API (controller/api.c and res_*.c) — route table, the
+ * Fuzz target: the controller API (controller/api/api.c and res_*.c) — route table, the
  * before-hook's token check, the handlers and their JSON bodies, the after-hook's audit record.
  *
  * Set up once: a data directory made by hcctld's own init code (under $TMPDIR), the API with its
@@ -24,15 +24,15 @@
 #include "common/log.h"
 #include "common/token.h"
 #include "common/util.h"
-#include "controller/api.h"
-#include "controller/auth.h"
+#include "controller/api/api.h"
+#include "controller/api/auth.h"
 #include "controller/controller.h"
 #include "controller/init.h"
-#include "controller/maintenance.h"
-#include "controller/net.h"
-#include "controller/op_bootstrap.h"
-#include "controller/op_node_remove.h"
-#include "controller/op_upgrade.h"
+#include "controller/ops/op_maintenance.h"
+#include "controller/state/net.h"
+#include "controller/ops/op_bootstrap.h"
+#include "controller/ops/op_node_remove.h"
+#include "controller/ops/op_upgrade.h"
 #include "db/db.h"
 #include "tests/fuzz/fuzz_http.h"
 #include "tests/fuzz/fuzz_util.h"

@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the probe packet parser (hc_probe_packet_parse, agents/probe.c), which decides
+ * Fuzz target: the probe packet parser (hc_probe_packet_parse, agents/hcagent/probe.c), which decides
  * what the UDP responder on port 7445 answers — the one input of an agent that anyone who can
  * send a datagram reaches. Besides memory safety it checks the rules the responder relies on:
  * a packet is accepted only with a known magic and at least 8 bytes, a reply only with the
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/probe.h"
+#include "agents/hcagent/probe.h"
 #include "tests/fuzz/fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -51,7 +51,7 @@ slow_bundle() {
     jq --arg v "$v" '.version = $v | .entrypoint = "bin/slow-start"
         | .description = "hcstor that takes 2 s to start (tests)"
         | .args |= map(if . == "1.1" then $v else . end)' \
-        "$HC_SRC/agents/hcstor-bundle/1.1.json" >"slow-$v.json" &&
+        "$HC_SRC/agents/hcstor/bundle/1.1.json" >"slow-$v.json" &&
     hcctl software build --manifest "slow-$v.json" --dir "slow-$v" --key "$BUNDLES/dev.key" \
         -o "hcstor-$v.tar.gz" >/dev/null &&
     hcctl software upload "hcstor-$v.tar.gz" >/dev/null

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Crash after step N, for every N (issue 12; the SQLite way: enumerate, don't sample). hcctld's
-# test hook HCCTLD_TEST_CRASH_AFTER_STEP=N (controller/test_hooks.h, docs/operations.md "Crash
+# test hook HCCTLD_TEST_CRASH_AFTER_STEP=N (controller/ops/test_hooks.h, docs/operations.md "Crash
 # points") SIGKILLs the controller right after the N-th durable step of an operation. For every N
 # of a rolling upgrade (1.0 <-> 1.1, so that each N starts from a known version), of a
 # maintenance enter + exit cycle and of an MTU change (net set-mtu 9000 <-> 8000, commit-

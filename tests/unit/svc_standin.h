@@ -20,7 +20,7 @@
 #include "common/https_server.h"
 #include "common/pki.h"
 #include "controller/controller.h"
-#include "controller/crl.h"
+#include "controller/api/crl.h"
 
 enum svc_route {
     SVC_OK_TO_STOP,

@@ -1,6 +1,6 @@
 /*
- * Unit tests for hcagent's enrollment (agents/join.c), configuration file
- * (agents/agent_config.c) and agent API (agents/agent_api.c).
+ * Unit tests for hcagent's enrollment (agents/hcagent/join.c), configuration file
+ * (agents/hcagent/agent_config.c) and agent API (agents/hcagent/agent_api.c).
  *
  * The join tests run against a fake controller served with the project's real HTTPS server on
  * loopback, on its own event-loop thread, with a real cluster CA: a wrong CA fingerprint must
@@ -24,14 +24,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agents/agent.h"
+#include "agents/hcagent/agent.h"
 #include "common/https_client.h"
 #include "common/https_server.h"
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/token.h"
 #include "common/util.h"
-#include "agents/software.h"
+#include "agents/hcagent/software.h"
 #include "tests/unit/testdir.h"
 
 /* A cluster CA, a second unrelated CA, and the certificates the controller would hold. */

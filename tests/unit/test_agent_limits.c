@@ -5,7 +5,7 @@
  * streams its answers from one small buffer (100 MiB of body never exists in memory), so the
  * memory of this process is the controller side's alone: VmHWM must grow far less than the body
  * sent. It holds the agent's certificate from the cluster CA, as a compromised node would.
- * - the agent client (controller/agent_client.c) aborts an oversized answer while it arrives,
+ * - the agent client (controller/remote/agent_client.c) aborts an oversized answer while it arrives,
  *   with Content-Length, without (close-delimited) and chunked, and a small answer with too many
  *   JSON values before parsing it; the error names the agent and the limit;
  * - the poller records such a node as unreachable with that error, and stores what an agent
@@ -35,14 +35,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agents/probe.h"
+#include "agents/hcagent/probe.h"
 #include "cli/api_client.h"
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
-#include "controller/agent_client.h"
-#include "controller/crl.h"
-#include "controller/poller.h"
+#include "controller/remote/agent_client.h"
+#include "controller/api/crl.h"
+#include "controller/remote/poller.h"
 #include "db/db.h"
 
 #define HUGE_BODY (100ull * 1024 * 1024)

@@ -1,4 +1,4 @@
-/* Tests for the controller API (controller/api.c and res_*.c) over real TLS on loopback: a data
+/* Tests for the controller API (controller/api/api.c and res_*.c) over real TLS on loopback: a data
  * dir made by hcctld's own init code, the real server on 127.0.0.1 port 0 in a thread, driven by
  * hc_http_client (and plain libcurl where a malformed body is needed). */
 #include <setjmp.h>
@@ -21,10 +21,10 @@
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
-#include "controller/api.h"
-#include "controller/auth.h"
+#include "controller/api/api.h"
+#include "controller/api/auth.h"
 #include "controller/init.h"
-#include "controller/op_node_remove.h"
+#include "controller/ops/op_node_remove.h"
 #include "db/db.h"
 #include "tests/unit/testdir.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests for controller/auth.c against a real SQLite file: API tokens (create, verify,
+/* Unit tests for controller/api/auth.c against a real SQLite file: API tokens (create, verify,
  * roles, every way a token can be wrong, expiry, what is stored) and one-time join tokens. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 
 #include "common/token.h"
 #include "common/util.h"
-#include "controller/auth.h"
+#include "controller/api/auth.h"
 #include "db/db.h"
 #include "tests/unit/testdir.h"
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the availability budget (controller/maintenance.c) without root: what counts
+ * Unit tests of the availability budget (controller/ops/op_maintenance.c) without root: what counts
  * as down (hc_avail_down_reason: maintenance, unreachable, stalled, never seen, service not
  * running), the budget check against a real database (hc_avail_down, hc_avail_check: nodes
  * already down count, the node asked about does not count against itself, max_unavailable 1
@@ -19,8 +19,8 @@
 
 #include "common/json_util.h"
 #include "common/util.h"
-#include "controller/maintenance.h"
-#include "controller/ops.h"
+#include "controller/ops/op_maintenance.h"
+#include "controller/ops/ops.h"
 #include "db/db.h"
 #include "tests/unit/svc_standin.h"
 

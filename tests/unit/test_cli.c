@@ -1094,7 +1094,7 @@ static void on_ca(struct hc_request *req, void *arg)
     reply_text(req, 200, "{\"ca_pem\":\"-----BEGIN CERTIFICATE-----\",\"ca_fingerprint\":\"ab12\"}");
 }
 
-/* A cluster that never ran an upgrade (controller/op_upgrade.c hc_upgrade_status). */
+/* A cluster that never ran an upgrade (controller/ops/op_upgrade.c hc_upgrade_status). */
 static void on_upgrade(struct hc_request *req, void *arg)
 {
     reply_text(req, 200, "{\"operation_id\":null,\"state\":\"none\",\"to_version\":null,"

@@ -8,7 +8,7 @@
  *     or not needed), none is left pending or running;
  *   - an operation that failed names the cause ("database or disk is full" / "disk I/O error");
  *   - PRAGMA integrity_check is ok;
- *   - nothing is half-written (the invariants of controller/ops.c and maintenance.c):
+ *   - nothing is half-written (the invariants of controller/ops/ops.c and maintenance.c):
  *     every operation has its op.created event; its last op.state event names its state; a
  *     terminal operation has finished_at, holds no cluster lease and has no step left running;
  *     a lease row names an operation that has not ended; a node in maintenance 'active' has
@@ -27,9 +27,9 @@
 
 #include "common/json_util.h"
 #include "common/util.h"
-#include "controller/maintenance.h"
-#include "controller/ops.h"
-#include "controller/test_hooks.h"
+#include "controller/ops/op_maintenance.h"
+#include "controller/ops/ops.h"
+#include "controller/ops/test_hooks.h"
 #include "db/db.h"
 #include "tests/unit/svc_standin.h"
 
@@ -303,7 +303,7 @@ static void test_io_error_at_every_write(void **state)
     enumerate(*state, SQLITE_IOERR, "disk I/O error");
 }
 
-/* The crash hook's count (controller/test_hooks.h) on the same cycle: exactly the durable steps
+/* The crash hook's count (controller/ops/test_hooks.h) on the same cycle: exactly the durable steps
  * of docs/operations.md "Crash points" (created, running, two per step, the outcome), the same
  * on every run, and none at all with the hook off. */
 static void test_durable_steps_of_a_cycle(void **state)

@@ -1,4 +1,4 @@
-/* Unit tests for controller/events.c against a real SQLite file: append, list with since /
+/* Unit tests for controller/state/events.c against a real SQLite file: append, list with since /
  * limit / type / node, the rendering of an EVENT, transactions, and the append-only guard. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "common/util.h"
-#include "controller/events.h"
+#include "controller/state/events.h"
 #include "db/db.h"
 #include "tests/unit/testdir.h"
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the controller's Prometheus metrics (controller/metrics.c): gauges read from a
+ * Unit tests of the controller's Prometheus metrics (controller/api/metrics.c): gauges read from a
  * real SQLite database (nodes by health, state and maintenance, operations by state, every
  * known value present even at 0), the poll latency histogram (cumulative buckets, +Inf equal
  * to the count, sum), request counters by method and code, label escaping, and the counters
@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "controller/metrics.h"
+#include "controller/api/metrics.h"
 #include "db/db.h"
 
 static char dir[512], path[600];

@@ -1,5 +1,5 @@
 /*
- * Unit tests for agents/mtu.c: MTU changes with a revert timer, on a real veth pair in a
+ * Unit tests for agents/hcagent/mtu.c: MTU changes with a revert timer, on a real veth pair in a
  * private network namespace (unshare(CLONE_NEWNET): the host's interfaces are never touched and
  * the namespace goes away with the process). Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN); without
  * it every test is skipped with the reason.
@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "agents/mtu.h"
+#include "agents/hcagent/mtu.h"
 #include "common/util.h"
 #include "pmtu_learn.h"
 

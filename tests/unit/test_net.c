@@ -1,4 +1,4 @@
-/* Unit tests for controller/net.c and net_findings.c: reading a node's storage side from an
+/* Unit tests for controller/state/net.c and net_findings.c: reading a node's storage side from an
  * interface list, and the localisation of probed checks built by hand (each lab scenario of
  * issue 4 as pair results: the verdict and the finding that names the culprit). */
 #include <setjmp.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "common/json_util.h"
-#include "controller/net.h"
+#include "controller/state/net.h"
 
 #define MTU 9000
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for the agent's network routes (agents/net_api.c) through the real agent API:
+ * Unit tests for the agent's network routes (agents/hcagent/net_api.c) through the real agent API:
  * HTTPS with mutual TLS on loopback, a real cluster CA, the agent's event loop in a thread.
  *
  * What only this level shows: a probe runs in a worker thread and is answered through a
@@ -26,8 +26,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agents/agent.h"
-#include "agents/net_api.h"
+#include "agents/hcagent/agent.h"
+#include "agents/hcagent/net_api.h"
 #include "common/https_client.h"
 #include "common/json_util.h"
 #include "common/pki.h"

@@ -1,5 +1,5 @@
 /*
- * Unit tests for agents/netinfo.c: the interfaces read over rtnetlink must agree with what
+ * Unit tests for agents/hcagent/netinfo.c: the interfaces read over rtnetlink must agree with what
  * iproute2 (`ip`) reports for the same kernel. With CAP_SYS_ADMIN and CAP_NET_ADMIN the test
  * also builds a bridge with a veth port in a private network namespace (the host's interfaces
  * are not touched) to check kind, master and addresses; without them that case is skipped.
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "agents/netinfo.h"
+#include "agents/hcagent/netinfo.h"
 
 static json_t *find_iface(json_t *list, const char *name)
 {

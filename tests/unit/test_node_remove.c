@@ -1,10 +1,10 @@
 /*
- * Unit tests of the node.remove operation (controller/op_node_remove.c).
+ * Unit tests of the node.remove operation (controller/ops/op_node_remove.c).
  *
  * Where the node cannot be reached at all (its agent's port and its SSH port closed on
  * 127.0.0.1):
  * - the node leaves the cluster all the same: row deleted, certificate serial in revoked_certs,
- *   and crl.pem (controller/crl.c) lists the certificate, so that it no longer verifies;
+ *   and crl.pem (controller/api/crl.c) lists the certificate, so that it no longer verifies;
  * - a node brought in over SSH that could not be cleaned up ends the operation failed, with
  *   what was not done and the exact cleanup left to do (per install mode, keeping the service's
  *   data unless purge) as the hint, also when the run resumes after the revocation;
@@ -43,11 +43,11 @@
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
-#include "controller/crl.h"
+#include "controller/api/crl.h"
 #include "controller/init.h"
-#include "controller/maintenance.h"
-#include "controller/op_node_remove.h"
-#include "controller/ops.h"
+#include "controller/ops/op_maintenance.h"
+#include "controller/ops/op_node_remove.h"
+#include "controller/ops/ops.h"
 #include "db/db.h"
 #include "tests/unit/ports.h"
 #include "tests/unit/testdir.h"

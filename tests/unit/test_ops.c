@@ -1,5 +1,5 @@
 /*
- * Unit tests of the operations framework (controller/ops.c) on a real SQLite file: submission
+ * Unit tests of the operations framework (controller/ops/ops.c) on a real SQLite file: submission
  * and the cluster lease, the worker pool, steps, pause/resume/abort, crash recovery, and the
  * rule that a terminal state is never overwritten. Test kinds count their calls so that the
  * tests can tell a skipped step from a re-run one.
@@ -20,7 +20,7 @@
 
 #include "common/json_util.h"
 #include "common/util.h"
-#include "controller/ops.h"
+#include "controller/ops/ops.h"
 #include "db/db.h"
 
 #define WAIT_MS 15000

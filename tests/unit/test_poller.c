@@ -3,9 +3,9 @@
  * hc_http_server with mutual TLS on 127.0.0.1 (certificates from common/pki.h) serving
  * /v1/status, /v1/interfaces and /v1/leave, plus a closed port (refused) and a socket that
  * accepts TCP but never answers (timeout).
- * - the health poller (controller/poller.c): health, last_seen, interfaces rows, and exactly
+ * - the health poller (controller/remote/poller.c): health, last_seen, interfaces rows, and exactly
  *   one node.health event per change;
- * - the node.remove operation (controller/op_node_remove.c) through the operations pool.
+ * - the node.remove operation (controller/ops/op_node_remove.c) through the operations pool.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,10 +31,10 @@
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
-#include "controller/crl.h"
-#include "controller/op_node_remove.h"
-#include "controller/ops.h"
-#include "controller/poller.h"
+#include "controller/api/crl.h"
+#include "controller/ops/op_node_remove.h"
+#include "controller/ops/ops.h"
+#include "controller/remote/poller.h"
 #include "db/db.h"
 #include "tests/unit/ports.h"
 

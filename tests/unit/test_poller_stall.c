@@ -1,5 +1,5 @@
 /*
- * The poller's MTU-stall verdict (controller/poller.c, issue 4 item 7) when HTTPS times out:
+ * The poller's MTU-stall verdict (controller/remote/poller.c, issue 4 item 7) when HTTPS times out:
  * an agent stand-in that accepts TCP but never answers, plus a UDP echo responder on port 7445
  * that echoes only datagrams up to a size limit (what a smaller-MTU hop lets through):
  * - small echoed, big lost      -> 'stalled', the MTU blackhole named, in the first poll cycle;
@@ -30,7 +30,7 @@
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
-#include "controller/poller.h"
+#include "controller/remote/poller.h"
 #include "db/db.h"
 
 #define ECHO_PORT 7445

@@ -1,5 +1,5 @@
 /*
- * Unit tests of privilege (agents/privilege.c and its use by the supervisor and the hooks):
+ * Unit tests of privilege (agents/hcagent/privilege.c and its use by the supervisor and the hooks):
  * - a service started through the supervisor runs as the service user (not root), with no
  *   capability, no supplementary group and no_new_privs, owns its data directory and cannot
  *   write its bundle, the software directory or the agent's data directory;
@@ -28,11 +28,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agents/privilege.h"
-#include "agents/service.h"
+#include "agents/hcagent/privilege.h"
+#include "agents/hcagent/service.h"
 #include "common/json_util.h"
 #include "common/util.h"
-#include "controller/op_bootstrap.h"
+#include "controller/ops/op_bootstrap.h"
 #include "tests/unit/testdir.h"
 
 static char *dir;

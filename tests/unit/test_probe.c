@@ -1,5 +1,5 @@
 /*
- * Unit tests for agents/probe.c: DF probes through real network namespaces.
+ * Unit tests for agents/hcagent/probe.c: DF probes through real network namespaces.
  *
  * The test process moves into a private network namespace "A" (unshare: it vanishes with the
  * process) and builds named namespaces hcp-<pid>-{b,c,r,d} with veth pairs from 198.18.0.0/15:
@@ -36,7 +36,7 @@
 
 #include <cmocka.h>
 
-#include "agents/probe.h"
+#include "agents/hcagent/probe.h"
 #include "common/util.h"
 
 #define NS_NAMES "bcrd"

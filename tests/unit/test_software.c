@@ -2,11 +2,11 @@
  * Unit tests of the software plumbing around bundles:
  * - common/https_server + https_client: a per-route body limit (an upload larger than the JSON
  *   limit), raw bodies with extra headers, raw replies (downloads), on real TLS over loopback;
- * - controller/software.c: verified storage, idempotent re-upload, conflicts, refusals that
+ * - controller/state/software.c: verified storage, idempotent re-upload, conflicts, refusals that
  *   store nothing, listing, reading with an on-disk checksum check, guarded removal;
- * - agents/hooks.c: command hooks (exit status, JSON answers, pending counts, timeouts,
+ * - agents/hcagent/hooks.c: command hooks (exit status, JSON answers, pending counts, timeouts,
  *   placeholders) and an HTTP hook without a service;
- * - agents/cgroup.c: limits written into a fake cgroup v2 tree, and the plain reasons when the
+ * - agents/hcagent/cgroup.c: limits written into a fake cgroup v2 tree, and the plain reasons when the
  *   hierarchy or a controller is missing.
  */
 #include <setjmp.h>
@@ -26,14 +26,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agents/service.h"
+#include "agents/hcagent/service.h"
 #include "common/bundle.h"
 #include "common/https_client.h"
 #include "common/https_server.h"
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
-#include "controller/software.h"
+#include "controller/state/software.h"
 #include "db/db.h"
 
 static char dir[512];
@@ -63,7 +63,7 @@ static int setup(void **state)
     const char *tmp = getenv("HC_TEST_TMP") ? getenv("HC_TEST_TMP") : "/tmp";
     mkdir(tmp, 0755);
     snprintf(dir, sizeof(dir), "%s/software.XXXXXX", tmp);
-    /* Command hooks run as the service user (agents/privilege.c): it must pass through. */
+    /* Command hooks run as the service user (agents/hcagent/privilege.c): it must pass through. */
     struct stat st;
     if (stat(tmp, &st) < 0 || chmod(tmp, (st.st_mode & 07777) | 0011) < 0)
         return -1;

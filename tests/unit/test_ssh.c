@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "controller/ssh.h"
+#include "controller/remote/ssh.h"
 
 static char dir[512];
 static int port;
