@@ -9,6 +9,7 @@ packages=(
     jq curl openssl sqlite3
     zsh fish bsdutils prometheus mandoc man-db systemd file dpkg-dev
     clang libclang-rt-14-dev zlib1g-dev # the libFuzzer build (docs/fuzzing.md)
+    clang-format-14 # scripts/check-format.sh: CI fails on a file that deviates from .clang-format
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -8,6 +8,8 @@ build=${HC_BUILD_DIR:-$src/build-test}
 bash "$src/scripts/install-deps.sh"
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHC_SANITIZE=ON -DHC_WERROR=ON >/dev/null
 ninja -C "$build"
+# The build writes nothing into the source tree: a read-only checkout builds.
+bash "$src/scripts/check-readonly-build.sh"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cd "$build"
