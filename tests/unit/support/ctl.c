@@ -18,6 +18,7 @@
 #include "controller/ops/op_maintenance.h"
 #include "controller/ops/op_node_remove.h"
 #include "tests/unit/support/support.h"
+#include "tests/unit/testdir.h"
 
 void hc_test_ctl_dir(struct hc_controller *ctl, char *dir, size_t len, const char *name)
 {
@@ -50,6 +51,38 @@ struct hc_db *hc_test_ctl_db_crl(const struct hc_controller *ctl)
     struct hc_db *db = hc_test_ctl_db(ctl);
     assert_int_equal(hc_crl_write(ctl, db, &err), 0);
     return db;
+}
+
+int hc_test_db_setup(void **state, const char *name)
+{
+    struct hc_test_db *f = calloc(1, sizeof(*f));
+    if (!f || !(f->dir = hc_test_mkdtemp(name))) {
+        free(f);
+        return -1;
+    }
+    char *path = hc_path_join(f->dir, "hcctld.db");
+    struct hc_error err = {0};
+    f->db = hc_db_open(path, &err);
+    free(path);
+    if (!f->db) {
+        fprintf(stderr, "open: %s\n", err.message);
+        hc_test_rmtree(f->dir);
+        free(f->dir);
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+int hc_test_db_teardown(void **state)
+{
+    struct hc_test_db *f = *state;
+    hc_db_close(f->db);
+    hc_test_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
 }
 
 void hc_test_ops_register(void)

@@ -30,6 +30,14 @@ void hc_test_ctl_dir(struct hc_controller *ctl, char *dir, size_t len, const cha
 struct hc_db *hc_test_ctl_db(const struct hc_controller *ctl);
 /* The same, then crl.pem as hcctld run writes it at start (needs ctl's CA key). */
 struct hc_db *hc_test_ctl_db_crl(const struct hc_controller *ctl);
+/* A scratch dir with a fresh database DIR/hcctld.db, as cmocka setup and teardown: setup puts
+ * a struct hc_test_db in *state. */
+struct hc_test_db {
+    char *dir;
+    struct hc_db *db;
+};
+int hc_test_db_setup(void **state, const char *name);
+int hc_test_db_teardown(void **state);
 /* Registers the operation kinds the unit tests run through the pool (node.remove,
  * maintenance.enter/exit): the one place tests register them. */
 void hc_test_ops_register(void);
@@ -76,6 +84,19 @@ void hc_test_standin_start(struct hc_test_standin *s, const char *cert, const ch
                            size_t nroutes, void *arg);
 /* Stops it; nothing when it is not running. */
 void hc_test_standin_stop(struct hc_test_standin *s);
+
+/* --- files (files.c) ------------------------------------------------------------------------ */
+
+/* Writes text to path (atomically, with mode). */
+void hc_test_write_text(const char *path, const char *text, int mode);
+/* A fake cgroup v2 tree: ROOT/cgroup.controllers and, at this process's own cgroup path below
+ * it, the files a real hierarchy has (controllers listed, an empty subtree_control). The base
+ * directory goes into base. */
+void hc_test_fake_cgroup(const char *root, const char *controllers, char *base, size_t len);
+
+/* Runs the shell command made from fmt, its output discarded; its exit status (a failure is
+ * said on stderr). */
+int hc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* --- sockets (net.c) ------------------------------------------------------------------------ */
 
