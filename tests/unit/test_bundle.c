@@ -230,15 +230,23 @@ static void test_good_bundle(void **state)
     hc_bundle_free(b);
 }
 
+/* The built bundle (e->out) and its signature line, both malloc'd. */
+static char *read_signed(struct env *e, size_t *dlen, char **sig)
+{
+    size_t slen;
+    char sigpath[700];
+    snprintf(sigpath, sizeof(sigpath), "%s.sig", e->out);
+    *sig = read_all(sigpath, &slen);
+    return read_all(e->out, dlen);
+}
+
 static void test_bad_signature(void **state)
 {
     struct env *e = *state;
     struct hc_error err = {0};
-    size_t dlen, slen;
-    char *data = read_all(e->out, &dlen);
-    char sigpath[700];
-    snprintf(sigpath, sizeof(sigpath), "%s.sig", e->out);
-    char *sig = read_all(sigpath, &slen);
+    size_t dlen;
+    char *sig = NULL;
+    char *data = read_signed(e, &dlen, &sig);
     /* Change one base64 character of the signature (not the padding). */
     char *b64 = strrchr(sig, ' ') + 1;
     b64[10] = b64[10] == 'A' ? 'B' : 'A';
@@ -282,11 +290,9 @@ static void test_truncated(void **state)
 {
     struct env *e = *state;
     struct hc_error err = {0};
-    size_t dlen, slen;
-    char *data = read_all(e->out, &dlen);
-    char sigpath[700];
-    snprintf(sigpath, sizeof(sigpath), "%s.sig", e->out);
-    char *sig = read_all(sigpath, &slen);
+    size_t dlen;
+    char *sig = NULL;
+    char *data = read_signed(e, &dlen, &sig);
     /* With its original signature: the checksum no longer matches. */
     assert_null(hc_bundle_open(data, dlen / 2, sig, e->keys, &err));
     assert_string_equal(err.code, HC_BUNDLE_ERR_CHECKSUM);

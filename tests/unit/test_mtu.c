@@ -99,13 +99,7 @@ static int teardown(void **state)
     return 0;
 }
 
-#define NEED_NETNS()                                                                               \
-    do {                                                                                           \
-        if (!have_netns) {                                                                         \
-            print_message("skipping: %s\n", skip_reason);                                          \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
+#define NEED_NETNS() HC_TEST_SKIP_UNLESS(have_netns, skip_reason)
 
 static void run_loop_ms(struct event_base *base, int ms)
 {

@@ -33,6 +33,7 @@
 #include "common/pki.h"
 #include "common/util.h"
 #include "pmtu_learn.h"
+#include "tests/unit/support/support.h"
 
 #define SILENT "198.18.200.2" /* behind the dummy interface: probes vanish */
 
@@ -50,13 +51,7 @@ static struct env env;
 static int have_env;
 static char skip_reason[256];
 
-#define NEED_ENV()                                                                                 \
-    do {                                                                                           \
-        if (!have_env) {                                                                           \
-            print_message("skipping: %s\n", skip_reason);                                          \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
+#define NEED_ENV() HC_TEST_SKIP_UNLESS(have_env, skip_reason)
 
 static int issue(X509 *ca, EVP_PKEY *ca_key, const char *cn, int server, const char *cert_path,
                  const char *key_path)

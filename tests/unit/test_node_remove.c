@@ -435,22 +435,12 @@ static void test_purge_hint(void **state)
 
 /* --- the gates ----------------------------------------------------------------------------- */
 
-static int64_t count_rows(struct fixture *f, const char *sql, const char *arg)
-{
-    struct hc_error err = {0};
-    json_t *rows = hc_db_query_json(f->db, &err, sql, "s", arg);
-    assert_non_null(rows);
-    int64_t n = hc_json_int(json_array_get(rows, 0), "n", -1);
-    json_decref(rows);
-    return n;
-}
-
 /* A refused removal leaves the node as it was: a member, never asked to drain or leave. */
 static void assert_untouched(struct fixture *f, const char *name)
 {
-    assert_int_equal(count_rows(f, "SELECT COUNT(*) AS n FROM nodes WHERE name = ? AND "
+    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM nodes WHERE name = ? AND "
                                    "state = 'joined' AND desired_state = 'member'", name), 1);
-    assert_int_equal(count_rows(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?",
+    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?",
                                 name), 0);
     assert_int_equal(standin_count(f, &f->agent.drain_calls), 0);
     assert_int_equal(standin_count(f, &f->agent.leave_calls), 0);

@@ -476,16 +476,6 @@ static const char *step_detail(json_t *show, const char *step)
     return "";
 }
 
-static int64_t count_where(struct fixture *f, const char *sql, const char *arg)
-{
-    struct hc_error err = {0};
-    json_t *rows = hc_db_query_json(f->db, &err, sql, "s", arg);
-    assert_non_null(rows);
-    int64_t n = hc_json_int(json_array_get(rows, 0), "n", -1);
-    json_decref(rows);
-    return n;
-}
-
 static void test_node_remove(void **state)
 {
     struct fixture *f = *state;
@@ -509,12 +499,12 @@ static void test_node_remove(void **state)
     assert_string_equal(step_detail(show, "leave"), "agent left");
     assert_non_null(strstr(step_detail(show, "revoke"), "n1")); /* cert serial is the name */
     json_decref(show);
-    assert_int_equal(count_where(f, "SELECT COUNT(*) AS n FROM nodes WHERE name = ?", "n1"), 0);
-    assert_int_equal(count_where(f, "SELECT COUNT(*) AS n FROM interfaces WHERE name = ?", "eth0"),
+    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM nodes WHERE name = ?", "n1"), 0);
+    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM interfaces WHERE name = ?", "eth0"),
                      0);
     assert_int_equal(
-        count_where(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial = ?", "n1"), 1);
-    assert_int_equal(count_where(f,
+        hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial = ?", "n1"), 1);
+    assert_int_equal(hc_test_db_count(f->db,
                                  "SELECT COUNT(*) AS n FROM events WHERE type = "
                                  "'node.removed' AND op_id = ?",
                                  id),
@@ -527,7 +517,7 @@ static void test_node_remove(void **state)
     assert_string_equal(step_detail(show, "leave"), "agent unreachable, credentials revoked only");
     json_decref(show);
     assert_int_equal(
-        count_where(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?", "n2"), 1);
+        hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?", "n2"), 1);
     free(id);
 
     /* Already removed: nothing to do. Never existed: failed with not_found. */

@@ -178,13 +178,7 @@ static int group_setup(void **state)
     return 0;
 }
 
-#define NEED_NETNS()                                                                               \
-    do {                                                                                           \
-        if (!have_netns) {                                                                         \
-            print_message("skipping: %s\n", skip_reason);                                          \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
+#define NEED_NETNS() HC_TEST_SKIP_UNLESS(have_netns, skip_reason)
 
 static void target(struct hc_probe_target *t, const char *addr, int size)
 {

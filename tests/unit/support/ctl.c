@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/json_util.h"
 #include "common/util.h"
 #include "controller/api/crl.h"
 #include "controller/init.h"
@@ -83,6 +84,16 @@ int hc_test_db_teardown(void **state)
     free(f->dir);
     free(f);
     return 0;
+}
+
+int64_t hc_test_db_count(struct hc_db *db, const char *sql, const char *arg)
+{
+    struct hc_error err = {0};
+    json_t *rows = hc_db_query_json(db, &err, sql, "s", arg);
+    assert_non_null(rows);
+    int64_t n = hc_json_int(json_array_get(rows, 0), "n", -1);
+    json_decref(rows);
+    return n;
 }
 
 void hc_test_ops_register(void)

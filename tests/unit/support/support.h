@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <openssl/evp.h>
 #include <openssl/x509.h>
@@ -20,6 +21,15 @@
 #include "common/pki.h"
 #include "controller/controller.h"
 #include "db/db.h"
+
+/* Skips the running test, saying why, unless cond holds. */
+#define HC_TEST_SKIP_UNLESS(cond, reason)                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            print_message("skipping: %s\n", reason);                                               \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
 
 /* --- controller data dir (ctl.c) ------------------------------------------------------------ */
 
@@ -38,6 +48,8 @@ struct hc_test_db {
 };
 int hc_test_db_setup(void **state, const char *name);
 int hc_test_db_teardown(void **state);
+/* The column n of the one row sql (with one string parameter arg) returns. */
+int64_t hc_test_db_count(struct hc_db *db, const char *sql, const char *arg);
 /* Registers the operation kinds the unit tests run through the pool (node.remove,
  * maintenance.enter/exit): the one place tests register them. */
 void hc_test_ops_register(void);
