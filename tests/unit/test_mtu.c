@@ -49,14 +49,8 @@ static int group_setup(void **state)
     snprintf(tmp_root, sizeof(tmp_root), "%s/test_mtu.XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(tmp_root))
         return -1;
-    if (geteuid() != 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "needs root (network namespaces)");
+    if (hc_test_unshare_net(skip_reason, sizeof(skip_reason)) < 0)
         return 0;
-    }
-    if (unshare(CLONE_NEWNET) < 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "unshare(CLONE_NEWNET): %s", strerror(errno));
-        return 0;
-    }
     if (hc_test_sh("ip link add %s mtu 1500 type veth peer name hcp-m1", IFACE) != 0 ||
         hc_test_sh("ip link set %s up && ip link set hcp-m1 up && ip link set lo up", IFACE) != 0 ||
         hc_test_sh("ip addr add " SELF "/24 dev %s", IFACE) != 0 ||

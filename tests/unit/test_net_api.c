@@ -145,14 +145,8 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static int group_setup(void **state)
 {
-    if (geteuid() != 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "needs root (network namespace)");
+    if (hc_test_unshare_net(skip_reason, sizeof(skip_reason)) < 0)
         return 0;
-    }
-    if (unshare(CLONE_NEWNET) < 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "unshare(CLONE_NEWNET): %s", strerror(errno));
-        return 0;
-    }
     /* The silent target: a static neighbour entry with a MAC nobody has, so frames leave
      * without ARP and the other end of the veth discards them. */
     if (system("ip link set lo up && "

@@ -159,14 +159,8 @@ static int group_teardown(void **state)
 
 static int group_setup(void **state)
 {
-    if (geteuid() != 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "needs root (network namespaces)");
+    if (hc_test_unshare_net(skip_reason, sizeof(skip_reason)) < 0)
         return 0;
-    }
-    if (unshare(CLONE_NEWNET) < 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "unshare(CLONE_NEWNET): %s", strerror(errno));
-        return 0;
-    }
     home_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     remove_stale_namespaces();
     if (home_ns < 0 || build_namespaces() != 0 || start_responder(ns('b')) < 0 ||

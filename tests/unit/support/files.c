@@ -8,9 +8,12 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "tests/unit/support/support.h"
@@ -57,4 +60,17 @@ int hc_test_sh(const char *fmt, ...)
     if (rc != 0)
         fprintf(stderr, "'%s' failed (%d)\n", cmd, rc);
     return rc;
+}
+
+int hc_test_unshare_net(char *reason, size_t len)
+{
+    if (geteuid() != 0) {
+        snprintf(reason, len, "needs root (network namespaces)");
+        return -1;
+    }
+    if (unshare(CLONE_NEWNET) < 0) {
+        snprintf(reason, len, "unshare(CLONE_NEWNET): %s", strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -110,6 +110,10 @@ void hc_test_fake_cgroup(const char *root, const char *controllers, char *base, 
  * said on stderr). */
 int hc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Moves this process into a network namespace of its own: 0, or -1 with why not in reason
+ * (not root, or unshare failed) for the tests to skip with. */
+int hc_test_unshare_net(char *reason, size_t len);
+
 /* --- sockets (net.c) ------------------------------------------------------------------------ */
 
 /* A loopback socket that listens and never accepts: TCP connects, nothing ever answers. Returns
