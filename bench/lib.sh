@@ -1,5 +1,5 @@
-# What the lab benchmarks share (sourced by bench/create.sh, jumbo.sh, upgrade.sh): a release
-# build, a scratch directory, and a controller with N lab nodes that is torn down on exit.
+# What the lab benchmarks share (sourced by bench/create.sh, jumbo.sh, load.sh, upgrade.sh): a
+# release build, a scratch directory, and a controller with N lab nodes that is torn down on exit.
 # Needs root. The caller sets `src` (the source tree) and `build` before sourcing.
 set -euo pipefail
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHC_TESTS=OFF >/dev/null
@@ -30,4 +30,14 @@ bench_controller() {
     for _ in $(seq 50); do hcctl -q version >/dev/null 2>&1 && break; sleep 0.1; done
     BENCH_NODES=()
     for i in $(seq "$n"); do BENCH_NODES+=(--node "198.18.0.$((10 + i))"); done
+}
+
+# bench_hcstor_cluster N: bench_controller N with the development bundle key, a cluster of the N
+# nodes, hcstor 1.0 and 1.1 uploaded and 1.0 installed by a rolling upgrade.
+bench_hcstor_cluster() {
+    bench_controller "$1" 500ms --trust-key "$build/bundles/dev.pub"
+    hcctl -q cluster create bench "${BENCH_NODES[@]}" --storage-interface eth1 --accept-new-host-keys
+    hcctl -q software upload "$build/bundles/hcstor-1.0.tar.gz" >/dev/null
+    hcctl -q software upload "$build/bundles/hcstor-1.1.tar.gz" >/dev/null
+    hcctl -q upgrade --rolling --to 1.0 --yes >/dev/null
 }

@@ -19,11 +19,7 @@ figures() { # PHASE NODES REPORT
         "load_lost_writes_\($p)_nodes_\($n) \(.verify.lost)"' "$3"
 }
 for n in 3 5; do
-    bench_controller "$n" 500ms --trust-key "$build/bundles/dev.pub"
-    hcctl -q cluster create bench "${BENCH_NODES[@]}" --storage-interface eth1 --accept-new-host-keys
-    hcctl -q software upload "$build/bundles/hcstor-1.0.tar.gz" >/dev/null
-    hcctl -q software upload "$build/bundles/hcstor-1.1.tar.gz" >/dev/null
-    hcctl -q upgrade --rolling --to 1.0 --yes >/dev/null
+    bench_hcstor_cluster "$n"
     nodes=$(hcctl node list -o json | jq -r '[.nodes[].address | sub(":[0-9]+$"; "") + ":7480"] | join(",")')
     load=(hcload --nodes "$nodes" --workers 4 --json --quiet)
     "${load[@]}" --duration 8 >"$work/before.json"

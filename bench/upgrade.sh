@@ -90,11 +90,7 @@ EOF
 }
 
 for n in 3 6; do
-    bench_controller "$n" 500ms --trust-key "$build/bundles/dev.pub"
-    hcctl -q cluster create bench "${BENCH_NODES[@]}" --storage-interface eth1 --accept-new-host-keys
-    hcctl -q software upload "$build/bundles/hcstor-1.0.tar.gz" >/dev/null
-    hcctl -q software upload "$build/bundles/hcstor-1.1.tar.gz" >/dev/null
-    hcctl -q upgrade --rolling --to 1.0 --yes >/dev/null
+    bench_hcstor_cluster "$n"
     t0=$(ms)
     hcctl -q upgrade --rolling --to 1.1 --yes >/dev/null
     t1=$(ms)

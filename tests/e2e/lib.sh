@@ -139,3 +139,32 @@ node_health() {
 reachable_count() {
     hcctl node list -o json | jq '[.nodes[] | select(.health == "reachable")] | length'
 }
+
+# expect_exit CODE COMMAND...: the command must exit with CODE.
+expect_exit() {
+    local want=$1 rc
+    shift
+    "$@"
+    rc=$?
+    [ "$rc" = "$want" ] || { echo "exit $rc, expected $want: $*" >&2; return 1; }
+}
+
+# need_bundles: BUNDLES, the signed bundles of the build's `bundles` target; bails out without.
+need_bundles() {
+    BUNDLES=$(cd "$HC_BIN/../bundles" 2>/dev/null && pwd)
+    [ -f "$BUNDLES/hcstor-1.0.tar.gz" ] || { echo "Bail out! no bundles in $HC_BIN/../bundles: build the 'bundles' target"; exit 1; }
+}
+
+# The agent API of the agent at $AGENT, with the controller's client certificate.
+agent_api() { # METHOD PATH [JSON]
+    curl -sS --max-time 60 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
+        --key "$CTL_DIR/client.key" -X "$1" ${3:+-H "Content-Type: application/json" --data "$3"} \
+        "$AGENT$2"
+}
+# Remembers the service's pid so that the cleanup kills it whatever happens.
+svc_pid() {
+    local pid
+    pid=$(agent_api GET /v1/software | jq -r '.service.pid // empty')
+    [ -n "$pid" ] && echo "$pid" >"$T/pids/hcstor-$pid" && echo "$pid"
+}
+healthy() { agent_api GET /v1/service/health | jq -e '.healthy == true'; }

@@ -5,33 +5,12 @@
 # through the agent API, with curl and the controller's client certificate.
 . "$(dirname "$0")/lib.sh"
 
-BUNDLES=$(cd "$HC_BIN/../bundles" 2>/dev/null && pwd)
-[ -f "$BUNDLES/hcstor-1.0.tar.gz" ] || { echo "Bail out! no bundles in $HC_BIN/../bundles: build the 'bundles' target"; exit 1; }
+need_bundles
 IP=127.0.0.31
 AGENT=https://$IP:$AGENT_PORT
 SVC=http://$IP:7480
 
-agent_api() { # METHOD PATH [JSON]
-    curl -sS --max-time 60 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
-        --key "$CTL_DIR/client.key" -X "$1" ${3:+-H "Content-Type: application/json" --data "$3"} \
-        "$AGENT$2"
-}
-# Remembers the service's pid so that the cleanup kills it whatever happens.
-svc_pid() {
-    local pid
-    pid=$(agent_api GET /v1/software | jq -r '.service.pid // empty')
-    [ -n "$pid" ] && echo "$pid" >"$T/pids/hcstor-$pid" && echo "$pid"
-}
 svc_version() { curl -sS --max-time 5 "$SVC/health" | jq -r .version; }
-healthy() { agent_api GET /v1/service/health | jq -e '.healthy == true'; }
-# expect_exit CODE COMMAND...: the command must exit with CODE.
-expect_exit() {
-    local want=$1 rc
-    shift
-    "$@"
-    rc=$?
-    [ "$rc" = "$want" ] || { echo "exit $rc, expected $want: $*" >&2; return 1; }
-}
 stage_token() { hcctld token create --data-dir "$CTL_DIR" --name "stage-$1" --role readonly --ttl 10m | grep -o 'hct1\.[0-9a-f.]*'; }
 
 test_expect_success 'hcctld init --trust-key installs the bundle signing key' '

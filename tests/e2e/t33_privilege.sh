@@ -7,8 +7,7 @@
 # agent restart and stopped again by the agent across the uid boundary.
 . "$(dirname "$0")/lib.sh"
 
-BUNDLES=$(cd "$HC_BIN/../bundles" 2>/dev/null && pwd)
-[ -f "$BUNDLES/hcstor-1.0.tar.gz" ] || { echo "Bail out! no bundles in $HC_BIN/../bundles: build the 'bundles' target"; exit 1; }
+need_bundles
 IP=127.0.0.33
 AGENT=https://$IP:$AGENT_PORT
 SVC=http://$IP:7480
@@ -16,17 +15,6 @@ SVC=http://$IP:7480
 AGENT_CAPS=00000000000010e1
 if [ "$(id -u)" = 0 ]; then SVC_UID=60600 SVC_GID=60600; else SVC_UID=$(id -u) SVC_GID=$(id -g); fi
 
-agent_api() { # METHOD PATH [JSON]
-    curl -sS --max-time 60 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
-        --key "$CTL_DIR/client.key" -X "$1" ${3:+-H "Content-Type: application/json" --data "$3"} \
-        "$AGENT$2"
-}
-svc_pid() {
-    local pid
-    pid=$(agent_api GET /v1/software | jq -r '.service.pid // empty')
-    [ -n "$pid" ] && echo "$pid" >"$T/pids/hcstor-$pid" && echo "$pid"
-}
-healthy() { agent_api GET /v1/service/health | jq -e '.healthy == true'; }
 # field PID KEY: one line of /proc/PID/status, tabs as spaces.
 field() { awk -v k="$2:" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "/proc/$1/status"; }
 supervisor() { cat "$T/n1.pid"; }

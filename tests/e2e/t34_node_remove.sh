@@ -15,21 +15,12 @@
 #   data, and the kept copy stays where it was.
 . "$(dirname "$0")/lib.sh"
 
-BUNDLES=$(cd "$HC_BIN/../bundles" 2>/dev/null && pwd)
-[ -f "$BUNDLES/hcstor-1.0.tar.gz" ] || { echo "Bail out! no bundles in $HC_BIN/../bundles: build the 'bundles' target"; exit 1; }
+need_bundles
 ip() { echo "127.0.0.4$1"; }
 svc() { echo "http://$(ip "$1"):7480"; }
 NODES="$(ip 1):7480,$(ip 2):7480,$(ip 3):7480"
 state() { curl -s --max-time 3 "$(svc "$1")/health" | jq -r .state; }
 members() { curl -s --max-time 3 "$(svc "$1")/health" | jq -r .members; }
-# expect_exit CODE COMMAND...: the command must exit with CODE.
-expect_exit() {
-    local want=$1 rc
-    shift
-    "$@"
-    rc=$?
-    [ "$rc" = "$want" ] || { echo "exit $rc, expected $want: $*" >&2; return 1; }
-}
 # Remembers every hcstor's pid so that the cleanup kills them whatever happens.
 track_services() {
     local i pid

@@ -19,14 +19,6 @@ stor_start() {
     echo $! >"$T/pids/$1"
     wait_for 20 "curl -sf --max-time 1 http://$2/health"
 }
-# expect_exit CODE COMMAND...: the command must exit with CODE.
-expect_exit() {
-    local want=$1 rc
-    shift
-    "$@"
-    rc=$?
-    [ "$rc" = "$want" ] || { echo "exit $rc, expected $want: $*" >&2; return 1; }
-}
 # hcload_bg NAME ARGS...: hcload in the background, report in NAME.json; the pid in
 # $T/pids/NAME so that the cleanup stops it whatever happens.
 hcload_bg() {

@@ -2,17 +2,11 @@
 # cluster create / node add over real SSH into a namespace lab: host-key pinning, per-node
 # failures that do not stop the others, re-runs that finish the rest, and a controller killed
 # with SIGKILL in the middle of an add.
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"; exit 0; fi
-. "$(dirname "$0")/../e2e/lib.sh"
-. "$HC_SRC/tests/lab/lab.sh"
-lab_trap_teardown 'e2e_cleanup'
+. "$(dirname "$0")/lab_test.sh"
 
-CTL_URL=https://198.18.0.1:$CTL_PORT
-node_ip() { echo "198.18.0.$((10 + $1))"; }
 nodes_named() { hcctl node list -o json | jq -r '[.nodes[].name] | join(" ")'; }
 # alive PID: the process exists and is not a zombie (PID 1 here may not reap orphans).
 alive() { [ -r "/proc/$1/stat" ] && [ "$(cut -d" " -f3 "/proc/$1/stat")" != Z ]; }
-last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
 
 # Listening on every address, the controller tells the nodes the one they reach it on.
 hcctld init --data-dir "$CTL_DIR" --listen "0.0.0.0:$CTL_PORT" --advertise "198.18.0.1:$CTL_PORT" \

@@ -7,13 +7,8 @@
 # change cut it off, reports it, sets back the nodes it changed, proves the paths of nodes
 # already at the MTU, and updates the cluster MTU only when every node confirmed; bad MTU values
 # and a one-node check are usage errors; `net show` and `net bench` (a blackholed pair fails).
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"; exit 0; fi
-. "$(dirname "$0")/../e2e/lib.sh"
-. "$HC_SRC/tests/lab/lab.sh"
-lab_trap_teardown 'e2e_cleanup'
+. "$(dirname "$0")/lab_test.sh"
 
-CTL_URL=https://198.18.0.1:$CTL_PORT
-node_ip() { echo "198.18.0.$((10 + $1))"; }
 # api GET PATH: the controller's raw answer (for what hcctl does not print, e.g. stored results).
 api() {
     curl -sS --max-time 10 --cacert "$CTL_DIR/ca.pem" \
@@ -31,16 +26,6 @@ pairs_touching() {
 mtu_of() { lab_exec "$1" cat /sys/class/net/eth1/mtu; }
 # note TEXT: a measured figure, printed at the end (a passing test's output is not shown).
 note() { echo "# $*" >>"$T/notes"; }
-# Other helpers' labs use the same address plan: wait for theirs to go rather than fail.
-lab_up_when_free() {
-    local i
-    for i in $(seq 1 40); do
-        ip -4 -o addr show to 198.18.0.0/15 | grep -q . || break
-        echo "# another lab is up; waiting" >&2
-        sleep 10
-    done
-    lab_up "$@"
-}
 
 hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name lab \
     >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }

@@ -5,29 +5,15 @@
 # hcctl or hcctld may hang on it (every call here is bounded with `timeout`, and must end well
 # inside it), and the poller reports the node 'stalled' with the suspected MTU blackhole named
 # within the poll interval.
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"; exit 0; fi
-. "$(dirname "$0")/../e2e/lib.sh"
-. "$HC_SRC/tests/lab/lab.sh"
-lab_trap_teardown 'e2e_cleanup'
+. "$(dirname "$0")/lab_test.sh"
 
 POLL=1s
 POLL_MS=1000
-CTL_URL=https://198.18.0.1:$CTL_PORT
-node_ip() { echo "198.18.0.$((10 + $1))"; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # note TEXT: a measured figure, printed at the end (test bodies' output is kept only on failure).
 note() { echo "# $*" | tee -a "$T/notes"; }
 # bounded SECONDS CMD...: runs CMD with a hard limit; 124 means it hung.
 bounded() { timeout --kill-after=2 "$@"; }
-lab_up_when_free() {
-    local i
-    for i in $(seq 1 40); do
-        ip -4 -o addr show to 198.18.0.0/15 | grep -q . || break
-        echo "# another lab is up; waiting" >&2
-        sleep 10
-    done
-    lab_up "$@"
-}
 health_of() { bounded 10 hcctl node show "$1" -o json | jq -r .node.health; }
 # ms_until SECONDS NODE HEALTH: how long until NODE's health is HEALTH (fails at the limit).
 ms_until() {

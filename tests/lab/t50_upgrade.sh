@@ -4,13 +4,8 @@
 # hcctld at every step, an agent killed mid-upgrade, an ok-to-stop refusal waited on, and the
 # availability budget. The invariant (never more than max_unavailable down) is checked twice:
 # from the controller's event log and from the agents' own service histories.
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"; exit 0; fi
-. "$(dirname "$0")/../e2e/lib.sh"
-. "$HC_SRC/tests/lab/lab.sh"
+. "$(dirname "$0")/lab_test.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
-lab_trap_teardown 'e2e_cleanup'
-CTL_URL=https://198.18.0.1:$CTL_PORT
-last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
 
 # check_down_window T0 T1 MAX: the agents' histories show at most MAX services down at any instant
 # of [T0, T1], and at least one (the window really took a node down).

@@ -4,12 +4,8 @@
 # show; a node already down for other reasons takes one of the two slots; hcctld killed with
 # SIGKILL mid-batch resumes without ever exceeding the budget; a bad version is rolled back on
 # each node it reached.
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"; exit 0; fi
-. "$(dirname "$0")/../e2e/lib.sh"
-. "$HC_SRC/tests/lab/lab.sh"
+. "$(dirname "$0")/lab_test.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
-lab_trap_teardown 'e2e_cleanup'
-CTL_URL=https://198.18.0.1:$CTL_PORT
 NODES=5
 all_on() { [ "$(versions)" = "$(printf "$1 %.0s" $(seq $NODES) | sed "s/ $//")" ]; }
 

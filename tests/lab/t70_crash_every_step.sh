@@ -20,12 +20,8 @@
 # on the target already), which keeps the run within a few minutes. Maintenance and MTU are
 # always enumerated in full. T70_MAX_N=K stops each enumeration after K (for debugging the test).
 # Run ONLY under `flock /tmp/hc-lab.lock` (one lab per machine).
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"; exit 0; fi
-. "$(dirname "$0")/../e2e/lib.sh"
-. "$HC_SRC/tests/lab/lab.sh"
+. "$(dirname "$0")/lab_test.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
-lab_trap_teardown 'e2e_cleanup'
-CTL_URL=https://198.18.0.1:$CTL_PORT
 FULL=${HC_FULL:-0}
 # T70_POINTS=writes: the finer crash points of HCCTLD_TEST_CRASH_AT_WRITE (every write
 # transaction of the operation workers, cut just before it commits) instead of the durable steps.

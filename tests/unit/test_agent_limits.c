@@ -44,6 +44,8 @@
 #include "controller/api/crl.h"
 #include "controller/remote/poller.h"
 #include "db/db.h"
+#include "tests/unit/support/support.h"
+#include "tests/unit/testdir.h"
 
 #define HUGE_BODY (100ull * 1024 * 1024)
 /* Peak memory one refused call may add, KiB: far below the 100 MiB body (before the fix, the
@@ -268,66 +270,18 @@ static void rogue_stop(struct rogue *r)
 
 /* --- fixture ------------------------------------------------------------------------------- */
 
-static void write_cert(X509 *ca, EVP_PKEY *ca_key, const struct hc_cert_spec *spec,
-                       const char *cert_path, const char *key_path)
-{
-    struct hc_error err = {0};
-    char serial[33];
-    EVP_PKEY *key = hc_pki_key_new(&err);
-    assert_non_null(key);
-    X509 *cert = hc_pki_issue(ca, ca_key, key, spec, serial, &err);
-    assert_non_null(cert);
-    assert_int_equal(hc_pki_cert_save(cert, cert_path, &err), 0);
-    assert_int_equal(hc_pki_key_save(key, key_path, &err), 0);
-    X509_free(cert);
-    EVP_PKEY_free(key);
-}
-
-static void make_pki(struct fixture *f)
-{
-    struct hc_error err = {0};
-    static const char *const sans[] = {"127.0.0.1"};
-    EVP_PKEY *ca_key = hc_pki_key_new(&err);
-    X509 *ca = hc_pki_ca_new(ca_key, "test cluster ca", 1, &err);
-    assert_non_null(ca);
-    assert_int_equal(hc_pki_cert_save(ca, f->ctl.ca_file, &err), 0);
-    assert_int_equal(hc_pki_key_save(ca_key, f->ctl.ca_key_file, &err), 0);
-    struct hc_cert_spec agent = {.cn = "n1", .sans = sans, .nsans = 1, .server_auth = 1, .days = 1};
-    write_cert(ca, ca_key, &agent, f->agent_cert, f->agent_key);
-    struct hc_cert_spec client = {.cn = HC_CONTROLLER_CLIENT_CN, .client_auth = 1, .days = 1};
-    write_cert(ca, ca_key, &client, f->ctl.client_cert, f->ctl.client_key);
-    X509_free(ca);
-    EVP_PKEY_free(ca_key);
-}
-
 static int setup(void **state)
 {
     static struct fixture f;
-    const char *base = getenv("HC_TEST_TMP") ? getenv("HC_TEST_TMP") : "/tmp";
     struct hc_error err = {0};
     memset(&f, 0, sizeof(f));
     signal(SIGPIPE, SIG_IGN); /* the rogue writes to connections the client aborts */
-    assert_int_equal(hc_mkdir_p(base, 0700, &err), 0);
-    snprintf(f.dir, sizeof(f.dir), "%s/test_agent_limits.XXXXXX", base);
-    assert_non_null(mkdtemp(f.dir));
-    snprintf(f.ctl.data_dir, sizeof(f.ctl.data_dir), "%s", f.dir);
-    snprintf(f.ctl.ca_key_file, sizeof(f.ctl.ca_key_file), "%s/ca.key", f.dir);
-    snprintf(f.ctl.db_path, sizeof(f.ctl.db_path), "%s/hcctld.db", f.dir);
-    snprintf(f.ctl.ca_file, sizeof(f.ctl.ca_file), "%s/ca.pem", f.dir);
-    snprintf(f.ctl.client_cert, sizeof(f.ctl.client_cert), "%s/client.pem", f.dir);
-    snprintf(f.ctl.client_key, sizeof(f.ctl.client_key), "%s/client.key", f.dir);
+    hc_test_ctl_dir(&f.ctl, f.dir, sizeof(f.dir), "test_agent_limits");
     snprintf(f.agent_cert, sizeof(f.agent_cert), "%s/agent.pem", f.dir);
     snprintf(f.agent_key, sizeof(f.agent_key), "%s/agent.key", f.dir);
     f.ctl.agent_timeout_ms = 20000;
-    make_pki(&f);
-    f.db = hc_db_open(f.ctl.db_path, &err);
-    assert_non_null(f.db);
-    assert_int_equal(hc_db_run(f.db, &err,
-                               "INSERT INTO clusters (id, name, created_at) VALUES "
-                               "('c-test', 'test', ?)",
-                               "i", hc_now_ms()),
-                     1);
-    assert_int_equal(hc_crl_write(&f.ctl, f.db, &err), 0);
+    hc_test_cluster_pki(&f.ctl, f.agent_cert, f.agent_key);
+    f.db = hc_test_ctl_db_crl(&f.ctl);
     rogue_start(&f);
     char pin[HC_PKI_PIN_LEN]; /* the rogue holds the node's key: the pin lets it through */
     assert_int_equal(hc_pki_file_pin(f.agent_cert, pin, &err), 0);
@@ -344,11 +298,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char cmd[700];
     rogue_stop(&f->rogue);
     hc_db_close(f->db);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    return system(cmd) == 0 ? 0 : -1;
+    hc_test_rmtree(f->dir);
+    return 0;
 }
 
 /* Peak resident memory of this process, KiB. */

@@ -16,40 +16,18 @@
 #include "common/util.h"
 #include "controller/api/auth.h"
 #include "db/db.h"
-#include "tests/unit/testdir.h"
+#include "tests/unit/support/support.h"
 
 #define FINGERPRINT "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-struct fixture {
-    char *dir;
-    struct hc_db *db;
-};
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
-    if (!f || !(f->dir = hc_test_mkdtemp("test_auth")))
-        return -1;
-    char *path = hc_path_join(f->dir, "hcctld.db");
-    struct hc_error err = {0};
-    f->db = hc_db_open(path, &err);
-    free(path);
-    if (!f->db) {
-        fprintf(stderr, "open: %s\n", err.message);
-        return -1;
-    }
-    *state = f;
-    return 0;
+    return hc_test_db_setup(state, "test_auth");
 }
 
 static int teardown(void **state)
 {
-    struct fixture *f = *state;
-    hc_db_close(f->db);
-    hc_test_rmtree(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
+    return hc_test_db_teardown(state);
 }
 
 static void create_ok(struct hc_db *db, const char *name, const char *role, int64_t expires,
@@ -74,7 +52,7 @@ static void assert_refused(struct hc_db *db, const char *text)
 
 static void test_admin_and_readonly_verify(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     char admin[HC_AUTH_TOKEN_TEXT_MAX], ro[HC_AUTH_TOKEN_TEXT_MAX];
     create_ok(f->db, "admin", HC_AUTH_ROLE_ADMIN, 0, admin);
     create_ok(f->db, "viewer", HC_AUTH_ROLE_READONLY, 0, ro);
@@ -93,7 +71,7 @@ static void test_admin_and_readonly_verify(void **state)
 
 static void test_only_the_hash_is_stored(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     char text[HC_AUTH_TOKEN_TEXT_MAX];
     create_ok(f->db, "admin", HC_AUTH_ROLE_ADMIN, 0, text);
     struct hc_token t;
@@ -117,7 +95,7 @@ static void test_only_the_hash_is_stored(void **state)
 
 static void test_wrong_tokens_refused(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     char text[HC_AUTH_TOKEN_TEXT_MAX], bad[HC_AUTH_TOKEN_TEXT_MAX];
     create_ok(f->db, "admin", HC_AUTH_ROLE_ADMIN, 0, text);
 
@@ -149,7 +127,7 @@ static void test_wrong_tokens_refused(void **state)
 
 static void test_expired_token_refused(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     char expired[HC_AUTH_TOKEN_TEXT_MAX], fresh[HC_AUTH_TOKEN_TEXT_MAX];
     create_ok(f->db, "old", HC_AUTH_ROLE_ADMIN, hc_now_ms() - 1000, expired);
     create_ok(f->db, "new", HC_AUTH_ROLE_ADMIN, hc_now_ms() + 60000, fresh);
@@ -161,7 +139,7 @@ static void test_expired_token_refused(void **state)
 
 static void test_create_refusals(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     char text[HC_AUTH_TOKEN_TEXT_MAX];
     struct hc_error err = {0};
     create_ok(f->db, "ops", HC_AUTH_ROLE_READONLY, 0, text);
@@ -219,7 +197,7 @@ static void assert_join_refused(struct hc_db *db, const char *text)
 
 static void test_join_token_once(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     struct hc_join_token jt;
     join_create_ok(f->db, 600, &jt);
     assert_true(strncmp(jt.text, "hcj1.", 5) == 0);
@@ -247,7 +225,7 @@ static void test_join_token_once(void **state)
 
 static void test_join_token_refusals(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     struct hc_join_token jt, expired;
     join_create_ok(f->db, 600, &jt);
     join_create_ok(f->db, 600, &expired);

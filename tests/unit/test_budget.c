@@ -22,7 +22,8 @@
 #include "controller/ops/op_maintenance.h"
 #include "controller/ops/ops.h"
 #include "db/db.h"
-#include "tests/unit/svc_standin.h"
+#include "tests/unit/support/svc_standin.h"
+#include "tests/unit/testdir.h"
 
 #define WAIT_MS 15000
 
@@ -37,25 +38,12 @@ struct fixture {
 static int setup(void **state)
 {
     static struct fixture f;
-    const char *base = getenv("HC_TEST_TMP") ? getenv("HC_TEST_TMP") : "/tmp";
-    struct hc_error err = {0};
     memset(&f, 0, sizeof(f));
-    assert_int_equal(hc_mkdir_p(base, 0700, &err), 0);
-    snprintf(f.dir, sizeof(f.dir), "%s/test_budget.XXXXXX", base);
-    assert_non_null(mkdtemp(f.dir));
-    snprintf(f.ctl.db_path, sizeof(f.ctl.db_path), "%s/hcctld.db", f.dir);
-    snprintf(f.ctl.cluster_id, sizeof(f.ctl.cluster_id), "c-test");
+    hc_test_ctl_dir(&f.ctl, f.dir, sizeof(f.dir), "test_budget");
     f.ctl.agent_timeout_ms = 2000;
     svc_standin_start(&f.agent, &f.ctl, f.dir);
-    f.db = hc_db_open(f.ctl.db_path, &err);
-    assert_non_null(f.db);
-    assert_int_equal(hc_db_run(f.db, &err,
-                               "INSERT INTO clusters (id, name, created_at) VALUES "
-                               "('c-test', 'test', ?)",
-                               "i", hc_now_ms()),
-                     1);
-    assert_int_equal(hc_crl_write(&f.ctl, f.db, &err), 0);
-    hc_maintenance_register();
+    f.db = hc_test_ctl_db_crl(&f.ctl);
+    hc_test_ops_register();
     *state = &f;
     return 0;
 }
@@ -63,12 +51,11 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char cmd[700];
     hc_ops_pool_stop(f->pool);
     svc_standin_stop(&f->agent);
     hc_db_close(f->db);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    return system(cmd) == 0 ? 0 : -1;
+    hc_test_rmtree(f->dir);
+    return 0;
 }
 
 /* A node that is up: reachable, service running, out of maintenance. n1's agent is the

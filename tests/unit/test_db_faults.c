@@ -27,11 +27,13 @@
 
 #include "common/json_util.h"
 #include "common/util.h"
+#include "controller/api/crl.h"
 #include "controller/ops/op_maintenance.h"
 #include "controller/ops/ops.h"
 #include "controller/ops/test_hooks.h"
 #include "db/db.h"
-#include "tests/unit/svc_standin.h"
+#include "tests/unit/support/svc_standin.h"
+#include "tests/unit/testdir.h"
 
 #define WAIT_MS 8000
 #define MAX_N 2000
@@ -45,17 +47,11 @@ struct fixture {
 static int setup(void **state)
 {
     static struct fixture f;
-    const char *base = getenv("HC_TEST_TMP") ? getenv("HC_TEST_TMP") : "/tmp";
-    struct hc_error err = {0};
     memset(&f, 0, sizeof(f));
-    assert_int_equal(hc_mkdir_p(base, 0700, &err), 0);
-    snprintf(f.dir, sizeof(f.dir), "%s/test_db_faults.XXXXXX", base);
-    assert_non_null(mkdtemp(f.dir));
-    snprintf(f.ctl.db_path, sizeof(f.ctl.db_path), "%s/hcctld.db", f.dir);
-    snprintf(f.ctl.cluster_id, sizeof(f.ctl.cluster_id), "c-test");
+    hc_test_ctl_dir(&f.ctl, f.dir, sizeof(f.dir), "test_db_faults");
     f.ctl.agent_timeout_ms = 2000;
     svc_standin_start(&f.agent, &f.ctl, f.dir);
-    hc_maintenance_register();
+    hc_test_ops_register();
     *state = &f;
     return 0;
 }
@@ -63,11 +59,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char cmd[700];
     hc_db_fault_set(-1, 0);
     svc_standin_stop(&f->agent);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    return system(cmd) == 0 ? 0 : -1;
+    hc_test_rmtree(f->dir);
+    return 0;
 }
 
 /* A new database: the cluster and two nodes that are up, both served by the stand-in. */
@@ -80,13 +75,7 @@ static struct hc_db *fresh_db(struct fixture *f)
         snprintf(path, sizeof(path), "%s%s", f->ctl.db_path, suffixes[i]);
         unlink(path);
     }
-    struct hc_db *db = hc_db_open(f->ctl.db_path, &err);
-    assert_non_null(db);
-    assert_int_equal(hc_db_run(db, &err,
-                               "INSERT INTO clusters (id, name, created_at) VALUES "
-                               "('c-test', 'test', ?)",
-                               "i", hc_now_ms()),
-                     1);
+    struct hc_db *db = hc_test_ctl_db(&f->ctl);
     /* n1's agent is the stand-in (its certificate on record, as enrolment leaves it); n2 has
      * an agent of its own that the cycle never calls */
     char *pem = svc_standin_pem(&f->agent);

@@ -15,36 +15,16 @@
 #include "common/util.h"
 #include "controller/state/events.h"
 #include "db/db.h"
-#include "tests/unit/testdir.h"
-
-struct fixture {
-    char *dir;
-    struct hc_db *db;
-};
+#include "tests/unit/support/support.h"
 
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
-    if (!f || !(f->dir = hc_test_mkdtemp("test_events")))
-        return -1;
-    char *path = hc_path_join(f->dir, "hcctld.db");
-    struct hc_error err = {0};
-    f->db = hc_db_open(path, &err);
-    free(path);
-    if (!f->db)
-        return -1;
-    *state = f;
-    return 0;
+    return hc_test_db_setup(state, "test_events");
 }
 
 static int teardown(void **state)
 {
-    struct fixture *f = *state;
-    hc_db_close(f->db);
-    hc_test_rmtree(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
+    return hc_test_db_teardown(state);
 }
 
 /* Three events: two about n1 (one api.call), one cluster-wide. */
@@ -83,7 +63,7 @@ static int64_t id_at(json_t *list, size_t i)
 
 static void test_add_and_render(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     int64_t before = hc_now_ms();
     add_three(f->db);
     json_t *list = list_ok(f->db, 0, 100, NULL, NULL);
@@ -119,7 +99,7 @@ static void test_add_and_render(void **state)
 
 static void test_since_and_limit(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     add_three(f->db);
     json_t *all = list_ok(f->db, 0, 100, NULL, NULL);
     int64_t first = id_at(all, 0), last = id_at(all, 2);
@@ -150,7 +130,7 @@ static void test_since_and_limit(void **state)
 
 static void test_filters(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     add_three(f->db);
     json_t *calls = list_ok(f->db, 0, 100, "api.call", NULL);
     assert_int_equal(json_array_size(events_of(calls)), 1);
@@ -173,7 +153,7 @@ static void test_filters(void **state)
 
 static void test_caller_transaction(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     struct hc_error err = {0};
     assert_int_equal(hc_db_begin(f->db, &err), 0);
     assert_int_equal(hc_event_add(f->db, "test.rolled_back", NULL, NULL, NULL, NULL, &err, "x"), 0);
@@ -185,7 +165,7 @@ static void test_caller_transaction(void **state)
 
 static void test_append_only(void **state)
 {
-    struct fixture *f = *state;
+    struct hc_test_db *f = *state;
     add_three(f->db);
     struct hc_error err = {0};
     assert_int_equal(hc_db_run(f->db, &err, "UPDATE events SET message = 'rewritten'", NULL), -1);

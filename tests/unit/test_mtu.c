@@ -25,6 +25,7 @@
 #include "agents/hcagent/mtu.h"
 #include "common/util.h"
 #include "pmtu_learn.h"
+#include "tests/unit/support/support.h"
 
 #define IFACE "hcp-m0"
 #define SELF "10.9.0.1" /* on IFACE */
@@ -39,20 +40,6 @@ struct fixture {
     char dir[600];
 };
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...)
-{
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    strncat(cmd, " >/dev/null 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-    return system(cmd);
-}
-
-
 static int group_setup(void **state)
 {
     (void)state;
@@ -62,18 +49,12 @@ static int group_setup(void **state)
     snprintf(tmp_root, sizeof(tmp_root), "%s/test_mtu.XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(tmp_root))
         return -1;
-    if (geteuid() != 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "needs root (network namespaces)");
+    if (hc_test_unshare_net(skip_reason, sizeof(skip_reason)) < 0)
         return 0;
-    }
-    if (unshare(CLONE_NEWNET) < 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "unshare(CLONE_NEWNET): %s", strerror(errno));
-        return 0;
-    }
-    if (sh("ip link add %s mtu 1500 type veth peer name hcp-m1", IFACE) != 0 ||
-        sh("ip link set %s up && ip link set hcp-m1 up && ip link set lo up", IFACE) != 0 ||
-        sh("ip addr add " SELF "/24 dev %s", IFACE) != 0 ||
-        sh("ip neigh add " PEER " lladdr 02:00:00:00:00:05 dev %s nud permanent", IFACE) != 0) {
+    if (hc_test_sh("ip link add %s mtu 1500 type veth peer name hcp-m1", IFACE) != 0 ||
+        hc_test_sh("ip link set %s up && ip link set hcp-m1 up && ip link set lo up", IFACE) != 0 ||
+        hc_test_sh("ip addr add " SELF "/24 dev %s", IFACE) != 0 ||
+        hc_test_sh("ip neigh add " PEER " lladdr 02:00:00:00:00:05 dev %s nud permanent", IFACE) != 0) {
         snprintf(skip_reason, sizeof(skip_reason), "cannot create a veth pair (iproute2?)");
         return 0;
     }
@@ -85,7 +66,7 @@ static int group_teardown(void **state)
 {
     (void)state;
     if (tmp_root[0])
-        sh("rm -rf '%s'", tmp_root);
+        hc_test_sh("rm -rf '%s'", tmp_root);
     return 0; /* the namespace and its veth pair go with the process */
 }
 
@@ -99,7 +80,7 @@ static int setup(void **state)
     snprintf(f->dir, sizeof(f->dir), "%s/d%d", tmp_root, ++n);
     mkdir(f->dir, 0700);
     if (have_netns)
-        sh("ip link set %s mtu 1500", IFACE);
+        hc_test_sh("ip link set %s mtu 1500", IFACE);
     *state = f;
     return f->base ? 0 : -1;
 }
@@ -112,13 +93,7 @@ static int teardown(void **state)
     return 0;
 }
 
-#define NEED_NETNS()                                                                               \
-    do {                                                                                           \
-        if (!have_netns) {                                                                         \
-            print_message("skipping: %s\n", skip_reason);                                          \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
+#define NEED_NETNS() HC_TEST_SKIP_UNLESS(have_netns, skip_reason)
 
 static void run_loop_ms(struct event_base *base, int ms)
 {

@@ -33,6 +33,7 @@
 #include "common/pki.h"
 #include "common/util.h"
 #include "pmtu_learn.h"
+#include "tests/unit/support/support.h"
 
 #define SILENT "198.18.200.2" /* behind the dummy interface: probes vanish */
 
@@ -50,13 +51,7 @@ static struct env env;
 static int have_env;
 static char skip_reason[256];
 
-#define NEED_ENV()                                                                                 \
-    do {                                                                                           \
-        if (!have_env) {                                                                           \
-            print_message("skipping: %s\n", skip_reason);                                          \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
+#define NEED_ENV() HC_TEST_SKIP_UNLESS(have_env, skip_reason)
 
 static int issue(X509 *ca, EVP_PKEY *ca_key, const char *cn, int server, const char *cert_path,
                  const char *key_path)
@@ -150,14 +145,8 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static int group_setup(void **state)
 {
-    if (geteuid() != 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "needs root (network namespace)");
+    if (hc_test_unshare_net(skip_reason, sizeof(skip_reason)) < 0)
         return 0;
-    }
-    if (unshare(CLONE_NEWNET) < 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "unshare(CLONE_NEWNET): %s", strerror(errno));
-        return 0;
-    }
     /* The silent target: a static neighbour entry with a MAC nobody has, so frames leave
      * without ARP and the other end of the veth discards them. */
     if (system("ip link set lo up && "
@@ -309,6 +298,19 @@ static void test_status_answered_while_probing(void **state)
     json_decref(body);
 }
 
+/* Sets hcp-sink's MTU through the API (200 expected) and writes the {"change_id": ...} body
+ * that confirms or reverts that change. */
+static void apply_mtu(int mtu, int revert_after_ms, char *body, size_t len)
+{
+    struct hc_http_response resp = {0};
+    char req[128];
+    snprintf(req, sizeof(req), "{\"interface\":\"hcp-sink\",\"mtu\":%d,\"revert_after_ms\":%d}",
+             mtu, revert_after_ms);
+    assert_int_equal(call("POST", "/v1/net/mtu", req, &resp), 200);
+    snprintf(body, len, "{\"change_id\":\"%s\"}", hc_json_str(resp.body, "change_id", ""));
+    hc_http_response_clear(&resp);
+}
+
 static void test_mtu_routes(void **state)
 {
     NEED_ENV();
@@ -349,12 +351,7 @@ static void test_mtu_routes(void **state)
     snprintf(body, sizeof(body), "{\"change_id\":\"%s\"}", id);
     expect_error("POST", "/v1/net/mtu/confirm", body, 409, "already reverted");
     /* Apply and confirm in time. */
-    assert_int_equal(call("POST", "/v1/net/mtu",
-                          "{\"interface\":\"hcp-sink\",\"mtu\":9000,\"revert_after_ms\":5000}",
-                          &resp),
-                     200);
-    snprintf(body, sizeof(body), "{\"change_id\":\"%s\"}", hc_json_str(resp.body, "change_id", ""));
-    hc_http_response_clear(&resp);
+    apply_mtu(9000, 5000, body, sizeof(body));
     assert_int_equal(call("POST", "/v1/net/mtu/confirm", body, &resp), 200);
     assert_true(hc_json_bool(resp.body, "confirmed", 0));
     hc_http_response_clear(&resp);
@@ -396,12 +393,7 @@ static void test_mtu_revert_route(void **state)
     expect_error("POST", "/v1/net/mtu/revert", "{}", 400, "change_id");
     expect_error("POST", "/v1/net/mtu/revert", "{\"change_id\":\"nope\"}", 404, "not found");
     /* A confirmed change is not reverted. */
-    assert_int_equal(call("POST", "/v1/net/mtu",
-                          "{\"interface\":\"hcp-sink\",\"mtu\":4000,\"revert_after_ms\":60000}",
-                          &resp),
-                     200);
-    snprintf(body, sizeof(body), "{\"change_id\":\"%s\"}", hc_json_str(resp.body, "change_id", ""));
-    hc_http_response_clear(&resp);
+    apply_mtu(4000, 60000, body, sizeof(body));
     assert_int_equal(call("POST", "/v1/net/mtu/confirm", body, &resp), 200);
     hc_http_response_clear(&resp);
     expect_error("POST", "/v1/net/mtu/revert", body, 409, "confirmed");

@@ -50,6 +50,7 @@
 #include "controller/ops/ops.h"
 #include "db/db.h"
 #include "tests/unit/ports.h"
+#include "tests/unit/support/support.h"
 #include "tests/unit/testdir.h"
 
 #define WAIT_MS 15000
@@ -57,12 +58,8 @@
 /* --- agent stand-in ------------------------------------------------------------------------ */
 
 struct standin {
-    struct hc_tls_server_config tls;
-    pthread_t thread;
-    sem_t ready;
-    int stop_pipe[2];
+    struct hc_test_standin srv;
     int port;
-    struct hc_error err;
     pthread_mutex_t lock; /* the fields below */
     int ok_to_stop;
     char reason[200];
@@ -114,40 +111,17 @@ static void standin_peers(struct hc_request *req, void *arg)
     hc_reply_json(req, 200, json_pack("{s:b}", "written", 1));
 }
 
-static void standin_on_stop(evutil_socket_t fd, short what, void *arg)
-{
-    event_base_loopbreak(arg);
-}
-
-static void *standin_main(void *arg)
-{
-    struct standin *s = arg;
-    struct event_base *base = event_base_new();
-    struct hc_http_server *srv = hc_http_server_new(base, &s->tls, &s->err);
-    struct event *stop = event_new(base, s->stop_pipe[0], EV_READ, standin_on_stop, base);
-    if (srv && hc_http_server_listen(srv, "127.0.0.1", 0, &s->err) == 0 &&
-        hc_http_server_route(srv, "GET", "/v1/service/ok-to-stop", 0, standin_ok, s) == 0 &&
-        hc_http_server_route(srv, "POST", "/v1/service/drain", 0, standin_drain, s) == 0 &&
-        hc_http_server_route(srv, "POST", "/v1/leave", 0, standin_leave, s) == 0 &&
-        hc_http_server_route(srv, "PUT", "/v1/service/peers", 0, standin_peers, s) == 0) {
-        s->port = hc_http_server_port(srv);
-        event_add(stop, NULL);
-        sem_post(&s->ready);
-        event_base_dispatch(base);
-    } else {
-        sem_post(&s->ready);
-    }
-    event_free(stop);
-    hc_http_server_free(srv);
-    event_base_loop(base, EVLOOP_NONBLOCK);
-    event_base_free(base);
-    return NULL;
-}
+static const struct hc_test_route standin_routes[] = {
+    {"GET", "/v1/service/ok-to-stop", standin_ok},
+    {"POST", "/v1/service/drain", standin_drain},
+    {"POST", "/v1/leave", standin_leave},
+    {"PUT", "/v1/service/peers", standin_peers},
+};
 
 /* --- fixture ------------------------------------------------------------------------------- */
 
 struct fixture {
-    char *dir;
+    char dir[512];
     char agent_cert[600], agent_key[600];
     struct standin agent;
     int agent_started;
@@ -184,10 +158,7 @@ static int setup(void **state)
     struct hc_error err = {0};
     char serial[33];
     memset(&f, 0, sizeof(f));
-    f.dir = hc_test_mkdtemp("test_node_remove");
-    assert_non_null(f.dir);
-    hc_controller_paths(&f.ctl, f.dir);
-    snprintf(f.ctl.cluster_id, sizeof(f.ctl.cluster_id), "c-test");
+    hc_test_ctl_dir(&f.ctl, f.dir, sizeof(f.dir), "test_node_remove");
     f.ctl.agent_timeout_ms = 1000;
     f.ca_key = hc_pki_key_new(&err);
     assert_non_null(f.ca_key);
@@ -196,16 +167,9 @@ static int setup(void **state)
     assert_int_equal(hc_pki_cert_save(f.ca, f.ctl.ca_file, &err), 0);
     assert_int_equal(hc_pki_key_save(f.ca_key, f.ctl.ca_key_file, &err), 0);
     X509_free(issue(&f, "hcctld-client", 1, serial));
-    f.db = hc_db_open(f.ctl.db_path, &err);
-    assert_non_null(f.db);
-    assert_int_equal(hc_db_run(f.db, &err,
-                               "INSERT INTO clusters (id, name, created_at) VALUES "
-                               "('c-test', 'test', ?)",
-                               "i", hc_now_ms()),
-                     1);
-    assert_int_equal(hc_crl_write(&f.ctl, f.db, &err), 0);
+    f.db = hc_test_ctl_db_crl(&f.ctl);
     f.closed_port = hc_test_closed_port();
-    hc_op_node_remove_register();
+    hc_test_ops_register();
     f.pool = hc_ops_pool_start(&f.ctl, 1, &err);
     if (!f.pool)
         fail_msg("pool: %s", err.message);
@@ -216,50 +180,28 @@ static int setup(void **state)
 /* Starts the stand-in with a server certificate for 127.0.0.1 from the cluster CA. */
 static void standin_start(struct fixture *f, int ok_to_stop, const char *reason)
 {
-    struct hc_error err = {0};
     static const char *const sans[] = {"127.0.0.1"};
-    char serial[33];
+    struct hc_cert_spec spec = {.cn = "s1", .sans = sans, .nsans = 1, .server_auth = 1, .days = 1};
+    struct standin *s = &f->agent;
     snprintf(f->agent_cert, sizeof(f->agent_cert), "%s/standin.pem", f->dir);
     snprintf(f->agent_key, sizeof(f->agent_key), "%s/standin.key", f->dir);
-    EVP_PKEY *key = hc_pki_key_new(&err);
-    assert_non_null(key);
-    struct hc_cert_spec spec = {.cn = "s1", .sans = sans, .nsans = 1, .server_auth = 1, .days = 1};
-    X509 *x = hc_pki_issue(f->ca, f->ca_key, key, &spec, serial, &err);
-    assert_non_null(x);
-    assert_int_equal(hc_pki_cert_save(x, f->agent_cert, &err), 0);
-    assert_int_equal(hc_pki_key_save(key, f->agent_key, &err), 0);
-    X509_free(x);
-    EVP_PKEY_free(key);
-    struct standin *s = &f->agent;
-    s->tls = (struct hc_tls_server_config){.cert_file = f->agent_cert,
-                                           .key_file = f->agent_key,
-                                           .client_ca_file = f->ctl.ca_file,
-                                           .required_client_cn = HC_CONTROLLER_CLIENT_CN};
+    hc_test_cert_write(f->ca, f->ca_key, &spec, f->agent_cert, f->agent_key);
     s->ok_to_stop = ok_to_stop;
     snprintf(s->reason, sizeof(s->reason), "%s", reason);
     pthread_mutex_init(&s->lock, NULL);
-    assert_int_equal(pipe(s->stop_pipe), 0);
-    sem_init(&s->ready, 0, 0);
-    assert_int_equal(pthread_create(&s->thread, NULL, standin_main, s), 0);
-    sem_wait(&s->ready);
-    if (s->port == 0)
-        fail_msg("agent stand-in: %s", s->err.message);
+    hc_test_standin_start(&s->srv, f->agent_cert, f->agent_key, f->ctl.ca_file, standin_routes,
+                          HC_ARRAY_LEN(standin_routes), s);
+    s->port = s->srv.port;
     f->agent_started = 1;
 }
 
 static void standin_stop(struct fixture *f)
 {
-    struct standin *s = &f->agent;
     if (!f->agent_started)
         return;
     f->agent_started = 0;
-    ssize_t w = write(s->stop_pipe[1], "x", 1);
-    assert_int_equal(w, 1);
-    pthread_join(s->thread, NULL);
-    close(s->stop_pipe[0]);
-    close(s->stop_pipe[1]);
-    sem_destroy(&s->ready);
-    pthread_mutex_destroy(&s->lock);
+    hc_test_standin_stop(&f->agent.srv);
+    pthread_mutex_destroy(&f->agent.lock);
 }
 
 static int standin_count(struct fixture *f, const int *field)
@@ -279,7 +221,6 @@ static int teardown(void **state)
     X509_free(f->ca);
     EVP_PKEY_free(f->ca_key);
     hc_test_rmtree(f->dir);
-    free(f->dir);
     return 0;
 }
 
@@ -494,22 +435,12 @@ static void test_purge_hint(void **state)
 
 /* --- the gates ----------------------------------------------------------------------------- */
 
-static int64_t count_rows(struct fixture *f, const char *sql, const char *arg)
-{
-    struct hc_error err = {0};
-    json_t *rows = hc_db_query_json(f->db, &err, sql, "s", arg);
-    assert_non_null(rows);
-    int64_t n = hc_json_int(json_array_get(rows, 0), "n", -1);
-    json_decref(rows);
-    return n;
-}
-
 /* A refused removal leaves the node as it was: a member, never asked to drain or leave. */
 static void assert_untouched(struct fixture *f, const char *name)
 {
-    assert_int_equal(count_rows(f, "SELECT COUNT(*) AS n FROM nodes WHERE name = ? AND "
+    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM nodes WHERE name = ? AND "
                                    "state = 'joined' AND desired_state = 'member'", name), 1);
-    assert_int_equal(count_rows(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?",
+    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?",
                                 name), 0);
     assert_int_equal(standin_count(f, &f->agent.drain_calls), 0);
     assert_int_equal(standin_count(f, &f->agent.leave_calls), 0);

@@ -58,6 +58,20 @@ static const struct hc_col iface_cols[] = {
     {NULL, NULL, NULL},
 };
 
+/* Prints rows (JSON text) as a table of iface_cols and checks what stdout got. */
+static void expect_iface_table(const char *rows_json, int header, const char *want)
+{
+    struct capture c;
+    capture_open(&c);
+    json_t *rows = json_loads(rows_json, 0, NULL);
+    assert_non_null(rows);
+    hc_output_table(&c.o, iface_cols, rows, NULL, header);
+    capture_sync(&c);
+    assert_string_equal(c.out_buf, want);
+    json_decref(rows);
+    capture_close(&c);
+}
+
 static void test_table_alignment(void **state)
 {
     (void)state;
@@ -82,14 +96,7 @@ static void test_table_alignment(void **state)
 static void test_table_empty_prints_header(void **state)
 {
     (void)state;
-    struct capture c;
-    capture_open(&c);
-    json_t *rows = json_array();
-    hc_output_table(&c.o, iface_cols, rows, NULL, 1);
-    capture_sync(&c);
-    assert_string_equal(c.out_buf, "NAME  MTU  STATE\n");
-    json_decref(rows);
-    capture_close(&c);
+    expect_iface_table("[]", 1, "NAME  MTU  STATE\n");
 }
 
 /* Followed streams keep the widths of earlier batches and grow them when needed. */
@@ -345,14 +352,7 @@ static void test_fmt_text_values(void **state)
 static void test_cell_newlines_flattened(void **state)
 {
     (void)state;
-    struct capture c;
-    capture_open(&c);
-    json_t *rows = json_loads("[{\"name\":\"a\\nb\",\"mtu\":1,\"state\":\"x\\ty\"}]", 0, NULL);
-    hc_output_table(&c.o, iface_cols, rows, NULL, 0);
-    capture_sync(&c);
-    assert_string_equal(c.out_buf, "a b   1    x y\n");
-    json_decref(rows);
-    capture_close(&c);
+    expect_iface_table("[{\"name\":\"a\\nb\",\"mtu\":1,\"state\":\"x\\ty\"}]", 0, "a b   1    x y\n");
 }
 
 /* Issue 12: an agent reports a hostname or a detail holding terminal escape sequences (set the
@@ -438,16 +438,9 @@ static void test_control_chars_escaped(void **state)
 static void test_utf8_width(void **state)
 {
     (void)state;
-    struct capture c;
-    capture_open(&c);
-    json_t *rows = json_loads("[{\"name\":\"n\\u00e9ud\",\"mtu\":1,\"state\":\"up\"},"
-                              "{\"name\":\"nodes\",\"mtu\":2,\"state\":\"up\"}]",
-                              0, NULL);
-    hc_output_table(&c.o, iface_cols, rows, NULL, 0);
-    capture_sync(&c);
-    assert_string_equal(c.out_buf, "n\xc3\xa9ud   1    up\nnodes  2    up\n");
-    json_decref(rows);
-    capture_close(&c);
+    expect_iface_table("[{\"name\":\"n\\u00e9ud\",\"mtu\":1,\"state\":\"up\"},"
+                       "{\"name\":\"nodes\",\"mtu\":2,\"state\":\"up\"}]",
+                       0, "n\xc3\xa9ud   1    up\nnodes  2    up\n");
 }
 
 static void test_lookup(void **state)

@@ -37,6 +37,8 @@
 #include "controller/remote/poller.h"
 #include "db/db.h"
 #include "tests/unit/ports.h"
+#include "tests/unit/support/support.h"
+#include "tests/unit/testdir.h"
 
 #define WAIT_MS 15000
 #define AGENT_TIMEOUT_MS 1000
@@ -44,16 +46,11 @@
 /* --- agent stand-in ------------------------------------------------------------------------ */
 
 struct standin {
-    struct hc_tls_server_config tls;
-    pthread_t thread;
-    sem_t ready;
-    int stop_pipe[2];
+    struct hc_test_standin srv;
     int port;
-    struct hc_error err;
     atomic_int status_calls;
     atomic_int leave_calls;
     atomic_int without_lo; /* serve only eth0 from now on */
-    int stopped;
 };
 
 static void standin_status(struct hc_request *req, void *arg)
@@ -94,51 +91,16 @@ static void standin_ok_to_stop(struct hc_request *req, void *arg)
                                       "the service is not_installed"));
 }
 
-static void standin_on_stop(evutil_socket_t fd, short what, void *arg)
-{
-    event_base_loopbreak(arg);
-}
-
-/* The stand-in's own thread: its own event_base, so no libevent object crosses threads; the
- * main thread stops it through a pipe. */
-static void *standin_main(void *arg)
-{
-    struct standin *s = arg;
-    struct event_base *base = event_base_new();
-    struct hc_http_server *srv = hc_http_server_new(base, &s->tls, &s->err);
-    struct event *stop = event_new(base, s->stop_pipe[0], EV_READ, standin_on_stop, base);
-    if (srv && hc_http_server_listen(srv, "127.0.0.1", 0, &s->err) == 0 &&
-        hc_http_server_route(srv, "GET", "/v1/status", 0, standin_status, s) == 0 &&
-        hc_http_server_route(srv, "GET", "/v1/interfaces", 0, standin_interfaces, s) == 0 &&
-        hc_http_server_route(srv, "POST", "/v1/leave", 0, standin_leave, s) == 0 &&
-        hc_http_server_route(srv, "GET", "/v1/service/ok-to-stop", 0, standin_ok_to_stop, s) ==
-            0) {
-        s->port = hc_http_server_port(srv);
-        event_add(stop, NULL);
-        sem_post(&s->ready);
-        event_base_dispatch(base);
-    } else {
-        sem_post(&s->ready);
-    }
-    event_free(stop);
-    hc_http_server_free(srv);
-    /* Connections freed by the server finish their teardown in deferred callbacks. */
-    event_base_loop(base, EVLOOP_NONBLOCK);
-    event_base_free(base);
-    return NULL;
-}
+static const struct hc_test_route standin_routes[] = {
+    {"GET", "/v1/status", standin_status},
+    {"GET", "/v1/interfaces", standin_interfaces},
+    {"POST", "/v1/leave", standin_leave},
+    {"GET", "/v1/service/ok-to-stop", standin_ok_to_stop},
+};
 
 static void standin_stop(struct standin *s)
 {
-    if (s->stopped)
-        return;
-    s->stopped = 1;
-    ssize_t w = write(s->stop_pipe[1], "x", 1);
-    assert_int_equal(w, 1);
-    pthread_join(s->thread, NULL);
-    close(s->stop_pipe[0]);
-    close(s->stop_pipe[1]);
-    sem_destroy(&s->ready);
+    hc_test_standin_stop(&s->srv);
 }
 
 /* --- fixture ------------------------------------------------------------------------------- */
@@ -153,54 +115,6 @@ struct fixture {
     struct hc_ops_pool *pool;
     int silent_fd; /* listens, never accepts: TCP connects, TLS never answers */
 };
-
-static void write_cert(X509 *ca, EVP_PKEY *ca_key, const struct hc_cert_spec *spec,
-                       const char *cert_path, const char *key_path)
-{
-    struct hc_error err = {0};
-    char serial[33];
-    EVP_PKEY *key = hc_pki_key_new(&err);
-    assert_non_null(key);
-    X509 *cert = hc_pki_issue(ca, ca_key, key, spec, serial, &err);
-    if (!cert)
-        fail_msg("issue %s: %s", spec->cn, err.message);
-    assert_int_equal(hc_pki_cert_save(cert, cert_path, &err), 0);
-    assert_int_equal(hc_pki_key_save(key, key_path, &err), 0);
-    X509_free(cert);
-    EVP_PKEY_free(key);
-}
-
-/* The cluster CA, the agent's server certificate and the controller's client certificate. */
-static void make_pki(struct fixture *f)
-{
-    struct hc_error err = {0};
-    static const char *const sans[] = {"127.0.0.1", "localhost"};
-    EVP_PKEY *ca_key = hc_pki_key_new(&err);
-    assert_non_null(ca_key);
-    X509 *ca = hc_pki_ca_new(ca_key, "test cluster ca", 1, &err);
-    assert_non_null(ca);
-    assert_int_equal(hc_pki_cert_save(ca, f->ctl.ca_file, &err), 0);
-    assert_int_equal(hc_pki_key_save(ca_key, f->ctl.ca_key_file, &err), 0); /* signs crl.pem */
-    struct hc_cert_spec agent = {.cn = "n1", .sans = sans, .nsans = 2, .server_auth = 1, .days = 1};
-    write_cert(ca, ca_key, &agent, f->agent_cert, f->agent_key);
-    struct hc_cert_spec client = {.cn = HC_CONTROLLER_CLIENT_CN, .client_auth = 1, .days = 1};
-    write_cert(ca, ca_key, &client, f->ctl.client_cert, f->ctl.client_key);
-    X509_free(ca);
-    EVP_PKEY_free(ca_key);
-}
-
-static int silent_listener(int *port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(fd, 16), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    *port = ntohs(sa.sin_port);
-    return fd;
-}
 
 static void insert_node(struct fixture *f, const char *name, int port)
 {
@@ -221,45 +135,19 @@ static void insert_node(struct fixture *f, const char *name, int port)
 static int setup(void **state)
 {
     static struct fixture f;
-    const char *base = getenv("HC_TEST_TMP") ? getenv("HC_TEST_TMP") : "/tmp";
-    struct hc_error err = {0};
     memset(&f, 0, sizeof(f));
-    assert_int_equal(hc_mkdir_p(base, 0700, &err), 0);
-    snprintf(f.dir, sizeof(f.dir), "%s/test_poller.XXXXXX", base);
-    assert_non_null(mkdtemp(f.dir));
-    /* Filled by hand: the poller needs only these fields (and node.remove the CA key and the
-     * data dir, for crl.pem). */
-    snprintf(f.ctl.data_dir, sizeof(f.ctl.data_dir), "%s", f.dir);
-    snprintf(f.ctl.ca_key_file, sizeof(f.ctl.ca_key_file), "%s/ca.key", f.dir);
-    snprintf(f.ctl.db_path, sizeof(f.ctl.db_path), "%s/hcctld.db", f.dir);
-    snprintf(f.ctl.ca_file, sizeof(f.ctl.ca_file), "%s/ca.pem", f.dir);
-    snprintf(f.ctl.client_cert, sizeof(f.ctl.client_cert), "%s/client.pem", f.dir);
-    snprintf(f.ctl.client_key, sizeof(f.ctl.client_key), "%s/client.key", f.dir);
+    /* The poller needs the certificate paths and node.remove the CA key and the data dir, for
+     * crl.pem. */
+    hc_test_ctl_dir(&f.ctl, f.dir, sizeof(f.dir), "test_poller");
     snprintf(f.agent_cert, sizeof(f.agent_cert), "%s/agent.pem", f.dir);
     snprintf(f.agent_key, sizeof(f.agent_key), "%s/agent.key", f.dir);
     f.ctl.poll_interval_ms = 200;
     f.ctl.agent_timeout_ms = AGENT_TIMEOUT_MS;
-    make_pki(&f);
-
-    f.db = hc_db_open(f.ctl.db_path, &err);
-    assert_non_null(f.db);
-    assert_int_equal(hc_db_run(f.db, &err,
-                               "INSERT INTO clusters (id, name, created_at) VALUES "
-                               "('c-test', 'test', ?)",
-                               "i", hc_now_ms()),
-                     1);
-    assert_int_equal(hc_crl_write(&f.ctl, f.db, &err), 0); /* as hcctld does at start */
-
-    f.agent.tls = (struct hc_tls_server_config){.cert_file = f.agent_cert,
-                                                .key_file = f.agent_key,
-                                                .client_ca_file = f.ctl.ca_file,
-                                                .required_client_cn = HC_CONTROLLER_CLIENT_CN};
-    assert_int_equal(pipe(f.agent.stop_pipe), 0);
-    sem_init(&f.agent.ready, 0, 0);
-    assert_int_equal(pthread_create(&f.agent.thread, NULL, standin_main, &f.agent), 0);
-    sem_wait(&f.agent.ready);
-    if (f.agent.port == 0)
-        fail_msg("agent stand-in: %s", f.agent.err.message);
+    hc_test_cluster_pki(&f.ctl, f.agent_cert, f.agent_key);
+    f.db = hc_test_ctl_db_crl(&f.ctl); /* crl.pem as hcctld does at start */
+    hc_test_standin_start(&f.agent.srv, f.agent_cert, f.agent_key, f.ctl.ca_file, standin_routes,
+                          HC_ARRAY_LEN(standin_routes), &f.agent);
+    f.agent.port = f.agent.srv.port;
     *state = &f;
     return 0;
 }
@@ -267,15 +155,14 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char cmd[700];
     hc_poller_stop(f->poller);
     hc_ops_pool_stop(f->pool);
     standin_stop(&f->agent);
     hc_db_close(f->db);
     if (f->silent_fd > 0)
         close(f->silent_fd);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    return system(cmd) == 0 ? 0 : -1;
+    hc_test_rmtree(f->dir);
+    return 0;
 }
 
 /* --- helpers ------------------------------------------------------------------------------- */
@@ -474,7 +361,7 @@ static void test_poller_health_and_interfaces(void **state)
     struct hc_error err = {0};
     int silent_port;
     char timeout_text[64];
-    f->silent_fd = silent_listener(&silent_port);
+    f->silent_fd = hc_test_silent_listener(&silent_port);
     insert_node(f, "n1", f->agent.port);
     insert_node(f, "n2", hc_test_closed_port());
     insert_node(f, "n3", silent_port);
@@ -589,16 +476,6 @@ static const char *step_detail(json_t *show, const char *step)
     return "";
 }
 
-static int64_t count_where(struct fixture *f, const char *sql, const char *arg)
-{
-    struct hc_error err = {0};
-    json_t *rows = hc_db_query_json(f->db, &err, sql, "s", arg);
-    assert_non_null(rows);
-    int64_t n = hc_json_int(json_array_get(rows, 0), "n", -1);
-    json_decref(rows);
-    return n;
-}
-
 static void test_node_remove(void **state)
 {
     struct fixture *f = *state;
@@ -612,7 +489,7 @@ static void test_node_remove(void **state)
                      1);
     /* Both up as far as the availability budget of node.remove is concerned. */
     assert_int_equal(hc_db_run(f->db, &err, "UPDATE nodes SET health = 'reachable'", ""), 2);
-    hc_op_node_remove_register();
+    hc_test_ops_register();
     struct hc_ops_pool *pool = f->pool = hc_ops_pool_start(&f->ctl, 1, &err);
     assert_non_null(pool);
 
@@ -622,12 +499,12 @@ static void test_node_remove(void **state)
     assert_string_equal(step_detail(show, "leave"), "agent left");
     assert_non_null(strstr(step_detail(show, "revoke"), "n1")); /* cert serial is the name */
     json_decref(show);
-    assert_int_equal(count_where(f, "SELECT COUNT(*) AS n FROM nodes WHERE name = ?", "n1"), 0);
-    assert_int_equal(count_where(f, "SELECT COUNT(*) AS n FROM interfaces WHERE name = ?", "eth0"),
+    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM nodes WHERE name = ?", "n1"), 0);
+    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM interfaces WHERE name = ?", "eth0"),
                      0);
     assert_int_equal(
-        count_where(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial = ?", "n1"), 1);
-    assert_int_equal(count_where(f,
+        hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial = ?", "n1"), 1);
+    assert_int_equal(hc_test_db_count(f->db,
                                  "SELECT COUNT(*) AS n FROM events WHERE type = "
                                  "'node.removed' AND op_id = ?",
                                  id),
@@ -640,7 +517,7 @@ static void test_node_remove(void **state)
     assert_string_equal(step_detail(show, "leave"), "agent unreachable, credentials revoked only");
     json_decref(show);
     assert_int_equal(
-        count_where(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?", "n2"), 1);
+        hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?", "n2"), 1);
     free(id);
 
     /* Already removed: nothing to do. Never existed: failed with not_found. */

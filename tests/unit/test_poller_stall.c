@@ -32,6 +32,8 @@
 #include "common/util.h"
 #include "controller/remote/poller.h"
 #include "db/db.h"
+#include "tests/unit/support/support.h"
+#include "tests/unit/testdir.h"
 
 #define ECHO_PORT 7445
 #define POLL_MS 500
@@ -95,73 +97,21 @@ struct fixture {
     int silent_fd;
 };
 
-static void write_cert(X509 *ca, EVP_PKEY *ca_key, const struct hc_cert_spec *spec,
-                       const char *cert_path, const char *key_path)
-{
-    struct hc_error err = {0};
-    char serial[33];
-    EVP_PKEY *key = hc_pki_key_new(&err);
-    X509 *cert = key ? hc_pki_issue(ca, ca_key, key, spec, serial, &err) : NULL;
-    if (!cert)
-        fail_msg("issue %s: %s", spec->cn, err.message);
-    assert_int_equal(hc_pki_cert_save(cert, cert_path, &err), 0);
-    assert_int_equal(hc_pki_key_save(key, key_path, &err), 0);
-    X509_free(cert);
-    EVP_PKEY_free(key);
-}
-
-/* The controller's client certificate: its agent client is built from it. */
-static void make_pki(struct fixture *f)
-{
-    struct hc_error err = {0};
-    EVP_PKEY *ca_key = hc_pki_key_new(&err);
-    X509 *ca = ca_key ? hc_pki_ca_new(ca_key, "test cluster ca", 1, &err) : NULL;
-    assert_non_null(ca);
-    assert_int_equal(hc_pki_cert_save(ca, f->ctl.ca_file, &err), 0);
-    struct hc_cert_spec client = {.cn = HC_CONTROLLER_CLIENT_CN, .client_auth = 1, .days = 1};
-    write_cert(ca, ca_key, &client, f->ctl.client_cert, f->ctl.client_key);
-    X509_free(ca);
-    EVP_PKEY_free(ca_key);
-}
-
-/* Accepts TCP (the kernel completes the handshake) but nobody ever reads or answers. */
-static int silent_listener(int *port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(fd, 16), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    *port = ntohs(sa.sin_port);
-    return fd;
-}
-
 static int setup(void **state)
 {
     static struct fixture f;
-    const char *base = getenv("HC_TEST_TMP") ? getenv("HC_TEST_TMP") : "/tmp";
     struct hc_error err = {0};
     char url[64];
     int port;
     memset(&f, 0, sizeof(f));
-    assert_int_equal(hc_mkdir_p(base, 0700, &err), 0);
-    snprintf(f.dir, sizeof(f.dir), "%s/test_poller_stall.XXXXXX", base);
-    assert_non_null(mkdtemp(f.dir));
-    snprintf(f.ctl.db_path, sizeof(f.ctl.db_path), "%s/hcctld.db", f.dir);
-    snprintf(f.ctl.ca_file, sizeof(f.ctl.ca_file), "%s/ca.pem", f.dir);
-    snprintf(f.ctl.client_cert, sizeof(f.ctl.client_cert), "%s/client.pem", f.dir);
-    snprintf(f.ctl.client_key, sizeof(f.ctl.client_key), "%s/client.key", f.dir);
+    hc_test_ctl_dir(&f.ctl, f.dir, sizeof(f.dir), "test_poller_stall");
     f.ctl.poll_interval_ms = POLL_MS;
     f.ctl.agent_timeout_ms = AGENT_TIMEOUT_MS;
-    make_pki(&f);
-    f.db = hc_db_open(f.ctl.db_path, &err);
-    assert_non_null(f.db);
-    f.silent_fd = silent_listener(&port);
+    /* the controller's client certificate: its agent client is built from it */
+    hc_test_cluster_pki(&f.ctl, NULL, NULL);
+    f.db = hc_test_ctl_db_crl(&f.ctl); /* the agent client reads crl.pem from the data dir */
+    f.silent_fd = hc_test_silent_listener(&port);
     snprintf(url, sizeof(url), "https://127.0.0.1:%d", port);
-    assert_int_equal(hc_db_run(f.db, &err, "INSERT INTO clusters (id, name, created_at) VALUES "
-                               "('c-test', 'test', ?)", "i", hc_now_ms()), 1);
     assert_int_equal(hc_db_run(f.db, &err, "INSERT INTO nodes (id, cluster_id, name, address, "
                                "agent_url, cert_serial, cert_pem, cert_pin, joined_at) VALUES "
                                "(1, 'c-test', 'n1', '127.0.0.1', ?, 's1', 'PEM', "
@@ -179,11 +129,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char cmd[700];
     hc_db_close(f->db);
     close(f->silent_fd);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    return system(cmd) == 0 ? 0 : -1;
+    hc_test_rmtree(f->dir);
+    return 0;
 }
 
 /* Runs the poller until n1's health is `want` (or the deadline); returns the ms it took and

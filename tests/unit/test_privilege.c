@@ -33,6 +33,7 @@
 #include "common/json_util.h"
 #include "common/util.h"
 #include "controller/ops/op_bootstrap.h"
+#include "tests/unit/support/support.h"
 #include "tests/unit/testdir.h"
 
 static char *dir;
@@ -145,32 +146,6 @@ static void make_tree(struct agent_tree *t)
     write_text(path, service_script, 0755);
 }
 
-/* ROOT/cgroup.controllers, and at the test's own cgroup path below it the files a real
- * hierarchy has (as in test_software.c). */
-static void fake_cgroup(const char *root, char *base, size_t len)
-{
-    char line[1024] = "", path[2400];
-    struct hc_error err = {0};
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    const char *own = "";
-    while (f && fgets(line, sizeof(line), f))
-        if (strncmp(line, "0::", 3) == 0) {
-            line[strcspn(line, "\n")] = '\0';
-            own = strcmp(line + 3, "/") ? line + 3 : "";
-            break;
-        }
-    if (f)
-        fclose(f);
-    snprintf(base, len, "%s%s", root, own);
-    assert_int_equal(hc_mkdir_p(base, 0755, &err), 0);
-    snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
-    write_text(path, "cpu memory\n", 0644);
-    snprintf(path, sizeof(path), "%s/cgroup.controllers", base);
-    write_text(path, "cpu memory\n", 0644);
-    snprintf(path, sizeof(path), "%s/cgroup.subtree_control", base);
-    write_text(path, "", 0644);
-}
-
 static void wait_file(struct event_base *base, const char *path)
 {
     int64_t deadline = hc_mono_ms() + 10000;
@@ -206,7 +181,7 @@ static void test_service_runs_confined(void **state)
      * before it drops privilege, as with a real one. */
     char root[1100], base_cg[2300], path[2400];
     snprintf(root, sizeof(root), "%s/cg", dir);
-    fake_cgroup(root, base_cg, sizeof(base_cg));
+    hc_test_fake_cgroup(root, "cpu memory\n", base_cg, sizeof(base_cg));
     setenv("HCAGENT_CGROUP_ROOT", root, 1);
     struct event_base *base = event_base_new();
     struct hc_jobs *jobs = hc_jobs_new(base);

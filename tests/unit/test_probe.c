@@ -38,6 +38,7 @@
 
 #include "agents/hcagent/probe.h"
 #include "common/util.h"
+#include "tests/unit/support/support.h"
 
 #define NS_NAMES "bcrd"
 #define MAX_RESPONDERS 8
@@ -47,22 +48,6 @@ static char skip_reason[256];
 static int home_ns = -1; /* namespace A */
 static pid_t responders[MAX_RESPONDERS];
 static int nresponders;
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    strncat(cmd, " >/dev/null 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-    int rc = system(cmd);
-    if (rc != 0)
-        fprintf(stderr, "test_probe: '%s' failed (%d)\n", cmd, rc);
-    return rc;
-}
 
 static const char *ns(char which)
 {
@@ -83,23 +68,23 @@ static void remove_stale_namespaces(void)
 static int build_namespaces(void)
 {
     const char *b = ns('b'), *c = ns('c'), *r = ns('r'), *d = ns('d');
-    int rc = sh("ip link set lo up");
+    int rc = hc_test_sh("ip link set lo up");
     for (const char *x = NS_NAMES; *x && rc == 0; x++)
-        rc = sh("ip netns add %s && ip -n %s link set lo up", ns(*x), ns(*x));
+        rc = hc_test_sh("ip netns add %s && ip -n %s link set lo up", ns(*x), ns(*x));
     if (rc == 0)
-        rc = sh("ip link add hcp-ab mtu 9000 type veth peer name hcp-ba mtu 9000 netns %s && "
+        rc = hc_test_sh("ip link add hcp-ab mtu 9000 type veth peer name hcp-ba mtu 9000 netns %s && "
                 "ip addr add 198.18.100.1/24 dev hcp-ab && ip link set hcp-ab up && "
                 "ip -n %s addr add 198.18.100.2/24 dev hcp-ba && "
                 "for i in 3 4 5 6 7 8 9; do ip -n %s addr add 198.18.100.$i/24 dev hcp-ba; done && "
                 "ip -n %s link set hcp-ba up",
                 b, b, b, b);
     if (rc == 0)
-        rc = sh("ip link add hcp-ac mtu 9000 type veth peer name hcp-ca mtu 1500 netns %s && "
+        rc = hc_test_sh("ip link add hcp-ac mtu 9000 type veth peer name hcp-ca mtu 1500 netns %s && "
                 "ip addr add 198.18.101.1/24 dev hcp-ac && ip link set hcp-ac up && "
                 "ip -n %s addr add 198.18.101.2/24 dev hcp-ca && ip -n %s link set hcp-ca up",
                 c, c, c);
     if (rc == 0)
-        rc = sh("ip link add hcp-ar mtu 9000 type veth peer name hcp-ra mtu 9000 netns %s && "
+        rc = hc_test_sh("ip link add hcp-ar mtu 9000 type veth peer name hcp-ra mtu 9000 netns %s && "
                 "ip addr add 198.18.102.1/24 dev hcp-ar && ip link set hcp-ar up && "
                 "ip route add 198.18.103.0/24 via 198.18.102.254 && "
                 "ip -n %s addr add 198.18.102.254/24 dev hcp-ra && ip -n %s link set hcp-ra up && "
@@ -165,7 +150,7 @@ static int group_teardown(void **state)
         char path[128];
         snprintf(path, sizeof(path), "/run/netns/%s", ns(*x));
         if (access(path, F_OK) == 0)
-            sh("ip netns del %s", ns(*x));
+            hc_test_sh("ip netns del %s", ns(*x));
     }
     if (home_ns >= 0)
         close(home_ns);
@@ -174,14 +159,8 @@ static int group_teardown(void **state)
 
 static int group_setup(void **state)
 {
-    if (geteuid() != 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "needs root (network namespaces)");
+    if (hc_test_unshare_net(skip_reason, sizeof(skip_reason)) < 0)
         return 0;
-    }
-    if (unshare(CLONE_NEWNET) < 0) {
-        snprintf(skip_reason, sizeof(skip_reason), "unshare(CLONE_NEWNET): %s", strerror(errno));
-        return 0;
-    }
     home_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     remove_stale_namespaces();
     if (home_ns < 0 || build_namespaces() != 0 || start_responder(ns('b')) < 0 ||
@@ -193,13 +172,7 @@ static int group_setup(void **state)
     return 0;
 }
 
-#define NEED_NETNS()                                                                               \
-    do {                                                                                           \
-        if (!have_netns) {                                                                         \
-            print_message("skipping: %s\n", skip_reason);                                          \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
+#define NEED_NETNS() HC_TEST_SKIP_UNLESS(have_netns, skip_reason)
 
 static void target(struct hc_probe_target *t, const char *addr, int size)
 {

@@ -35,6 +35,7 @@
 #include "common/util.h"
 #include "controller/state/software.h"
 #include "db/db.h"
+#include "tests/unit/support/support.h"
 
 static char dir[512];
 
@@ -431,38 +432,12 @@ static void test_hooks(void **state)
 
 /* ---------------------------------------------------------------- cgroups */
 
-/* A fake cgroup v2 tree: ROOT/cgroup.controllers and, at our own cgroup's path, the files a
- * real hierarchy has. Returns the base directory. */
-static void fake_tree(const char *root, const char *controllers, char *base, size_t len)
-{
-    char line[1024] = "", path[1300];
-    struct hc_error err = {0};
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    const char *own = "";
-    while (f && fgets(line, sizeof(line), f))
-        if (strncmp(line, "0::", 3) == 0) {
-            line[strcspn(line, "\n")] = '\0';
-            own = strcmp(line + 3, "/") ? line + 3 : "";
-            break;
-        }
-    if (f)
-        fclose(f);
-    snprintf(base, len, "%s%s", root, own);
-    assert_int_equal(hc_mkdir_p(base, 0755, &err), 0);
-    snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
-    write_text(path, controllers, 0644);
-    snprintf(path, sizeof(path), "%s/cgroup.controllers", base);
-    write_text(path, controllers, 0644);
-    snprintf(path, sizeof(path), "%s/cgroup.subtree_control", base);
-    write_text(path, "", 0644);
-}
-
 static void test_cgroup(void **state)
 {
     char root[600], base[1200], path[1400], *text;
     struct hc_cgroup cg;
     path_in(root, sizeof(root), "cg");
-    fake_tree(root, "cpuset cpu io memory pids\n", base, sizeof(base));
+    hc_test_fake_cgroup(root, "cpuset cpu io memory pids\n", base, sizeof(base));
     hc_cgroup_setup(&cg, root, 50, 256);
     assert_true(cg.applied);
     snprintf(path, sizeof(path), "%s/hcservice/cpu.max", base);
@@ -489,7 +464,7 @@ static void test_cgroup(void **state)
 
     /* Only the memory limit asked: only that controller is needed. */
     path_in(root, sizeof(root), "cg2");
-    fake_tree(root, "io memory\n", base, sizeof(base));
+    hc_test_fake_cgroup(root, "io memory\n", base, sizeof(base));
     hc_cgroup_setup(&cg, root, 0, 64);
     assert_true(cg.applied);
     hc_cgroup_setup(&cg, root, 20, 64);

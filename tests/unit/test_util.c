@@ -127,6 +127,20 @@ static void test_host_port_invalid(void **state)
     assert_int_equal(hc_split_host_port("longhost:80", small, sizeof(small), &port, NULL), -1);
 }
 
+/* How many entries dir holds (hidden ones included). */
+static int dir_entries(const char *dir)
+{
+    int entries = 0;
+    char *cmd = NULL;
+    assert_true(asprintf(&cmd, "ls -A '%s' | wc -l", dir) > 0);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_int_equal(fscanf(p, "%d", &entries), 1);
+    pclose(p);
+    free(cmd);
+    return entries;
+}
+
 static void test_file_write_atomic(void **state)
 {
     const char *dir = *state;
@@ -156,15 +170,7 @@ static void test_file_write_atomic(void **state)
     assert_int_equal(st.st_mode & 07777, 0600);
 
     /* No temporary file is left next to it. */
-    int entries = 0;
-    char *cmd = NULL;
-    assert_true(asprintf(&cmd, "ls -A '%s' | wc -l", dir) > 0);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    assert_int_equal(fscanf(p, "%d", &entries), 1);
-    pclose(p);
-    free(cmd);
-    assert_int_equal(entries, 1);
+    assert_int_equal(dir_entries(dir), 1);
     free(path);
 }
 
@@ -323,15 +329,7 @@ static void test_file_write_atomic_planted(void **state)
         assert_int_equal(WEXITSTATUS(status), 0);
     }
     /* Only the key, the attacker's file and nothing else is left in the directory. */
-    int entries = 0;
-    char *cmd = NULL;
-    assert_true(asprintf(&cmd, "ls -A '%s' | wc -l", dir) > 0);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    assert_int_equal(fscanf(p, "%d", &entries), 1);
-    pclose(p);
-    free(cmd);
-    assert_int_equal(entries, 2);
+    assert_int_equal(dir_entries(dir), 2);
     close(afd);
     free(tmp);
     free(stolen);
