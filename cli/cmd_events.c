@@ -15,6 +15,7 @@
 #include "cli/exit_codes.h"
 #include "cli/groups.h"
 #include "common/json_util.h"
+#include "common/stop.h"
 
 #define FOLLOW_POLL_MS 1000
 
@@ -34,12 +35,12 @@ static const struct hc_section events_view[] = {
     {0, NULL, NULL, NULL},
 };
 
-static volatile sig_atomic_t stop_requested;
+static struct hc_stop follow_stop;
 
 static void on_stop(int sig)
 {
     (void)sig;
-    stop_requested = 1;
+    hc_stop_request(&follow_stop);
 }
 
 /* Adds "&key=N" for n > 0. */
@@ -98,7 +99,7 @@ static void follow_print(struct hc_cmd_ctx *ctx, struct follow *f, const json_t 
 static void follow_sleep(void)
 {
     struct timespec ts = {FOLLOW_POLL_MS / 1000, (FOLLOW_POLL_MS % 1000) * 1000000L};
-    if (!stop_requested)
+    if (!hc_stop_requested(&follow_stop))
         nanosleep(&ts, NULL); /* SIGINT interrupts it: no SA_RESTART */
 }
 
@@ -113,7 +114,7 @@ static int follow_round(struct hc_cmd_ctx *ctx, struct follow *f)
         return 0;
     }
     json_t *doc = hc_cmd_request(ctx, "GET", path, NULL, &err);
-    if (!doc && stop_requested)
+    if (!doc && hc_stop_requested(&follow_stop))
         return 0; /* the request was cut short by Ctrl-C */
     /* Once the controller has answered, a transport failure is a restart or a network blip:
      * keep trying. Before that, it is a wrong address: fail at once. */
@@ -151,11 +152,11 @@ static int follow(struct hc_cmd_ctx *ctx, int64_t since, int newest)
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop;
     sigemptyset(&sa.sa_mask);
-    stop_requested = 0;
+    hc_stop_reset(&follow_stop);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     ctx->out.stream = 1;
-    while (!stop_requested && follow_round(ctx, &f))
+    while (!hc_stop_requested(&follow_stop) && follow_round(ctx, &f))
         ;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);

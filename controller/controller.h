@@ -6,10 +6,10 @@
 #define HC_CONTROLLER_CONTROLLER_H
 
 #include <event2/event.h>
-#include <signal.h>
 #include <stdint.h>
 
 #include "common/error.h"
+#include "common/stop.h"
 
 #define HC_CONTROLLER_DEFAULT_PORT 7443
 #define HC_CONTROLLER_DEFAULT_POLL_MS 2000
@@ -39,7 +39,7 @@ struct hc_controller {
     struct event_base *base;  /* the API thread's loop */
     struct hc_ops_pool *ops;
     struct hc_poller *poller;
-    volatile sig_atomic_t stopping;
+    struct hc_stop stopping; /* set on the API thread (SIGTERM/SIGINT), read by every thread */
 };
 
 /* Fills the path fields from data_dir. */

@@ -236,7 +236,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     struct hc_controller *ctl = arg;
     HC_INFO("received signal %d, stopping", (int)sig);
-    ctl->stopping = 1;
+    hc_stop_request(&ctl->stopping);
     event_base_loopexit(ctl->base, NULL);
 }
 
@@ -300,7 +300,7 @@ static int serve(struct hc_controller *ctl, struct hc_error *err)
     event_base_dispatch(ctl->base);
     rc = 0;
 cleanup:
-    ctl->stopping = 1;
+    hc_stop_request(&ctl->stopping);
     if (ctl->poller)
         hc_poller_stop(ctl->poller);
     if (ctl->ops)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/stop.h"
 #include "common/util.h"
 
 #define BACKOFF_MIN_MS 500
@@ -21,14 +22,16 @@
 #define LOG_MAX (16LL << 20)  /* the log file moves to FILE.1 past this, checked every minute */
 #define LOG_CHECK_MS 60000
 
-static volatile sig_atomic_t stop_signal;
-static volatile pid_t worker_pid;
+/* Both are read by the signal handler: lock-free atomics (common/stop.h). */
+static struct hc_stop supervisor_stop;
+static atomic_int worker_pid;
 
 static void on_stop(int sig)
 {
-    stop_signal = sig;
-    if (worker_pid > 0)
-        kill(worker_pid, sig);
+    hc_stop_request(&supervisor_stop);
+    pid_t pid = atomic_load(&worker_pid);
+    if (pid > 0)
+        kill(pid, sig);
 }
 
 /* 1 when pid runs: it exists and is not a zombie (a killed supervisor's children are reparented
@@ -114,12 +117,12 @@ static int supervise(const char *pidfile, const char *log_file)
             sleep(1);
             continue;
         }
-        worker_pid = pid;
+        atomic_store(&worker_pid, pid);
         int status = 0;
         wait_worker(pid, &status, log_file);
-        worker_pid = 0;
+        atomic_store(&worker_pid, 0);
         int clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (clean || stop_signal) {
+        if (clean || hc_stop_requested(&supervisor_stop)) {
             HC_INFO("supervisor: agent stopped%s; exiting", clean ? "" : " on request");
             if (pidfile)
                 unlink(pidfile);
@@ -134,9 +137,9 @@ static int supervise(const char *pidfile, const char *log_file)
             HC_WARN("supervisor: agent exited with status %d; restarting in %lld ms",
                     WEXITSTATUS(status), (long long)backoff);
         struct timespec ts = {backoff / 1000, (backoff % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !stop_signal)
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !hc_stop_requested(&supervisor_stop))
             ;
-        if (stop_signal) {
+        if (hc_stop_requested(&supervisor_stop)) {
             if (pidfile)
                 unlink(pidfile);
             _exit(0);

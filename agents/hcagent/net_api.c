@@ -2,11 +2,11 @@
  * The /v1/net/... routes of the agent API (docs/api.md "Agent API: network").
  *
  * The loop thread must keep answering /v1/status while a probe (seconds) or a bench (up to a
- * minute) runs, so those run as jobs in worker threads and their requests are answered later
- * through the HTTP server's deferred replies. A worker never touches a request: it stores its
- * result, marks the job under the lock and writes a byte into a pipe whose read end is an event
- * on the loop; the loop answers and joins. MTU routes are quick netlink calls and run on the
- * loop, where the revert timer lives too.
+ * minute) runs, so those run as jobs (agents/hcagent/jobs.h) and their requests are answered
+ * later through the HTTP server's deferred replies. A worker never touches a request: it stores
+ * its result in the job and returns (a bench server notifies once its port is known, and keeps
+ * waiting for its client); the job's callbacks answer on the loop. MTU routes are quick netlink
+ * calls and run on the loop, where the revert timer lives too.
  *
  * A probe starts by flushing the namespace's route cache (agents/hcagent/mtu.h): a path MTU learnt
  * earlier (a routed hop since fixed, an MTU since raised) would otherwise be reported as the path
@@ -19,21 +19,20 @@
 #include "agents/hcagent/net_api.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "agents/hcagent/bench.h"
+#include "agents/hcagent/jobs.h"
 #include "agents/hcagent/mtu.h"
 #include "agents/hcagent/probe.h"
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/stop.h"
 #include "common/util.h"
 
 #define MAX_JOBS 8
@@ -44,13 +43,12 @@ enum job_kind { JOB_PROBE, JOB_BENCH_SERVER, JOB_BENCH_CLIENT };
 
 struct net_ctx;
 
-/* A probe or bench running in a worker thread. Inputs are set before the thread starts; the
- * outputs belong to the worker until answer_ready. */
+/* A probe or bench running as a job. Inputs are set before it starts; the outputs belong to
+ * the worker until it notifies (a bench server) or returns. */
 struct job {
     struct net_ctx *ctx;
     enum job_kind kind;
     struct hc_deferred *def; /* loop thread only */
-    pthread_t thread;
     struct hc_probe_options popt;
     struct hc_probe_target *targets;
     size_t ntargets;
@@ -61,9 +59,7 @@ struct job {
     struct hc_bench_result bench;
     struct hc_error err;
     int rc;
-    int answer_ready; /* under ctx->lock: the result can be sent */
-    int finished;     /* under ctx->lock: the thread is done, join it */
-    struct job *next;
+    struct job *next; /* ctx->running; loop thread only */
 };
 
 struct net_ctx {
@@ -71,13 +67,11 @@ struct net_ctx {
     struct event_base *base;
     struct hc_mtu_mgr *mtu;
     struct hc_probe_responder *responder;
-    int wake[2];
-    struct event *wake_ev;
-    pthread_mutex_t lock;
-    struct job *jobs; /* list owned by the loop thread; flags under lock */
+    struct hc_jobs *jobs;
+    struct job *running; /* the jobs not done yet; loop thread only */
     int njobs;
-    atomic_int cancel;
-    struct net_ctx *next; /* registry */
+    struct hc_stop cancel; /* the agent stops: probes end, bench servers are killed */
+    struct net_ctx *next;  /* registry */
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -121,18 +115,6 @@ static void job_free(struct job *job)
     free(job);
 }
 
-static void job_mark(struct job *job, int answer_ready, int finished)
-{
-    struct net_ctx *ctx = job->ctx;
-    pthread_mutex_lock(&ctx->lock);
-    job->answer_ready |= answer_ready;
-    job->finished |= finished;
-    pthread_mutex_unlock(&ctx->lock);
-    char byte = 1;
-    while (write(ctx->wake[1], &byte, 1) < 0 && errno == EINTR)
-        ;
-}
-
 /* Before a probe: what is cached is not measured. Failing (no CAP_NET_ADMIN) is logged once:
  * the probe then reports cached path MTUs as the kernel applies them. */
 static void probe_flush_routes(void)
@@ -146,7 +128,7 @@ static void probe_flush_routes(void)
                 err.message);
 }
 
-static void *job_main(void *arg)
+static void job_main(struct hc_job *hj, void *arg)
 {
     struct job *job = arg;
     switch (job->kind) {
@@ -164,56 +146,46 @@ static void *job_main(void *arg)
         if (job->rc < 0)
             break;
         atomic_store(&job->child, pid);
-        if (atomic_load(&job->ctx->cancel))
+        if (hc_stop_requested(&job->ctx->cancel))
             kill(pid, SIGKILL);
-        job_mark(job, 1, 0); /* the port can go out while the server waits for its client */
+        hc_job_notify(hj); /* the port can go out while the server waits for its client */
         int64_t limit = job->duration_s + HC_BENCH_GRACE_S + HC_BENCH_START_WINDOW_S;
         hc_bench_reap(pid, hc_mono_ms() + limit * 1000);
         atomic_store(&job->child, 0);
         break;
     }
     }
-    job_mark(job, 1, 1);
-    return NULL;
 }
 
-/* Answers what is ready and joins what has finished. Loop thread. */
-static void jobs_collect(struct net_ctx *ctx)
+/* The job's ready callback: answers the request once (loop thread). */
+static void job_reply(void *arg)
 {
-    struct job **pp = &ctx->jobs;
-    pthread_mutex_lock(&ctx->lock);
-    while (*pp) {
-        struct job *job = *pp;
-        if (job->answer_ready && job->def) {
-            int status;
-            json_t *body = job_answer(job, &status);
-            hc_deferred_reply_json(job->def, status, body);
-            job->def = NULL;
-        }
-        if (!job->finished) {
-            pp = &job->next;
-            continue;
-        }
-        *pp = job->next;
-        ctx->njobs--;
-        pthread_mutex_unlock(&ctx->lock);
-        pthread_join(job->thread, NULL);
-        job_free(job);
-        pthread_mutex_lock(&ctx->lock);
-    }
-    pthread_mutex_unlock(&ctx->lock);
+    struct job *job = arg;
+    if (!job->def)
+        return;
+    int status;
+    json_t *body = job_answer(job, &status);
+    hc_deferred_reply_json(job->def, status, body);
+    job->def = NULL;
 }
 
-static void on_wake(evutil_socket_t fd, short what, void *arg)
+/* The job's done callback: answers if not yet done, then forgets and frees the job. */
+static void job_done(void *arg)
 {
-    char buf[64];
-    while (read(fd, buf, sizeof(buf)) > 0)
-        ;
-    jobs_collect(arg);
+    struct job *job = arg;
+    struct net_ctx *ctx = job->ctx;
+    job_reply(job);
+    for (struct job **pp = &ctx->running; *pp; pp = &(*pp)->next)
+        if (*pp == job) {
+            *pp = job->next;
+            break;
+        }
+    ctx->njobs--;
+    job_free(job);
 }
 
-/* Takes over job and the request: the reply comes from jobs_collect. On failure answers the
- * request itself and frees job. */
+/* Takes over job and the request: the reply comes from the job's callbacks. On failure answers
+ * the request itself and frees job. */
 static void job_start(struct net_ctx *ctx, struct hc_request *req, struct job *job)
 {
     struct hc_error err = {0};
@@ -228,14 +200,15 @@ static void job_start(struct net_ctx *ctx, struct hc_request *req, struct job *j
         hc_error_set(&err, 500, HC_ERR_INTERNAL, "out of memory");
         goto fail;
     }
-    if (pthread_create(&job->thread, NULL, job_main, job) != 0) {
+    if (hc_jobs_start_notify(ctx->jobs, job_main, job_reply, job_done, job, &err) < 0) {
         hc_error_set(&err, 500, HC_ERR_INTERNAL, "cannot start a worker thread");
         hc_deferred_reply_error(job->def, &err);
         job_free(job);
         return;
     }
-    job->next = ctx->jobs;
-    ctx->jobs = job;
+    /* done runs on this (the loop) thread, later: the job is listed before it can end */
+    job->next = ctx->running;
+    ctx->running = job;
     ctx->njobs++;
     return;
 fail:
@@ -451,27 +424,14 @@ static void mtu_revert_route(struct hc_request *req, void *arg)
 
 static void ctx_free(struct net_ctx *ctx)
 {
-    atomic_store(&ctx->cancel, 1);
-    pthread_mutex_lock(&ctx->lock);
-    for (struct job *j = ctx->jobs; j; j = j->next)
+    hc_stop_request(&ctx->cancel);
+    for (struct job *j = ctx->running; j; j = j->next)
         if (atomic_load(&j->child) > 0)
             kill(atomic_load(&j->child), SIGKILL);
-    pthread_mutex_unlock(&ctx->lock);
     /* Cancelled workers end quickly; their answers still go out before the server closes. */
-    for (;;) {
-        jobs_collect(ctx);
-        if (!ctx->jobs)
-            break;
-        usleep(10 * 1000);
-    }
+    hc_jobs_free(ctx->jobs);
     hc_probe_responder_free(ctx->responder);
-    if (ctx->wake_ev)
-        event_free(ctx->wake_ev);
-    for (int i = 0; i < 2; i++)
-        if (ctx->wake[i] >= 0)
-            close(ctx->wake[i]);
     hc_mtu_mgr_free(ctx->mtu);
-    pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
 
@@ -496,11 +456,7 @@ int hc_agent_net_routes(struct hc_agent *agent, struct hc_http_server *srv, stru
         return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
     ctx->agent = agent;
     ctx->base = base;
-    ctx->wake[0] = ctx->wake[1] = -1;
-    pthread_mutex_init(&ctx->lock, NULL);
-    if (pipe2(ctx->wake, O_NONBLOCK | O_CLOEXEC) < 0 ||
-        !(ctx->wake_ev = event_new(base, ctx->wake[0], EV_READ | EV_PERSIST, on_wake, ctx)) ||
-        event_add(ctx->wake_ev, NULL) < 0) {
+    if (!(ctx->jobs = hc_jobs_new(base))) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot set up the network worker wakeup");
         goto fail;
     }

@@ -406,7 +406,7 @@ struct prober {
     int small;
     int search;
     struct in_addr source;
-    const atomic_int *cancel;
+    const struct hc_stop *cancel;
     unsigned char *buf; /* payload scratch, HC_PROBE_MAX_SIZE */
 };
 
@@ -885,7 +885,7 @@ static int probe_window(struct prober *p, struct hc_probe_target *targets, size_
             goto cleanup;
     for (;;) {
         int64_t next = INT64_MAX;
-        if (p->cancel && atomic_load(p->cancel)) {
+        if (p->cancel && hc_stop_requested(p->cancel)) {
             cancel_targets(ts, n);
             break;
         }

@@ -23,11 +23,11 @@
 #include <event2/event.h>
 #include <jansson.h>
 #include <netinet/in.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
+#include "common/stop.h"
 
 #define HC_PROBE_PORT 7445
 #define HC_PROBE_MAGIC "HCP1"       /* a probe (any version) */
@@ -128,9 +128,9 @@ struct hc_probe_options {
     int attempts;   /* 0: HC_PROBE_DEFAULT_ATTEMPTS */
     int search;     /* binary (k-ary) search of the largest echoed size for failing targets */
     int small_size; /* 0: HC_PROBE_SMALL_SIZE */
-    /* Set to non-zero by another thread to stop early (agent shutdown); may be NULL. Targets
-     * not finished then are reported unreachable with the detail "probe cancelled". */
-    const atomic_int *cancel;
+    /* Requested by another thread to stop early (agent shutdown); may be NULL. Targets not
+     * finished then are reported unreachable with the detail "probe cancelled". */
+    const struct hc_stop *cancel;
 };
 
 /* Probes all targets concurrently from the calling thread (non-blocking sockets and poll) and

@@ -1,6 +1,7 @@
 /*
  * The storage-node service on a node, as the agent runs it (docs/bundles.md "On the node"):
  *   jobs.c     work that may block (downloads, hooks) on a thread, answered on the loop thread
+ *              (agents/hcagent/jobs.h: the agent's one job system, also the network tests')
  *   hooks.c    the manifest's hooks: HTTP to the local service, or commands with a timeout
  *   cgroup.c   CPU and memory limits in a child cgroup (v2), or a plain reason why not
  *   service.c  the supervisor: start, stop, restart on crash with backoff, state, adoption of
@@ -18,19 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agents/hcagent/jobs.h"
 #include "common/error.h"
-
-/* ---------------------------------------------------------------- jobs (jobs.c) */
-
-typedef void (*hc_job_work_fn)(void *arg); /* on a worker thread */
-typedef void (*hc_job_done_fn)(void *arg); /* then on the loop thread */
-struct hc_jobs;
-struct hc_jobs *hc_jobs_new(struct event_base *base);
-/* Runs work(arg) on a new thread, then done(arg) on base's loop. 0 or -1 with err. */
-int hc_jobs_start(struct hc_jobs *jobs, hc_job_work_fn work, hc_job_done_fn done, void *arg,
-                  struct hc_error *err);
-/* Waits for every running job and runs its done callback, then frees. Accepts NULL. */
-void hc_jobs_free(struct hc_jobs *jobs);
 
 /* ---------------------------------------------------------------- hooks (hooks.c) */
 

@@ -2,14 +2,13 @@
  * cluster.create and node.add operations: install and enroll hcagent on hosts over SSH, in
  * parallel, idempotently. See op_bootstrap.h for the steps.
  *
- * Threads: the run function spreads hosts over at most `parallel` threads; each thread works on
- * its own forked operation context (its own database connection), so step records and node
- * lookups never share a SQLite connection between threads.
+ * Threads: the run function spreads hosts over at most `parallel` threads (hc_parallel_for,
+ * common/parallel.h); each host is worked on its own forked operation context (its own database
+ * connection), so step records and node lookups never share a SQLite connection between threads.
  */
 #include "controller/ops/op_bootstrap.h"
 
 #include <ctype.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "agents/hcagent/privilege.h"
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/parallel.h"
 #include "common/pki.h"
 #include "common/util.h"
 #include "controller/remote/agent_client.h"
@@ -117,8 +117,7 @@ struct boot_job {
     char ca_fp[65];
     char controller_url[320];
     struct boot_host *hosts;
-    size_t nhosts, next;
-    pthread_mutex_t lock;
+    size_t nhosts;
 };
 
 void hc_bootstrap_ssh_paths(const char *data_dir, char *key, size_t key_len, char *known,
@@ -606,17 +605,12 @@ static void host_run(struct boot_host *h)
     h->ctx = NULL;
 }
 
-static void *boot_thread(void *arg)
+/* One host of the parallel-for. Hosts are independent: one failing stops no other. */
+static int boot_host_item(void *arg, unsigned worker, size_t i)
 {
     struct boot_job *job = arg;
-    for (;;) {
-        pthread_mutex_lock(&job->lock);
-        size_t i = job->next < job->nhosts ? job->next++ : job->nhosts;
-        pthread_mutex_unlock(&job->lock);
-        if (i >= job->nhosts)
-            return NULL;
-        host_run(&job->hosts[i]);
-    }
+    host_run(&job->hosts[i]);
+    return 0;
 }
 
 /* --- the operation -------------------------------------------------------------------------- */
@@ -759,10 +753,7 @@ static enum hc_op_result job_result(struct boot_job *job, struct hc_error *err)
 static enum hc_op_result bootstrap_run(struct hc_op_ctx *ctx, int create, struct hc_error *err)
 {
     struct boot_job job = {.ctx = ctx, .ctl = hc_op_controller(ctx), .create = create};
-    pthread_mutex_init(&job.lock, NULL);
     enum hc_op_result result = HC_OP_FAILED;
-    pthread_t threads[HC_BOOTSTRAP_MAX_PARALLEL];
-    size_t nthreads = 0;
     if (job_setup(&job, err) < 0 || job_hosts(&job, err) < 0 ||
         (create && name_cluster(&job, err) < 0) ||
         hc_ssh_keygen(job.key, err) < 0)
@@ -771,15 +762,7 @@ static enum hc_op_result bootstrap_run(struct hc_op_ctx *ctx, int create, struct
     if (parallel < 1 || parallel > HC_BOOTSTRAP_MAX_PARALLEL)
         parallel = HC_BOOTSTRAP_DEFAULT_PARALLEL;
     hc_op_waiting(ctx, "%zu node(s) to join, %lld at a time", job.nhosts, (long long)parallel);
-    for (; nthreads < (size_t)parallel && nthreads < job.nhosts; nthreads++)
-        if (pthread_create(&threads[nthreads], NULL, boot_thread, &job) != 0)
-            break;
-    if (nthreads == 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start bootstrap threads");
-        goto cleanup;
-    }
-    for (size_t i = 0; i < nthreads; i++)
-        pthread_join(threads[i], NULL);
+    hc_parallel_for(job.nhosts, (unsigned)parallel, boot_host_item, &job);
     result = job_result(&job, err);
     /* A node that cannot carry the cluster's MTU stays joined, but never silently. */
     if (result == HC_OP_SUCCEEDED && hc_net_check_after_join(ctx, err) < 0)
@@ -788,7 +771,6 @@ static enum hc_op_result bootstrap_run(struct hc_op_ctx *ctx, int create, struct
 cleanup:
     free(job.hosts);
     free(job.agent_bin);
-    pthread_mutex_destroy(&job.lock);
     return result;
 }
 

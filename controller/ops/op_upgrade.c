@@ -3,8 +3,9 @@
  *
  * Parallelism: the pre-stage runs PRESTAGE_PARALLEL slots that each stage the next node; then
  * min(max_unavailable, nodes left, UPGRADE_MAX_PARALLEL) threads ("slots") each take the next node and carry it all the way (maintenance, activate,
- * health, exit maintenance, resync), then take the next. Each thread has its own forked
- * operation context (its own database connection) and its own agent client. Taking a node down
+ * health, exit maintenance, resync), then take the next (hc_parallel_for, common/parallel.h).
+ * Each slot has its own forked operation context (its own database connection) and its own
+ * agent client, made at its first node. Taking a node down
  * (budget, ok-to-stop, drain, stop) is done by one thread at a time under `admit`, so the budget
  * of the next node counts this one as down and the service answers ok-to-stop for it knowing
  * that this one is down; the rest runs in parallel. Nodes already down (a restart mid-way) are
@@ -21,6 +22,7 @@
 
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/parallel.h"
 #include "common/util.h"
 #include "controller/remote/agent_client.h"
 #include "controller/api/auth.h"
@@ -154,7 +156,15 @@ static int progress_init(struct hc_op_ctx *ctx, const json_t *nodes, const char 
 
 /* --- the run ------------------------------------------------------------------------------ */
 
-struct slot;
+struct upgrade;
+
+/* One slot (a thread of run_slots): its own context and agent client, kept from node to node. */
+struct slot {
+    struct upgrade *u;
+    struct hc_op_ctx *ctx;
+    struct hc_http_client *client;
+};
+
 /* What a slot does with one node of the queue. */
 typedef enum hc_op_result (*node_work_fn)(struct slot *w, const json_t *row,
                                           struct hc_error *err);
@@ -171,19 +181,12 @@ struct upgrade {
     /* The slots: threads taking the next row of the queue, for pre-staging and for upgrading. */
     node_work_fn work;
     json_t *queue;         /* rows {name, agent_url}; to upgrade: nodes already down first */
+    struct slot slots[UPGRADE_MAX_PARALLEL]; /* by worker index; each touched by its thread only */
     pthread_mutex_t admit; /* held while a node is taken down (budget .. stop) */
-    pthread_mutex_t lock;  /* guards next, stop, result and err */
-    size_t next;
+    pthread_mutex_t lock;  /* guards stop, result and err */
     int stop;                 /* a node failed or paused: no new node is taken */
     enum hc_op_result result; /* the gravest outcome of a slot */
     struct hc_error err;      /* the first failure */
-};
-
-/* One slot's thread: its own context and agent client. */
-struct slot {
-    struct upgrade *u;
-    struct hc_op_ctx *ctx;
-    struct hc_http_client *client;
 };
 
 struct node_step {
@@ -465,17 +468,6 @@ static enum hc_op_result upgrade_node(struct slot *w, const json_t *row, struct 
     return HC_OP_SUCCEEDED;
 }
 
-/* The next node for a slot, or NULL when none is left or the upgrade stops. */
-static const json_t *take_next(struct upgrade *u)
-{
-    pthread_mutex_lock(&u->lock);
-    const json_t *row = !u->stop && u->next < json_array_size(u->queue)
-                            ? json_array_get(u->queue, u->next++)
-                            : NULL;
-    pthread_mutex_unlock(&u->lock);
-    return row;
-}
-
 /* Records a slot's outcome: any outcome but success stops the taking of new nodes; the
  * operation ends with the gravest (failed > aborted > paused) and the first failure's reason. */
 static void slot_outcome(struct upgrade *u, enum hc_op_result r, const struct hc_error *err)
@@ -494,25 +486,24 @@ static void slot_outcome(struct upgrade *u, enum hc_op_result r, const struct hc
     pthread_mutex_unlock(&u->lock);
 }
 
-static void *slot_thread(void *arg)
+/* Node i of the queue on slot `worker` (the parallel-for's item): the slot's context and agent
+ * client are made at its first node. Non-zero (any outcome but success) ends the taking of
+ * nodes. */
+static int slot_item(void *arg, unsigned worker, size_t i)
 {
     struct upgrade *u = arg;
-    struct slot w = {.u = u};
+    struct slot *w = &u->slots[worker];
     struct hc_error err = {0};
     enum hc_op_result r = HC_OP_FAILED;
-    if ((w.ctx = hc_op_ctx_fork(u->ctx, &err)) &&
-        (w.client = hc_agent_client_new(hc_op_controller(w.ctx), hc_op_db(w.ctx), &err))) {
-        const json_t *row;
-        r = HC_OP_SUCCEEDED;
-        while (r == HC_OP_SUCCEEDED && (row = take_next(u)))
-            r = u->work(&w, row, &err);
-    }
+    w->u = u;
+    if ((w->ctx || (w->ctx = hc_op_ctx_fork(u->ctx, &err))) &&
+        (w->client ||
+         (w->client = hc_agent_client_new(hc_op_controller(w->ctx), hc_op_db(w->ctx), &err))))
+        r = u->work(w, json_array_get(u->queue, i), &err);
     if (r == HC_OP_FAILED)
         HC_WARN("upgrade %s: %s", hc_op_id(u->ctx), err.message);
     slot_outcome(u, r, &err);
-    hc_http_client_free(w.client);
-    hc_op_ctx_free_fork(w.ctx);
-    return NULL;
+    return r != HC_OP_SUCCEEDED;
 }
 
 /* Runs u->work on every row of u->queue (which it takes over) with up to `want` slots; the
@@ -520,27 +511,19 @@ static void *slot_thread(void *arg)
 static enum hc_op_result run_slots(struct upgrade *u, json_t *queue, node_work_fn work,
                                    size_t want, struct hc_error *err)
 {
-    pthread_t threads[UPGRADE_MAX_PARALLEL];
-    size_t n = 0;
     json_decref(u->queue);
     u->queue = queue;
     u->work = work;
-    u->next = 0;
     u->stop = 0;
     u->result = HC_OP_SUCCEEDED;
-    if (want > json_array_size(queue))
-        want = json_array_size(queue);
     if (want > UPGRADE_MAX_PARALLEL)
         want = UPGRADE_MAX_PARALLEL;
-    for (; n < want; n++)
-        if (pthread_create(&threads[n], NULL, slot_thread, u) != 0)
-            break;
-    if (n == 0 && want > 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start the upgrade's threads");
-        return HC_OP_FAILED;
+    hc_parallel_for(json_array_size(queue), (unsigned)want, slot_item, u);
+    for (size_t i = 0; i < UPGRADE_MAX_PARALLEL; i++) {
+        hc_http_client_free(u->slots[i].client);
+        hc_op_ctx_free_fork(u->slots[i].ctx);
+        u->slots[i] = (struct slot){0};
     }
-    for (size_t i = 0; i < n; i++)
-        pthread_join(threads[i], NULL);
     if (u->result == HC_OP_FAILED)
         *err = u->err;
     return u->result;

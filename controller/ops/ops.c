@@ -15,7 +15,6 @@
 
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -470,7 +469,7 @@ struct hc_ops_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     unsigned kicks; /* guarded by mu: bumped by hc_ops_pool_kick so no wake-up is lost */
-    atomic_int stopping;
+    struct hc_stop stopping; /* hc_ops_pool_stop was called */
     int nworkers;
     struct hc_ops_worker *workers;
 };
@@ -485,7 +484,7 @@ struct hc_op_ctx {
 
 static int ops_stopping(const struct hc_ops_pool *pool)
 {
-    return atomic_load(&pool->stopping) || pool->ctl->stopping;
+    return hc_stop_requested(&pool->stopping) || hc_stop_requested(&pool->ctl->stopping);
 }
 
 /* Operations left 'running' by a controller that died (or stopped at a checkpoint) go back to
@@ -700,7 +699,7 @@ static void ops_wait(struct hc_ops_worker *w)
     until.tv_sec += until.tv_nsec / 1000000000L;
     until.tv_nsec %= 1000000000L;
     pthread_mutex_lock(&pool->mu);
-    while (pool->kicks == w->seen_kicks && !atomic_load(&pool->stopping)) {
+    while (pool->kicks == w->seen_kicks && !hc_stop_requested(&pool->stopping)) {
         if (pthread_cond_timedwait(&pool->cv, &pool->mu, &until) != 0)
             break;
     }
@@ -738,7 +737,7 @@ void hc_ops_pool_stop(struct hc_ops_pool *pool)
     if (!pool)
         return;
     pthread_mutex_lock(&pool->mu);
-    atomic_store(&pool->stopping, 1);
+    hc_stop_request(&pool->stopping);
     pthread_cond_broadcast(&pool->cv);
     pthread_mutex_unlock(&pool->mu);
     for (int i = 0; i < pool->nworkers; i++) {
@@ -765,7 +764,7 @@ static struct hc_ops_pool *ops_pool_new(struct hc_controller *ctl, int nworkers)
     }
     pool->ctl = ctl;
     pool->nworkers = nworkers;
-    atomic_init(&pool->stopping, 0);
+    hc_stop_reset(&pool->stopping);
     pthread_mutex_init(&pool->mu, NULL);
     /* Monotonic, so that a wall-clock jump neither stalls nor spins the workers. */
     pthread_condattr_init(&attr);

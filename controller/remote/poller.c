@@ -586,11 +586,12 @@ static int poller_wait(struct hc_poller *p, int64_t deadline_ms)
                              .tv_nsec = (long)(deadline_ms % 1000) * 1000000L};
     int stopping;
     pthread_mutex_lock(&p->mu);
-    while (!p->stopping && !p->ctl->stopping && hc_mono_ms() < deadline_ms) {
+    while (!p->stopping && !hc_stop_requested(&p->ctl->stopping) &&
+           hc_mono_ms() < deadline_ms) {
         if (pthread_cond_timedwait(&p->cv, &p->mu, &until) != 0)
             break;
     }
-    stopping = p->stopping || p->ctl->stopping;
+    stopping = p->stopping || hc_stop_requested(&p->ctl->stopping);
     pthread_mutex_unlock(&p->mu);
     return stopping;
 }

@@ -157,9 +157,9 @@ static void wait_signal(struct hcload *L, int64_t us)
     const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
     if (sig <= 0)
         return;
-    if (!atomic_exchange(&L->stop, 1))
+    if (hc_stop_request(&L->stop))
         hcload_say(L, "%s: stopping, the operations in flight finish first", name);
-    else if (!atomic_exchange(&L->abort_run, 1))
+    else if (hc_stop_request(&L->abort_run))
         hcload_say(L, "%s again: abandoning the operations in flight", name);
 }
 
@@ -209,7 +209,7 @@ static void run_load(struct hcload *L)
     int64_t limit;
     while (atomic_load(&L->loading) > 0) {
         int64_t now = hcload_mono_us(), wake = tick;
-        if (now >= end && !atomic_exchange(&L->stop, 1))
+        if (now >= end && hc_stop_request(&L->stop))
             hcload_say(L, "%g s elapsed: stopping", L->o.duration_s);
         if (now >= tick) {
             timeline_line(L);
@@ -219,11 +219,11 @@ static void run_load(struct hcload *L)
             progress_line(L, now);
             progress += 5000000;
         }
-        if (!atomic_load(&L->stop) && end < wake)
+        if (!hc_stop_requested(&L->stop) && end < wake)
             wake = end;
         /* Once stopping, look often: the load ends when the last worker's operation does. */
         wake -= now;
-        limit = atomic_load(&L->stop) ? 10000 : 100000;
+        limit = hc_stop_requested(&L->stop) ? 10000 : 100000;
         wait_signal(L, wake < 1000 ? 1000 : wake > limit ? limit : wake);
     }
     timeline_line(L); /* the last, partial second */
@@ -238,8 +238,8 @@ static int start_workers(struct hcload *L, pthread_t *threads)
         int rc = pthread_create(&threads[i], NULL, hcload_worker_main, &L->workers[i]);
         if (rc != 0) {
             fprintf(stderr, "hcload: cannot start worker %d: %s\n", i, strerror(rc));
-            atomic_store(&L->stop, 1);
-            atomic_store(&L->abort_run, 1);
+            hc_stop_request(&L->stop);
+            hc_stop_request(&L->abort_run);
             atomic_fetch_sub(&L->loading, n - i);
             atomic_fetch_sub(&L->verifying, n - i);
             return i;

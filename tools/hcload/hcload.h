@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/stop.h"
+
 #define HCLOAD_KEY_MAX 128
 #define HCLOAD_PREFIX_MAX 64
 #define HCLOAD_BLOCK_MIN 256 /* room for the longest header: docs/hcload.md */
@@ -75,7 +77,9 @@ struct hcload {
     struct hcload_stats st;
     struct hcload_worker *workers;
     FILE *timeline;
-    atomic_int stop, abort_run, loading, verifying;
+    struct hc_stop stop;      /* the load ends: set by --duration or the first signal */
+    struct hc_stop abort_run; /* the second signal: the operations in flight are abandoned */
+    atomic_int loading, verifying;
 };
 
 /* Monotonic microseconds. */

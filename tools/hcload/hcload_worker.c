@@ -203,7 +203,7 @@ static enum op_result op_run(struct hcload_worker *w, const char *key, int put, 
     snprintf(why, why_len, "aborted");
     for (;;) {
         int64_t left_ms = (deadline - hcload_mono_us()) / 1000;
-        if (left_ms <= 0 || atomic_load(&L->abort_run))
+        if (left_ms <= 0 || hc_stop_requested(&L->abort_run))
             return OP_FAILED;
         long timeout = left_ms < L->o.request_timeout_ms ? left_ms : L->o.request_timeout_ms;
         long status = http_call(w, w->cur, key, put, timeout, why, why_len);
@@ -306,7 +306,7 @@ static void worker_verify(struct hcload_worker *w)
     char key[HCLOAD_KEY_MAX + 1], why[700] = "", line[900];
     int64_t lat;
     size_t i = 0;
-    for (; i < w->n_acked && !atomic_load(&L->abort_run); i++) {
+    for (; i < w->n_acked && !hc_stop_requested(&L->abort_run); i++) {
         uint32_t k = w->acked[i];
         key_name(w, k, key);
         enum op_result r = op_run(w, key, 0, &lat, why, sizeof(why));
@@ -321,7 +321,7 @@ static void worker_verify(struct hcload_worker *w)
     if (i == w->n_acked)
         return;
     snprintf(line, sizeof(line), "verify: worker %d: %zu keys not read back, counted lost (%s)",
-             w->id, w->n_acked - i, atomic_load(&L->abort_run) ? "aborted" : why);
+             w->id, w->n_acked - i, hc_stop_requested(&L->abort_run) ? "aborted" : why);
     hcload_stats_bad(L, &L->st.v_lost, line);
     hcload_stats_add(L, &L->st.v_lost, w->n_acked - i - 1);
     hcload_stats_add(L, &L->st.v_unreachable, w->n_acked - i);
@@ -331,7 +331,7 @@ void *hcload_worker_main(void *arg)
 {
     struct hcload_worker *w = arg;
     struct hcload *L = w->L;
-    while (!atomic_load(&L->stop)) {
+    while (!hc_stop_requested(&L->stop)) {
         /* Reads need a key already acknowledged; until then every operation writes. */
         double u = (double)(splitmix(&w->rng) >> 11) * 0x1p-53;
         if (w->n_acked > 0 && u < L->o.read_ratio)
