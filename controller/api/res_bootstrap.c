@@ -11,12 +11,12 @@
 #include <unistd.h>
 
 #include "common/json_util.h"
+#include "common/ssh_target.h"
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/state/nodes.h"
 #include "controller/ops/op_bootstrap.h"
 #include "controller/ops/ops.h"
-#include "controller/remote/ssh.h"
 
 static int check_file(const json_t *body, const char *key, struct hc_error *err)
 {
