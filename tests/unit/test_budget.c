@@ -55,7 +55,6 @@ static int setup(void **state)
                                "i", hc_now_ms()),
                      1);
     assert_int_equal(hc_crl_write(&f.ctl, f.db, &err), 0);
-    hc_maintenance_register();
     *state = &f;
     return 0;
 }

@@ -8,7 +8,7 @@
  *     or not needed), none is left pending or running;
  *   - an operation that failed names the cause ("database or disk is full" / "disk I/O error");
  *   - PRAGMA integrity_check is ok;
- *   - nothing is half-written (the invariants of controller/ops/ops.c and maintenance.c):
+ *   - nothing is half-written (the invariants of controller/ops/ops.c and op_maintenance.c):
  *     every operation has its op.created event; its last op.state event names its state; a
  *     terminal operation has finished_at, holds no cluster lease and has no step left running;
  *     a lease row names an operation that has not ended; a node in maintenance 'active' has
@@ -55,7 +55,6 @@ static int setup(void **state)
     snprintf(f.ctl.cluster_id, sizeof(f.ctl.cluster_id), "c-test");
     f.ctl.agent_timeout_ms = 2000;
     svc_standin_start(&f.agent, &f.ctl, f.dir);
-    hc_maintenance_register();
     *state = &f;
     return 0;
 }

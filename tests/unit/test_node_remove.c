@@ -205,7 +205,6 @@ static int setup(void **state)
                      1);
     assert_int_equal(hc_crl_write(&f.ctl, f.db, &err), 0);
     f.closed_port = hc_test_closed_port();
-    hc_op_node_remove_register();
     f.pool = hc_ops_pool_start(&f.ctl, 1, &err);
     if (!f.pool)
         fail_msg("pool: %s", err.message);
