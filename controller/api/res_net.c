@@ -1,8 +1,8 @@
 /*
  * /v1/net: the storage network as recorded (GET, `hcctl net show`), and the requests that start
  * the network operations: POST /v1/net/check (net.check), POST /v1/net/mtu (net.set_mtu,
- * disruptive), POST /v1/net/bench (net.bench). Plus GET /v1/operations/{id}/result, where the
- * result document an operation stored (the pair matrix of a check) is read.
+ * disruptive), POST /v1/net/bench (net.bench). The result document an operation stored (the
+ * pair matrix of a check) is read at GET /v1/operations/{id}/result (res_operations.c).
  *
  * The handlers only validate and submit: the probing runs on the operation workers, never on
  * the API thread.
@@ -14,7 +14,6 @@
 #include "controller/api/api.h"
 #include "controller/state/net.h"
 #include "controller/state/nodes.h"
-#include "controller/ops/ops.h"
 
 #define BENCH_MAX_S 60
 #define CONFIRM_MIN_MS 1000
@@ -93,16 +92,8 @@ static json_t *params_of(const json_t *body, const char *const *keys)
 static void submit(struct hc_request *req, struct hc_api *api, const char *kind, json_t *params)
 {
     struct hc_error err = {0};
-    json_t *reply = NULL;
-    char op_id[32];
-    if (hc_ops_submit(api->db, api->ctl->cluster_id, kind, params, hc_api_actor(req), op_id,
-                      &err) == 0) {
-        if (api->ctl->ops)
-            hc_ops_pool_kick(api->ctl->ops);
-        reply = hc_res_operation_body(api->db, op_id, &err);
-    }
+    hc_res_operation_submit(req, api, kind, params, &err);
     json_decref(params);
-    hc_api_reply(req, 202, reply, &err);
 }
 
 void hc_res_net_check(struct hc_request *req, void *arg)
@@ -268,25 +259,4 @@ void hc_res_net_show(struct hc_request *req, void *arg)
     struct hc_api *api = arg;
     struct hc_error err = {0};
     hc_api_reply(req, 200, net_show(api->db, &err), &err);
-}
-
-/* --- GET /v1/operations/{id}/result ----------------------------------------------------------- */
-
-void hc_res_op_result(struct hc_request *req, void *arg)
-{
-    struct hc_api *api = arg;
-    struct hc_error err = {0};
-    const char *id = hc_req_param(req, "id");
-    json_t *body = hc_res_operation_body(api->db, id, &err), *rows = NULL;
-    if (body && !(rows = hc_db_query_json(api->db, &err, "SELECT result_json FROM operations "
-                                          "WHERE id = ?", "s", id))) {
-        json_decref(body);
-        body = NULL;
-    }
-    if (body) {
-        json_t *res = json_object_get(json_array_get(rows, 0), "result_json");
-        json_object_set(body, "result", res ? res : json_null());
-    }
-    json_decref(rows);
-    hc_api_reply(req, 200, body, &err);
 }
