@@ -234,6 +234,8 @@ int hc_api_body_int(const json_t *body, const char *key, int64_t min, int64_t ma
                     int64_t *out, struct hc_error *err)
 {
     const json_t *v = json_object_get(body, key);
+    int64_t ignored;
+    out = out ? out : &ignored;
     *out = def;
     if (!v || json_is_null(v))
         return 0;

@@ -69,8 +69,8 @@ void hc_api_reply(struct hc_request *req, int status, json_t *body, const struct
 /* Integer query parameter within [min, max], def when absent; 0, or -1 with err (400). */
 int hc_api_query_int(struct hc_request *req, const char *name, int64_t def, int64_t min,
                      int64_t max, int64_t *out, struct hc_error *err);
-/* Integer member key of a request body within [min, max], def when absent or null; 0, or -1
- * with err (400). */
+/* Integer member key of a request body within [min, max] into out (may be NULL: only checked),
+ * def when absent or null; 0, or -1 with err (400). */
 int hc_api_body_int(const json_t *body, const char *key, int64_t min, int64_t max, int64_t def,
                     int64_t *out, struct hc_error *err);
 /* The request body as an object (new reference, caller decrefs); an empty body counts as {}.

@@ -19,19 +19,6 @@
 #define CONFIRM_MIN_MS 1000
 #define CONFIRM_MAX_MS 3600000
 
-/* An optional integer member within [min, max]; 400 naming the key otherwise. */
-static int body_int(const json_t *body, const char *key, int64_t min, int64_t max,
-                    struct hc_error *err)
-{
-    const json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' must be an integer from "
-                            "%lld to %lld", key, (long long)min, (long long)max);
-    return 0;
-}
-
 /* An optional array of at least `min` distinct names of existing nodes. */
 static int body_nodes(struct hc_db *db, const json_t *body, size_t min, struct hc_error *err)
 {
@@ -106,7 +93,7 @@ void hc_res_net_check(struct hc_request *req, void *arg)
         return;
     /* A check proves pairs: one named node has none (the whole cluster may have one node: then
      * the result says there is nothing to check). */
-    if (body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, &err) < 0 ||
+    if (hc_api_body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, 0, NULL, &err) < 0 ||
         body_nodes(api->db, body, 2, &err) < 0) {
         json_decref(body);
         hc_reply_error(req, &err);
@@ -128,8 +115,8 @@ void hc_res_net_mtu(struct hc_request *req, void *arg)
         hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "'mtu' must be an integer from %d to %d",
                      HC_NET_MIN_MTU, HC_NET_MAX_MTU);
         hc_error_hint(&err, "e.g. {\"mtu\": 9000}");
-    } else if (body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, &err) == 0) {
-        body_int(body, "confirm_timeout_ms", CONFIRM_MIN_MS, CONFIRM_MAX_MS, &err);
+    } else if (hc_api_body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, 0, NULL, &err) == 0) {
+        hc_api_body_int(body, "confirm_timeout_ms", CONFIRM_MIN_MS, CONFIRM_MAX_MS, 0, NULL, &err);
     }
     if (err.code[0]) {
         json_decref(body);
@@ -148,7 +135,7 @@ void hc_res_net_bench(struct hc_request *req, void *arg)
     json_t *body = hc_api_body(req);
     if (!body)
         return;
-    if (body_int(body, "duration_s", 1, BENCH_MAX_S, &err) < 0 ||
+    if (hc_api_body_int(body, "duration_s", 1, BENCH_MAX_S, 0, NULL, &err) < 0 ||
         body_nodes(api->db, body, 2, &err) < 0) {
         json_decref(body);
         hc_reply_error(req, &err);
