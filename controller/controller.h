@@ -54,4 +54,9 @@ int hc_controller_check_advertise(const struct hc_controller *ctl, struct hc_err
 int hc_controller_parse_advertise(const char *text, char *host, size_t len, int *port,
                                   struct hc_error *err);
 
+/* Number of completed poll cycles (for tests and /metrics), 0 for NULL: a counter the poller
+ * (controller/remote/poller.c) publishes, read without waiting on anything, so that the API
+ * thread needs no node-talking header for it. */
+uint64_t hc_poller_cycles(const struct hc_poller *p);
+
 #endif

@@ -24,11 +24,6 @@
 #include "controller/controller.h"
 #include "controller/state/events.h"
 #include "controller/init.h"
-#include "controller/state/net.h"
-#include "controller/ops/op_maintenance.h"
-#include "controller/ops/op_bootstrap.h"
-#include "controller/ops/op_upgrade.h"
-#include "controller/ops/op_node_remove.h"
 #include "controller/ops/ops.h"
 #include "controller/remote/poller.h"
 #include "db/db.h"
@@ -279,11 +274,6 @@ static int serve(struct hc_controller *ctl, struct hc_error *err)
     api = hc_api_new(ctl, ctl->base, err);
     if (!api || hc_api_listen(api, ctl->listen_host, ctl->listen_port, err) < 0)
         goto cleanup;
-    hc_op_node_remove_register();
-    hc_op_bootstrap_register();
-    hc_maintenance_register();
-    hc_op_upgrade_register();
-    hc_op_net_register();
     if (!(ctl->ops = hc_ops_pool_start(ctl, ctl->workers, err)) ||
         !(ctl->poller = hc_poller_start(ctl, err)))
         goto cleanup;

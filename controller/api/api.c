@@ -43,9 +43,11 @@ static const struct {
     {"POST", "/v1/operations/{id}/pause", HC_API_ADMIN, hc_res_op_pause},
     {"POST", "/v1/operations/{id}/resume", HC_API_ADMIN, hc_res_op_resume},
     {"POST", "/v1/operations/{id}/abort", HC_API_ADMIN, hc_res_op_abort},
+    {"GET", "/v1/operations/{id}/result", HC_API_READ, hc_res_op_result},
     {"GET", "/v1/events", HC_API_READ, hc_res_events_list},
     /* Prometheus scrapes it with a bearer token (authorization: in its scrape config) */
     {"GET", "/metrics", HC_API_READ, hc_res_metrics},
+    /* maintenance: res_maintenance.c; the rolling upgrade: res_upgrade.c */
     {"GET", "/v1/maintenance", HC_API_READ, hc_res_maintenance_list},
     {"POST", "/v1/nodes/{name}/maintenance", HC_API_ADMIN, hc_res_maintenance_enter},
     {"DELETE", "/v1/nodes/{name}/maintenance", HC_API_ADMIN, hc_res_maintenance_exit},
@@ -56,7 +58,6 @@ static const struct {
     {"POST", "/v1/net/check", HC_API_ADMIN, hc_res_net_check},
     {"POST", "/v1/net/mtu", HC_API_ADMIN, hc_res_net_mtu},
     {"POST", "/v1/net/bench", HC_API_ADMIN, hc_res_net_bench},
-    {"GET", "/v1/operations/{id}/result", HC_API_READ, hc_res_op_result},
     /* software bundles (issue 5): res_software.c */
     {"POST", "/v1/software", HC_API_ADMIN, hc_res_software_upload},
     {"GET", "/v1/software", HC_API_READ, hc_res_software_list},
@@ -226,6 +227,22 @@ int hc_api_query_int(struct hc_request *req, const char *name, int64_t def, int6
         return -1;
     }
     *out = v;
+    return 0;
+}
+
+int hc_api_body_int(const json_t *body, const char *key, int64_t min, int64_t max, int64_t def,
+                    int64_t *out, struct hc_error *err)
+{
+    const json_t *v = json_object_get(body, key);
+    int64_t ignored;
+    out = out ? out : &ignored;
+    *out = def;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' must be an integer from "
+                            "%lld to %lld", key, (long long)min, (long long)max);
+    *out = json_integer_value(v);
     return 0;
 }
 

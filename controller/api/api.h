@@ -69,6 +69,10 @@ void hc_api_reply(struct hc_request *req, int status, json_t *body, const struct
 /* Integer query parameter within [min, max], def when absent; 0, or -1 with err (400). */
 int hc_api_query_int(struct hc_request *req, const char *name, int64_t def, int64_t min,
                      int64_t max, int64_t *out, struct hc_error *err);
+/* Integer member key of a request body within [min, max] into out (may be NULL: only checked),
+ * def when absent or null; 0, or -1 with err (400). */
+int hc_api_body_int(const json_t *body, const char *key, int64_t min, int64_t max, int64_t def,
+                    int64_t *out, struct hc_error *err);
 /* The request body as an object (new reference, caller decrefs); an empty body counts as {}.
  * NULL after having replied 400 invalid_json itself. */
 json_t *hc_api_body(struct hc_request *req);
@@ -80,9 +84,9 @@ void hc_res_nodes_list(struct hc_request *req, void *arg);        /* res_nodes.c
 void hc_res_node_get(struct hc_request *req, void *arg);          /* res_nodes.c */
 void hc_res_node_delete(struct hc_request *req, void *arg);       /* res_nodes.c */
 void hc_res_cluster_create(struct hc_request *req, void *arg);    /* res_bootstrap.c */
-void hc_res_maintenance_enter(struct hc_request *req, void *arg); /* res_upgrade.c */
-void hc_res_maintenance_exit(struct hc_request *req, void *arg);  /* res_upgrade.c */
-void hc_res_maintenance_list(struct hc_request *req, void *arg);  /* res_upgrade.c */
+void hc_res_maintenance_enter(struct hc_request *req, void *arg); /* res_maintenance.c */
+void hc_res_maintenance_exit(struct hc_request *req, void *arg);  /* res_maintenance.c */
+void hc_res_maintenance_list(struct hc_request *req, void *arg);  /* res_maintenance.c */
 void hc_res_upgrade_start(struct hc_request *req, void *arg);     /* res_upgrade.c */
 void hc_res_upgrade_status(struct hc_request *req, void *arg);    /* res_upgrade.c */
 void hc_res_nodes_add(struct hc_request *req, void *arg);         /* res_bootstrap.c */
@@ -94,12 +98,12 @@ void hc_res_op_get(struct hc_request *req, void *arg);            /* res_operati
 void hc_res_op_pause(struct hc_request *req, void *arg);          /* res_operations.c */
 void hc_res_op_resume(struct hc_request *req, void *arg);         /* res_operations.c */
 void hc_res_op_abort(struct hc_request *req, void *arg);          /* res_operations.c */
+void hc_res_op_result(struct hc_request *req, void *arg);         /* res_operations.c */
 void hc_res_events_list(struct hc_request *req, void *arg);       /* res_events.c */
 void hc_res_net_show(struct hc_request *req, void *arg);          /* res_net.c */
 void hc_res_net_check(struct hc_request *req, void *arg);         /* res_net.c */
 void hc_res_net_mtu(struct hc_request *req, void *arg);           /* res_net.c */
 void hc_res_net_bench(struct hc_request *req, void *arg);         /* res_net.c */
-void hc_res_op_result(struct hc_request *req, void *arg);         /* res_net.c */
 void hc_res_software_upload(struct hc_request *req, void *arg);    /* res_software.c */
 void hc_res_software_list(struct hc_request *req, void *arg);      /* res_software.c */
 void hc_res_software_get(struct hc_request *req, void *arg);       /* res_software.c */
@@ -111,5 +115,9 @@ void hc_res_token_revoke(struct hc_request *req, void *arg);       /* res_tokens
 void hc_res_token_rotate(struct hc_request *req, void *arg);       /* res_tokens.c */
 /* {"operation":OP} for an operation id (new reference), or NULL with err (404). res_operations.c */
 json_t *hc_res_operation_body(struct hc_db *db, const char *id, struct hc_error *err);
+/* Unless err is set already, submits an operation of kind with params (borrowed; may be NULL)
+ * and wakes a worker; replies 202 {"operation":OP}, or err. res_operations.c */
+void hc_res_operation_submit(struct hc_request *req, struct hc_api *api, const char *kind,
+                             const json_t *params, struct hc_error *err);
 
 #endif

@@ -13,7 +13,6 @@
 #include "common/json_util.h"
 #include "common/util.h"
 #include "controller/api/api.h"
-#include "controller/remote/poller.h"
 
 #define CODE_MIN 100
 #define CODE_MAX 599

@@ -11,12 +11,12 @@
 #include <unistd.h>
 
 #include "common/json_util.h"
+#include "common/ssh_target.h"
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/state/nodes.h"
 #include "controller/ops/op_bootstrap.h"
 #include "controller/ops/ops.h"
-#include "controller/remote/ssh.h"
 
 static int check_file(const json_t *body, const char *key, struct hc_error *err)
 {
@@ -26,18 +26,6 @@ static int check_file(const json_t *body, const char *key, struct hc_error *err)
     if (!json_is_string(v) || access(json_string_value(v), R_OK) != 0)
         return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' is not a readable file on "
                             "the controller's host", json_is_string(v) ? json_string_value(v) : key);
-    return 0;
-}
-
-static int check_int(const json_t *body, const char *key, int64_t min, int64_t max,
-                     struct hc_error *err)
-{
-    const json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' must be an integer from "
-                            "%lld to %lld", key, (long long)min, (long long)max);
     return 0;
 }
 
@@ -77,9 +65,9 @@ static json_t *bootstrap_params(const json_t *body, int create, struct hc_error 
         return NULL;
     }
     if (check_file(body, "ssh_key", err) < 0 || check_file(body, "known_hosts", err) < 0 ||
-        check_int(body, "mtu", 68, 65535, err) < 0 ||
-        check_int(body, "parallel", 1, HC_BOOTSTRAP_MAX_PARALLEL, err) < 0 ||
-        check_int(body, "join_timeout_seconds", 1, 3600, err) < 0)
+        hc_api_body_int(body, "mtu", 68, 65535, 0, NULL, err) < 0 ||
+        hc_api_body_int(body, "parallel", 1, HC_BOOTSTRAP_MAX_PARALLEL, 0, NULL, err) < 0 ||
+        hc_api_body_int(body, "join_timeout_seconds", 1, 3600, 0, NULL, err) < 0)
         return NULL;
     json_t *p = json_deep_copy(body);
     if (json_object_get(body, "join_timeout_seconds"))

@@ -1,8 +1,8 @@
 /*
  * /v1/net: the storage network as recorded (GET, `hcctl net show`), and the requests that start
  * the network operations: POST /v1/net/check (net.check), POST /v1/net/mtu (net.set_mtu,
- * disruptive), POST /v1/net/bench (net.bench). Plus GET /v1/operations/{id}/result, where the
- * result document an operation stored (the pair matrix of a check) is read.
+ * disruptive), POST /v1/net/bench (net.bench). The result document an operation stored (the
+ * pair matrix of a check) is read at GET /v1/operations/{id}/result (res_operations.c).
  *
  * The handlers only validate and submit: the probing runs on the operation workers, never on
  * the API thread.
@@ -14,24 +14,10 @@
 #include "controller/api/api.h"
 #include "controller/state/net.h"
 #include "controller/state/nodes.h"
-#include "controller/ops/ops.h"
 
 #define BENCH_MAX_S 60
 #define CONFIRM_MIN_MS 1000
 #define CONFIRM_MAX_MS 3600000
-
-/* An optional integer member within [min, max]; 400 naming the key otherwise. */
-static int body_int(const json_t *body, const char *key, int64_t min, int64_t max,
-                    struct hc_error *err)
-{
-    const json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' must be an integer from "
-                            "%lld to %lld", key, (long long)min, (long long)max);
-    return 0;
-}
 
 /* An optional array of at least `min` distinct names of existing nodes. */
 static int body_nodes(struct hc_db *db, const json_t *body, size_t min, struct hc_error *err)
@@ -93,16 +79,8 @@ static json_t *params_of(const json_t *body, const char *const *keys)
 static void submit(struct hc_request *req, struct hc_api *api, const char *kind, json_t *params)
 {
     struct hc_error err = {0};
-    json_t *reply = NULL;
-    char op_id[32];
-    if (hc_ops_submit(api->db, api->ctl->cluster_id, kind, params, hc_api_actor(req), op_id,
-                      &err) == 0) {
-        if (api->ctl->ops)
-            hc_ops_pool_kick(api->ctl->ops);
-        reply = hc_res_operation_body(api->db, op_id, &err);
-    }
+    hc_res_operation_submit(req, api, kind, params, &err);
     json_decref(params);
-    hc_api_reply(req, 202, reply, &err);
 }
 
 void hc_res_net_check(struct hc_request *req, void *arg)
@@ -115,7 +93,7 @@ void hc_res_net_check(struct hc_request *req, void *arg)
         return;
     /* A check proves pairs: one named node has none (the whole cluster may have one node: then
      * the result says there is nothing to check). */
-    if (body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, &err) < 0 ||
+    if (hc_api_body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, 0, NULL, &err) < 0 ||
         body_nodes(api->db, body, 2, &err) < 0) {
         json_decref(body);
         hc_reply_error(req, &err);
@@ -137,8 +115,8 @@ void hc_res_net_mtu(struct hc_request *req, void *arg)
         hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "'mtu' must be an integer from %d to %d",
                      HC_NET_MIN_MTU, HC_NET_MAX_MTU);
         hc_error_hint(&err, "e.g. {\"mtu\": 9000}");
-    } else if (body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, &err) == 0) {
-        body_int(body, "confirm_timeout_ms", CONFIRM_MIN_MS, CONFIRM_MAX_MS, &err);
+    } else if (hc_api_body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, 0, NULL, &err) == 0) {
+        hc_api_body_int(body, "confirm_timeout_ms", CONFIRM_MIN_MS, CONFIRM_MAX_MS, 0, NULL, &err);
     }
     if (err.code[0]) {
         json_decref(body);
@@ -157,7 +135,7 @@ void hc_res_net_bench(struct hc_request *req, void *arg)
     json_t *body = hc_api_body(req);
     if (!body)
         return;
-    if (body_int(body, "duration_s", 1, BENCH_MAX_S, &err) < 0 ||
+    if (hc_api_body_int(body, "duration_s", 1, BENCH_MAX_S, 0, NULL, &err) < 0 ||
         body_nodes(api->db, body, 2, &err) < 0) {
         json_decref(body);
         hc_reply_error(req, &err);
@@ -268,25 +246,4 @@ void hc_res_net_show(struct hc_request *req, void *arg)
     struct hc_api *api = arg;
     struct hc_error err = {0};
     hc_api_reply(req, 200, net_show(api->db, &err), &err);
-}
-
-/* --- GET /v1/operations/{id}/result ----------------------------------------------------------- */
-
-void hc_res_op_result(struct hc_request *req, void *arg)
-{
-    struct hc_api *api = arg;
-    struct hc_error err = {0};
-    const char *id = hc_req_param(req, "id");
-    json_t *body = hc_res_operation_body(api->db, id, &err), *rows = NULL;
-    if (body && !(rows = hc_db_query_json(api->db, &err, "SELECT result_json FROM operations "
-                                          "WHERE id = ?", "s", id))) {
-        json_decref(body);
-        body = NULL;
-    }
-    if (body) {
-        json_t *res = json_object_get(json_array_get(rows, 0), "result_json");
-        json_object_set(body, "result", res ? res : json_null());
-    }
-    json_decref(rows);
-    hc_api_reply(req, 200, body, &err);
 }

@@ -1,6 +1,8 @@
 /*
- * /v1/operations: list (optionally by state), show with steps, and the pause / resume / abort
- * controls, which record the request and wake a worker to act on it.
+ * /v1/operations: list (optionally by state), show with steps, the result document an operation
+ * stored (GET /v1/operations/{id}/result: the pair matrix of a network check), and the pause /
+ * resume / abort controls, which record the request and wake a worker to act on it. Plus the
+ * submission every resource that starts an operation replies with.
  */
 #include <string.h>
 
@@ -18,6 +20,20 @@ json_t *hc_res_operation_body(struct hc_db *db, const char *id, struct hc_error 
     json_t *body = json_pack("{s:O}", "operation", json_object_get(shown, "operation"));
     json_decref(shown);
     return body;
+}
+
+void hc_res_operation_submit(struct hc_request *req, struct hc_api *api, const char *kind,
+                             const json_t *params, struct hc_error *err)
+{
+    char op_id[32];
+    json_t *reply = NULL;
+    if (!err->code[0] && hc_ops_submit(api->db, api->ctl->cluster_id, kind, params,
+                                       hc_api_actor(req), op_id, err) == 0) {
+        if (api->ctl->ops)
+            hc_ops_pool_kick(api->ctl->ops);
+        reply = hc_res_operation_body(api->db, op_id, err);
+    }
+    hc_api_reply(req, 202, reply, err);
 }
 
 static int state_valid(const char *state)
@@ -47,6 +63,25 @@ void hc_res_op_get(struct hc_request *req, void *arg)
     struct hc_api *api = arg;
     struct hc_error err = {0};
     hc_api_reply(req, 200, hc_ops_show(api->db, hc_req_param(req, "id"), &err), &err);
+}
+
+void hc_res_op_result(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    const char *id = hc_req_param(req, "id");
+    json_t *body = hc_res_operation_body(api->db, id, &err), *rows = NULL;
+    if (body && !(rows = hc_db_query_json(api->db, &err, "SELECT result_json FROM operations "
+                                          "WHERE id = ?", "s", id))) {
+        json_decref(body);
+        body = NULL;
+    }
+    if (body) {
+        json_t *res = json_object_get(json_array_get(rows, 0), "result_json");
+        json_object_set(body, "result", res ? res : json_null());
+    }
+    json_decref(rows);
+    hc_api_reply(req, 200, body, &err);
 }
 
 /* The body of a control call carries nothing yet, but it must still be a JSON object. */

@@ -24,7 +24,7 @@
 #include "controller/remote/agent_client.h"
 #include "controller/api/auth.h"
 #include "controller/state/events.h"
-#include "controller/state/net.h"
+#include "controller/ops/op_net.h"
 #include "controller/ops/ops.h"
 #include "controller/remote/poller.h"
 #include "controller/remote/ssh.h"
@@ -784,11 +784,5 @@ static enum hc_op_result node_add_run(struct hc_op_ctx *ctx, struct hc_error *er
     return bootstrap_run(ctx, 0, err);
 }
 
-static const struct hc_op_kind cluster_create_kind = {"cluster.create", 0, cluster_create_run};
-static const struct hc_op_kind node_add_kind = {"node.add", 0, node_add_run};
-
-void hc_op_bootstrap_register(void)
-{
-    hc_ops_register(&cluster_create_kind);
-    hc_ops_register(&node_add_kind);
-}
+const struct hc_op_kind hc_op_kind_cluster_create = {"cluster.create", 0, cluster_create_run};
+const struct hc_op_kind hc_op_kind_node_add = {"node.add", 0, node_add_run};

@@ -33,8 +33,9 @@
  * agent's ExecStart and StateDirectory (malloc'd; NULL when out of memory). */
 char *hc_bootstrap_unit_text(void);
 
-/* Registers the kinds "cluster.create" and "node.add". */
-void hc_op_bootstrap_register(void);
+/* The kinds "cluster.create" and "node.add" (listed in controller/ops/kinds.c). */
+extern const struct hc_op_kind hc_op_kind_cluster_create;
+extern const struct hc_op_kind hc_op_kind_node_add;
 
 /* The controller's SSH key and known_hosts store inside its data dir. */
 void hc_bootstrap_ssh_paths(const char *data_dir, char *key, size_t key_len, char *known,

@@ -1,6 +1,6 @@
 /*
  * Storage maintenance: the availability budget, the enter/exit steps (shared with the rolling
- * upgrade) and the maintenance.enter / maintenance.exit operations. See maintenance.h.
+ * upgrade) and the maintenance.enter / maintenance.exit operations. See op_maintenance.h.
  */
 #include "controller/ops/op_maintenance.h"
 
@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/remote/agent_client.h"
+#include "controller/remote/service_client.h"
 #include "controller/state/events.h"
 
 #define WAIT_STEP_MS 250
@@ -571,11 +572,5 @@ static enum hc_op_result exit_run(struct hc_op_ctx *ctx, struct hc_error *err)
     return step_result(ctx, rc, err);
 }
 
-static const struct hc_op_kind enter_kind = {"maintenance.enter", 1, enter_run};
-static const struct hc_op_kind exit_kind = {"maintenance.exit", 1, exit_run};
-
-void hc_maintenance_register(void)
-{
-    hc_ops_register(&enter_kind);
-    hc_ops_register(&exit_kind);
-}
+const struct hc_op_kind hc_op_kind_maintenance_enter = {"maintenance.enter", 1, enter_run};
+const struct hc_op_kind hc_op_kind_maintenance_exit = {"maintenance.exit", 1, exit_run};

@@ -9,16 +9,17 @@
  * against the budget. nodes.maintenance is none | entering | active | exiting; it lives in the
  * database (controller restarts) and the agent keeps the service stopped (agent restarts).
  */
-#ifndef HC_CONTROLLER_MAINTENANCE_H
-#define HC_CONTROLLER_MAINTENANCE_H
+#ifndef HC_CONTROLLER_OP_MAINTENANCE_H
+#define HC_CONTROLLER_OP_MAINTENANCE_H
 
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/https_client.h"
 #include "controller/ops/ops.h"
-#include "controller/remote/service_client.h"
 #include "db/db.h"
+
+struct hc_http_client; /* common/https_client.h */
+struct hc_svc_node;    /* controller/remote/service_client.h */
 
 #define HC_MAINT_DEFAULT_TIMEOUT_MS (5 * 60 * 1000)
 /* The longest a drain, stop or start call to the agent may take (it answers once the service
@@ -113,7 +114,8 @@ int hc_maint_wait_healthy(struct hc_op_ctx *ctx, const struct hc_svc_node *n, in
 int hc_maint_wait_resync(struct hc_op_ctx *ctx, const struct hc_svc_node *n, int64_t timeout_ms,
                          struct hc_error *err);
 
-/* Registers maintenance.enter and maintenance.exit. */
-void hc_maintenance_register(void);
+/* The kinds "maintenance.enter" and "maintenance.exit" (listed in controller/ops/kinds.c). */
+extern const struct hc_op_kind hc_op_kind_maintenance_enter;
+extern const struct hc_op_kind hc_op_kind_maintenance_exit;
 
 #endif

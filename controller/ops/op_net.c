@@ -1,8 +1,10 @@
 /*
  * The network operations (docs/net.md):
  *
- * - net.check (non-disruptive): every directed pair probed at the MTU (controller/state/net.c); the
- *   result document is stored with the operation (operations.result_json).
+ * - net.check (non-disruptive): every directed pair probed at the MTU (hc_net_check_run below,
+ *   the probes in controller/remote/net_probe.c, the findings in controller/state/); the result
+ *   document is stored with the operation (operations.result_json). The same check ends
+ *   cluster.create and node.add when the cluster has an MTU (hc_net_check_after_join).
  * - net.set_mtu (disruptive, holds the cluster lease): node by node, in name order, the agent
  *   sets the storage interface's MTU with a revert timer (commit-confirmed); the controller
  *   re-probes that node against every other one, both ways, at the size each pair will use
@@ -16,6 +18,8 @@
  * - net.bench (non-disruptive): TCP throughput between pairs with the agents' iperf endpoints,
  *   one pair at a time.
  */
+#include "controller/ops/op_net.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +29,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/remote/agent_client.h"
+#include "controller/remote/net_probe.h"
 #include "controller/state/events.h"
 #include "controller/state/net.h"
 #include "controller/ops/ops.h"
@@ -60,6 +65,82 @@ static json_t *agent_do(struct hc_http_client *client, const struct hc_net_node 
         hc_error_prefix(err, "%s: ", n->name);
     hc_http_response_clear(&resp);
     return out;
+}
+
+/* --- the whole check ------------------------------------------------------------------------ */
+
+json_t *hc_net_check_run(struct hc_db *db, struct hc_http_client *client,
+                         const struct hc_net_check_opts *o, struct hc_error *err)
+{
+    struct hc_net_check c = {.probe_timeout_ms = o->probe_timeout_ms, .search = 1};
+    json_t *doc = NULL;
+    char at[40];
+    int64_t t0 = hc_mono_ms();
+    int cluster_mtu = hc_net_cluster_mtu(db, err);
+    if (cluster_mtu < 0)
+        return NULL;
+    c.mtu = o->mtu > 0 ? o->mtu : cluster_mtu > 0 ? cluster_mtu : HC_NET_DEFAULT_MTU;
+    c.mtu_source = o->mtu > 0 ? "option" : cluster_mtu > 0 ? "cluster" : "default";
+    if (hc_net_gather(db, o->nodes, &c, err) < 0 || hc_net_all_pairs(&c, err) < 0)
+        goto cleanup;
+    hc_net_probe(client, &c, 1);
+    doc = hc_net_result_json(&c);
+    json_object_set_new(doc, "cluster_mtu",
+                        cluster_mtu > 0 ? json_integer(cluster_mtu) : json_null());
+    json_object_set_new(doc, "checked_at", json_string(hc_time_format(hc_now_ms(), at,
+                                                                      sizeof(at))));
+    json_object_set_new(doc, "duration_ms", json_integer(hc_mono_ms() - t0));
+cleanup:
+    hc_net_check_clear(&c);
+    return doc;
+}
+
+/* The first error finding of a failed result as err (code mtu_check_failed). */
+static int check_failure(const json_t *doc, struct hc_error *err)
+{
+    size_t i;
+    const json_t *f, *first = NULL;
+    json_array_foreach(json_object_get(doc, "findings"), i, f)
+    {
+        if (!first && strcmp(hc_json_str(f, "severity", ""), "error") == 0)
+            first = f;
+    }
+    hc_error_set(err, 422, "mtu_check_failed", "jumbo frame check at MTU %lld failed: %s",
+                 (long long)hc_json_int(doc, "mtu", 0),
+                 first ? hc_json_str(first, "message", "") : "some pairs fail");
+    return hc_error_hint(err, "%s; the nodes stay joined: fix it, then 'hcctl net check-jumbo'",
+                         first ? hc_json_str(first, "fix", "see 'hcctl net check-jumbo'")
+                               : "see 'hcctl net check-jumbo'");
+}
+
+int hc_net_check_after_join(struct hc_op_ctx *ctx, struct hc_error *err)
+{
+    struct hc_db *db = hc_op_db(ctx);
+    struct hc_net_check_opts o = {0};
+    struct hc_http_client *client = NULL;
+    json_t *doc = NULL;
+    int rc = -1;
+    int mtu = hc_net_cluster_mtu(db, err);
+    if (mtu <= 0)
+        return mtu;
+    hc_op_waiting(ctx, "every pair of nodes to pass %d-byte probes", mtu);
+    if (!(client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err)) ||
+        !(doc = hc_net_check_run(db, client, &o, err)))
+        goto cleanup;
+    json_t *stored = json_pack("{s:O}", "net_check", doc);
+    if (hc_net_store_result(db, hc_op_id(ctx), stored, err) < 0) {
+        json_decref(stored);
+        goto cleanup;
+    }
+    json_decref(stored);
+    rc = hc_json_bool(doc, "passed", 0) ? 0 : check_failure(doc, err);
+    HC_INFO("operation %s: jumbo frame check at MTU %d %s", hc_op_id(ctx), mtu,
+            rc == 0 ? "passed" : "failed");
+cleanup:
+    hc_op_waiting(ctx, NULL);
+    json_decref(doc);
+    hc_http_client_free(client);
+    return rc;
 }
 
 /* --- net.check ------------------------------------------------------------------------------ */
@@ -771,13 +852,6 @@ cleanup:
     return r;
 }
 
-static const struct hc_op_kind net_check_kind = {"net.check", 0, net_check_run};
-static const struct hc_op_kind net_set_mtu_kind = {"net.set_mtu", 1, set_mtu_run};
-static const struct hc_op_kind net_bench_kind = {"net.bench", 0, bench_run};
-
-void hc_op_net_register(void)
-{
-    hc_ops_register(&net_check_kind);
-    hc_ops_register(&net_set_mtu_kind);
-    hc_ops_register(&net_bench_kind);
-}
+const struct hc_op_kind hc_op_kind_net_check = {"net.check", 0, net_check_run};
+const struct hc_op_kind hc_op_kind_net_set_mtu = {"net.set_mtu", 1, set_mtu_run};
+const struct hc_op_kind hc_op_kind_net_bench = {"net.bench", 0, bench_run};

@@ -585,13 +585,8 @@ static enum hc_op_result node_remove_run(struct hc_op_ctx *ctx, struct hc_error 
     return HC_OP_SUCCEEDED;
 }
 
-static const struct hc_op_kind node_remove_kind = {
+const struct hc_op_kind hc_op_kind_node_remove = {
     .name = HC_OP_NODE_REMOVE,
     .disruptive = 1, /* a storage member leaves: not while an upgrade or maintenance runs */
     .run = node_remove_run,
 };
-
-void hc_op_node_remove_register(void)
-{
-    hc_ops_register(&node_remove_kind);
-}

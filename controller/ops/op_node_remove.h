@@ -26,7 +26,7 @@
  * A new object, or NULL with 400 invalid_argument. */
 json_t *hc_node_remove_params(const char *name, const json_t *body, struct hc_error *err);
 
-/* Registers the kind with the operations framework (before the pool starts). */
-void hc_op_node_remove_register(void);
+/* The kind HC_OP_NODE_REMOVE (listed in controller/ops/kinds.c). */
+extern const struct hc_op_kind hc_op_kind_node_remove;
 
 #endif

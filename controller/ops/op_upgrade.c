@@ -669,9 +669,4 @@ cleanup:
     return out;
 }
 
-static const struct hc_op_kind upgrade_kind = {HC_UPGRADE_KIND, 1, upgrade_run};
-
-void hc_op_upgrade_register(void)
-{
-    hc_ops_register(&upgrade_kind);
-}
+const struct hc_op_kind hc_op_kind_upgrade = {HC_UPGRADE_KIND, 1, upgrade_run};

@@ -42,6 +42,7 @@ int hc_upgrade_check_nodes_up(struct hc_db *db, struct hc_error *err);
  * NULL with err only on a database error. */
 json_t *hc_upgrade_status(struct hc_db *db, struct hc_error *err);
 
-void hc_op_upgrade_register(void);
+/* The kind HC_UPGRADE_KIND (listed in controller/ops/kinds.c). */
+extern const struct hc_op_kind hc_op_kind_upgrade;
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * Operations: the kinds registry, submission under the cluster lease, user control (pause,
- * resume, abort), rendering for the API, and the worker pool that runs operations as durable,
- * resumable state machines (see controller/ops/ops.h and docs/operations.md).
+ * Operations: finding kinds in their table, submission under the cluster lease, user control
+ * (pause, resume, abort), rendering for the API, and the worker pool that runs operations as
+ * durable, resumable state machines (see controller/ops/ops.h and docs/operations.md).
  *
  * Invariants kept here:
  * - a terminal state (succeeded, failed, aborted) is never overwritten: every UPDATE of
@@ -27,39 +27,35 @@
 #include "controller/state/events.h"
 #include "controller/ops/test_hooks.h"
 
-#define HC_OPS_MAX_KINDS 32
 #define HC_OPS_WAKE_MS 500
 #define HC_OPS_COMPLETE_BACKOFF_MS 5000
 #define HC_OPS_TERMINAL "('succeeded','failed','aborted')"
 
-/* --- kinds registry ------------------------------------------------------------------------ */
+/* --- kinds --------------------------------------------------------------------------------- */
 
-/* Written before the pool starts, read-only afterwards: no lock needed. */
-static const struct hc_op_kind *ops_kinds[HC_OPS_MAX_KINDS];
-static size_t ops_nkinds;
+/* Set by unit tests before the pool starts, read-only afterwards: no lock needed. */
+static const struct hc_op_kind *const *ops_test_kinds;
 
-void hc_ops_register(const struct hc_op_kind *kind)
+void hc_ops_test_kinds(const struct hc_op_kind *const *kinds)
 {
-    for (size_t i = 0; i < ops_nkinds; i++) {
-        if (strcmp(ops_kinds[i]->name, kind->name) == 0) {
-            ops_kinds[i] = kind; /* registering twice replaces: tests re-register freely */
-            return;
-        }
+    ops_test_kinds = kinds;
+}
+
+static const struct hc_op_kind *kind_in(const struct hc_op_kind *const *kinds, const char *name)
+{
+    for (size_t i = 0; kinds && kinds[i]; i++) {
+        if (strcmp(kinds[i]->name, name) == 0)
+            return kinds[i];
     }
-    if (ops_nkinds == HC_OPS_MAX_KINDS) {
-        HC_ERROR("cannot register operation kind '%s': registry full", kind->name);
-        return;
-    }
-    ops_kinds[ops_nkinds++] = kind;
+    return NULL;
 }
 
 const struct hc_op_kind *hc_ops_kind(const char *name)
 {
-    for (size_t i = 0; name && i < ops_nkinds; i++) {
-        if (strcmp(ops_kinds[i]->name, name) == 0)
-            return ops_kinds[i];
-    }
-    return NULL;
+    if (!name)
+        return NULL;
+    const struct hc_op_kind *kind = kind_in(hc_op_kinds, name);
+    return kind ? kind : kind_in(ops_test_kinds, name);
 }
 
 /* --- shared helpers ------------------------------------------------------------------------ */

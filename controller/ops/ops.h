@@ -33,9 +33,14 @@ struct hc_op_kind {
     int disruptive;   /* takes the cluster lease */
     hc_op_run_fn run;
 };
-/* Registers a kind (static storage; call before the pool starts). */
-void hc_ops_register(const struct hc_op_kind *kind);
+/* Every kind this controller runs, ended by NULL: one static table (controller/ops/kinds.c),
+ * like the route table (controller/api/api.c); each op_*.c exports its kinds. */
+extern const struct hc_op_kind *const hc_op_kinds[];
+/* The kind named name: from hc_op_kinds, else from the test kinds; NULL when unknown. */
 const struct hc_op_kind *hc_ops_kind(const char *name);
+/* For unit tests of the framework: kinds of their own (ended by NULL, static storage), looked up
+ * after hc_op_kinds; NULL removes them. Set before the pool starts. */
+void hc_ops_test_kinds(const struct hc_op_kind *const *kinds);
 
 /* Records a new pending operation (and takes the lease when disruptive) in one transaction.
  * params is borrowed. id_out receives "op-<12 hex>". 409 conflict if the lease is held. */

@@ -26,8 +26,8 @@ struct hc_poller *hc_poller_start(struct hc_controller *ctl, struct hc_error *er
 /* Wakes the thread, waits for the cycle in progress (bounded by the agent timeout) and frees
  * everything. Accepts NULL. */
 void hc_poller_stop(struct hc_poller *p);
-/* Number of completed poll cycles (for tests and the status page). */
-uint64_t hc_poller_cycles(const struct hc_poller *p);
+/* hc_poller_cycles, the number of completed cycles, is declared in controller/controller.h: the
+ * API thread reads it for /metrics without including this node-talking header. */
 
 /* The one place where what an agent says about itself lands in the database, for the poller's
  * cycles and for anyone who asked an agent directly. Records node node_id's answers to

@@ -1,12 +1,11 @@
 /*
- * The storage network check behind `hcctl net check-jumbo` (docs/net.md): gather every node's
- * storage interface, its MTU and the MTU of the bridge or bond it hangs on; have every agent
- * probe every other node's storage address with DF probes of the full size, all agents at once
- * through one curl multi handle; build the directed-pair matrix; and turn it into findings that
- * name the node, the fabric or the pair that is wrong, with the observed sizes and a fix.
- *
- * The same pieces serve net.set_mtu (re-probing one node against all others before a change is
- * confirmed) and the check that ends cluster.create and node.add when the cluster has an MTU.
+ * The storage network as the controller knows it, behind `hcctl net show` and the checks of
+ * `hcctl net check-jumbo` (docs/net.md): every node's storage interface, its MTU and the MTU of
+ * the bridge or bond it hangs on, gathered from the database; the directed pairs of a check and
+ * what their probes found; the verdicts and findings that name the node, the fabric or the pair
+ * that is wrong, with the observed sizes and a fix; the result document stored with the
+ * operation. No I/O but the database: the probes go out through controller/remote/net_probe.h,
+ * from the network operations (controller/ops/op_net.h) on the operation workers.
  *
  * Sizes are whole IPv4 packets: a 9000-byte probe carries 8972 bytes of payload.
  */
@@ -17,10 +16,7 @@
 #include <stddef.h>
 
 #include "common/error.h"
-#include "common/https_client.h"
 #include "db/db.h"
-
-struct hc_op_ctx;
 
 #define HC_NET_DEFAULT_MTU 9000         /* check-jumbo without --mtu and without a cluster MTU */
 #define HC_NET_MIN_MTU 68               /* IPv4's minimum */
@@ -96,13 +92,6 @@ int hc_net_cluster_mtu(struct hc_db *db, struct hc_error *err);
  * the management address is taken. */
 void hc_net_node_apply(struct hc_net_node *n, const json_t *ifaces);
 
-/* Probes c->pairs (from, to and size filled by the caller) through one fan-out: each source's
- * agent gets one POST /v1/net/probe with all its targets. With refresh, GET /v1/interfaces of
- * every node rides in the same fan-out and updates the nodes first. Fills result, path_mtu,
- * largest_ok, rtt_ms, detail and the nodes' agent_ok / agent_error. Never fails: what could not
- * be asked ends as not_probed with the reason. */
-void hc_net_probe(struct hc_http_client *client, struct hc_net_check *c, int refresh);
-
 /* Every directed pair of c->nodes at c->mtu (allocates c->pairs). */
 int hc_net_all_pairs(struct hc_net_check *c, struct hc_error *err);
 
@@ -124,43 +113,8 @@ void hc_net_summary(const struct hc_net_check *c, size_t node, char *msg, size_t
  * "pairs","findings",...}). New reference. */
 json_t *hc_net_result_json(const struct hc_net_check *c);
 
-/* Options of a full check. */
-struct hc_net_check_opts {
-    int mtu;               /* 0: the cluster's, else HC_NET_DEFAULT_MTU */
-    const json_t *nodes;   /* array of node names, or NULL for every node */
-    long probe_timeout_ms; /* 0: HC_NET_PROBE_TIMEOUT_MS */
-};
-/* Gathers, probes every directed pair and returns the result document (new reference), or NULL
- * with err when the nodes cannot be read. A check that finds problems is not an error: see
- * "passed" in the document. */
-json_t *hc_net_check_run(struct hc_db *db, struct hc_http_client *client,
-                         const struct hc_net_check_opts *o, struct hc_error *err);
-
 /* Stores a result document in operations.result_json of op_id. 0 or -1 with err. */
 int hc_net_store_result(struct hc_db *db, const char *op_id, const json_t *result,
                         struct hc_error *err);
-
-/* The check that ends cluster.create and node.add: when the cluster has an MTU, check every
- * node at it and store the result with the operation. Returns 0 when there is no MTU or the
- * check passed; -1 with err (code mtu_check_failed, the first finding as message, its fix as
- * hint) when it failed or could not run. The nodes stay joined either way. */
-int hc_net_check_after_join(struct hc_op_ctx *ctx, struct hc_error *err);
-
-/* A bench pair that moved less than HC_NET_BENCH_MIN_BPS in a whole run, or lost (retransmitted)
- * at least HC_NET_BENCH_MAX_LOSS of its segments (at least HC_NET_BENCH_MIN_LOST of them), is
- * broken, not slow: TCP's handshake and a few segments passed while full-size ones vanished (an
- * MTU blackhole; behind a 1500 switch port the lab measures a few Mbit/s with ~40 % of the
- * segments retransmitted, the healthy direction several Gbit/s with none). */
-#define HC_NET_BENCH_MIN_BPS 1e6
-#define HC_NET_BENCH_MAX_LOSS 0.10
-#define HC_NET_BENCH_MIN_LOST 10
-
-/* Whether a measured bench pair moved (almost) nothing (mtu: the sender's, for the segment
- * count): 1 with the error for the pair in why (retransmits < 0: unknown), else 0, why = "". */
-int hc_net_bench_stalled(double bits_per_second, long long retransmits, int mtu, int seconds,
-                         char *why, size_t len);
-
-/* Registers the operation kinds "net.check", "net.set_mtu" and "net.bench" (op_net.c). */
-void hc_op_net_register(void);
 
 #endif

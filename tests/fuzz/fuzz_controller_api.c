@@ -28,11 +28,6 @@
 #include "controller/api/auth.h"
 #include "controller/controller.h"
 #include "controller/init.h"
-#include "controller/ops/op_maintenance.h"
-#include "controller/state/net.h"
-#include "controller/ops/op_bootstrap.h"
-#include "controller/ops/op_node_remove.h"
-#include "controller/ops/op_upgrade.h"
 #include "db/db.h"
 #include "tests/fuzz/fuzz_http.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -143,12 +138,6 @@ static void setup(void)
         fuzz_die("init: %s", err.message);
     free(data);
     free(cli);
-    /* the operation kinds, as hcctld registers them (their steps never run here) */
-    hc_op_node_remove_register();
-    hc_op_bootstrap_register();
-    hc_maintenance_register();
-    hc_op_upgrade_register();
-    hc_op_net_register();
     g.ctl.started_mono_ms = hc_mono_ms();
     g.base = event_base_new();
     g.ctl.base = g.base;

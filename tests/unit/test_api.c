@@ -887,7 +887,6 @@ int main(void)
 {
     evthread_use_pthreads(); /* the test thread stops the server thread's loop */
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    hc_test_ops_register();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_public_routes_and_missing_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_anonymous_audit_is_bounded, setup, teardown),

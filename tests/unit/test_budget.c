@@ -44,7 +44,6 @@ static int setup(void **state)
     f.ctl.agent_timeout_ms = 2000;
     svc_standin_start(&f.agent, &f.ctl, f.dir);
     f.db = hc_test_ctl_db_crl(&f.ctl);
-    hc_test_ops_register();
     *state = &f;
     return 0;
 }

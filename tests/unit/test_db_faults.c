@@ -8,7 +8,7 @@
  *     or not needed), none is left pending or running;
  *   - an operation that failed names the cause ("database or disk is full" / "disk I/O error");
  *   - PRAGMA integrity_check is ok;
- *   - nothing is half-written (the invariants of controller/ops/ops.c and maintenance.c):
+ *   - nothing is half-written (the invariants of controller/ops/ops.c and op_maintenance.c):
  *     every operation has its op.created event; its last op.state event names its state; a
  *     terminal operation has finished_at, holds no cluster lease and has no step left running;
  *     a lease row names an operation that has not ended; a node in maintenance 'active' has
@@ -52,7 +52,6 @@ static int setup(void **state)
     hc_test_ctl_dir(&f.ctl, f.dir, sizeof(f.dir), "test_db_faults");
     f.ctl.agent_timeout_ms = 2000;
     svc_standin_start(&f.agent, &f.ctl, f.dir);
-    hc_test_ops_register();
     *state = &f;
     return 0;
 }

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "common/json_util.h"
+#include "controller/ops/op_net.h"
+#include "controller/remote/net_probe.h"
 #include "controller/state/net.h"
 
 #define MTU 9000

@@ -169,7 +169,6 @@ static int setup(void **state)
     X509_free(issue(&f, "hcctld-client", 1, serial));
     f.db = hc_test_ctl_db_crl(&f.ctl);
     f.closed_port = hc_test_closed_port();
-    hc_test_ops_register();
     f.pool = hc_ops_pool_start(&f.ctl, 1, &err);
     if (!f.pool)
         fail_msg("pool: %s", err.message);

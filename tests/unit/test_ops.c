@@ -93,6 +93,7 @@ static enum hc_op_result run_slow(struct hc_op_ctx *ctx, struct hc_error *err)
 static const struct hc_op_kind kind_ok = {"test.ok", 0, run_ok};
 static const struct hc_op_kind kind_fail = {"test.fail", 0, run_fail};
 static const struct hc_op_kind kind_slow = {"test.slow", 1, run_slow};
+static const struct hc_op_kind *const test_kinds[] = {&kind_ok, &kind_fail, &kind_slow, NULL};
 
 /* --- helpers ------------------------------------------------------------------------------- */
 
@@ -114,9 +115,7 @@ static int setup(void **state)
                                "INSERT INTO clusters (id, name, created_at) VALUES (?, ?, ?)",
                                "ssi", "c-test", "test", hc_now_ms()),
                      1);
-    hc_ops_register(&kind_ok);
-    hc_ops_register(&kind_fail);
-    hc_ops_register(&kind_slow);
+    hc_ops_test_kinds(test_kinds);
     atomic_store(&first_calls, 0);
     atomic_store(&second_calls, 0);
     atomic_store(&slow_runs, 0);

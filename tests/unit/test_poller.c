@@ -489,7 +489,6 @@ static void test_node_remove(void **state)
                      1);
     /* Both up as far as the availability budget of node.remove is concerned. */
     assert_int_equal(hc_db_run(f->db, &err, "UPDATE nodes SET health = 'reachable'", ""), 2);
-    hc_test_ops_register();
     struct hc_ops_pool *pool = f->pool = hc_ops_pool_start(&f->ctl, 1, &err);
     assert_non_null(pool);
 

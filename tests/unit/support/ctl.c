@@ -16,8 +16,6 @@
 #include "common/util.h"
 #include "controller/api/crl.h"
 #include "controller/init.h"
-#include "controller/ops/op_maintenance.h"
-#include "controller/ops/op_node_remove.h"
 #include "tests/unit/support/support.h"
 #include "tests/unit/testdir.h"
 
@@ -94,10 +92,4 @@ int64_t hc_test_db_count(struct hc_db *db, const char *sql, const char *arg)
     int64_t n = hc_json_int(json_array_get(rows, 0), "n", -1);
     json_decref(rows);
     return n;
-}
-
-void hc_test_ops_register(void)
-{
-    hc_maintenance_register();
-    hc_op_node_remove_register();
 }

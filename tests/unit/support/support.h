@@ -50,9 +50,6 @@ int hc_test_db_setup(void **state, const char *name);
 int hc_test_db_teardown(void **state);
 /* The column n of the one row sql (with one string parameter arg) returns. */
 int64_t hc_test_db_count(struct hc_db *db, const char *sql, const char *arg);
-/* Registers the operation kinds the unit tests run through the pool (node.remove,
- * maintenance.enter/exit): the one place tests register them. */
-void hc_test_ops_register(void);
 
 /* --- certificates (pki.c) ------------------------------------------------------------------- */
 

@@ -1,0 +1,29 @@
+/*
+ * The operation kinds this controller runs: one static table, like the route table
+ * (controller/api/api.c) and the CLI's command groups (cli/groups.c). Each op_*.c defines its
+ * kinds; the framework (ops.c) finds a kind here by the name stored with the operation, and an
+ * operation whose kind is not listed fails as unknown_kind (an operation recorded by another
+ * version of the controller).
+ */
+#include "controller/ops/ops.h"
+
+#include <stddef.h>
+
+#include "controller/ops/op_bootstrap.h"
+#include "controller/ops/op_maintenance.h"
+#include "controller/ops/op_net.h"
+#include "controller/ops/op_node_remove.h"
+#include "controller/ops/op_upgrade.h"
+
+const struct hc_op_kind *const hc_op_kinds[] = {
+    &hc_op_kind_cluster_create,
+    &hc_op_kind_node_add,
+    &hc_op_kind_node_remove,
+    &hc_op_kind_maintenance_enter,
+    &hc_op_kind_maintenance_exit,
+    &hc_op_kind_upgrade,
+    &hc_op_kind_net_check,
+    &hc_op_kind_net_set_mtu,
+    &hc_op_kind_net_bench,
+    NULL,
+};
