@@ -410,7 +410,8 @@ int hc_node_set_bootstrap(struct hc_db *db, const char *name, const char *ssh_en
                           const char *install_mode, struct hc_error *err)
 {
     return hc_db_run(db, err, "UPDATE nodes SET ssh_endpoint = ?, ssh_host_key = ?, "
-                     "storage_interface = ?, install_mode = COALESCE(?, install_mode) WHERE name = ?",
+                     "storage_interface = ?, install_mode = COALESCE(?, install_mode) "
+                     "WHERE name = ?",
                      "sssss", ssh_endpoint, ssh_host_key, storage_interface, install_mode,
                      name) < 0 ? -1 : 0;
 }
@@ -420,9 +421,12 @@ int hc_node_set_maintenance(struct hc_db *db, const char *name, const char *stat
 {
     int none = strcmp(state, "none") == 0;
     return hc_db_run(db, err, "UPDATE nodes SET maintenance = ?, maintenance_mode = ?, "
-                     "maintenance_since = CASE WHEN ? THEN NULL ELSE COALESCE(maintenance_since, ?) "
-                     "END, maintenance_op = ? WHERE name = ?", "ssiiss", state, none ? NULL : mode,
-                     (int64_t)none, hc_now_ms(), none ? NULL : op_id, name) < 0 ? -1 : 0;
+                     "maintenance_since = CASE WHEN ? THEN NULL "
+                     "ELSE COALESCE(maintenance_since, ?) END, maintenance_op = ? WHERE name = ?",
+                     "ssiiss", state, none ? NULL : mode, (int64_t)none, hc_now_ms(),
+                     none ? NULL : op_id, name) < 0
+               ? -1
+               : 0;
 }
 
 int hc_node_set_service_state(struct hc_db *db, const char *name, const char *service_state,
@@ -442,7 +446,8 @@ int hc_node_set_software_version(struct hc_db *db, const char *name, const char 
 int hc_node_set_removing(struct hc_db *db, const char *name, struct hc_error *err)
 {
     return hc_db_run(db, err,
-                     "UPDATE nodes SET desired_state = 'removed', state = 'removing' WHERE name = ?",
+                     "UPDATE nodes SET desired_state = 'removed', state = 'removing' "
+                     "WHERE name = ?",
                      "s", name) < 0 ? -1 : 0;
 }
 
