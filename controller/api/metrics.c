@@ -13,6 +13,7 @@
 #include "common/json_util.h"
 #include "common/util.h"
 #include "controller/api/api.h"
+#include "controller/state/nodes.h"
 
 #define CODE_MIN 100
 #define CODE_MAX 599
@@ -128,13 +129,12 @@ static int in_list(const char *word, const char *const *list)
     return 0;
 }
 
-/* A gauge family from "SELECT <column> AS v, COUNT(*) AS n ... GROUP BY v": every value of
- * always[] is present (0 when no row has it), so that series do not appear and vanish. */
-static int gauge_by(FILE *f, struct hc_db *db, const char *name, const char *help,
-                    const char *label, const char *sql, const char *const *always,
-                    struct hc_error *err)
+/* A gauge family from rows [{"v": value, "n": count}] (taken: rows may be NULL after a failed
+ * query, with err): every value of always[] is present (0 when no row has it), so that series
+ * do not appear and vanish. */
+static int gauge_by(FILE *f, const char *name, const char *help, const char *label,
+                    json_t *rows, const char *const *always)
 {
-    json_t *rows = hc_db_query_json(db, err, sql, "");
     const json_t *row;
     size_t i;
     if (!rows)
@@ -166,20 +166,17 @@ static int render_db(FILE *f, struct hc_db *db, struct hc_error *err)
     static const char *const maint[] = {"none", NULL};
     static const char *const ops[] = {"pending", "running", "paused", "succeeded",
                                       "failed",  "aborted", NULL};
-    return gauge_by(f, db, "hcctld_nodes", "Nodes by health as last polled.", "health",
-                    "SELECT health AS v, COUNT(*) AS n FROM nodes GROUP BY health", health,
-                    err) < 0 ||
-                   gauge_by(f, db, "hcctld_nodes_by_state", "Nodes by membership state.", "state",
-                            "SELECT state AS v, COUNT(*) AS n FROM nodes GROUP BY state", states,
-                            err) < 0 ||
-                   gauge_by(f, db, "hcctld_nodes_by_maintenance",
+    return gauge_by(f, "hcctld_nodes", "Nodes by health as last polled.", "health",
+                    hc_nodes_count_by(db, "health", err), health) < 0 ||
+                   gauge_by(f, "hcctld_nodes_by_state", "Nodes by membership state.", "state",
+                            hc_nodes_count_by(db, "state", err), states) < 0 ||
+                   gauge_by(f, "hcctld_nodes_by_maintenance",
                             "Nodes by storage maintenance state.", "maintenance",
-                            "SELECT maintenance AS v, COUNT(*) AS n FROM nodes "
-                            "GROUP BY maintenance",
-                            maint, err) < 0 ||
-                   gauge_by(f, db, "hcctld_operations", "Operations by state.", "state",
-                            "SELECT state AS v, COUNT(*) AS n FROM operations GROUP BY state", ops,
-                            err) < 0
+                            hc_nodes_count_by(db, "maintenance", err), maint) < 0 ||
+                   gauge_by(f, "hcctld_operations", "Operations by state.", "state",
+                            hc_db_query_json(db, err, "SELECT state AS v, COUNT(*) AS n FROM "
+                                             "operations GROUP BY state", ""),
+                            ops) < 0
                ? -1
                : 0;
 }

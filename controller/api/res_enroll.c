@@ -249,24 +249,21 @@ static int binding_check(const struct enroll_req *e, const struct hc_join_bindin
 static int ghost_replace(struct hc_api *api, const struct enroll_req *e, int *replaced,
                          struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(api->db, err, "SELECT id, address, cert_serial FROM nodes "
-                                                  "WHERE name = ? AND last_seen IS NULL",
-                                    "s", e->name);
-    if (!rows)
+    struct hc_node_row row;
+    int found = hc_node_row_get(api->db, e->name, &row, err);
+    if (found < 0)
         return -1;
-    const json_t *row = json_array_get(rows, 0);
     int rc = 0;
-    if (row && same_address(hc_json_str(row, "address", ""), e->host)) {
+    if (found && !row.last_seen && same_address(row.address, e->host)) {
         rc = hc_db_run(api->db, err, "INSERT OR IGNORE INTO revoked_certs (serial, node_name, "
                                      "revoked_at) VALUES (?, ?, ?)", "ssi",
-                       hc_json_str(row, "cert_serial", ""), e->name, hc_now_ms()) < 0 ||
-                     hc_db_run(api->db, err, "DELETE FROM nodes WHERE id = ?", "i",
-                               hc_json_int(row, "id", 0)) < 0
+                       row.cert_serial, e->name, hc_now_ms()) < 0 ||
+                     hc_node_delete(api->db, e->name, err) < 0
                  ? -1
                  : 0;
         *replaced = rc == 0;
     }
-    json_decref(rows);
+    hc_node_row_clear(&row);
     return rc;
 }
 

@@ -81,9 +81,5 @@ void hc_res_maintenance_list(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    json_t *rows = hc_db_query_json(api->db, &err, "SELECT name, maintenance, maintenance_mode "
-                                    "AS mode, maintenance_since AS since_ms, maintenance_op AS "
-                                    "operation_id, health, service_state FROM nodes ORDER BY name",
-                                    "");
-    hc_api_reply(req, 200, rows ? json_pack("{s:o}", "nodes", rows) : NULL, &err);
+    hc_api_reply(req, 200, hc_nodes_maintenance_list(api->db, &err), &err);
 }

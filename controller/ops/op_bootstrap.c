@@ -25,6 +25,8 @@
 #include "controller/api/auth.h"
 #include "controller/state/events.h"
 #include "controller/ops/op_net.h"
+#include "controller/state/net.h"
+#include "controller/state/nodes.h"
 #include "controller/ops/ops.h"
 #include "controller/remote/poller.h"
 #include "controller/remote/ssh.h"
@@ -255,20 +257,18 @@ static int step_preflight(struct hc_op_ctx *ctx, void *arg, char *detail, size_t
 /* Is this host already a node here? Sets h->joined; a name held by another host is refused. */
 static int check_membership(struct boot_host *h, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(hc_op_db(h->ctx), err,
-                                    "SELECT address, health FROM nodes WHERE name = ?", "s",
-                                    h->name);
-    if (!rows)
+    struct hc_node_row row;
+    int found = hc_node_row_get(hc_op_db(h->ctx), h->name, &row, err);
+    if (found < 0)
         return -1;
-    json_t *row = json_array_get(rows, 0);
     int rc = 0;
-    if (row && strcmp(hc_json_str(row, "address", ""), h->target.host) != 0) {
+    if (found && strcmp(row.address, h->target.host) != 0) {
         rc = hc_error_set(err, 409, HC_ERR_CONFLICT, "node name '%s' of %s is taken by %s",
-                          h->name, h->label, hc_json_str(row, "address", "?"));
+                          h->name, h->label, row.address);
         hc_error_hint(err, "give the host another hostname or remove the other node");
     }
-    h->joined = row && rc == 0 && h->pf.enrolled;
-    json_decref(rows);
+    h->joined = found && rc == 0 && h->pf.enrolled;
+    hc_node_row_clear(&row);
     return rc;
 }
 
@@ -472,18 +472,17 @@ static void agent_log_tail(struct boot_host *h, char *buf, size_t len)
 static int enrolled_node(struct hc_op_ctx *ctx, struct boot_host *h, int64_t *id, char *url,
                          size_t url_len, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(hc_op_db(ctx), err,
-                                    "SELECT id, agent_url FROM nodes WHERE name = ? AND "
-                                    "address = ?", "ss", h->name, h->target.host);
-    if (!rows)
+    struct hc_node_row row;
+    int found = hc_node_row_get(hc_op_db(ctx), h->name, &row, err);
+    if (found < 0)
         return -1;
-    json_t *row = json_array_get(rows, 0);
-    if (row) {
-        *id = hc_json_int(row, "id", 0);
-        snprintf(url, url_len, "%s", hc_json_str(row, "agent_url", ""));
+    found = found && strcmp(row.address, h->target.host) == 0;
+    if (found) {
+        *id = row.id;
+        snprintf(url, url_len, "%s", row.agent_url);
     }
-    json_decref(rows);
-    return row ? 1 : 0;
+    hc_node_row_clear(&row);
+    return found;
 }
 
 /* Until the enrolled agent answers. It is asked directly (hc_poller_ask records its status and
@@ -547,10 +546,8 @@ static int step_pin(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
     struct hc_db *db = hc_op_db(ctx);
     if (hc_db_begin(db, err) < 0)
         return -1;
-    if (hc_db_run(db, err, "UPDATE nodes SET ssh_endpoint = ?, ssh_host_key = ?, "
-                  "storage_interface = ?, install_mode = COALESCE(?, install_mode) WHERE name = ?",
-                  "sssss", h->label, h->fingerprint[0] ? h->fingerprint : NULL, h->pf.iface,
-                  h->pf.init[0] ? h->pf.init : NULL, h->name) < 0 ||
+    if (hc_node_set_bootstrap(db, h->name, h->label, h->fingerprint[0] ? h->fingerprint : NULL,
+                              h->pf.iface, h->pf.init[0] ? h->pf.init : NULL, err) < 0 ||
         hc_event_add(db, "node.pinned", h->name, hc_op_id(ctx), "controller", NULL, err,
                      "ssh host key of %s pinned: %s", h->label, h->fingerprint) < 0 ||
         hc_db_commit(db, err) < 0) {
@@ -684,13 +681,16 @@ static int name_cluster(struct boot_job *job, struct hc_error *err)
     const json_t *p = hc_op_params(job->ctx);
     const char *name = hc_json_str(p, "name", NULL);
     struct hc_db *db = hc_op_db(job->ctx);
-    json_t *rows = hc_db_query_json(db, err, "SELECT c.name, (SELECT COUNT(*) FROM nodes) AS n "
-                                    "FROM clusters c WHERE c.id = ?", "s", job->ctl->cluster_id);
+    json_t *counts = hc_nodes_health_counts(db, err);
+    json_t *rows = counts ? hc_db_query_json(db, err, "SELECT name FROM clusters WHERE id = ?",
+                                             "s", job->ctl->cluster_id) : NULL;
+    int64_t n = hc_json_int(counts, "total", 0);
+    json_decref(counts);
     if (!rows)
         return -1;
     json_t *row = json_array_get(rows, 0);
     int rc = 0;
-    if (hc_json_int(row, "n", 0) > 0 && strcmp(hc_json_str(row, "name", ""), name) != 0) {
+    if (row && n > 0 && strcmp(hc_json_str(row, "name", ""), name) != 0) {
         rc = hc_error_set(err, 409, HC_ERR_CONFLICT, "this controller's cluster is already "
                           "created as '%s'", hc_json_str(row, "name", ""));
         hc_error_hint(err, "add hosts with 'hcctl node add'");

@@ -14,6 +14,7 @@
 #include "controller/remote/agent_client.h"
 #include "controller/remote/service_client.h"
 #include "controller/state/events.h"
+#include "controller/state/nodes.h"
 
 #define WAIT_STEP_MS 250
 
@@ -38,35 +39,32 @@ const char *hc_avail_down_reason(const char *maint, const char *health, const ch
     return NULL;
 }
 
-static const char *down_reason(const json_t *row)
+static const char *down_reason(const struct hc_node_row *row)
 {
-    return hc_avail_down_reason(hc_json_str(row, "maintenance", NULL),
-                                hc_json_str(row, "health", NULL),
-                                hc_json_str(row, "service_state", NULL));
+    return hc_avail_down_reason(row->maintenance, row->health, row->service_state);
 }
 
 int hc_avail_down(struct hc_db *db, const char *except, int *count, char *who, size_t who_len,
                   struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT name, maintenance, health, service_state "
-                                    "FROM nodes WHERE name IS NOT ? ORDER BY name", "s", except);
-    if (!rows)
+    struct hc_node_filter f = {.except = except};
+    struct hc_node_row *rows;
+    size_t n, used = 0;
+    if (hc_nodes_rows(db, &f, &rows, &n, err) < 0)
         return -1;
-    size_t i, used = 0;
-    json_t *row;
     *count = 0;
     if (who_len)
         who[0] = '\0';
-    json_array_foreach(rows, i, row) {
-        const char *why = down_reason(row);
+    for (size_t i = 0; i < n; i++) {
+        const char *why = down_reason(&rows[i]);
         if (!why)
             continue;
         if (used < who_len)
             used += (size_t)snprintf(who + used, who_len - used, "%s%s (%s)", *count ? ", " : "",
-                                     hc_json_str(row, "name", "?"), why);
+                                     rows[i].name, why);
         (*count)++;
     }
-    json_decref(rows);
+    hc_node_rows_free(rows, n);
     return 0;
 }
 
@@ -88,21 +86,19 @@ int hc_avail_check(struct hc_db *db, const char *node, int max_unavailable, stru
 int hc_maint_node_load(struct hc_db *db, const char *name, struct hc_maint_node *mn,
                        struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT agent_url, maintenance, maintenance_op "
-                                    "FROM nodes WHERE name = ?", "s", name);
-    if (!rows)
+    struct hc_node_row row;
+    int found = hc_node_row_get(db, name, &row, err);
+    if (found < 0)
         return -1;
-    json_t *row = json_array_get(rows, 0);
-    if (row) {
+    if (found) {
         snprintf(mn->name, sizeof(mn->name), "%s", name);
-        snprintf(mn->agent_url, sizeof(mn->agent_url), "%s", hc_json_str(row, "agent_url", ""));
-        snprintf(mn->maintenance, sizeof(mn->maintenance), "%s",
-                 hc_json_str(row, "maintenance", "none"));
+        snprintf(mn->agent_url, sizeof(mn->agent_url), "%s", row.agent_url);
+        snprintf(mn->maintenance, sizeof(mn->maintenance), "%s", row.maintenance);
         snprintf(mn->maintenance_op, sizeof(mn->maintenance_op), "%s",
-                 hc_json_str(row, "maintenance_op", ""));
+                 row.maintenance_op ? row.maintenance_op : "");
     }
-    json_decref(rows);
-    if (!row) {
+    hc_node_row_clear(&row);
+    if (!found) {
         hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found", name);
         return hc_error_hint(err, "see 'hcctl node list'");
     }
@@ -119,19 +115,16 @@ static int set_state(struct hc_op_ctx *ctx, const char *node, const char *state,
     int none = strcmp(state, "none") == 0;
     /* A step re-run after a controller restart records the same change once: the event log
      * replays to the nodes really in maintenance. */
-    json_t *now = hc_db_query_json(db, err, "SELECT maintenance FROM nodes WHERE name = ?", "s",
-                                   node);
-    if (!now) {
+    struct hc_node_row now;
+    int found = hc_node_row_get(db, node, &now, err);
+    if (found < 0) {
         hc_db_rollback(db);
         return -1;
     }
-    if (!strcmp(hc_json_str(json_array_get(now, 0), "maintenance", ""), state))
+    if (found && !strcmp(now.maintenance, state))
         event = NULL;
-    json_decref(now);
-    if (hc_db_run(db, err, "UPDATE nodes SET maintenance = ?, maintenance_mode = ?, "
-                  "maintenance_since = CASE WHEN ? THEN NULL ELSE COALESCE(maintenance_since, ?) "
-                  "END, maintenance_op = ? WHERE name = ?", "ssiiss", state, none ? NULL : mode,
-                  (int64_t)none, hc_now_ms(), none ? NULL : hc_op_id(ctx), node) < 0 ||
+    hc_node_row_clear(&now);
+    if (hc_node_set_maintenance(db, node, state, mode, hc_op_id(ctx), err) < 0 ||
         (event && hc_event_add(db, event, node, hc_op_id(ctx), "controller",
                                json_pack("{s:s, s:s?}", "state", state, "mode", mode), err,
                                "node %s %s maintenance%s%s", node,
@@ -231,12 +224,17 @@ static int admit_tick(struct hc_op_ctx *ctx, const struct maint_step *s, struct 
 static int own_down(struct hc_op_ctx *ctx, const char *node)
 {
     struct hc_error err = {0};
-    json_t *rows = hc_db_query_json(hc_op_db(ctx), &err, "SELECT COUNT(*) AS n FROM nodes WHERE "
-                                    "maintenance != 'none' AND maintenance_op = ? AND name != ?",
-                                    "ss", hc_op_id(ctx), node);
-    int n = rows ? (int)hc_json_int(json_array_get(rows, 0), "n", 0) : -1;
-    json_decref(rows);
-    return n;
+    struct hc_node_filter f = {.except = node};
+    struct hc_node_row *rows;
+    size_t n;
+    if (hc_nodes_rows(hc_op_db(ctx), &f, &rows, &n, &err) < 0)
+        return -1;
+    int down = 0;
+    for (size_t i = 0; i < n; i++)
+        down += strcmp(rows[i].maintenance, "none") != 0 && rows[i].maintenance_op &&
+                strcmp(rows[i].maintenance_op, hc_op_id(ctx)) == 0;
+    hc_node_rows_free(rows, n);
+    return down;
 }
 
 /* The budget: refused at once for a maintenance request; the rolling upgrade instead waits
@@ -245,16 +243,18 @@ static int own_down(struct hc_op_ctx *ctx, const char *node)
 int hc_avail_unreachable(struct hc_db *db, const char *except, char *name, size_t len,
                          struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT name FROM nodes WHERE name IS NOT ? AND "
-                                    "health IN ('unreachable', 'stalled') ORDER BY name LIMIT 1",
-                                    "s", except);
-    if (!rows)
+    struct hc_node_filter f = {.except = except};
+    struct hc_node_row *rows;
+    size_t n, i;
+    if (hc_nodes_rows(db, &f, &rows, &n, err) < 0)
         return -1;
-    int found = json_array_size(rows) > 0;
-    if (found)
-        snprintf(name, len, "%s", hc_json_str(json_array_get(rows, 0), "name", ""));
-    json_decref(rows);
-    return found;
+    for (i = 0; i < n; i++)
+        if (!strcmp(rows[i].health, "unreachable") || !strcmp(rows[i].health, "stalled"))
+            break;
+    if (i < n)
+        snprintf(name, len, "%s", rows[i].name);
+    hc_node_rows_free(rows, n);
+    return i < n;
 }
 
 /* While an upgrade waits to take s's node down: a node that stopped answering (an agent killed,
@@ -454,8 +454,7 @@ static int step_resync(struct hc_op_ctx *ctx, void *arg, char *detail, size_t le
     /* The poller would learn that the service runs again only at its next cycle; the budget
      * of the next node must not count this one as down meanwhile. */
     if (hc_maint_wait_resync(ctx, &s->svc, s->timeout_ms, err) < 0 ||
-        hc_db_run(hc_op_db(ctx), err, "UPDATE nodes SET service_state = 'running', "
-                  "service_observed_at = ? WHERE name = ?", "is", hc_now_ms(), s->svc.name) < 0 ||
+        hc_node_set_service_state(hc_op_db(ctx), s->svc.name, "running", hc_now_ms(), err) < 0 ||
         set_state(ctx, s->svc.name, "none", NULL, "maintenance.exited", err) < 0)
         return -1;
     snprintf(detail, len, "in sync after %lld ms; maintenance over", (long long)(hc_mono_ms() - t0));

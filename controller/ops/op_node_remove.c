@@ -32,6 +32,7 @@
 #include "controller/remote/agent_client.h"
 #include "controller/api/crl.h"
 #include "controller/state/events.h"
+#include "controller/state/nodes.h"
 #include "controller/ops/op_maintenance.h"
 #include "controller/ops/op_bootstrap.h"
 #include "controller/ops/ops.h"
@@ -115,22 +116,19 @@ json_t *hc_node_remove_params(const char *name, const json_t *body, struct hc_er
 static int node_remove_load(struct hc_db *db, const char *name, struct node_remove *nr,
                             struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(
-        db, err,
-        "SELECT agent_url, cert_serial, ssh_endpoint, install_mode FROM nodes WHERE name = ?", "s",
-        name);
-    if (!rows)
+    struct hc_node_row row;
+    int found = hc_node_row_get(db, name, &row, err);
+    if (found < 0)
         return -1;
-    json_t *row = json_array_get(rows, 0);
     snprintf(nr->name, sizeof(nr->name), "%s", name);
-    snprintf(nr->agent_url, sizeof(nr->agent_url), "%s", hc_json_str(row, "agent_url", ""));
-    snprintf(nr->cert_serial, sizeof(nr->cert_serial), "%s", hc_json_str(row, "cert_serial", ""));
+    snprintf(nr->agent_url, sizeof(nr->agent_url), "%s", found ? row.agent_url : "");
+    snprintf(nr->cert_serial, sizeof(nr->cert_serial), "%s", found ? row.cert_serial : "");
     snprintf(nr->ssh_endpoint, sizeof(nr->ssh_endpoint), "%s",
-             hc_json_str(row, "ssh_endpoint", ""));
+             row.ssh_endpoint ? row.ssh_endpoint : "");
     snprintf(nr->install_mode, sizeof(nr->install_mode), "%s",
-             hc_json_str(row, "install_mode", ""));
-    json_decref(rows);
-    return row ? 1 : 0;
+             row.install_mode ? row.install_mode : "");
+    hc_node_row_clear(&row);
+    return found;
 }
 
 /* What the uninstall step would have done, as one command line for the admin (the hint of the
@@ -490,7 +488,7 @@ static int node_remove_revoke(struct hc_op_ctx *ctx, void *arg, char *detail, si
                   "INSERT OR IGNORE INTO revoked_certs (serial, node_name, revoked_at) "
                   "VALUES (?, ?, ?)",
                   "ssi", nr->cert_serial, nr->name, hc_now_ms()) < 0 ||
-        hc_db_run(db, err, "DELETE FROM nodes WHERE name = ?", "s", nr->name) < 0 ||
+        hc_node_delete(db, nr->name, err) < 0 ||
         hc_event_add(db, "node.removed", nr->name, hc_op_id(ctx), "controller",
                      removed_details(nr, outcome),
                      err, "node %s removed, certificate %s revoked; service data %s%s%s",
@@ -561,9 +559,7 @@ static enum hc_op_result node_remove_run(struct hc_op_ctx *ctx, struct hc_error 
         if (rc < 0)
             return HC_OP_FAILED;
     }
-    if (hc_db_run(db, err,
-                  "UPDATE nodes SET desired_state = 'removed', state = 'removing' WHERE name = ?",
-                  "s", name) < 0)
+    if (hc_node_set_removing(db, name, err) < 0)
         return HC_OP_FAILED;
     if ((r = hc_op_checkpoint(ctx)) != HC_OP_SUCCEEDED)
         return r;

@@ -27,6 +27,7 @@
 #include "controller/remote/agent_client.h"
 #include "controller/api/auth.h"
 #include "controller/state/events.h"
+#include "controller/state/nodes.h"
 #include "controller/ops/op_maintenance.h"
 #include "controller/ops/ops.h"
 #include "controller/remote/service_client.h"
@@ -78,23 +79,23 @@ static const char *const node_steps[] = {"stage", "budget", "ok_to_stop", "drain
 json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error *err)
 {
     const char *to = hc_json_str(params, "to_version", "");
-    json_t *bundle = load_bundle(db, to, err), *nodes = NULL, *plan = NULL;
+    json_t *bundle = load_bundle(db, to, err), *plan = NULL;
+    struct hc_node_row *nodes = NULL;
+    size_t n = 0;
     if (!bundle)
         return NULL;
     const char *min = hc_json_str(json_object_get(bundle, "manifest_json"), "min_upgrade_from", "");
-    nodes = hc_db_query_json(db, err, "SELECT name, software_version FROM nodes ORDER BY name", "");
-    if (!nodes)
+    if (hc_nodes_rows(db, NULL, &nodes, &n, err) < 0)
         goto cleanup;
-    if (json_array_size(nodes) == 0) {
+    if (n == 0) {
         hc_error_set(err, 409, HC_ERR_CONFLICT, "the cluster has no nodes to upgrade");
         hc_error_hint(err, "bring nodes in first: hcctl cluster create / hcctl node add");
         goto cleanup;
     }
-    json_t *list = json_array(), *row;
-    size_t i;
-    json_array_foreach(nodes, i, row) {
-        const char *from = hc_json_str(row, "software_version", "");
-        const char *name = hc_json_str(row, "name", "");
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const char *from = nodes[i].software_version ? nodes[i].software_version : "";
+        const char *name = nodes[i].name;
         if (from[0] && min[0] && hc_version_cmp(from, min) < 0 && hc_version_cmp(from, to)) {
             json_decref(list);
             hc_error_set(err, 409, "version_incompatible", "node '%s' runs %s, older than %s's "
@@ -116,7 +117,7 @@ json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error 
                      (json_int_t)hc_json_int(params, "max_unavailable", 1), "nodes", list);
 cleanup:
     json_decref(bundle);
-    json_decref(nodes);
+    hc_node_rows_free(nodes, n);
     return plan;
 }
 
@@ -289,9 +290,7 @@ static int step_rollback(struct hc_op_ctx *ctx, void *arg, char *detail, size_t 
 static int record_version(struct hc_op_ctx *ctx, const char *node, const char *version,
                           struct hc_error *err)
 {
-    return hc_db_run(hc_op_db(ctx), err, "UPDATE nodes SET software_version = ?, "
-                     "service_observed_at = ? WHERE name = ?", "sis", version, hc_now_ms(),
-                     node) < 0 ? -1 : 0;
+    return hc_node_set_software_version(hc_op_db(ctx), node, version, hc_now_ms(), err);
 }
 
 /* Rolls a node whose new version failed its health check back, and brings it out of
@@ -373,22 +372,24 @@ static int node_up(struct hc_op_ctx *ctx, const char *name, struct hc_error *err
 
 int hc_upgrade_check_nodes_up(struct hc_db *db, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT name, maintenance, maintenance_op FROM nodes "
-                                    "WHERE maintenance != 'none' ORDER BY name", "");
-    if (!rows)
+    struct hc_node_row *rows;
+    size_t n, down = 0, first = 0;
+    if (hc_nodes_rows(db, NULL, &rows, &n, err) < 0)
         return -1;
-    const json_t *row = json_array_get(rows, 0);
-    if (row) {
-        const char *name = hc_json_str(row, "name", "");
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rows[i].maintenance, "none") != 0 && !down++)
+            first = i;
+    if (down) {
+        const struct hc_node_row *row = &rows[first];
         hc_error_set(err, 409, HC_ERR_CONFLICT, "node '%s' is in maintenance (%s, by operation "
-                     "%s)%s: an upgrade takes every node down itself", name,
-                     hc_json_str(row, "maintenance", ""), hc_json_str(row, "maintenance_op", "?"),
-                     json_array_size(rows) > 1 ? ", and others" : "");
+                     "%s)%s: an upgrade takes every node down itself", row->name,
+                     row->maintenance, row->maintenance_op ? row->maintenance_op : "?",
+                     down > 1 ? ", and others" : "");
         hc_error_hint(err, "bring it back first with 'hcctl maintenance exit %s' (see 'hcctl "
-                           "maintenance status')", name);
+                           "maintenance status')", row->name);
     }
-    json_decref(rows);
-    return row ? -1 : 0;
+    hc_node_rows_free(rows, n);
+    return down ? -1 : 0;
 }
 
 /* 1 when this operation already brought the node back (its resync step succeeded). */

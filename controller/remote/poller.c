@@ -32,6 +32,7 @@
 #include "common/util.h"
 #include "controller/remote/agent_client.h"
 #include "controller/state/events.h"
+#include "controller/state/nodes.h"
 #include "controller/api/metrics.h"
 #include "controller/ops/ops.h"
 #include "db/db.h"
@@ -292,23 +293,19 @@ static int poller_store_status(struct hc_db *db, int64_t node_id, const struct h
     /* The agent is the truth about what runs: its current and rollback versions (null when
      * none) replace whatever an operation wrote. */
     /* ...unless an operation learnt something newer after this poll was sent. */
-    int64_t asked = now - st->elapsed_ms;
-    if (hc_db_run(db, err,
-                  "UPDATE nodes SET service_state = ?, software_version = ?, "
-                  "previous_software_version = ?, service_observed_at = ? WHERE id = ? AND "
-                  "COALESCE(service_observed_at, 0) <= ?", "sssiii", service,
-                  POLLER_CLEAN(version, b, "software_version"),
-                  POLLER_CLEAN(previous, b, "previous_software_version"), asked, node_id,
-                  asked) < 0)
-        return -1;
-    return hc_db_run(db, err,
-                     "UPDATE nodes SET health = ?, health_detail = ?, last_seen = ?, "
-                     "agent_version = ?, hostname = COALESCE(?, hostname), "
-                     "uptime_s = NULLIF(?, -1), poll_latency_ms = ? WHERE id = ?",
-                     "ssissiii", v->health, v->detail[0] ? v->detail : NULL, now,
-                     POLLER_CLEAN(agent_version, b, "agent_version"),
-                     POLLER_CLEAN(hostname, b, "hostname"),
-                     hc_json_int(b, "uptime_seconds", -1), (int64_t)st->elapsed_ms, node_id);
+    struct hc_node_poll p = {
+        .health = v->health,
+        .health_detail = v->detail[0] ? v->detail : NULL,
+        .service_state = service,
+        .software_version = POLLER_CLEAN(version, b, "software_version"),
+        .previous_software_version = POLLER_CLEAN(previous, b, "previous_software_version"),
+        .asked_at = now - st->elapsed_ms,
+        .agent_version = POLLER_CLEAN(agent_version, b, "agent_version"),
+        .hostname = POLLER_CLEAN(hostname, b, "hostname"),
+        .uptime_s = hc_json_int(b, "uptime_seconds", -1),
+        .latency_ms = (int64_t)st->elapsed_ms,
+        .now = now};
+    return hc_node_store_poll(db, node_id, &p, err);
 }
 
 static int poller_store_iface(struct hc_db *db, int64_t node_id, const json_t *iface, int64_t now,
@@ -382,14 +379,15 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
     hc_text_clean(v.detail, sizeof(v.detail), v.detail); /* may quote the agent's words */
     /* Read the old health inside the transaction: the node may have been removed or changed
      * since the cycle started. */
-    json_t *rows = hc_db_query_json(db, err, "SELECT health FROM nodes WHERE id = ?", "i", id);
-    if (!rows)
+    struct hc_node_row row;
+    int found = hc_node_row_get_id(db, id, &row, err);
+    if (found < 0)
         return -1;
-    if (json_array_size(rows) == 0) {
+    if (!found) {
         rc = 0; /* removed while we polled */
         goto cleanup;
     }
-    const char *from = hc_json_str(json_array_get(rows, 0), "health", "unknown");
+    const char *from = row.health;
     if (strcmp(v.health, "unreachable") != 0) /* answered, and as this node */
         rc = poller_store_status(db, id, status, &v, now, err) < 0 ||
                      poller_store_ifaces(db, id, ifaces, now, err) != 0
@@ -398,10 +396,8 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
     else {
         /* A failure learnt by a call sent before the node last answered (a cycle that began
          * while cluster create's own call saw it enroll) is old news: it changes nothing. */
-        int changed = hc_db_run(db, err,
-                                "UPDATE nodes SET health = ?, health_detail = ?, "
-                                "poll_latency_ms = NULL WHERE id = ? AND COALESCE(last_seen, 0) "
-                                "<= ?", "ssii", v.health, v.detail, id, now - status->elapsed_ms);
+        int changed = hc_node_set_unanswered(db, id, v.health, v.detail,
+                                             now - status->elapsed_ms, err);
         rc = changed < 0 ? -1 : 0;
         if (changed == 0)
             goto cleanup;
@@ -415,7 +411,7 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
     if (rc == 0 && strcmp(v.health, "reachable") == 0)
         rc = hc_ops_resume_for_node(db, name, err);
 cleanup:
-    json_decref(rows);
+    hc_node_row_clear(&row);
     return rc;
 }
 

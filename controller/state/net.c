@@ -12,6 +12,7 @@
 
 #include "common/json_util.h"
 #include "common/util.h"
+#include "controller/state/nodes.h"
 
 void hc_net_check_clear(struct hc_net_check *c)
 {
@@ -151,19 +152,20 @@ int hc_net_cluster_mtu(struct hc_db *db, struct hc_error *err)
     return mtu;
 }
 
-static int gather_node(struct hc_db *db, const json_t *row, struct hc_net_node *n,
+static int gather_node(struct hc_db *db, const struct hc_node_row *row, struct hc_net_node *n,
                        struct hc_error *err)
 {
     memset(n, 0, sizeof(*n));
     n->agent_ok = -1;
-    snprintf(n->name, sizeof(n->name), "%s", hc_json_str(row, "name", ""));
-    snprintf(n->agent_url, sizeof(n->agent_url), "%s", hc_json_str(row, "agent_url", ""));
-    snprintf(n->address, sizeof(n->address), "%s", hc_json_str(row, "address", ""));
-    snprintf(n->iface, sizeof(n->iface), "%s", hc_json_str(row, "storage_interface", ""));
+    snprintf(n->name, sizeof(n->name), "%s", row->name);
+    snprintf(n->agent_url, sizeof(n->agent_url), "%s", row->agent_url);
+    snprintf(n->address, sizeof(n->address), "%s", row->address);
+    snprintf(n->iface, sizeof(n->iface), "%s",
+             row->storage_interface ? row->storage_interface : "");
     json_t *ifaces = hc_db_query_json(db, err,
                                       "SELECT name, mtu, state, kind, master, addresses_json "
                                       "FROM interfaces WHERE node_id = ? ORDER BY name",
-                                      "i", hc_json_int(row, "id", 0));
+                                      "i", row->id);
     if (!ifaces)
         return -1;
     hc_net_node_apply(n, ifaces);
@@ -187,18 +189,17 @@ static int name_wanted(const json_t *names, const char *name)
 }
 
 /* 404 for a name in names that no joined node has. */
-static int names_known(const json_t *rows, const json_t *names, struct hc_error *err)
+static int names_known(const struct hc_node_row *rows, size_t n, const json_t *names,
+                       struct hc_error *err)
 {
-    size_t i, j;
-    const json_t *v, *row;
+    size_t i;
+    const json_t *v;
     json_array_foreach(names, i, v)
     {
         const char *name = json_string_value(v) ? json_string_value(v) : "";
         int found = 0;
-        json_array_foreach(rows, j, row)
-        {
-            found |= strcmp(hc_json_str(row, "name", ""), name) == 0;
-        }
+        for (size_t j = 0; j < n; j++)
+            found |= strcmp(rows[j].name, name) == 0;
         if (!found) {
             hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found", name);
             return hc_error_hint(err, "see 'hcctl node list'");
@@ -210,32 +211,29 @@ static int names_known(const json_t *rows, const json_t *names, struct hc_error 
 int hc_net_gather(struct hc_db *db, const json_t *names, struct hc_net_check *c,
                   struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err,
-                                    "SELECT id, name, agent_url, address, storage_interface "
-                                    "FROM nodes WHERE state = 'joined' ORDER BY name",
-                                    "");
-    size_t i;
-    const json_t *row;
+    struct hc_node_filter joined = {.state = "joined"};
+    struct hc_node_row *rows = NULL;
+    size_t n = 0;
     int rc = -1;
-    if (!rows || (names && names_known(rows, names, err) < 0))
+    if (hc_nodes_rows(db, &joined, &rows, &n, err) < 0 ||
+        (names && names_known(rows, n, names, err) < 0))
         goto cleanup;
-    c->nodes = calloc(json_array_size(rows) + 1, sizeof(*c->nodes));
+    c->nodes = calloc(n + 1, sizeof(*c->nodes));
     if (!c->nodes) {
         hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
     c->nnodes = 0;
-    json_array_foreach(rows, i, row)
-    {
-        if (!name_wanted(names, hc_json_str(row, "name", "")))
+    for (size_t i = 0; i < n; i++) {
+        if (!name_wanted(names, rows[i].name))
             continue;
-        if (gather_node(db, row, &c->nodes[c->nnodes], err) < 0)
+        if (gather_node(db, &rows[i], &c->nodes[c->nnodes], err) < 0)
             goto cleanup;
         c->nnodes++;
     }
     rc = 0;
 cleanup:
-    json_decref(rows);
+    hc_node_rows_free(rows, n);
     return rc;
 }
 

@@ -87,17 +87,18 @@ int hc_identity_address_check(struct hc_db *db, X509 *server_cert, const char *h
                                   "controller's server certificate; give the agent its own "
                                   "address (--listen)");
     }
-    json_t *rows = hc_db_query_json(db, err, "SELECT name FROM nodes WHERE address = ? AND "
-                                             "name != ?", "ss", host, replacing ? replacing : "");
-    if (!rows)
+    struct hc_node_filter f = {.address = host, .except = replacing ? replacing : ""};
+    struct hc_node_row *rows;
+    size_t n;
+    if (hc_nodes_rows(db, &f, &rows, &n, err) < 0)
         return -1;
-    const char *owner = hc_json_str(json_array_get(rows, 0), "name", NULL);
-    if (owner) {
+    if (n) {
+        const char *owner = rows[0].name;
         hc_error_set(err, 409, HC_ERR_CONFLICT, "address '%s' belongs to node '%s'", host, owner);
         hc_error_hint(err, "remove node '%s' first ('hcctl node remove %s')", owner, owner);
     }
-    json_decref(rows);
-    return owner ? -1 : 0;
+    hc_node_rows_free(rows, n);
+    return n ? -1 : 0;
 }
 
 int hc_identity_url_base(const char *url, char *out, size_t len)
@@ -121,49 +122,47 @@ int hc_identity_pin_for_url(void *arg, const char *url, char *pin, size_t len,
     char base[600];
     if (hc_identity_url_base(url, base, sizeof(base)) < 0)
         return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid agent URL '%s'", url);
-    json_t *rows = hc_db_query_json(db, err, "SELECT cert_pin, cert_pem FROM nodes "
-                                             "WHERE agent_url = ?", "s", base);
-    if (!rows)
+    struct hc_node_row row;
+    int found = hc_node_row_by_url(db, base, &row, err);
+    if (found < 0)
         return -1;
-    const json_t *row = json_array_get(rows, 0);
-    const char *stored = hc_json_str(row, "cert_pin", NULL);
+    const char *stored = row.cert_pin;
     char computed[HC_PKI_PIN_LEN];
     int rc = 0;
-    if (!row) {
+    if (!found) {
         hc_error_set(err, 0, HC_ERR_TLS, "no node is enrolled at %s", base);
         rc = hc_error_hint(err, "the controller only calls agents of enrolled nodes");
-    } else if (!stored && hc_pki_pem_pin(hc_json_str(row, "cert_pem", ""), computed, err) < 0) {
+    } else if (!stored && hc_pki_pem_pin(row.cert_pem, computed, err) < 0) {
         rc = hc_error_prefix(err, "certificate of the node at %s", base);
     } else if ((size_t)snprintf(pin, len, "%s", stored ? stored : computed) >= len) {
         rc = hc_error_set(err, 0, HC_ERR_INTERNAL, "pin of the node at %s is too long", base);
     }
-    json_decref(rows);
+    hc_node_row_clear(&row);
     return rc;
 }
 
 int hc_identity_backfill_pins(struct hc_db *db, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT id, name, cert_pem FROM nodes "
-                                             "WHERE cert_pin IS NULL", "");
-    if (!rows)
+    struct hc_node_row *rows;
+    size_t n;
+    if (hc_nodes_rows(db, NULL, &rows, &n, err) < 0)
         return -1;
     int filled = 0;
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
+    for (size_t i = 0; i < n; i++) {
         char pin[HC_PKI_PIN_LEN];
-        if (hc_pki_pem_pin(hc_json_str(row, "cert_pem", ""), pin, err) < 0) {
-            hc_error_prefix(err, "certificate of node '%s'", hc_json_str(row, "name", "?"));
+        if (rows[i].cert_pin)
+            continue;
+        if (hc_pki_pem_pin(rows[i].cert_pem, pin, err) < 0) {
+            hc_error_prefix(err, "certificate of node '%s'", rows[i].name);
             filled = -1;
             break;
         }
-        if (hc_db_run(db, err, "UPDATE nodes SET cert_pin = ? WHERE id = ?", "si", pin,
-                      hc_json_int(row, "id", 0)) < 0) {
+        if (hc_node_set_cert_pin(db, rows[i].id, pin, err) < 0) {
             filled = -1;
             break;
         }
         filled++;
     }
-    json_decref(rows);
+    hc_node_rows_free(rows, n);
     return filled;
 }

@@ -1,12 +1,17 @@
 /*
- * Node queries for the API: list, get (with interfaces), insert at enrollment, and the rendering
- * of rows as the API's NODE and IFACE objects (docs/api.md). Times leave the database as epoch
- * milliseconds and leave here as RFC 3339 strings.
+ * The nodes table's one home: typed rows (struct hc_node_row) and the few reads and writes the
+ * controller makes of it, the insert at enrollment, and the rendering of rows as the API's NODE
+ * and IFACE objects (docs/api.md). Times leave the database as epoch milliseconds and leave the
+ * renderers as RFC 3339 strings. Outside this file's .c, SQL names the table only where it is
+ * joined with another for one purpose (the allow-list of tests/unit/test_nodes.c).
+ *
+ * Every function runs in the caller's transaction when one is open (none opens its own).
  */
 #ifndef HC_CONTROLLER_NODES_H
 #define HC_CONTROLLER_NODES_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
@@ -23,6 +28,114 @@ struct hc_node_new {
     const char *cert_pem;
     const char *cert_pin; /* hc_pki_cert_pin of cert_pem: what calls to agent_url pin */
 };
+
+/* One row of nodes (db/migrations). Text is owned (hc_node_row_clear frees it); a NULL column
+ * is a NULL pointer. An INTEGER column that is NULL reads as 0 (last_seen 0: never answered). */
+struct hc_node_row {
+    int64_t id;
+    char *cluster_id;
+    char *name;
+    char *address;   /* management address */
+    char *agent_url; /* without a trailing '/' */
+    char *hostname;
+    char *ssh_endpoint; /* user@host:port when pushed over SSH */
+    char *ssh_host_key; /* pinned SHA256 fingerprint */
+    char *install_mode; /* systemd | daemon | manual */
+    char *storage_interface;
+    char *cert_serial;
+    char *cert_pem;
+    char *cert_pin;      /* "sha256//BASE64" of the certificate's key; NULL before backfill */
+    char *desired_state; /* member | removed */
+    char *state;         /* joined | removing */
+    char *health;        /* unknown | reachable | unreachable | stalled */
+    char *health_detail;
+    char *maintenance; /* none | entering | active | exiting */
+    char *maintenance_mode;
+    char *maintenance_op;
+    char *agent_version;
+    char *software_version;
+    char *previous_software_version;
+    char *service_state;
+    int64_t uptime_s;
+    int64_t poll_latency_ms;
+    int64_t last_seen;
+    int64_t joined_at;
+    int64_t maintenance_since;
+    int64_t service_observed_at;
+};
+
+/* Which rows hc_nodes_rows returns: every non-NULL field must match (NULL: any). */
+struct hc_node_filter {
+    const char *except; /* every node but the one of this name */
+    const char *address;
+    const char *state;
+    const char *desired_state;
+    const char *software_version;
+    const char *previous_software_version;
+};
+
+void hc_node_row_clear(struct hc_node_row *row); /* frees the text; the row reads as zero */
+void hc_node_rows_free(struct hc_node_row *rows, size_t n); /* accepts NULL */
+
+/* The node of that name (by id; by agent_url): 1 with *row filled, 0 when there is none (row
+ * zeroed), -1 with err. The caller clears the row. */
+int hc_node_row_get(struct hc_db *db, const char *name, struct hc_node_row *row,
+                    struct hc_error *err);
+int hc_node_row_get_id(struct hc_db *db, int64_t id, struct hc_node_row *row,
+                       struct hc_error *err);
+int hc_node_row_by_url(struct hc_db *db, const char *agent_url, struct hc_node_row *row,
+                       struct hc_error *err);
+/* The nodes filter lets through (NULL: every node), sorted by name: 0 with *rows (NULL when
+ * none; free with hc_node_rows_free) and *n, or -1 with err. */
+int hc_nodes_rows(struct hc_db *db, const struct hc_node_filter *filter,
+                  struct hc_node_row **rows, size_t *n, struct hc_error *err);
+/* [{"v": value, "n": count}] of one column, "health", "state" or "maintenance" (grouped, in
+ * the order of the values). New reference or NULL with err. */
+json_t *hc_nodes_count_by(struct hc_db *db, const char *column, struct hc_error *err);
+
+/* What a poll learnt from an agent that answered (hc_node_store_poll). */
+struct hc_node_poll {
+    const char *health; /* reachable | stalled */
+    const char *health_detail;
+    const char *service_state; /* these three replace what is stored... */
+    const char *software_version;
+    const char *previous_software_version;
+    int64_t asked_at; /* ...unless an operation learnt them after this (service_observed_at) */
+    const char *agent_version;
+    const char *hostname; /* NULL keeps the stored one */
+    int64_t uptime_s;     /* -1: not reported */
+    int64_t latency_ms;
+    int64_t now; /* last_seen */
+};
+
+/* The writers: each returns 0 (or the rows changed, where said) or -1 with err. A node that is
+ * not there is not an error (nothing changes). */
+int hc_node_store_poll(struct hc_db *db, int64_t id, const struct hc_node_poll *p,
+                       struct hc_error *err);
+/* Health unreachable/... with its detail, poll latency NULL, unless the node answered after
+ * `before` (last_seen > before). Returns the rows changed (0 or 1). */
+int hc_node_set_unanswered(struct hc_db *db, int64_t id, const char *health, const char *detail,
+                           int64_t before, struct hc_error *err);
+/* What bootstrap learnt of the host; install_mode NULL keeps the stored one. */
+int hc_node_set_bootstrap(struct hc_db *db, const char *name, const char *ssh_endpoint,
+                          const char *ssh_host_key, const char *storage_interface,
+                          const char *install_mode, struct hc_error *err);
+/* Maintenance state; "none" clears mode, op and since, any other keeps the first since. */
+int hc_node_set_maintenance(struct hc_db *db, const char *name, const char *state,
+                            const char *mode, const char *op_id, struct hc_error *err);
+/* What an operation learnt of the service at `observed_at`: the service state, or the version
+ * (the poller does not overwrite it with an older observation). */
+int hc_node_set_service_state(struct hc_db *db, const char *name, const char *service_state,
+                              int64_t observed_at, struct hc_error *err);
+int hc_node_set_software_version(struct hc_db *db, const char *name, const char *version,
+                                 int64_t observed_at, struct hc_error *err);
+int hc_node_set_removing(struct hc_db *db, const char *name, struct hc_error *err);
+int hc_node_set_cert_pin(struct hc_db *db, int64_t id, const char *pin, struct hc_error *err);
+int hc_node_delete(struct hc_db *db, const char *name, struct hc_error *err);
+
+/* {"nodes":[{name, maintenance, mode, since_ms, operation_id, health, service_state}...]}
+ * sorted by name (GET /v1/maintenance). New reference or NULL with err. */
+json_t *hc_nodes_maintenance_list(struct hc_db *db, struct hc_error *err);
 
 /* {"nodes":[NODE...]} sorted by name (new reference), or NULL with err. */
 json_t *hc_nodes_list(struct hc_db *db, struct hc_error *err);

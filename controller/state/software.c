@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/state/events.h"
+#include "controller/state/nodes.h"
 
 #define BUNDLE_SELECT                                                                              \
     "SELECT name, version, sha256, signature, signed_by, manifest_json, size, uploaded_at, "       \
@@ -102,20 +103,21 @@ static int bundle_path(const struct hc_controller *ctl, const char *version, con
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-static json_t *node_names(struct hc_db *db, const char *column, const char *version,
+/* The names of the nodes running version (or, rollback set, that may roll back to it), as a
+ * JSON array (new reference). */
+static json_t *node_names(struct hc_db *db, const char *version, int rollback,
                           struct hc_error *err)
 {
-    char sql[160];
-    snprintf(sql, sizeof(sql), "SELECT name FROM nodes WHERE %s = ? ORDER BY name", column);
-    json_t *rows = hc_db_query_json(db, err, sql, "s", version);
-    if (!rows)
+    struct hc_node_filter f = {.software_version = rollback ? NULL : version,
+                               .previous_software_version = rollback ? version : NULL};
+    struct hc_node_row *rows;
+    size_t n;
+    if (hc_nodes_rows(db, &f, &rows, &n, err) < 0)
         return NULL;
     json_t *names = json_array();
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row)
-        json_array_append_new(names, json_string(hc_json_str(row, "name", "")));
-    json_decref(rows);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(names, json_string(rows[i].name));
+    hc_node_rows_free(rows, n);
     return names;
 }
 
@@ -125,8 +127,8 @@ static json_t *bundle_object(struct hc_db *db, const json_t *row, struct hc_erro
     const char *version = hc_json_str(row, "version", "");
     const json_t *m = json_object_get(row, "manifest_json");
     char when[32];
-    json_t *running = node_names(db, "software_version", version, err);
-    json_t *rollback = running ? node_names(db, "previous_software_version", version, err) : NULL;
+    json_t *running = node_names(db, version, 0, err);
+    json_t *rollback = running ? node_names(db, version, 1, err) : NULL;
     if (!rollback) {
         json_decref(running);
         return NULL;
@@ -358,8 +360,8 @@ cleanup:
  * operations targeting it. 0 when nothing, 1 with err (409) naming them, -1 on error. */
 static int in_use(struct hc_db *db, const char *version, struct hc_error *err)
 {
-    json_t *running = node_names(db, "software_version", version, err);
-    json_t *rollback = running ? node_names(db, "previous_software_version", version, err) : NULL;
+    json_t *running = node_names(db, version, 0, err);
+    json_t *rollback = running ? node_names(db, version, 1, err) : NULL;
     json_t *ops = rollback ? hc_db_query_json(db, err,
                                               "SELECT id FROM operations WHERE state IN "
                                               "('pending', 'running', 'paused') AND "
