@@ -1,0 +1,527 @@
+/*
+ * The command-line engine (see cmdline.h): the walker over a command line's words, typed
+ * values and their usage errors, lookups, "did you mean", and help text from the tables.
+ */
+#include "common/cmdline.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+/* ---------------------------------------------------------------- lookups */
+
+const struct hc_cmd_group *hc_cmd_find_group(const struct hc_cmd_group *const *groups,
+                                             const char *name)
+{
+    for (size_t i = 0; groups && groups[i]; i++)
+        if (strcmp(groups[i]->name, name) == 0)
+            return groups[i];
+    return NULL;
+}
+
+static int is_default_verb(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb)
+{
+    return !(group->flags & HC_GROUP_STANDALONE) && strcmp(verb->name, group->name) == 0;
+}
+
+const struct hc_cmd_verb *hc_cmd_find_verb(const struct hc_cmd_group *group, const char *name)
+{
+    for (size_t i = 0; group->verbs[i].name; i++)
+        if (strcmp(group->verbs[i].name, name) == 0 && !is_default_verb(group, &group->verbs[i]))
+            return &group->verbs[i];
+    return NULL;
+}
+
+const struct hc_cmd_verb *hc_cmd_default_verb(const struct hc_cmd_group *group)
+{
+    for (size_t i = 0; group->verbs[i].name; i++)
+        if (is_default_verb(group, &group->verbs[i]))
+            return &group->verbs[i];
+    return NULL;
+}
+
+void hc_cmd_verb_words(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
+                       char *buf, size_t len)
+{
+    if (group->flags & HC_GROUP_STANDALONE)
+        snprintf(buf, len, "%s", group->name);
+    else if (is_default_verb(group, verb))
+        snprintf(buf, len, "%s%s%s", group->name, verb->usage ? " " : "",
+                 verb->usage ? verb->usage : "");
+    else
+        snprintf(buf, len, "%s %s", group->name, verb->name);
+}
+
+int hc_cmd_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int cost = a[i - 1] != b[j - 1];
+            int best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < best)
+                best = d[i - 1][j - 1] + cost;
+            /* a transposition of two adjacent characters counts as one edit */
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+const char *hc_cmd_suggest(const char *word, const char *const *candidates)
+{
+    const char *best = NULL;
+    int best_d = 3;
+    for (size_t i = 0; candidates[i]; i++) {
+        int d = hc_cmd_distance(word, candidates[i]);
+        /* one- and two-letter words are within 2 edits of everything short: need d < len */
+        if (d < best_d && (size_t)d < strlen(word)) {
+            best = candidates[i];
+            best_d = d;
+        }
+    }
+    return best;
+}
+
+/* ---------------------------------------------------------------- the walker */
+
+int hc_walk_set(struct hc_walk *w, const struct hc_cmd_verb *verb)
+{
+    size_t n = 0;
+    for (size_t i = 0; verb && verb->opts && verb->opts[i].name; i++) {
+        if (n == HC_WALK_MAX_OPTS)
+            return -1;
+        w->set[n++] = &verb->opts[i];
+    }
+    for (size_t i = 0; w->globals && w->globals[i].name; i++) {
+        int shadowed = 0;
+        for (size_t j = 0; verb && verb->opts && verb->opts[j].name; j++)
+            shadowed |= strcmp(verb->opts[j].name, w->globals[i].name) == 0;
+        if (shadowed)
+            continue;
+        if (n == HC_WALK_MAX_OPTS)
+            return -1;
+        w->set[n++] = &w->globals[i];
+    }
+    w->nset = n;
+    return 0;
+}
+
+const struct hc_cmd_opt *hc_walk_find_long(const struct hc_walk *w, const char *name, size_t len)
+{
+    const struct hc_cmd_opt *prefix = NULL;
+    int nprefix = 0;
+    for (size_t i = 0; i < w->nset; i++) {
+        if (strncmp(w->set[i]->name, name, len) != 0)
+            continue;
+        if (strlen(w->set[i]->name) == len)
+            return w->set[i];
+        if (!prefix)
+            prefix = w->set[i];
+        nprefix++;
+    }
+    return nprefix == 1 ? prefix : NULL;
+}
+
+static const struct hc_cmd_opt *find_short(const struct hc_walk *w, char c)
+{
+    for (size_t i = 0; i < w->nset; i++)
+        if (w->set[i]->short_name == c)
+            return w->set[i];
+    return NULL;
+}
+
+static int walk_stop(struct hc_walk *w, enum hc_walk_stop stop, int at)
+{
+    w->stop = stop;
+    w->at = at;
+    return -1;
+}
+
+/* Hands one option to the caller. */
+static int walk_hit(struct hc_walk *w, const struct hc_cmd_opt *o, const char *value, int at)
+{
+    if (w->on_option && w->on_option(w, o, value) < 0)
+        return walk_stop(w, HC_WALK_CALLBACK, at);
+    return 0;
+}
+
+/* "--name", "--name=value", "--name value". */
+static int walk_long(struct hc_walk *w, int nwords, char *const *words, int *i)
+{
+    const char *word = words[*i], *eq = strchr(word + 2, '=');
+    int at = (*i)++;
+    const struct hc_cmd_opt *o =
+        hc_walk_find_long(w, word + 2, eq ? (size_t)(eq - word - 2) : strlen(word + 2));
+    if (!o)
+        return w->keep_going ? 0 : walk_stop(w, HC_WALK_UNKNOWN_LONG, at);
+    if (o->type == HC_OPT_BOOL) {
+        if (eq) {
+            w->opt = o;
+            return w->keep_going ? 0 : walk_stop(w, HC_WALK_NO_VALUE, at);
+        }
+        return walk_hit(w, o, NULL, at);
+    }
+    if (eq)
+        return walk_hit(w, o, eq + 1, at);
+    if (*i >= nwords) {
+        w->opt = o;
+        return walk_stop(w, HC_WALK_VALUE, at);
+    }
+    return walk_hit(w, o, words[(*i)++], at);
+}
+
+/* "-q", "-qy", "-ojson", "-o json". */
+static int walk_short(struct hc_walk *w, int nwords, char *const *words, int *i)
+{
+    const char *word = words[*i];
+    int at = (*i)++;
+    for (const char *p = word + 1; *p; p++) {
+        const struct hc_cmd_opt *o = find_short(w, *p);
+        if (!o) {
+            if (w->keep_going)
+                continue;
+            w->letter = *p;
+            return walk_stop(w, HC_WALK_UNKNOWN_SHORT, at);
+        }
+        if (o->type == HC_OPT_BOOL) {
+            if (walk_hit(w, o, NULL, at) < 0)
+                return -1;
+            continue;
+        }
+        if (p[1])
+            return walk_hit(w, o, p + 1, at);
+        if (*i >= nwords) {
+            w->opt = o;
+            return walk_stop(w, HC_WALK_VALUE, at);
+        }
+        return walk_hit(w, o, words[(*i)++], at);
+    }
+    return 0;
+}
+
+static int add_pos(struct hc_walk *w, char *word)
+{
+    char **grown = realloc(w->pos, (size_t)(w->npos + 2) * sizeof(*grown));
+    if (!grown)
+        return -1;
+    grown[w->npos++] = word;
+    grown[w->npos] = NULL;
+    w->pos = grown;
+    return 0;
+}
+
+int hc_walk_options(struct hc_walk *w, int posix, int nwords, char *const *words, int *i)
+{
+    w->stop = HC_WALK_OK;
+    while (*i < nwords) {
+        char *word = words[*i];
+        int rc;
+        if (w->dashdash || word[0] != '-' || !word[1]) {
+            if (posix)
+                return 0;
+            if (add_pos(w, word) < 0)
+                return walk_stop(w, HC_WALK_CALLBACK, *i);
+            (*i)++;
+            continue;
+        }
+        if (strcmp(word, "--") == 0) {
+            (*i)++;
+            if (posix) /* "hcctl -- node list": the group word follows */
+                return 0;
+            w->dashdash = 1;
+            continue;
+        }
+        rc = word[1] == '-' ? walk_long(w, nwords, words, i) : walk_short(w, nwords, words, i);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int hc_walk_words(struct hc_walk *w, int nwords, char *const *words, int *i)
+{
+    w->stop = HC_WALK_OK;
+    if (!w->groups)
+        return 0;
+    if (*i >= nwords)
+        return walk_stop(w, HC_WALK_NO_GROUP, *i);
+    w->group = hc_cmd_find_group(w->groups, words[*i]);
+    if (!w->group)
+        return walk_stop(w, HC_WALK_BAD_GROUP, *i);
+    if (w->group->flags & HC_GROUP_STANDALONE) {
+        w->verb = &w->group->verbs[0];
+        (*i)++;
+        return 0;
+    }
+    const char *word = ++*i < nwords ? words[*i] : NULL;
+    if (!word)
+        return walk_stop(w, HC_WALK_NO_VERB, *i);
+    if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0)
+        return walk_stop(w, HC_WALK_GROUP_HELP, *i);
+    if (word[0] == '-') {
+        /* A verb named like its group is the group's default form: "upgrade --rolling ...". */
+        w->verb = hc_cmd_default_verb(w->group);
+        return w->verb ? 0 : walk_stop(w, HC_WALK_NOT_VERB, *i);
+    }
+    w->verb = hc_cmd_find_verb(w->group, word);
+    if (!w->verb)
+        return walk_stop(w, HC_WALK_BAD_VERB, *i);
+    (*i)++;
+    return 0;
+}
+
+void hc_walk_clear(struct hc_walk *w)
+{
+    free(w->pos);
+    w->pos = NULL;
+    w->npos = 0;
+}
+
+/* ---------------------------------------------------------------- values and messages */
+
+static int usage_errorv(struct hc_error *err, const char *hint, const char *fmt, va_list ap)
+{
+    hc_error_set(err, 0, HC_CMDLINE_ERR_USAGE, "%s", "");
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    if (hint)
+        hc_error_hint(err, "%s", hint);
+    return -1;
+}
+
+int hc_cmdline_usage_error(struct hc_error *err, const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    usage_errorv(err, hint, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int hc_walk_error(const struct hc_walk *w, char *const *words, const char *where,
+                  struct hc_error *err)
+{
+    const char *names[HC_WALK_MAX_OPTS + 1];
+    char word[64], hint[128];
+    switch (w->stop) {
+    case HC_WALK_VALUE:
+        return hc_cmdline_usage_error(err, NULL, "option --%s needs a value (%s)", w->opt->name,
+                                      w->opt->value_name ? w->opt->value_name : "VALUE");
+    case HC_WALK_NO_VALUE: /* "--quiet=x": a flag given a value */
+        return hc_cmdline_usage_error(err, where, "option --%s takes no value", w->opt->name);
+    case HC_WALK_UNKNOWN_SHORT:
+        return hc_cmdline_usage_error(err, where, "unknown option '-%c'", w->letter);
+    case HC_WALK_UNKNOWN_LONG:
+        break;
+    default: /* the callback filled err */
+        return -1;
+        break;
+    }
+    const char *text = words[w->at];
+    snprintf(word, sizeof(word), "%s", text + strspn(text, "-"));
+    word[strcspn(word, "=")] = '\0';
+    for (size_t i = 0; i < w->nset; i++)
+        names[i] = w->set[i]->name;
+    names[w->nset] = NULL;
+    const char *guess = hc_cmd_suggest(word, names);
+    if (guess)
+        snprintf(hint, sizeof(hint), "did you mean '--%s'?", guess);
+    return hc_cmdline_usage_error(err, guess ? hint : where, "unknown option '%s'", text);
+}
+
+static void choices_text(const char *const *choices, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; choices[i] && used < len; i++)
+        used += snprintf(buf + used, len - used, "%s%s", i ? ", " : "", choices[i]);
+}
+
+static int store_choice(const struct hc_cmd_opt *opt, const char *arg, struct hc_error *err)
+{
+    char list[256], hint[300];
+    for (size_t i = 0; opt->choices[i]; i++)
+        if (strcmp(arg, opt->choices[i]) == 0)
+            return 0;
+    choices_text(opt->choices, list, sizeof(list));
+    const char *guess = hc_cmd_suggest(arg, opt->choices);
+    if (guess)
+        snprintf(hint, sizeof(hint), "did you mean '%s'? (one of: %s)", guess, list);
+    else
+        snprintf(hint, sizeof(hint), "one of: %s", list);
+    return hc_cmdline_usage_error(err, hint, "invalid value '%s' for --%s", arg, opt->name);
+}
+
+int hc_cmdline_store(const struct hc_cmd_opt *opt, struct hc_opt_val *val, const char *arg,
+                     struct hc_error *err)
+{
+    val->set = 1;
+    val->str = arg;
+    val->num = 1;
+    if (opt->type == HC_OPT_LIST) {
+        const char **grown = realloc(val->list, (val->nlist + 2) * sizeof(*grown));
+        if (!grown)
+            return hc_cmdline_usage_error(err, NULL, "out of memory");
+        grown[val->nlist++] = arg;
+        grown[val->nlist] = NULL;
+        val->list = grown;
+        return 0;
+    }
+    if (opt->type == HC_OPT_STRING && opt->choices)
+        return store_choice(opt, arg, err);
+    if (opt->type == HC_OPT_INT) {
+        char *end;
+        errno = 0;
+        long long n = strtoll(arg, &end, 10);
+        if (!arg[0] || *end || errno)
+            return hc_cmdline_usage_error(err, NULL, "invalid value '%s' for --%s: not an integer",
+                                          arg, opt->name);
+        val->num = n;
+    } else if (opt->type == HC_OPT_DURATION) {
+        struct hc_error derr = {0};
+        if (hc_duration_parse(arg, &val->num, &derr) < 0)
+            return hc_cmdline_usage_error(err, derr.hint,
+                                          "invalid value '%s' for --%s: not a duration", arg,
+                                          opt->name);
+        /* Every duration bounds a wait or a lifetime: zero would wait for nothing. */
+        if (val->num <= 0)
+            return hc_cmdline_usage_error(err, "use a positive duration such as 30s",
+                                          "invalid value '%s' for --%s: must be more than 0",
+                                          arg, opt->name);
+    }
+    return 0;
+}
+
+const struct hc_opt_val *hc_cmdline_slot(const struct hc_cmd_opt *opts,
+                                         const struct hc_opt_val *vals, const char *name,
+                                         const struct hc_cmd_opt **opt)
+{
+    for (size_t i = 0; opts && opts[i].name; i++)
+        if (strcmp(opts[i].name, name) == 0) {
+            *opt = &opts[i];
+            return &vals[i];
+        }
+    *opt = NULL;
+    return NULL;
+}
+
+const char *hc_cmdline_str(const struct hc_cmd_opt *opt, const struct hc_opt_val *v)
+{
+    return v->set ? v->str : opt->def;
+}
+
+int64_t hc_cmdline_int(const struct hc_cmd_opt *opt, const struct hc_opt_val *v)
+{
+    return v->set ? v->num : (opt->def ? strtoll(opt->def, NULL, 10) : 0);
+}
+
+int64_t hc_cmdline_ms(const struct hc_cmd_opt *opt, const struct hc_opt_val *v)
+{
+    int64_t ms = 0;
+    if (v->set)
+        return v->num;
+    if (opt->def)
+        hc_duration_parse(opt->def, &ms, NULL); /* self-tests guarantee it parses */
+    return ms;
+}
+
+/* ---------------------------------------------------------------- help */
+
+static void required_opts(const struct hc_cmd_opt *opts, char *buf, size_t len)
+{
+    size_t used = strlen(buf);
+    for (size_t i = 0; opts && opts[i].name && used < len; i++)
+        if (opts[i].required)
+            used += snprintf(buf + used, len - used, " --%s %s", opts[i].name,
+                             opts[i].value_name ? opts[i].value_name : "VALUE");
+}
+
+void hc_cmdline_usage_line(const char *prog, const struct hc_cmd_group *group,
+                           const struct hc_cmd_verb *verb, char *buf, size_t len)
+{
+    char words[128] = "";
+    /* A default verb's usage is its selecting option, already part of its words. */
+    if (group)
+        hc_cmd_verb_words(group, verb, words, sizeof(words));
+    snprintf(buf, len, "%s%s%s", prog, words[0] ? " " : "", words);
+    if (verb->usage && !(group && is_default_verb(group, verb))) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, " %s", verb->usage);
+    }
+    required_opts(verb->opts, buf, len);
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, " [OPTIONS]");
+}
+
+/* "-o, --output FORMAT" or "    --no-wait". */
+static void opt_synopsis(const struct hc_cmd_opt *o, char *buf, size_t len)
+{
+    char shortpart[8] = "    ";
+    if (o->short_name)
+        snprintf(shortpart, sizeof(shortpart), "-%c, ", o->short_name);
+    snprintf(buf, len, "%s--%s%s%s", shortpart, o->name, o->value_name ? " " : "",
+             o->value_name ? o->value_name : "");
+}
+
+static void opt_help(FILE *f, const struct hc_cmd_opt *o, int width)
+{
+    char syn[96], extra[256] = "";
+    size_t used = 0;
+    opt_synopsis(o, syn, sizeof(syn));
+    if (o->choices) {
+        used += snprintf(extra + used, sizeof(extra) - used, ": ");
+        for (size_t i = 0; o->choices[i] && used < sizeof(extra); i++)
+            used += snprintf(extra + used, sizeof(extra) - used, "%s%s", i ? "|" : "",
+                             o->choices[i]);
+    }
+    if (o->def && used < sizeof(extra))
+        snprintf(extra + used, sizeof(extra) - used, " (default %s)", o->def);
+    if (o->required && used < sizeof(extra))
+        snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), " (required)");
+    fprintf(f, "  %-*s  %s%s\n", width, syn, o->help ? o->help : "", extra);
+}
+
+int hc_cmdline_opts_width(const struct hc_cmd_opt *opts, int width)
+{
+    char syn[96];
+    for (size_t i = 0; opts && opts[i].name; i++) {
+        opt_synopsis(&opts[i], syn, sizeof(syn));
+        if ((int)strlen(syn) > width)
+            width = (int)strlen(syn);
+    }
+    return width;
+}
+
+void hc_cmdline_help_opts(FILE *f, const struct hc_cmd_opt *opts, int width)
+{
+    if (!width)
+        width = hc_cmdline_opts_width(opts, 0);
+    for (size_t i = 0; opts && opts[i].name; i++)
+        opt_help(f, &opts[i], width);
+}
+
+void hc_cmdline_help_opt(FILE *f, const struct hc_cmd_opt *o, int width)
+{
+    opt_help(f, o, width);
+}
+
+int hc_cmdline_opt_width(const struct hc_cmd_opt *o)
+{
+    char syn[96];
+    opt_synopsis(o, syn, sizeof(syn));
+    return (int)strlen(syn);
+}

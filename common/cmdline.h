@@ -1,0 +1,229 @@
+/*
+ * The command-line engine of every program (hcctl, hcctld, hcagent, hcstor, hcload), after
+ * libvirt's vsh.c (one engine, several programs) and git's commands[] table. A program is
+ * data: groups of verbs (or one command), each verb with a table of options. One walker reads
+ * a command line against those tables (global options up to the group word, the group, the
+ * verb, then the verb's options and positionals in any order); parsing, shell completion and
+ * the -o json scan of hcctl all go through it, so they cannot disagree about what a word is.
+ * On top of the walk: typed values (bool, string with choices, int, duration, repeatable
+ * lists), required options and defaults, usage errors with "did you mean", generated help and
+ * man pages.
+ *
+ * Handlers take a struct hc_cmd_ctx, which each program defines for itself (hcctl: cli/cmd.h;
+ * the daemons: their main.c); the engine only passes the pointer along.
+ */
+#ifndef HC_COMMON_CMDLINE_H
+#define HC_COMMON_CMDLINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/error.h"
+
+/* Error code of command-line mistakes (never sent by a server). */
+#define HC_CMDLINE_ERR_USAGE "usage"
+
+/* HC_OPT_LIST: a string option that may be repeated (--node a --node b). */
+enum hc_opt_type { HC_OPT_BOOL = 0, HC_OPT_STRING, HC_OPT_INT, HC_OPT_DURATION, HC_OPT_LIST };
+
+/* Where a value can be completed from (shell completion; hcctl's kinds after FILE). */
+enum hc_completer {
+    HC_COMPLETE_NONE = 0,
+    HC_COMPLETE_CHOICES,   /* the option's fixed choices */
+    HC_COMPLETE_FILE,      /* a local file */
+    HC_COMPLETE_NODE,      /* node names (GET /v1/nodes) */
+    HC_COMPLETE_OPERATION, /* operation ids (GET /v1/operations) */
+    HC_COMPLETE_TOPIC,     /* help topics: a group, then its verbs, or a docs topic */
+    HC_COMPLETE_SHELL,     /* a shell with a completion script: bash, zsh, fish */
+    HC_COMPLETE_BUNDLE,    /* uploaded bundle versions (GET /v1/software) */
+};
+
+struct hc_cmd_opt {
+    const char *name;            /* long name without "--"; NULL ends a table */
+    char short_name;             /* 0: none */
+    enum hc_opt_type type;
+    int required;                /* the verb cannot run without it (never for bool) */
+    const char *help;            /* one line, lowercase, no full stop */
+    const char *value_name;      /* "DUR", "N", "STATE"; NULL for bool */
+    enum hc_completer completer; /* only for options that take a value */
+    const char *def;             /* default as text (help shows it, the engine applies it) */
+    const char *const *choices;  /* allowed values (NULL-terminated), or NULL for any */
+};
+
+struct hc_cmd_ctx; /* defined by each program */
+/* Returns an exit code. */
+typedef int (*hc_cmd_fn)(struct hc_cmd_ctx *ctx);
+
+#define HC_ARGS_MANY (-1) /* max_args: no upper limit */
+
+/* Verb and group flags. */
+#define HC_CMD_HIDDEN 0x1u     /* left out of help, suggestions and completion */
+#define HC_CMD_DISRUPTIVE 0x2u /* asks for confirmation on a TTY, needs --yes otherwise */
+#define HC_CMD_OFFLINE 0x4u    /* works without a configured controller */
+#define HC_GROUP_STANDALONE 0x8u /* group flag: the group word is the command ("hcctl events"); its
+                                    table holds exactly one verb with the group's name */
+
+struct hc_cmd_verb {
+    const char *name; /* NULL ends a table */
+    hc_cmd_fn handler;
+    const struct hc_cmd_opt *opts; /* ended by {NULL}; NULL when the verb has no options */
+    int min_args;
+    int max_args;                  /* HC_ARGS_MANY: unlimited */
+    const char *summary;           /* one line, lowercase, no full stop */
+    const char *usage;             /* positional synopsis ("NODE"), NULL without positionals */
+    unsigned flags;
+    enum hc_completer arg_completer; /* what positional arguments are */
+};
+
+struct hc_cmd_group {
+    const char *name;
+    const char *summary;
+    const struct hc_cmd_verb *verbs; /* ended by {NULL} */
+    unsigned flags;
+};
+
+/* One section of a man page beyond the generated ones (troff body, without the .SH line). */
+struct hc_cmdline_section {
+    const char *title; /* "FILES"; NULL ends a table */
+    const char *body;
+};
+
+/* A program. Either groups (hcctl, hcctld, hcagent) or command (hcstor, hcload: no words). */
+struct hc_cmdline_prog {
+    const char *name;                         /* "hcctld" */
+    const char *summary;                      /* one line for --help and the man page's NAME */
+    const struct hc_cmd_group *const *groups; /* NULL-terminated, or NULL */
+    const struct hc_cmd_verb *command;        /* the one command, or NULL */
+    const struct hc_cmd_opt *globals;         /* before the group word; may be NULL */
+    const char *epilog;                       /* help text after the commands (exit codes) */
+    int usage_exit;                           /* exit code of a usage error (2) */
+    int man_section;                          /* 1 or 8 */
+    const struct hc_cmdline_section *man;     /* extra man sections (DESCRIPTION, FILES...) */
+};
+
+/* A parsed option. Strings point into argv (which outlives the parse). */
+struct hc_opt_val {
+    int set;
+    const char *str;
+    int64_t num;       /* bool 0/1, int, or duration in milliseconds */
+    const char **list; /* HC_OPT_LIST: every value, NULL-terminated (owned) */
+    size_t nlist;
+};
+
+/* ---------------------------------------------------------------- the walker */
+
+#define HC_WALK_MAX_OPTS 64
+
+/* Why a walk step stopped. */
+enum hc_walk_stop {
+    HC_WALK_OK = 0,
+    HC_WALK_VALUE,        /* the words ended where opt's value goes */
+    HC_WALK_UNKNOWN_LONG, /* words[at] is no option of the set (or an ambiguous prefix) */
+    HC_WALK_UNKNOWN_SHORT, /* letter is no option of the set */
+    HC_WALK_NO_VALUE,     /* "--flag=x": opt takes no value */
+    HC_WALK_CALLBACK,     /* on_option refused the value (it filled the error) */
+    HC_WALK_NO_GROUP,     /* the words ended where the group goes */
+    HC_WALK_BAD_GROUP,    /* words[at] is no group */
+    HC_WALK_NO_VERB,      /* the words ended where the verb goes */
+    HC_WALK_GROUP_HELP,   /* "GROUP --help" */
+    HC_WALK_NOT_VERB,     /* words[at] is an option where the verb goes, and no default verb */
+    HC_WALK_BAD_VERB,     /* words[at] is no verb of group */
+};
+
+struct hc_walk {
+    /* set by the caller */
+    const struct hc_cmd_group *const *groups;
+    const struct hc_cmd_opt *globals;
+    /* Called for every option and its value (NULL for a flag); < 0 stops the walk. */
+    int (*on_option)(struct hc_walk *w, const struct hc_cmd_opt *o, const char *value);
+    void *arg;
+    int keep_going; /* pass over unknown options (completion, the -o json scan) */
+    /* where the walk is */
+    const struct hc_cmd_group *group;
+    const struct hc_cmd_verb *verb;
+    enum hc_walk_stop stop;
+    int at;                     /* the word the walk stopped at */
+    const struct hc_cmd_opt *opt; /* HC_WALK_VALUE, HC_WALK_NO_VALUE */
+    char letter;                /* HC_WALK_UNKNOWN_SHORT */
+    int dashdash;               /* "--" was seen */
+    char **pos;                 /* positionals in order (owned; hc_walk_clear) */
+    int npos;
+    /* the option set of the current step: a verb's options, then the globals they do not
+     * shadow (a verb option of the same long name wins, so does its short letter) */
+    const struct hc_cmd_opt *set[HC_WALK_MAX_OPTS];
+    size_t nset;
+};
+
+/* Makes the set the globals alone (verb NULL) or verb's options plus the unshadowed globals.
+ * Returns -1 when the tables hold more than HC_WALK_MAX_OPTS options. */
+int hc_walk_set(struct hc_walk *w, const struct hc_cmd_verb *verb);
+/* Options from words[*i] on. posix: stop at the first non-option (the group word) and after
+ * "--"; otherwise non-options are positionals (kept in w->pos) and everything after "--" is a
+ * positional. Long names may be abbreviated to a unique prefix; "--name=value", "-xVALUE",
+ * "-qy" as getopt_long reads them. Returns 0 (*i past the options walked), or -1 with w->stop. */
+int hc_walk_options(struct hc_walk *w, int posix, int nwords, char *const *words, int *i);
+/* The group and the verb at words[*i] (a standalone group is its own verb; an option after
+ * the group word selects the group's default verb). Returns 0 with *i at the first word the
+ * verb's options are read from, or -1 with w->stop. Without groups (a program with one
+ * command), nothing is read. */
+int hc_walk_words(struct hc_walk *w, int nwords, char *const *words, int *i);
+void hc_walk_clear(struct hc_walk *w);
+/* The option of the set with this long name (len characters of name): the exact name, else
+ * the one option it is a prefix of; NULL when none or ambiguous. */
+const struct hc_cmd_opt *hc_walk_find_long(const struct hc_walk *w, const char *name, size_t len);
+
+/* ---------------------------------------------------------------- values and messages */
+
+/* Validates arg for opt (choices, integer, positive duration) and stores it into val.
+ * Returns 0, or -1 with a usage error. */
+int hc_cmdline_store(const struct hc_cmd_opt *opt, struct hc_opt_val *val, const char *arg,
+                     struct hc_error *err);
+/* The usage error for a walk that stopped on an option (w->stop <= HC_WALK_NO_VALUE); where is
+ * the hint when there is no suggestion ("see 'hcctl --help'"). Returns -1. */
+int hc_walk_error(const struct hc_walk *w, char *const *words, const char *where,
+                  struct hc_error *err);
+/* Fills err with a usage error (code HC_CMDLINE_ERR_USAGE, hint may be NULL); returns -1. */
+int hc_cmdline_usage_error(struct hc_error *err, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Optimal-string-alignment (Damerau-Levenshtein) distance. */
+int hc_cmd_distance(const char *a, const char *b);
+/* The closest of candidates (NULL-terminated) within distance 2, or NULL. */
+const char *hc_cmd_suggest(const char *word, const char *const *candidates);
+
+/* Lookups. hc_cmd_find_verb finds the verbs typed as a word after the group word, so never a
+ * group's default verb: the verb named like its (not standalone) group, run when an option
+ * follows the group word ("hcctl upgrade --rolling --to V"); its usage holds the option that
+ * selects it, which help, messages, man pages and completion show in the verb's place. */
+const struct hc_cmd_group *hc_cmd_find_group(const struct hc_cmd_group *const *groups,
+                                             const char *name);
+const struct hc_cmd_verb *hc_cmd_find_verb(const struct hc_cmd_group *group, const char *name);
+const struct hc_cmd_verb *hc_cmd_default_verb(const struct hc_cmd_group *group);
+/* How a verb is typed, for messages and help: "node show", "events", "upgrade --rolling". */
+void hc_cmd_verb_words(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
+                       char *buf, size_t len);
+
+/* Value of an option of opts (vals parallel to it) by long name; NULL opt when undeclared. */
+const struct hc_opt_val *hc_cmdline_slot(const struct hc_cmd_opt *opts,
+                                         const struct hc_opt_val *vals, const char *name,
+                                         const struct hc_cmd_opt **opt);
+/* Unset options give their default. */
+const char *hc_cmdline_str(const struct hc_cmd_opt *opt, const struct hc_opt_val *v);
+int64_t hc_cmdline_int(const struct hc_cmd_opt *opt, const struct hc_opt_val *v);
+int64_t hc_cmdline_ms(const struct hc_cmd_opt *opt, const struct hc_opt_val *v);
+
+/* ---------------------------------------------------------------- help */
+
+/* "  -o, --output FORMAT  output format: text|json (default text)" for each option of opts,
+ * the synopses aligned on width (0: the widest of opts). */
+void hc_cmdline_help_opts(FILE *f, const struct hc_cmd_opt *opts, int width);
+void hc_cmdline_help_opt(FILE *f, const struct hc_cmd_opt *o, int width);
+/* The widest synopsis of opts, at least width; one option's synopsis width. */
+int hc_cmdline_opts_width(const struct hc_cmd_opt *opts, int width);
+int hc_cmdline_opt_width(const struct hc_cmd_opt *o);
+/* "PROG GROUP VERB ARGS --required X [OPTIONS]" into buf. */
+void hc_cmdline_usage_line(const char *prog, const struct hc_cmd_group *group,
+                           const struct hc_cmd_verb *verb, char *buf, size_t len);
+
+#endif
