@@ -103,87 +103,6 @@ static int apply_globals(struct hc_cmd_ctx *ctx, const struct hc_opt_val *g, int
     return 0;
 }
 
-static int unknown_group(const struct hc_cmd_group *const *groups, const char *word,
-                         struct hc_error *err)
-{
-    const char *names[64];
-    size_t n = 0;
-    for (size_t i = 0; groups[i] && n + 1 < HC_ARRAY_LEN(names); i++)
-        if (!(groups[i]->flags & HC_CMD_HIDDEN))
-            names[n++] = groups[i]->name;
-    names[n] = NULL;
-    char hint[128];
-    const char *guess = hc_cmd_suggest(word, names);
-    if (guess)
-        snprintf(hint, sizeof(hint), "did you mean '%s'?", guess);
-    return hc_cmdline_usage_error(err, guess ? hint : "see 'hcctl --help'",
-                                  "unknown command '%s'", word);
-}
-
-static int unknown_verb(const struct hc_cmd_group *group, const char *word, struct hc_error *err)
-{
-    const char *names[64];
-    size_t n = 0;
-    char where[128], hint[128];
-    for (size_t i = 0; group->verbs[i].name && n + 1 < HC_ARRAY_LEN(names); i++)
-        if (!(group->verbs[i].flags & HC_CMD_HIDDEN) &&
-            &group->verbs[i] != hc_cmd_default_verb(group)) /* never typed by its name */
-            names[n++] = group->verbs[i].name;
-    names[n] = NULL;
-    snprintf(where, sizeof(where), "see 'hcctl %s --help'", group->name);
-    const char *guess = hc_cmd_suggest(word, names);
-    if (guess)
-        snprintf(hint, sizeof(hint), "did you mean '%s'?", guess);
-    return hc_cmdline_usage_error(err, guess ? hint : where, "unknown verb '%s' for '%s'", word,
-                                  group->name);
-}
-
-/* Why the walk found no group and verb. Returns 1 when group help was printed, else -1. */
-static int words_error(struct hc_cmd_ctx *ctx, const struct hc_walk *w, char **argv,
-                       struct hc_error *err)
-{
-    char hint[128];
-    const char *group = w->group ? w->group->name : "";
-    snprintf(hint, sizeof(hint), "see 'hcctl %s --help'", group);
-    switch (w->stop) {
-    case HC_WALK_NO_GROUP:
-        return hc_cmdline_usage_error(err, "see 'hcctl --help'", "missing command");
-    case HC_WALK_BAD_GROUP:
-        return unknown_group(ctx->groups, argv[w->at], err);
-    case HC_WALK_NO_VERB:
-        return hc_cmdline_usage_error(err, hint, "missing verb for '%s'", group);
-    case HC_WALK_GROUP_HELP:
-        hc_cmd_help_group(ctx->out.out, w->group);
-        return 1;
-    case HC_WALK_NOT_VERB:
-        return hc_cmdline_usage_error(err, hint, "expected a verb after '%s', not the option '%s'",
-                                      group, argv[w->at]);
-    default:
-        return unknown_verb(w->group, argv[w->at], err);
-    }
-}
-
-/* Positional count and required options, checked here so that no handler has to. */
-static int check_args(const struct hc_cmd_ctx *ctx, struct hc_error *err)
-{
-    const struct hc_cmd_verb *v = ctx->verb;
-    char usage[256], hint[300], name[128];
-    hc_cmd_usage_line(ctx->group, v, usage, sizeof(usage));
-    hc_cmd_verb_words(ctx->group, v, name, sizeof(name));
-    snprintf(hint, sizeof(hint), "usage: %s", usage);
-    if (ctx->argc < v->min_args)
-        return hc_cmdline_usage_error(err, hint, "missing argument for '%s' (expected %s)", name,
-                                      v->usage ? v->usage : "more arguments");
-    if (v->max_args != HC_ARGS_MANY && ctx->argc > v->max_args)
-        return hc_cmdline_usage_error(err, hint, "too many arguments for '%s': unexpected '%s'",
-                                      name, ctx->argv[v->max_args]);
-    for (size_t i = 0; v->opts && v->opts[i].name; i++)
-        if (v->opts[i].required && !ctx->vals[i].set)
-            return hc_cmdline_usage_error(err, hint, "option --%s is required for '%s'",
-                                          v->opts[i].name, name);
-    return 0;
-}
-
 /* The verb's options (plus globals after the verb) and its positionals, from words[i]. */
 static int parse_verb(struct hc_cmd_ctx *ctx, struct hc_walk *w, int argc, char **argv, int i,
                       struct hc_error *err)
@@ -224,8 +143,12 @@ static int parse_line(struct hc_cmd_ctx *ctx, struct hc_walk *w, struct hc_opt_v
         hc_cmd_help_top(ctx->out.out, ctx->groups);
         return 1;
     }
-    if (hc_walk_words(w, argc, argv, &i) < 0)
-        return words_error(ctx, w, argv, err);
+    if (hc_walk_words(w, argc, argv, &i) < 0) {
+        if (w->stop != HC_WALK_GROUP_HELP)
+            return hc_walk_words_error(w, "hcctl", argv, err);
+        hc_cmd_help_group(ctx->out.out, w->group);
+        return 1;
+    }
     ctx->group = w->group;
     if (parse_verb(ctx, w, argc, argv, i, err) < 0)
         return -1;
@@ -234,7 +157,8 @@ static int parse_line(struct hc_cmd_ctx *ctx, struct hc_walk *w, struct hc_opt_v
         hc_cmd_help_verb(ctx->out.out, ctx->group, ctx->verb);
         return 1;
     }
-    return check_args(ctx, err);
+    return hc_cmdline_check("hcctl", ctx->group, ctx->verb, ctx->vals, ctx->argc, ctx->argv,
+                            err);
 }
 
 /* ---------------------------------------------------------------- -o json on usage errors */

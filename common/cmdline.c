@@ -525,3 +525,335 @@ int hc_cmdline_opt_width(const struct hc_cmd_opt *o)
     opt_synopsis(o, syn, sizeof(syn));
     return (int)strlen(syn);
 }
+
+/* ---------------------------------------------------------------- the end of a command */
+
+int hc_cmdline_close_stdout(const char *prog, int rc)
+{
+    int failed, saved;
+    errno = 0;
+    failed = fflush(stdout) != 0 || ferror(stdout);
+    saved = errno;
+    if (fclose(stdout) != 0 && !failed) {
+        failed = 1;
+        saved = errno;
+    }
+    if (!failed)
+        return rc;
+    fprintf(stderr, "%s: write failure on standard output%s%s\n", prog, saved ? ": " : "",
+            saved ? strerror(saved) : "");
+    return rc ? rc : 1;
+}
+
+/* ---------------------------------------------------------------- words and arguments */
+
+static int unknown_group(const struct hc_cmd_group *const *groups, const char *prog,
+                         const char *word, struct hc_error *err)
+{
+    const char *names[64], *guess;
+    char hint[128];
+    size_t n = 0;
+    for (size_t i = 0; groups[i] && n + 1 < HC_ARRAY_LEN(names); i++)
+        if (!(groups[i]->flags & HC_CMD_HIDDEN))
+            names[n++] = groups[i]->name;
+    names[n] = NULL;
+    if ((guess = hc_cmd_suggest(word, names)))
+        snprintf(hint, sizeof(hint), "did you mean '%s'?", guess);
+    else
+        snprintf(hint, sizeof(hint), "see '%s --help'", prog);
+    return hc_cmdline_usage_error(err, hint, "unknown command '%s'", word);
+}
+
+static int unknown_verb(const struct hc_cmd_group *group, const char *prog, const char *word,
+                        struct hc_error *err)
+{
+    const char *names[64], *guess;
+    char hint[128];
+    size_t n = 0;
+    for (size_t i = 0; group->verbs[i].name && n + 1 < HC_ARRAY_LEN(names); i++)
+        if (!(group->verbs[i].flags & HC_CMD_HIDDEN) &&
+            !is_default_verb(group, &group->verbs[i])) /* never typed by its name */
+            names[n++] = group->verbs[i].name;
+    names[n] = NULL;
+    if ((guess = hc_cmd_suggest(word, names)))
+        snprintf(hint, sizeof(hint), "did you mean '%s'?", guess);
+    else
+        snprintf(hint, sizeof(hint), "see '%s %s --help'", prog, group->name);
+    return hc_cmdline_usage_error(err, hint, "unknown verb '%s' for '%s'", word, group->name);
+}
+
+int hc_walk_words_error(const struct hc_walk *w, const char *prog, char *const *words,
+                        struct hc_error *err)
+{
+    char hint[128];
+    const char *group = w->group ? w->group->name : "";
+    snprintf(hint, sizeof(hint), "see '%s %s --help'", prog, group);
+    switch (w->stop) {
+    case HC_WALK_NO_GROUP:
+        snprintf(hint, sizeof(hint), "see '%s --help'", prog);
+        return hc_cmdline_usage_error(err, hint, "missing command");
+    case HC_WALK_BAD_GROUP:
+        return unknown_group(w->groups, prog, words[w->at], err);
+    case HC_WALK_NO_VERB:
+        return hc_cmdline_usage_error(err, hint, "missing verb for '%s'", group);
+    case HC_WALK_NOT_VERB:
+        return hc_cmdline_usage_error(err, hint, "expected a verb after '%s', not the option '%s'",
+                                      group, words[w->at]);
+    default:
+        return unknown_verb(w->group, prog, words[w->at], err);
+    }
+}
+
+int hc_cmdline_check(const char *prog, const struct hc_cmd_group *group,
+                     const struct hc_cmd_verb *verb, const struct hc_opt_val *vals, int argc,
+                     char *const *argv, struct hc_error *err)
+{
+    char usage[256], hint[300], name[128];
+    hc_cmdline_usage_line(prog, group, verb, usage, sizeof(usage));
+    if (group)
+        hc_cmd_verb_words(group, verb, name, sizeof(name));
+    else
+        snprintf(name, sizeof(name), "%s", prog);
+    snprintf(hint, sizeof(hint), "usage: %s", usage);
+    if (argc < verb->min_args)
+        return hc_cmdline_usage_error(err, hint, "missing argument for '%s' (expected %s)", name,
+                                      verb->usage ? verb->usage : "more arguments");
+    if (verb->max_args != HC_ARGS_MANY && argc > verb->max_args)
+        return hc_cmdline_usage_error(err, hint, "too many arguments for '%s': unexpected '%s'",
+                                      name, argv[verb->max_args]);
+    for (size_t i = 0; verb->opts && verb->opts[i].name; i++)
+        if (verb->opts[i].required && !vals[i].set)
+            return hc_cmdline_usage_error(err, hint, "option --%s is required for '%s'",
+                                          verb->opts[i].name, name);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the daemons' runner */
+
+static int global_slot(const struct hc_cmdline *cl, const struct hc_cmd_opt *o)
+{
+    for (int i = 0; cl->prog->globals && cl->prog->globals[i].name; i++)
+        if (o == &cl->prog->globals[i])
+            return i;
+    return -1;
+}
+
+static int cl_store(struct hc_walk *w, const struct hc_cmd_opt *o, const char *value)
+{
+    struct hc_cmdline *cl = w->arg;
+    int g = global_slot(cl, o);
+    struct hc_opt_val *val = g >= 0 ? &cl->gvals[g] : &cl->vals[o - cl->verb->opts];
+    return hc_cmdline_store(o, val, value, w->on_err);
+}
+
+static void report(const struct hc_cmdline_prog *prog, const struct hc_error *err)
+{
+    fprintf(stderr, "%s: %s%s%s%s\n", prog->name, err->message, err->hint[0] ? " (" : "",
+            err->hint, err->hint[0] ? ")" : "");
+}
+
+static int help_asked(const struct hc_cmdline *cl)
+{
+    for (int i = 0; cl->prog->globals && cl->prog->globals[i].name; i++)
+        if (strcmp(cl->prog->globals[i].name, "help") == 0)
+            return cl->gvals[i].set;
+    return 0;
+}
+
+/* Returns 1 when help was printed, 0 to run, -1 with err. */
+static int cl_parse(struct hc_cmdline *cl, int argc, char **argv, struct hc_error *err)
+{
+    const struct hc_cmdline_prog *prog = cl->prog;
+    struct hc_walk *w = &cl->walk;
+    static char *no_args[] = {NULL};
+    char where[160];
+    int i = 1;
+    w->groups = prog->groups;
+    w->globals = prog->globals;
+    w->on_option = cl_store;
+    w->on_err = err;
+    w->arg = cl;
+    snprintf(where, sizeof(where), "see '%s --help'", prog->name);
+    if (prog->groups) {
+        hc_walk_set(w, NULL);
+        if (hc_walk_options(w, 1, argc, argv, &i) < 0)
+            return hc_walk_error(w, argv, where, err);
+        if (help_asked(cl)) {
+            hc_cmdline_help_top(stdout, prog);
+            return 1;
+        }
+        if (hc_walk_words(w, argc, argv, &i) < 0) {
+            if (w->stop != HC_WALK_GROUP_HELP)
+                return hc_walk_words_error(w, prog->name, argv, err);
+            hc_cmdline_help_group(stdout, prog, w->group);
+            return 1;
+        }
+        cl->group = w->group;
+        cl->verb = w->verb;
+    } else {
+        cl->verb = prog->command;
+    }
+    if (hc_walk_set(w, cl->verb) < 0)
+        return hc_cmdline_usage_error(err, NULL, "internal: too many options");
+    size_t nv = 0;
+    while (cl->verb->opts && cl->verb->opts[nv].name)
+        nv++;
+    if (!(cl->vals = calloc(nv + 1, sizeof(*cl->vals))))
+        return hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+    if (cl->group) {
+        char name[128];
+        hc_cmd_verb_words(cl->group, cl->verb, name, sizeof(name));
+        snprintf(where, sizeof(where), "see '%s %s --help'", prog->name, name);
+    }
+    if (hc_walk_options(w, 0, argc, argv, &i) < 0)
+        return hc_walk_error(w, argv, where, err);
+    cl->argc = w->npos;
+    cl->argv = w->pos ? w->pos : no_args;
+    if (help_asked(cl)) {
+        hc_cmdline_help_verb(stdout, prog, cl->group, cl->verb);
+        return 1;
+    }
+    return hc_cmdline_check(prog->name, cl->group, cl->verb, cl->vals, cl->argc, cl->argv, err);
+}
+
+int hc_cmdline_main(const struct hc_cmdline_prog *prog, struct hc_cmdline *cl,
+                    struct hc_cmd_ctx *ctx, int argc, char **argv)
+{
+    struct hc_error err = {0};
+    int rc;
+    memset(cl, 0, sizeof(*cl));
+    cl->prog = prog;
+    rc = cl_parse(cl, argc, argv, &err);
+    if (rc < 0) {
+        report(prog, &err);
+        rc = prog->usage_exit;
+    } else if (rc == 1) {
+        rc = 0;
+    } else {
+        rc = cl->verb->handler(ctx);
+    }
+    for (size_t i = 0; cl->vals && cl->verb->opts && cl->verb->opts[i].name; i++)
+        free(cl->vals[i].list);
+    for (size_t i = 0; i < HC_WALK_MAX_OPTS; i++)
+        free(cl->gvals[i].list);
+    free(cl->vals);
+    hc_walk_clear(&cl->walk);
+    return hc_cmdline_close_stdout(prog->name, rc);
+}
+
+int hc_cmdline_usage(const struct hc_cmdline *cl, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", cl->prog->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return cl->prog->usage_exit;
+}
+
+static const struct hc_opt_val *cl_slot(const struct hc_cmdline *cl, const char *name,
+                                        const struct hc_cmd_opt **opt)
+{
+    const struct hc_opt_val *v = hc_cmdline_slot(cl->verb->opts, cl->vals, name, opt);
+    if (!v)
+        v = hc_cmdline_slot(cl->prog->globals, cl->gvals, name, opt);
+    if (v)
+        return v;
+    fprintf(stderr, "%s: bug: '%s' has no option --%s\n", cl->prog->name, cl->verb->name, name);
+    abort();
+}
+
+int hc_cmdline_opt_set(const struct hc_cmdline *cl, const char *name)
+{
+    const struct hc_cmd_opt *opt;
+    return cl_slot(cl, name, &opt)->set;
+}
+
+const char *hc_cmdline_opt_str(const struct hc_cmdline *cl, const char *name)
+{
+    const struct hc_cmd_opt *opt;
+    const struct hc_opt_val *v = cl_slot(cl, name, &opt);
+    return hc_cmdline_str(opt, v);
+}
+
+int64_t hc_cmdline_opt_int(const struct hc_cmdline *cl, const char *name)
+{
+    const struct hc_cmd_opt *opt;
+    const struct hc_opt_val *v = cl_slot(cl, name, &opt);
+    return hc_cmdline_int(opt, v);
+}
+
+int64_t hc_cmdline_opt_ms(const struct hc_cmdline *cl, const char *name)
+{
+    const struct hc_cmd_opt *opt;
+    const struct hc_opt_val *v = cl_slot(cl, name, &opt);
+    return hc_cmdline_ms(opt, v);
+}
+
+const char *const *hc_cmdline_opt_list(const struct hc_cmdline *cl, const char *name, size_t *n)
+{
+    static const char *const none[] = {NULL};
+    const struct hc_cmd_opt *opt;
+    const struct hc_opt_val *v = cl_slot(cl, name, &opt);
+    *n = v->nlist;
+    return v->list ? v->list : none;
+}
+
+/* ---------------------------------------------------------------- the daemons' help */
+
+static void cmd_line(FILE *f, const struct hc_cmdline_prog *prog, const struct hc_cmd_group *g,
+                     const struct hc_cmd_verb *v)
+{
+    char usage[256];
+    hc_cmdline_usage_line(prog->name, g, v, usage, sizeof(usage));
+    fprintf(f, "  %s\n      %s\n", usage, v->summary ? v->summary : "");
+}
+
+void hc_cmdline_help_top(FILE *f, const struct hc_cmdline_prog *prog)
+{
+    if (!prog->groups) {
+        hc_cmdline_help_verb(f, prog, NULL, prog->command);
+        return;
+    }
+    fprintf(f, "usage: %s COMMAND [ARGS] [OPTIONS]\n\n%s\n\nCommands:\n", prog->name,
+            prog->summary);
+    for (size_t i = 0; prog->groups[i]; i++)
+        for (size_t j = 0; prog->groups[i]->verbs[j].name; j++)
+            if (!((prog->groups[i]->flags | prog->groups[i]->verbs[j].flags) & HC_CMD_HIDDEN))
+                cmd_line(f, prog, prog->groups[i], &prog->groups[i]->verbs[j]);
+    fprintf(f, "\nOptions:\n");
+    hc_cmdline_help_opts(f, prog->globals, 0);
+    if (prog->epilog)
+        fprintf(f, "\n%s", prog->epilog);
+    fprintf(f, "\nRun '%s COMMAND --help' for a command's options, 'man %s' for more.\n",
+            prog->name, prog->name);
+}
+
+void hc_cmdline_help_group(FILE *f, const struct hc_cmdline_prog *prog,
+                           const struct hc_cmd_group *group)
+{
+    if (group->flags & HC_GROUP_STANDALONE) {
+        hc_cmdline_help_verb(f, prog, group, &group->verbs[0]);
+        return;
+    }
+    fprintf(f, "usage: %s %s VERB [ARGS] [OPTIONS]\n\n%s\n\nVerbs:\n", prog->name, group->name,
+            group->summary ? group->summary : "");
+    for (size_t j = 0; group->verbs[j].name; j++)
+        if (!(group->verbs[j].flags & HC_CMD_HIDDEN))
+            cmd_line(f, prog, group, &group->verbs[j]);
+}
+
+void hc_cmdline_help_verb(FILE *f, const struct hc_cmdline_prog *prog,
+                          const struct hc_cmd_group *group, const struct hc_cmd_verb *verb)
+{
+    char usage[256];
+    hc_cmdline_usage_line(prog->name, group, verb, usage, sizeof(usage));
+    fprintf(f, "usage: %s\n\n%s\n", usage, verb->summary ? verb->summary : "");
+    int width = hc_cmdline_opts_width(prog->globals, hc_cmdline_opts_width(verb->opts, 0));
+    fprintf(f, "\nOptions:\n");
+    hc_cmdline_help_opts(f, verb->opts, width);
+    hc_cmdline_help_opts(f, prog->globals, width);
+    if (!group && prog->epilog)
+        fprintf(f, "\n%s", prog->epilog);
+}

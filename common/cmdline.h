@@ -138,6 +138,7 @@ struct hc_walk {
     /* Called for every option and its value (NULL for a flag); < 0 stops the walk. */
     int (*on_option)(struct hc_walk *w, const struct hc_cmd_opt *o, const char *value);
     void *arg;
+    struct hc_error *on_err; /* where on_option may report (the parsers' error) */
     int keep_going; /* pass over unknown options (completion, the -o json scan) */
     /* where the walk is */
     const struct hc_cmd_group *group;
@@ -225,5 +226,67 @@ int hc_cmdline_opt_width(const struct hc_cmd_opt *o);
 /* "PROG GROUP VERB ARGS --required X [OPTIONS]" into buf. */
 void hc_cmdline_usage_line(const char *prog, const struct hc_cmd_group *group,
                            const struct hc_cmd_verb *verb, char *buf, size_t len);
+
+/* The usage error for a walk that stopped at the group or the verb word (any stop from
+ * HC_WALK_NO_GROUP on but HC_WALK_GROUP_HELP), with "did you mean" among the visible words.
+ * Returns -1. */
+int hc_walk_words_error(const struct hc_walk *w, const char *prog, char *const *words,
+                        struct hc_error *err);
+/* Positional count (argc against min/max) and required options (vals parallel to
+ * verb->opts), checked here so that no handler has to. group NULL: a program's one command.
+ * Returns 0, or -1 with a usage error. */
+int hc_cmdline_check(const char *prog, const struct hc_cmd_group *group,
+                     const struct hc_cmd_verb *verb, const struct hc_opt_val *vals, int argc,
+                     char *const *argv, struct hc_error *err);
+
+/* ---------------------------------------------------------------- the daemons' runner */
+
+/* A parsed command line of a program other than hcctl (which has its own context with the
+ * API client and the output layer, cli/cmd.h). */
+struct hc_cmdline {
+    const struct hc_cmdline_prog *prog;
+    const struct hc_cmd_group *group; /* NULL for a program with one command */
+    const struct hc_cmd_verb *verb;
+    int argc; /* positional arguments */
+    char **argv;
+    struct hc_opt_val *vals;                   /* parallel to verb->opts */
+    struct hc_opt_val gvals[HC_WALK_MAX_OPTS]; /* parallel to prog->globals */
+    struct hc_walk walk;
+};
+
+/* Parses argv against prog into cl and runs the verb's handler with ctx (the program's own
+ * struct, which holds cl), then closes stdout (hc_cmdline_close_stdout). --help (anywhere, per
+ * group or per command) prints help generated from the tables; a usage error prints one line,
+ * "PROG: MESSAGE (HINT)", on stderr. Returns the exit code: the handler's, 0 after help,
+ * prog->usage_exit after a usage error. */
+int hc_cmdline_main(const struct hc_cmdline_prog *prog, struct hc_cmdline *cl,
+                    struct hc_cmd_ctx *ctx, int argc, char **argv);
+/* A usage error found by a handler (a bad value, a value out of range): one line on stderr as
+ * above; returns prog->usage_exit. */
+int hc_cmdline_usage(const struct hc_cmdline *cl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Option values by long name (the verb's options, then the globals); an undeclared name is a
+ * programming error (abort). Unset options give their default, or NULL/0. */
+int hc_cmdline_opt_set(const struct hc_cmdline *cl, const char *name);
+const char *hc_cmdline_opt_str(const struct hc_cmdline *cl, const char *name);
+int64_t hc_cmdline_opt_int(const struct hc_cmdline *cl, const char *name);
+int64_t hc_cmdline_opt_ms(const struct hc_cmdline *cl, const char *name);
+/* Every value of a repeatable option in command-line order; *n receives the count. */
+const char *const *hc_cmdline_opt_list(const struct hc_cmdline *cl, const char *name, size_t *n);
+
+/* Help for the daemons, from the tables (hcctl words its own, cli/cmd_help.c). */
+void hc_cmdline_help_top(FILE *f, const struct hc_cmdline_prog *prog);
+void hc_cmdline_help_group(FILE *f, const struct hc_cmdline_prog *prog,
+                           const struct hc_cmd_group *group);
+void hc_cmdline_help_verb(FILE *f, const struct hc_cmdline_prog *prog,
+                          const struct hc_cmd_group *group, const struct hc_cmd_verb *verb);
+
+/* ---------------------------------------------------------------- the end of a command */
+
+/* As git's run_builtin: flushes and closes stdout, and reports a failed write ("hcctl --help
+ * >/dev/full") on stderr as "PROG: write failure on standard output: REASON". Returns rc, or 1
+ * when rc was 0 and the write failed: output that did not arrive is not a success. */
+int hc_cmdline_close_stdout(const char *prog, int rc);
 
 #endif
