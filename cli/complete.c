@@ -1,7 +1,7 @@
 /*
  * The completion engine (see complete.h): the parser's walk over the words before the cursor,
- * then candidates for the current word from the completer kind the table gives for that place. Also the quote-aware word splitter the shell uses both to run a
- * line and to complete one.
+ * then candidates for the current word from the completer kind the table gives for that place.
+ * Also the quote-aware word splitter the shell uses both to run a line and to complete one.
  */
 #include "cli/complete.h"
 

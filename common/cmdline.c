@@ -690,6 +690,11 @@ static int cl_parse(struct hc_cmdline *cl, int argc, char **argv, struct hc_erro
         }
         cl->group = w->group;
         cl->verb = w->verb;
+        if (cl->verb->flags & HC_CMD_RAW) {
+            cl->argc = argc - (i - 1);
+            cl->argv = argv + i - 1;
+            return 0;
+        }
     } else {
         cl->verb = prog->command;
     }
@@ -844,12 +849,30 @@ void hc_cmdline_help_group(FILE *f, const struct hc_cmdline_prog *prog,
             cmd_line(f, prog, group, &group->verbs[j]);
 }
 
+/* The description of a command from prog->commands, or NULL. */
+static const char *command_text(const struct hc_cmdline_prog *prog,
+                                const struct hc_cmd_group *group, const struct hc_cmd_verb *verb)
+{
+    char words[128];
+    if (group)
+        hc_cmd_verb_words(group, verb, words, sizeof(words));
+    else
+        snprintf(words, sizeof(words), "%s", prog->name);
+    for (size_t i = 0; prog->commands && prog->commands[i].name; i++)
+        if (strcmp(prog->commands[i].name, words) == 0)
+            return prog->commands[i].text;
+    return NULL;
+}
+
 void hc_cmdline_help_verb(FILE *f, const struct hc_cmdline_prog *prog,
                           const struct hc_cmd_group *group, const struct hc_cmd_verb *verb)
 {
     char usage[256];
     hc_cmdline_usage_line(prog->name, group, verb, usage, sizeof(usage));
     fprintf(f, "usage: %s\n\n%s\n", usage, verb->summary ? verb->summary : "");
+    const char *text = command_text(prog, group, verb);
+    if (text)
+        fprintf(f, "\n%s", text);
     int width = hc_cmdline_opts_width(prog->globals, hc_cmdline_opts_width(verb->opts, 0));
     fprintf(f, "\nOptions:\n");
     hc_cmdline_help_opts(f, verb->opts, width);

@@ -61,6 +61,8 @@ typedef int (*hc_cmd_fn)(struct hc_cmd_ctx *ctx);
 #define HC_CMD_HIDDEN 0x1u     /* left out of help, suggestions and completion */
 #define HC_CMD_DISRUPTIVE 0x2u /* asks for confirmation on a TTY, needs --yes otherwise */
 #define HC_CMD_OFFLINE 0x4u    /* works without a configured controller */
+#define HC_CMD_RAW 0x10u /* an internal command that reads its own words (hcagent probe): the
+                           engine hands it argv from the command word on, unparsed */
 #define HC_GROUP_STANDALONE 0x8u /* group flag: the group word is the command ("hcctl events"); its
                                     table holds exactly one verb with the group's name */
 
@@ -83,10 +85,12 @@ struct hc_cmd_group {
     unsigned flags;
 };
 
-/* One section of a man page beyond the generated ones (troff body, without the .SH line). */
-struct hc_cmdline_section {
-    const char *title; /* "FILES"; NULL ends a table */
-    const char *body;
+/* Prose beyond the tables: a command's description ("join", "token create"; shown by its
+ * --help and in the man page), or a man page section ("FILES", "EXIT STATUS"). Text is plain,
+ * wrapped, "\n"-ended; the man page generator escapes it. */
+struct hc_cmdline_text {
+    const char *name; /* NULL ends a table */
+    const char *text;
 };
 
 /* A program. Either groups (hcctl, hcctld, hcagent) or command (hcstor, hcload: no words). */
@@ -99,7 +103,8 @@ struct hc_cmdline_prog {
     const char *epilog;                       /* help text after the commands (exit codes) */
     int usage_exit;                           /* exit code of a usage error (2) */
     int man_section;                          /* 1 or 8 */
-    const struct hc_cmdline_section *man;     /* extra man sections (DESCRIPTION, FILES...) */
+    const struct hc_cmdline_text *commands;   /* descriptions of commands, by their words */
+    const struct hc_cmdline_text *man;        /* extra man sections (DESCRIPTION, FILES...) */
 };
 
 /* A parsed option. Strings point into argv (which outlives the parse). */

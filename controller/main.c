@@ -130,7 +130,8 @@ cleanup:
 static int cmd_token_create(struct hc_cmd_ctx *ctx)
 {
     const struct hc_cmdline *cl = &ctx->cl;
-    const char *data_dir = hc_cmdline_opt_str(cl, "data-dir"), *name = hc_cmdline_opt_str(cl, "name");
+    const char *data_dir = hc_cmdline_opt_str(cl, "data-dir");
+    const char *name = hc_cmdline_opt_str(cl, "name");
     const char *role = hc_cmdline_opt_str(cl, "role"), *ttl = hc_cmdline_opt_str(cl, "ttl");
     int64_t ttl_ms = 0;
     struct hc_error err = {0};
