@@ -41,4 +41,21 @@ test_expect_success 'hcctld: usage errors say what was meant, exit 2' '
     [ ! -e "$T/x" ]
 '
 
+test_expect_success 'hcagent, hcstor, hcload: generated help, and it must reach stdout' '
+    for prog in hcagent hcstor hcload; do
+        $prog --help >out && grep -q "^usage: $prog" out &&
+        exits 1 $prog --help >/dev/full 2>err &&
+        grep -q "^$prog: write failure on standard output" err || exit 1
+    done &&
+    hcagent join --help >out && grep -q "HCAGENT_TOKEN" out
+'
+
+test_expect_success 'hcagent, hcstor, hcload: usage errors say what was meant, exit 2' '
+    exits 2 hcagent jion 2>err && grep -q "did you mean .join.?" err &&
+    exits 2 hcagent run --data-dri x 2>err && grep -q "did you mean .--data-dir.?" err &&
+    exits 2 hcstor --listn 127.0.0.1:1 --data x --version 1 2>err &&
+    grep -q "did you mean .--listen.?" err &&
+    exits 2 hcload --nodes 127.0.0.1:1 --wrokers 2 2>err && grep -q "did you mean .--workers.?" err
+'
+
 test_done
