@@ -229,11 +229,16 @@ static int cmd_help(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb help_verbs[] = {
-    {"help", cmd_help, NULL, 0, 2,
-     "help on a group, a verb ('help node show') or a topic ('help exit-codes')",
-     "[GROUP [VERB] | TOPIC]", HC_CMD_OFFLINE, HC_COMPLETE_TOPIC},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "help", .handler = cmd_help, .max_args = 2,
+     .summary = "help on a group, a verb ('help node show') or a topic ('help exit-codes')",
+     .usage = "[GROUP [VERB] | TOPIC]", .flags = HC_CMD_OFFLINE,
+     .arg_completer = HC_COMPLETE_TOPIC},
+    {.name = NULL},
 };
 
-const struct hc_cmd_group hc_cmd_group_help = {"help", "help on commands and topics", help_verbs,
-                                               HC_GROUP_STANDALONE};
+const struct hc_cmd_group hc_cmd_group_help = {
+    .name = "help",
+    .summary = "help on commands and topics",
+    .verbs = help_verbs,
+    .flags = HC_GROUP_STANDALONE,
+};
