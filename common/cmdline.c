@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/util.h"
 
@@ -660,6 +661,18 @@ static int help_asked(const struct hc_cmdline *cl)
     return 0;
 }
 
+/* The hidden `PROG __man [FILE]`: the man page on stdout or into FILE. Returns 1, or -1. */
+static int write_man(const struct hc_cmdline_prog *prog, const char *path, struct hc_error *err)
+{
+    FILE *f = path ? fopen(path, "w") : stdout;
+    if (!f)
+        return hc_error_set(err, 0, HC_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    hc_cmdline_man(f, prog);
+    if (path && fclose(f) != 0)
+        return hc_error_set(err, 0, HC_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    return 1;
+}
+
 /* Returns 1 when help was printed, 0 to run, -1 with err. */
 static int cl_parse(struct hc_cmdline *cl, int argc, char **argv, struct hc_error *err)
 {
@@ -682,6 +695,8 @@ static int cl_parse(struct hc_cmdline *cl, int argc, char **argv, struct hc_erro
             hc_cmdline_help_top(stdout, prog);
             return 1;
         }
+        if (prog->man_section && i < argc && i + 2 >= argc && strcmp(argv[i], "__man") == 0)
+            return write_man(prog, i + 1 < argc ? argv[i + 1] : NULL, err);
         if (hc_walk_words(w, argc, argv, &i) < 0) {
             if (w->stop != HC_WALK_GROUP_HELP)
                 return hc_walk_words_error(w, prog->name, argv, err);
@@ -879,4 +894,185 @@ void hc_cmdline_help_verb(FILE *f, const struct hc_cmdline_prog *prog,
     hc_cmdline_help_opts(f, prog->globals, width);
     if (!group && prog->epilog)
         fprintf(f, "\n%s", prog->epilog);
+}
+
+/* ---------------------------------------------------------------- man pages */
+
+/* Writes s escaped for roff: backslashes, and '-' as a minus sign where it is typed (options,
+ * commands) so that copy and paste from the page works. */
+void hc_roff_put(FILE *f, const char *s, int minus)
+{
+    for (; s && *s; s++) {
+        if (*s == '\\')
+            fputs("\\e", f);
+        else if (*s == '-' && minus)
+            fputs("\\-", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* One line of running text: a leading '.' or '\'' would be read as a request. */
+static void roff_line(FILE *f, const char *s, size_t len)
+{
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%.*s", (int)len, s);
+    if (buf[0] == '.' || buf[0] == '\'')
+        fputs("\\&", f);
+    hc_roff_put(f, buf, 0);
+    fputc('\n', f);
+}
+
+/* A topic's text: paragraphs, and indented blocks kept as written. */
+void hc_roff_text(FILE *f, const char *text)
+{
+    int in_block = 0;
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, "\n");
+        int indented = strncmp(p, "  ", 2) == 0;
+        if (len == 0) {
+            if (in_block)
+                fputs(".fi\n.RE\n", f);
+            in_block = 0;
+            fputs(".PP\n", f);
+        } else if (indented && !in_block) {
+            fputs(".RS 2\n.nf\n", f);
+            in_block = 1;
+        }
+        if (len > 0)
+            roff_line(f, indented ? p + 2 : p, indented ? len - 2 : len);
+        p += len + (p[len] == '\n');
+    }
+    if (in_block)
+        fputs(".fi\n.RE\n", f);
+}
+
+void hc_roff_opt(FILE *f, const struct hc_cmd_opt *o)
+{
+    fputs(".TP\n", f);
+    if (o->short_name)
+        fprintf(f, "\\fB\\-%c\\fR, ", o->short_name);
+    fputs("\\fB\\-\\-", f);
+    hc_roff_put(f, o->name, 1);
+    fputs("\\fR", f);
+    if (o->value_name) {
+        fputs(" \\fI", f);
+        hc_roff_put(f, o->value_name, 0);
+        fputs("\\fR", f);
+    }
+    fputc('\n', f);
+    hc_roff_put(f, o->help, 0);
+    for (size_t i = 0; o->choices && o->choices[i]; i++) {
+        fputs(i ? "|" : ": ", f);
+        hc_roff_put(f, o->choices[i], 1);
+    }
+    if (o->def) {
+        fputs(" (default ", f);
+        hc_roff_put(f, o->def, 1);
+        fputc(')', f);
+    }
+    fputs(o->required ? " (required)\n" : "\n", f);
+}
+
+/* The page's date: SOURCE_DATE_EPOCH when set (reproducible builds), else today. */
+const char *hc_roff_date(char *buf, size_t len)
+{
+    const char *epoch = getenv("SOURCE_DATE_EPOCH");
+    time_t t = epoch && epoch[0] ? (time_t)strtoll(epoch, NULL, 10) : time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%d", &tm);
+    return buf;
+}
+
+
+static void man_usage(FILE *f, const struct hc_cmdline_prog *prog, const struct hc_cmd_group *g,
+                      const struct hc_cmd_verb *v)
+{
+    char usage[256];
+    hc_cmdline_usage_line(prog->name, g, v, usage, sizeof(usage));
+    fputs(".B ", f);
+    hc_roff_put(f, usage, 1);
+    fputs("\n", f);
+}
+
+/* Every visible command of prog, with fn called for each. */
+static void each_command(const struct hc_cmdline_prog *prog,
+                         void (*fn)(FILE *f, const struct hc_cmdline_prog *prog,
+                                    const struct hc_cmd_group *g, const struct hc_cmd_verb *v,
+                                    int n),
+                         FILE *f)
+{
+    int n = 0;
+    if (!prog->groups) {
+        fn(f, prog, NULL, prog->command, 0);
+        return;
+    }
+    for (size_t i = 0; prog->groups[i]; i++)
+        for (size_t j = 0; prog->groups[i]->verbs[j].name; j++)
+            if (!((prog->groups[i]->flags | prog->groups[i]->verbs[j].flags) & HC_CMD_HIDDEN))
+                fn(f, prog, prog->groups[i], &prog->groups[i]->verbs[j], n++);
+}
+
+static void man_synopsis(FILE *f, const struct hc_cmdline_prog *prog, const struct hc_cmd_group *g,
+                         const struct hc_cmd_verb *v, int n)
+{
+    if (n)
+        fputs(".br\n", f);
+    man_usage(f, prog, g, v);
+}
+
+static void man_command(FILE *f, const struct hc_cmdline_prog *prog, const struct hc_cmd_group *g,
+                        const struct hc_cmd_verb *v, int n)
+{
+    (void)n;
+    char usage[256];
+    const char *text = command_text(prog, g, v);
+    hc_cmdline_usage_line(prog->name, g, v, usage, sizeof(usage));
+    fputs(".SS \"", f);
+    hc_roff_put(f, usage, 1);
+    fputs("\"\n", f);
+    hc_roff_put(f, v->summary, 0);
+    fputs(".\n", f);
+    if (text) {
+        fputs(".PP\n", f);
+        hc_roff_text(f, text);
+    }
+    for (size_t j = 0; v->opts && v->opts[j].name; j++)
+        hc_roff_opt(f, &v->opts[j]);
+}
+
+void hc_cmdline_man(FILE *f, const struct hc_cmdline_prog *prog)
+{
+    char upper[64], date[32];
+    size_t i = 0;
+    for (; prog->name[i] && i + 1 < sizeof(upper); i++)
+        upper[i] = (char)(prog->name[i] >= 'a' && prog->name[i] <= 'z' ? prog->name[i] - 32
+                                                                       : prog->name[i]);
+    upper[i] = '\0';
+    fprintf(f, ".\\\" Generated by '%s __man' from its command table: do not edit.\n", prog->name);
+    fprintf(f, ".TH %s %d %s \"hcctl %s\" \"hcctl manual\"\n.SH NAME\n", upper,
+            prog->man_section ? prog->man_section : 1, hc_roff_date(date, sizeof(date)),
+            HC_VERSION);
+    hc_roff_put(f, prog->name, 1);
+    fputs(" \\- ", f);
+    hc_roff_put(f, prog->man_name ? prog->man_name : prog->summary, 0);
+    fputs("\n.SH SYNOPSIS\n", f);
+    each_command(prog, man_synopsis, f);
+    for (size_t s = 0; prog->man && prog->man[s].name; s++) {
+        if (strcmp(prog->man[s].name, "COMMANDS") == 0) {
+            fputs(prog->groups ? ".SH COMMANDS\n" : ".SH OPTIONS\n", f);
+            each_command(prog, man_command, f);
+            if (prog->globals && prog->groups) {
+                fputs(".SS \"Options of every command\"\n", f);
+                for (size_t j = 0; prog->globals[j].name; j++)
+                    hc_roff_opt(f, &prog->globals[j]);
+            }
+            continue;
+        }
+        fputs(".SH ", f);
+        hc_roff_put(f, prog->man[s].name, 0);
+        fputc('\n', f);
+        hc_roff_text(f, prog->man[s].text);
+    }
 }

@@ -96,7 +96,8 @@ struct hc_cmdline_text {
 /* A program. Either groups (hcctl, hcctld, hcagent) or command (hcstor, hcload: no words). */
 struct hc_cmdline_prog {
     const char *name;                         /* "hcctld" */
-    const char *summary;                      /* one line for --help and the man page's NAME */
+    const char *summary;                      /* one line for --help */
+    const char *man_name;                     /* the man page's NAME line (default: summary) */
     const struct hc_cmd_group *const *groups; /* NULL-terminated, or NULL */
     const struct hc_cmd_verb *command;        /* the one command, or NULL */
     const struct hc_cmd_opt *globals;         /* before the group word; may be NULL */
@@ -286,6 +287,23 @@ void hc_cmdline_help_group(FILE *f, const struct hc_cmdline_prog *prog,
                            const struct hc_cmd_group *group);
 void hc_cmdline_help_verb(FILE *f, const struct hc_cmdline_prog *prog,
                           const struct hc_cmd_group *group, const struct hc_cmd_verb *verb);
+
+/* ---------------------------------------------------------------- man pages */
+
+/* The program's man page (roff) from its tables: NAME, SYNOPSIS (every command's usage line),
+ * then prog->man's sections in their order; the one named "COMMANDS" is generated (each
+ * command's usage, summary, description and options). `PROG __man` prints it (a hidden word
+ * the runner knows when man_section is set); the build writes the page from there. */
+void hc_cmdline_man(FILE *f, const struct hc_cmdline_prog *prog);
+/* roff helpers, shared with hcctl's pages (cli/cmd_man.c). hc_roff_put escapes s, with '-' as
+ * a minus sign when minus is set (options, commands, so that copy and paste works);
+ * hc_roff_text writes plain text: paragraphs, and blocks indented by two spaces kept as
+ * written; hc_roff_opt one option as a .TP item; hc_roff_date the page date
+ * (SOURCE_DATE_EPOCH when set, for reproducible builds). */
+void hc_roff_put(FILE *f, const char *s, int minus);
+void hc_roff_text(FILE *f, const char *text);
+void hc_roff_opt(FILE *f, const struct hc_cmd_opt *o);
+const char *hc_roff_date(char *buf, size_t len);
 
 /* ---------------------------------------------------------------- the end of a command */
 

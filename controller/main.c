@@ -358,7 +358,7 @@ static const struct hc_cmd_opt init_opts[] = {
      .help = "where to write hcctl's config (default: $XDG_CONFIG_HOME/hcctl/config.json)",
      .completer = HC_COMPLETE_FILE},
     {.name = "force", .type = HC_OPT_BOOL,
-     .help = "replace an existing CLI config (the old one is kept as .bak)"},
+     .help = "start over in an initialised directory (a CLI config there is kept as .bak)"},
     {.name = "trust-key", .type = HC_OPT_LIST, .value_name = "FILE",
      .help = "Ed25519 public key (PEM) that signs bundles (repeatable)",
      .completer = HC_COMPLETE_FILE},
@@ -435,6 +435,78 @@ static const struct hc_cmd_group version_group = {.name = "version", .verbs = ve
 static const struct hc_cmd_group *const groups[] = {&init_group, &token_group, &run_group,
                                                     &version_group, NULL};
 
+/* The prose of the man page and of each command's --help (plain text: paragraphs, blocks
+ * indented by two spaces). */
+static const struct hc_cmdline_text command_texts[] = {
+    {.name = "init",
+     .text = "Creates DIR (mode 0700) with the database, the cluster CA, the API server\n"
+             "certificate, the controller's client certificate for agents, controller.json and the\n"
+             "first admin API token (admin.token, mode 0600, also printed once), and writes the\n"
+             "local admin's CLI config ($XDG_CONFIG_HOME/hcctl/config.json, or --cli-config).\n"
+             "--advertise is the address nodes and the CLI are given when the controller listens\n"
+             "on a wildcard; --san adds names or addresses to the server certificate;\n"
+             "--trust-key adds an Ed25519 public key that signs software bundles;\n"
+             "--admin-token-ttl makes the first admin token expire (default: it lasts until\n"
+             "revoked; 'hcctl token rotate admin' renews it); --force starts over in an\n"
+             "initialised directory. The CLI config carries the server key's pin\n"
+             "(controller_pin).\n"},
+    {.name = "token create",
+     .text = "Prints a new API token. Roles: admin (everything, the default) and readonly (GET\n"
+             "only). --ttl makes it expire. Run on the controller host, it is the way back in\n"
+             "when no admin token is left (every other token command is 'hcctl token').\n"},
+    {.name = "run",
+     .text = "Opens the database (applying migrations; a database written by a newer hcctld is\n"
+             "refused), starts the operation workers, the poller and the HTTPS API, and serves\n"
+             "until SIGTERM or SIGINT; then it lets running operations reach a safe point and\n"
+             "exits 0. --poll-interval (at least 100ms) is how often every agent is polled.\n"
+             "--max-connections caps the API connections open at once (the listener pauses\n"
+             "beyond, and also backs off after an accept error such as EMFILE);\n"
+             "--request-deadline (default 10s) is the time a connection has, from accept or from\n"
+             "its previous reply, for the TLS handshake and a complete request (the body too,\n"
+             "except an admin's bundle upload). Bodies are held to 1 MiB before any of them is\n"
+             "read, unless the request is an admin token's POST /v1/software (60 MiB).\n"},
+    {.name = NULL},
+};
+
+static const struct hc_cmdline_text man_sections[] = {
+    {.name = "DESCRIPTION",
+     .text = "hcctld owns one cluster: its SQLite database, its certificate authority, the REST\n"
+             "API that hcctl(1) talks to, the poller that watches every hcagent(8), and the\n"
+             "workers that run operations (cluster create, node add and remove, rolling upgrades,\n"
+             "MTU changes, maintenance). Everything it knows is in the database, so a restarted\n"
+             "or killed hcctld carries on where it stopped: operations are durable and resume.\n"},
+    {.name = "COMMANDS"},
+    {.name = "API",
+     .text = "HTTPS with bearer tokens (Authorization: Bearer hct1...), JSON bodies, one JSON\n"
+             "error shape; the contract is docs/api.md. GET /metrics serves Prometheus metrics in\n"
+             "the text format (any valid API token, e.g. a readonly one): nodes by health, state\n"
+             "and maintenance, operations by state, the agent poll latency histogram, agent polls\n"
+             "by result, API requests by method and status code, build info, uptime and poll\n"
+             "cycles.\n"},
+    {.name = "FILES",
+     .text = "  DIR/hcctld.db                  the database (SQLite, WAL), mode 0600\n"
+             "  DIR/ca.pem, DIR/ca.key         the cluster CA\n"
+             "  DIR/server.pem, DIR/server.key the API server certificate\n"
+             "  DIR/client.pem, DIR/client.key the controller's client certificate toward agents\n"
+             "                                 (CN hcctld-client)\n"
+             "  DIR/ssh/id_ed25519             the key the controller logs in to nodes with\n"
+             "  DIR/controller.json            listen address and settings\n"
+             "  DIR/admin.token                the first admin API token, mode 0600\n"},
+    {.name = "SYSTEMD",
+     .text = "The package installs hcctld.service, which runs 'hcctld run --data-dir\n"
+             "/var/lib/hcctld' hardened: no capabilities at all, no new privileges, the file\n"
+             "system read-only but for /var/lib/hcctld, no home directories (keep SSH keys given\n"
+             "to 'hcctl cluster create' under /var/lib/hcctld or /etc), a private /tmp.\n"
+             "Initialise once, then enable it:\n"
+             "\n"
+             "  hcctld init --data-dir /var/lib/hcctld --listen 10.0.0.1:7443 --cluster-name prod\n"
+             "  systemctl enable --now hcctld\n"},
+    {.name = "EXIT STATUS",
+     .text = "0 ok, 1 failed (the message and a hint are on stderr), 2 usage error.\n"},
+    {.name = "SEE ALSO", .text = "hcctl(1), hcagent(8)\n"},
+    {.name = NULL},
+};
+
 static const struct hc_cmd_opt global_opts[] = {
     {.name = "help", .short_name = 'h', .type = HC_OPT_BOOL, .help = "show help and exit"},
     {.name = NULL},
@@ -444,8 +516,11 @@ const struct hc_cmdline_prog hcctld_prog = {
     .name = "hcctld",
     .summary = "The controller of a hyperconverged cluster's storage layer: the REST API hcctl\n"
                "and the agents talk to, the operations, the poller.",
+    .man_name = "the hcctl controller daemon",
     .groups = groups,
     .globals = global_opts,
+    .commands = command_texts,
+    .man = man_sections,
     .epilog = "Exit codes: 0 ok, 1 failed, 2 usage.\n",
     .usage_exit = EXIT_USAGE,
     .man_section = 8,

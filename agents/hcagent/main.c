@@ -465,6 +465,57 @@ static const struct hc_cmdline_text command_texts[] = {
     {.name = NULL},
 };
 
+static const struct hc_cmdline_text man_sections[] = {
+    {.name = "DESCRIPTION",
+     .text = "One hcagent runs on every node of the cluster. It serves a small HTTPS API that only\n"
+             "the controller, hcctld(8), may call (mutual TLS: a client certificate from the\n"
+             "cluster CA with CN hcctld-client): it reports the node (versions, interfaces, MTUs),\n"
+             "changes the storage interface's MTU with an automatic revert unless confirmed,\n"
+             "answers path-MTU probes on UDP port 7445, runs iperf3 tests, and installs,\n"
+             "supervises and upgrades the storage-node service.\n"},
+    {.name = "COMMANDS"},
+    {.name = "FILES",
+     .text = "  DIR/agent.key            the agent's private key (mode 0600)\n"
+             "  DIR/agent.pem, DIR/ca.pem  its certificate and the cluster CA\n"
+             "  DIR/agent.json           name, controller, listen address; its presence means\n"
+             "                           \"enrolled\"\n"
+             "  DIR/software/            staged bundles, the active storage service, its log and\n"
+             "                           pid file\n"
+             "  DIR/service-data/        the storage service's data: mode 0700, owned by the\n"
+             "                           service user\n"},
+    {.name = "PRIVILEGE",
+     .text = "Started as root, however it is started, the agent keeps only CAP_NET_ADMIN (MTU\n"
+             "changes), CAP_SETUID and CAP_SETGID (to start the service as its user), CAP_KILL\n"
+             "(to stop and watch it) and CAP_CHOWN (to give it its data directory), in its\n"
+             "bounding set too, and sets no_new_privs. The storage service and its command hooks\n"
+             "run as the service user, uid and gid 60600 (named hcsvc by the package; no account\n"
+             "is needed), with no capability, no supplementary group and no_new_privs; they may\n"
+             "write only their data directory.\n"},
+    {.name = "ENVIRONMENT",
+     .text = "HCAGENT_TOKEN is the join token when no token option is given.\n"
+             "HCAGENT_SERVICE_USER is the user the storage service runs as instead of\n"
+             "60600:60600: a user name or UID:GID (never uid or gid 0). Ignored when the agent is\n"
+             "not root: the service then runs as the agent's own user.\n"},
+    {.name = "SYSTEMD",
+     .text = "The package installs hcagent.service, which runs 'hcagent run --data-dir\n"
+             "/var/lib/hcagent' bounded to the capabilities above, with no new privileges, the\n"
+             "file system read-only but for /var/lib/hcagent, the system calls of\n"
+             "@system-service, LimitNOFILE=65536, and a delegated cgroup for the storage\n"
+             "service's limits. Stopping the unit stops the agent only: the storage service keeps\n"
+             "running and the next agent adopts it. Join once, then enable it:\n"
+             "\n"
+             "  HCAGENT_TOKEN=hcj1... hcagent join --controller https://10.0.0.1:7443 \\\n"
+             "      --data-dir /var/lib/hcagent      # Ctrl-C once it serves\n"
+             "  systemctl enable --now hcagent\n"
+             "\n"
+             "Nodes brought in by 'hcctl cluster create' or 'hcctl node add' get the agent and a\n"
+             "unit pushed over SSH instead, made from the same template: the same hardening.\n"},
+    {.name = "EXIT STATUS",
+     .text = "0 ok, 1 failed (the message and a hint are on stderr), 2 usage error.\n"},
+    {.name = "SEE ALSO", .text = "hcctl(1), hcctld(8)\n"},
+    {.name = NULL},
+};
+
 static const struct hc_cmd_opt global_opts[] = {
     {.name = "help", .short_name = 'h', .type = HC_OPT_BOOL, .help = "show help and exit"},
     {.name = NULL},
@@ -473,9 +524,11 @@ static const struct hc_cmd_opt global_opts[] = {
 const struct hc_cmdline_prog hcagent_prog = {
     .name = "hcagent",
     .summary = "The hcctl node agent: serves the node's API to the controller over mutual TLS.",
+    .man_name = "the hcctl node agent",
     .groups = groups,
     .globals = global_opts,
     .commands = command_texts,
+    .man = man_sections,
     .epilog = "The join token (from 'hcctl cluster join-token') is a secret: pass it with\n"
               "--token-file FILE or the HCAGENT_TOKEN environment variable.\n"
               "Exit codes: 0 ok, 1 failed, 2 usage.\n",
