@@ -58,4 +58,17 @@ test_expect_success 'hcagent, hcstor, hcload: usage errors say what was meant, e
     exits 2 hcload --nodes 127.0.0.1:1 --wrokers 2 2>err && grep -q "did you mean .--workers.?" err
 '
 
+test_expect_success 'hcctld(8) and hcagent(8) are generated with the prose of the old pages' '
+    hcctld __man >hcctld.8 && mandoc -T lint -W warning hcctld.8 &&
+    for s in NAME SYNOPSIS DESCRIPTION COMMANDS API FILES SYSTEMD "EXIT STATUS" "SEE ALSO"; do
+        grep -q "^\.SH $s\$" hcctld.8 || { echo "hcctld.8 lacks $s"; exit 1; }
+    done &&
+    grep -q "admin\\-token\\-ttl" hcctld.8 && grep -q "DIR/hcctld.db" hcctld.8 &&
+    hcagent __man >hcagent.8 && mandoc -T lint -W warning hcagent.8 &&
+    for s in DESCRIPTION COMMANDS FILES PRIVILEGE ENVIRONMENT SYSTEMD "EXIT STATUS"; do
+        grep -q "^\.SH $s\$" hcagent.8 || { echo "hcagent.8 lacks $s"; exit 1; }
+    done &&
+    grep -q "HCAGENT_SERVICE_USER" hcagent.8 && ! grep -q "^\\.B hcagent probe\|bench" hcagent.8
+'
+
 test_done
