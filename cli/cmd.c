@@ -134,6 +134,7 @@ static int parse_line(struct hc_cmd_ctx *ctx, struct hc_walk *w, struct hc_opt_v
     w->groups = ctx->groups;
     w->globals = hc_cmd_global_opts;
     w->on_option = store_option;
+    w->on_err = err;
     w->arg = &p;
     hc_walk_set(w, NULL);
     if (hc_walk_options(w, 1, argc, argv, &i) < 0)

@@ -12,6 +12,11 @@
 
 #include "common/util.h"
 
+const struct hc_cmd_opt hc_cmdline_help_only[] = {
+    {.name = "help", .short_name = 'h', .type = HC_OPT_BOOL, .help = "show help and exit"},
+    {.name = NULL},
+};
+
 /* ---------------------------------------------------------------- lookups */
 
 const struct hc_cmd_group *hc_cmd_find_group(const struct hc_cmd_group *const *groups,
@@ -235,8 +240,10 @@ int hc_walk_options(struct hc_walk *w, int posix, int nwords, char *const *words
         if (w->dashdash || word[0] != '-' || !word[1]) {
             if (posix)
                 return 0;
-            if (add_pos(w, word) < 0)
+            if (add_pos(w, word) < 0) {
+                hc_error_set(w->on_err, 0, HC_ERR_INTERNAL, "out of memory");
                 return walk_stop(w, HC_WALK_CALLBACK, *i);
+            }
             (*i)++;
             continue;
         }

@@ -108,6 +108,9 @@ struct hc_cmdline_prog {
     const struct hc_cmdline_text *man;        /* extra man sections (DESCRIPTION, FILES...) */
 };
 
+/* The global options of a program whose only one is -h/--help (the daemons). */
+extern const struct hc_cmd_opt hc_cmdline_help_only[];
+
 /* A parsed option. Strings point into argv (which outlives the parse). */
 struct hc_opt_val {
     int set;

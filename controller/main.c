@@ -507,18 +507,13 @@ static const struct hc_cmdline_text man_sections[] = {
     {.name = NULL},
 };
 
-static const struct hc_cmd_opt global_opts[] = {
-    {.name = "help", .short_name = 'h', .type = HC_OPT_BOOL, .help = "show help and exit"},
-    {.name = NULL},
-};
-
 const struct hc_cmdline_prog hcctld_prog = {
     .name = "hcctld",
     .summary = "The controller of a hyperconverged cluster's storage layer: the REST API hcctl\n"
                "and the agents talk to, the operations, the poller.",
     .man_name = "the hcctl controller daemon",
     .groups = groups,
-    .globals = global_opts,
+    .globals = hc_cmdline_help_only,
     .commands = command_texts,
     .man = man_sections,
     .epilog = "Exit codes: 0 ok, 1 failed, 2 usage.\n",

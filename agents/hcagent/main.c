@@ -516,17 +516,12 @@ static const struct hc_cmdline_text man_sections[] = {
     {.name = NULL},
 };
 
-static const struct hc_cmd_opt global_opts[] = {
-    {.name = "help", .short_name = 'h', .type = HC_OPT_BOOL, .help = "show help and exit"},
-    {.name = NULL},
-};
-
 const struct hc_cmdline_prog hcagent_prog = {
     .name = "hcagent",
     .summary = "The hcctl node agent: serves the node's API to the controller over mutual TLS.",
     .man_name = "the hcctl node agent",
     .groups = groups,
-    .globals = global_opts,
+    .globals = hc_cmdline_help_only,
     .commands = command_texts,
     .man = man_sections,
     .epilog = "The join token (from 'hcctl cluster join-token') is a secret: pass it with\n"

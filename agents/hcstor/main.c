@@ -799,16 +799,11 @@ static const struct hc_cmd_verb hcstor_command = {
     .name = "hcstor", .handler = run, .opts = hcstor_opts,
     .summary = "the reference storage service: a small replicated block store over HTTP"};
 
-static const struct hc_cmd_opt global_opts[] = {
-    {.name = "help", .short_name = 'h', .type = HC_OPT_BOOL, .help = "show help and exit"},
-    {.name = NULL},
-};
-
 static const struct hc_cmdline_prog hcstor_prog = {
     .name = "hcstor",
     .summary = "the reference storage service",
     .command = &hcstor_command,
-    .globals = global_opts,
+    .globals = hc_cmdline_help_only,
     .epilog = "Exit codes: 0 stopped on SIGTERM or SIGINT, 1 failed, 2 usage.\n",
     .usage_exit = 2,
 };

@@ -553,16 +553,11 @@ static const struct hc_cmd_verb hcload_command = {
     .name = "hcload", .handler = cmd_hcload, .opts = hcload_opts,
     .summary = "a workload client of hcstor: writes, reads back, and reports what it saw"};
 
-static const struct hc_cmd_opt global_opts[] = {
-    {.name = "help", .short_name = 'h', .type = HC_OPT_BOOL, .help = "show help and exit"},
-    {.name = NULL},
-};
-
 static const struct hc_cmdline_prog hcload_prog = {
     .name = "hcload",
     .summary = "a workload client of hcstor",
     .command = &hcload_command,
-    .globals = global_opts,
+    .globals = hc_cmdline_help_only,
     .epilog = "Exit status: 0 no failed operation, no stale or corrupt read and every\n"
               "acknowledged write read back; 1 otherwise; 2 bad usage.\n",
     .usage_exit = 2,
