@@ -49,8 +49,8 @@ const struct hc_cmd_verb *hc_cmd_default_verb(const struct hc_cmd_group *group)
     return NULL;
 }
 
-void hc_cmd_verb_words(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
-                       char *buf, size_t len)
+void hc_cmd_verb_words(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb, char *buf,
+                       size_t len)
 {
     if (group->flags & HC_GROUP_STANDALONE)
         snprintf(buf, len, "%s", group->name);
@@ -402,14 +402,13 @@ int hc_cmdline_store(const struct hc_cmd_opt *opt, struct hc_opt_val *val, const
     } else if (opt->type == HC_OPT_DURATION) {
         struct hc_error derr = {0};
         if (hc_duration_parse(arg, &val->num, &derr) < 0)
-            return hc_cmdline_usage_error(err, derr.hint,
-                                          "invalid value '%s' for --%s: not a duration", arg,
-                                          opt->name);
+            return hc_cmdline_usage_error(
+                err, derr.hint, "invalid value '%s' for --%s: not a duration", arg, opt->name);
         /* Every duration bounds a wait or a lifetime: zero would wait for nothing. */
         if (val->num <= 0)
             return hc_cmdline_usage_error(err, "use a positive duration such as 30s",
-                                          "invalid value '%s' for --%s: must be more than 0",
-                                          arg, opt->name);
+                                          "invalid value '%s' for --%s: must be more than 0", arg,
+                                          opt->name);
     }
     return 0;
 }
@@ -493,8 +492,8 @@ static void opt_help(FILE *f, const struct hc_cmd_opt *o, int width)
     if (o->choices) {
         used += snprintf(extra + used, sizeof(extra) - used, ": ");
         for (size_t i = 0; o->choices[i] && used < sizeof(extra); i++)
-            used += snprintf(extra + used, sizeof(extra) - used, "%s%s", i ? "|" : "",
-                             o->choices[i]);
+            used +=
+                snprintf(extra + used, sizeof(extra) - used, "%s%s", i ? "|" : "", o->choices[i]);
     }
     if (o->def && used < sizeof(extra))
         snprintf(extra + used, sizeof(extra) - used, " (default %s)", o->def);
@@ -656,8 +655,8 @@ static int cl_store(struct hc_walk *w, const struct hc_cmd_opt *o, const char *v
 
 static void report(const struct hc_cmdline_prog *prog, const struct hc_error *err)
 {
-    fprintf(stderr, "%s: %s%s%s%s\n", prog->name, err->message, err->hint[0] ? " (" : "",
-            err->hint, err->hint[0] ? ")" : "");
+    fprintf(stderr, "%s: %s%s%s%s\n", prog->name, err->message, err->hint[0] ? " (" : "", err->hint,
+            err->hint[0] ? ")" : "");
 }
 
 static int help_asked(const struct hc_cmdline *cl)
@@ -991,7 +990,6 @@ const char *hc_roff_date(char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%d", &tm);
     return buf;
 }
-
 
 static void man_usage(FILE *f, const struct hc_cmdline_prog *prog, const struct hc_cmd_group *g,
                       const struct hc_cmd_verb *v)

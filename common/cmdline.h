@@ -40,8 +40,8 @@ enum hc_completer {
 };
 
 struct hc_cmd_opt {
-    const char *name;            /* long name without "--"; NULL ends a table */
-    char short_name;             /* 0: none */
+    const char *name; /* long name without "--"; NULL ends a table */
+    char short_name;  /* 0: none */
     enum hc_opt_type type;
     int required;                /* the verb cannot run without it (never for bool) */
     const char *help;            /* one line, lowercase, no full stop */
@@ -61,19 +61,21 @@ typedef int (*hc_cmd_fn)(struct hc_cmd_ctx *ctx);
 #define HC_CMD_HIDDEN 0x1u     /* left out of help, suggestions and completion */
 #define HC_CMD_DISRUPTIVE 0x2u /* asks for confirmation on a TTY, needs --yes otherwise */
 #define HC_CMD_OFFLINE 0x4u    /* works without a configured controller */
-#define HC_CMD_RAW 0x10u /* an internal command that reads its own words (hcagent probe): the
-                           engine hands it argv from the command word on, unparsed */
-#define HC_GROUP_STANDALONE 0x8u /* group flag: the group word is the command ("hcctl events"); its
-                                    table holds exactly one verb with the group's name */
+#define HC_CMD_RAW                                                                                 \
+    0x10u /* an internal command that reads its own words (hcagent probe): the                     \
+            engine hands it argv from the command word on, unparsed */
+#define HC_GROUP_STANDALONE                                                                        \
+    0x8u /* group flag: the group word is the command ("hcctl events"); its                        \
+            table holds exactly one verb with the group's name */
 
 struct hc_cmd_verb {
     const char *name; /* NULL ends a table */
     hc_cmd_fn handler;
     const struct hc_cmd_opt *opts; /* ended by {NULL}; NULL when the verb has no options */
     int min_args;
-    int max_args;                  /* HC_ARGS_MANY: unlimited */
-    const char *summary;           /* one line, lowercase, no full stop */
-    const char *usage;             /* positional synopsis ("NODE"), NULL without positionals */
+    int max_args;        /* HC_ARGS_MANY: unlimited */
+    const char *summary; /* one line, lowercase, no full stop */
+    const char *usage;   /* positional synopsis ("NODE"), NULL without positionals */
     unsigned flags;
     enum hc_completer arg_completer; /* what positional arguments are */
 };
@@ -127,17 +129,17 @@ struct hc_opt_val {
 /* Why a walk step stopped. */
 enum hc_walk_stop {
     HC_WALK_OK = 0,
-    HC_WALK_VALUE,        /* the words ended where opt's value goes */
-    HC_WALK_UNKNOWN_LONG, /* words[at] is no option of the set (or an ambiguous prefix) */
+    HC_WALK_VALUE,         /* the words ended where opt's value goes */
+    HC_WALK_UNKNOWN_LONG,  /* words[at] is no option of the set (or an ambiguous prefix) */
     HC_WALK_UNKNOWN_SHORT, /* letter is no option of the set */
-    HC_WALK_NO_VALUE,     /* "--flag=x": opt takes no value */
-    HC_WALK_CALLBACK,     /* on_option refused the value (it filled the error) */
-    HC_WALK_NO_GROUP,     /* the words ended where the group goes */
-    HC_WALK_BAD_GROUP,    /* words[at] is no group */
-    HC_WALK_NO_VERB,      /* the words ended where the verb goes */
-    HC_WALK_GROUP_HELP,   /* "GROUP --help" */
-    HC_WALK_NOT_VERB,     /* words[at] is an option where the verb goes, and no default verb */
-    HC_WALK_BAD_VERB,     /* words[at] is no verb of group */
+    HC_WALK_NO_VALUE,      /* "--flag=x": opt takes no value */
+    HC_WALK_CALLBACK,      /* on_option refused the value (it filled the error) */
+    HC_WALK_NO_GROUP,      /* the words ended where the group goes */
+    HC_WALK_BAD_GROUP,     /* words[at] is no group */
+    HC_WALK_NO_VERB,       /* the words ended where the verb goes */
+    HC_WALK_GROUP_HELP,    /* "GROUP --help" */
+    HC_WALK_NOT_VERB,      /* words[at] is an option where the verb goes, and no default verb */
+    HC_WALK_BAD_VERB,      /* words[at] is no verb of group */
 };
 
 struct hc_walk {
@@ -148,16 +150,16 @@ struct hc_walk {
     int (*on_option)(struct hc_walk *w, const struct hc_cmd_opt *o, const char *value);
     void *arg;
     struct hc_error *on_err; /* where on_option may report (the parsers' error) */
-    int keep_going; /* pass over unknown options (completion, the -o json scan) */
+    int keep_going;          /* pass over unknown options (completion, the -o json scan) */
     /* where the walk is */
     const struct hc_cmd_group *group;
     const struct hc_cmd_verb *verb;
     enum hc_walk_stop stop;
-    int at;                     /* the word the walk stopped at */
+    int at;                       /* the word the walk stopped at */
     const struct hc_cmd_opt *opt; /* HC_WALK_VALUE, HC_WALK_NO_VALUE */
-    char letter;                /* HC_WALK_UNKNOWN_SHORT */
-    int dashdash;               /* "--" was seen */
-    char **pos;                 /* positionals in order (owned; hc_walk_clear) */
+    char letter;                  /* HC_WALK_UNKNOWN_SHORT */
+    int dashdash;                 /* "--" was seen */
+    char **pos;                   /* positionals in order (owned; hc_walk_clear) */
     int npos;
     /* the option set of the current step: a verb's options, then the globals they do not
      * shadow (a verb option of the same long name wins, so does its short letter) */
@@ -211,8 +213,8 @@ const struct hc_cmd_group *hc_cmd_find_group(const struct hc_cmd_group *const *g
 const struct hc_cmd_verb *hc_cmd_find_verb(const struct hc_cmd_group *group, const char *name);
 const struct hc_cmd_verb *hc_cmd_default_verb(const struct hc_cmd_group *group);
 /* How a verb is typed, for messages and help: "node show", "events", "upgrade --rolling". */
-void hc_cmd_verb_words(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
-                       char *buf, size_t len);
+void hc_cmd_verb_words(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb, char *buf,
+                       size_t len);
 
 /* Value of an option of opts (vals parallel to it) by long name; NULL opt when undeclared. */
 const struct hc_opt_val *hc_cmdline_slot(const struct hc_cmd_opt *opts,
