@@ -1,11 +1,12 @@
 /*
- * The command engine (the virsh vsh.c habit). Every command group is a file cli/cmd_<group>.c
- * that ends with a table of verbs; options are data. One place (cmd.c) parses the command line
- * from those tables: global options with getopt_long up to the group word, then the verb's
- * options with a getopt_long option array generated from its table, and the positional
- * argument count checked against the verb's min/max. Help, "did you mean", the hidden
- * `self-test`, and later shell completion and man pages all read the same tables, reachable
- * through hc_cmd_groups (cli/groups.c) and hc_cmd_global_opts.
+ * hcctl on the command-line engine (common/cmdline.h, shared by the five programs). Every
+ * command group is a file cli/cmd_<group>.c that ends with a table of verbs; options are data.
+ * cmd.c parses the command line through the engine's walker: global options up to the group
+ * word, the group, the verb, then the verb's options and positionals, checked against the
+ * verb's min/max. Help, "did you mean", the hidden `self-test`, shell completion and man pages
+ * all read the same tables, reachable through hc_cmd_groups (cli/groups.c) and
+ * hc_cmd_global_opts. This header adds what is hcctl's own: its global options, the context
+ * with the configuration, the API client and the output layer.
  *
  * Handlers receive a context, read options by name, build one JSON document and hand it to the
  * output layer; they return an exit code (cli/exit_codes.h). Errors are reported through
@@ -20,67 +21,8 @@
 
 #include "cli/config.h"
 #include "cli/output.h"
+#include "common/cmdline.h"
 #include "common/error.h"
-
-/* HC_OPT_LIST: a string option that may be repeated (--node a --node b); read with
- * hc_cmd_opt_list. */
-enum hc_opt_type { HC_OPT_BOOL = 0, HC_OPT_STRING, HC_OPT_INT, HC_OPT_DURATION, HC_OPT_LIST };
-
-/* Where a value can be completed from (shell completion). */
-enum hc_completer {
-    HC_COMPLETE_NONE = 0,
-    HC_COMPLETE_CHOICES,   /* the option's fixed choices */
-    HC_COMPLETE_FILE,      /* a local file */
-    HC_COMPLETE_NODE,      /* node names (GET /v1/nodes) */
-    HC_COMPLETE_OPERATION, /* operation ids (GET /v1/operations) */
-    HC_COMPLETE_TOPIC,     /* help topics: a group, then its verbs, or a docs topic */
-    HC_COMPLETE_SHELL,     /* a shell with a completion script: bash, zsh, fish */
-    HC_COMPLETE_BUNDLE,    /* uploaded bundle versions (GET /v1/software) */
-};
-
-struct hc_cmd_opt {
-    const char *name;            /* long name without "--"; NULL ends a table */
-    char short_name;             /* 0: none */
-    enum hc_opt_type type;
-    int required;                /* the verb cannot run without it (never for bool) */
-    const char *help;            /* one line, lowercase, no full stop */
-    const char *value_name;      /* "DUR", "N", "STATE"; NULL for bool */
-    enum hc_completer completer; /* only for options that take a value */
-    const char *def;             /* default as text (help shows it, the engine applies it) */
-    const char *const *choices;  /* allowed values (NULL-terminated), or NULL for any */
-};
-
-struct hc_cmd_ctx;
-/* Returns an exit code (enum hc_exit). */
-typedef int (*hc_cmd_fn)(struct hc_cmd_ctx *ctx);
-
-#define HC_ARGS_MANY (-1) /* max_args: no upper limit */
-
-/* Verb and group flags. */
-#define HC_CMD_HIDDEN 0x1u     /* left out of help, suggestions and completion */
-#define HC_CMD_DISRUPTIVE 0x2u /* asks for confirmation on a TTY, needs --yes otherwise */
-#define HC_CMD_OFFLINE 0x4u    /* works without a configured controller */
-#define HC_GROUP_STANDALONE 0x8u /* group flag: the group word is the command ("hcctl events"); its
-                                    table holds exactly one verb with the group's name */
-
-struct hc_cmd_verb {
-    const char *name; /* NULL ends a table */
-    hc_cmd_fn handler;
-    const struct hc_cmd_opt *opts; /* ended by {NULL}; NULL when the verb has no options */
-    int min_args;
-    int max_args;                  /* HC_ARGS_MANY: unlimited */
-    const char *summary;           /* one line, lowercase, no full stop */
-    const char *usage;             /* positional synopsis ("NODE"), NULL without positionals */
-    unsigned flags;
-    enum hc_completer arg_completer; /* what positional arguments are */
-};
-
-struct hc_cmd_group {
-    const char *name;
-    const char *summary;
-    const struct hc_cmd_verb *verbs; /* ended by {NULL} */
-    unsigned flags;
-};
 
 /* Every group, NULL-terminated: the one table parsing, help, self-test and completion read. */
 extern const struct hc_cmd_group *const hc_cmd_groups[];
@@ -100,8 +42,6 @@ struct hc_cli_globals {
     int json, quiet, no_color, yes;
     int64_t timeout_ms; /* per request, --timeout (default 30s) */
 };
-
-struct hc_opt_val; /* parsed option values, private to cmd.c */
 
 struct hc_cmd_ctx {
     const struct hc_cmd_group *const *groups; /* the table being run (self-test reads it) */
@@ -164,28 +104,9 @@ void hc_cmd_help_verb(FILE *f, const struct hc_cmd_group *group, const struct hc
 void hc_cmd_usage_line(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
                        char *buf, size_t len);
 
-/* Optimal-string-alignment (Damerau-Levenshtein) distance. */
-int hc_cmd_distance(const char *a, const char *b);
-/* The closest of candidates (NULL-terminated) within distance 2, or NULL. */
-const char *hc_cmd_suggest(const char *word, const char *const *candidates);
-
 /* Validates every table (help present, no duplicate names, min <= max, required options
  * documented, defaults and choices consistent). Writes one line per problem to report (may be
  * NULL). Returns the number of problems. */
 int hc_cmd_self_test(const struct hc_cmd_group *const *groups, FILE *report);
-
-/* Lookups used by the engine and completion. hc_cmd_find_verb finds the verbs typed as a word
- * after the group word, so never a group's default verb (below). */
-const struct hc_cmd_group *hc_cmd_find_group(const struct hc_cmd_group *const *groups,
-                                             const char *name);
-const struct hc_cmd_verb *hc_cmd_find_verb(const struct hc_cmd_group *group, const char *name);
-/* A group's default verb: the verb named like its (not standalone) group, run when an option
- * follows the group word ("hcctl upgrade --rolling --to V"); NULL when the group has none. Its
- * name is never typed or shown: its usage holds the option that selects it ("--rolling"), which
- * help, messages, man pages and completion show in the verb's place. */
-const struct hc_cmd_verb *hc_cmd_default_verb(const struct hc_cmd_group *group);
-/* How a verb is typed, for messages and help: "node show", "events", "upgrade --rolling". */
-void hc_cmd_verb_words(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
-                       char *buf, size_t len);
 
 #endif

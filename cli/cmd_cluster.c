@@ -151,39 +151,44 @@ static int cmd_create(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt create_opts[] = {
-    {"node", 0, HC_OPT_LIST, 1, "a host to bring in over SSH (repeat for each node)",
-     "[USER@]HOST[:PORT]", HC_COMPLETE_NONE, NULL, NULL},
+    {.name = "node", .type = HC_OPT_LIST, .required = 1,
+     .help = "a host to bring in over SSH (repeat for each node)",
+     .value_name = "[USER@]HOST[:PORT]"},
     HC_BOOTSTRAP_OPTS,
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_opt join_token_opts[] = {
-    {"ttl", 0, HC_OPT_DURATION, 0, "how long the token stays valid (1s to " JOIN_TTL_MAX ")",
-     "DUR", HC_COMPLETE_NONE, "1h", NULL},
-    {"address", 0, HC_OPT_STRING, 0,
-     "the address the node's certificate will name (default: the address the join comes from, "
-     "e.g. behind NAT give the agent's own)", "ADDR", HC_COMPLETE_NONE, NULL, NULL},
-    {"name", 0, HC_OPT_STRING, 0, "the only node name the token may enroll", "NODE",
-     HC_COMPLETE_NONE, NULL, NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "ttl", .type = HC_OPT_DURATION,
+     .help = "how long the token stays valid (1s to " JOIN_TTL_MAX ")", .value_name = "DUR",
+     .def = "1h"},
+    {.name = "address", .type = HC_OPT_STRING,
+     .help =
+         "the address the node's certificate will name (default: the address the join comes from, "
+         "e.g. behind NAT give the agent's own)",
+     .value_name = "ADDR"},
+    {.name = "name", .type = HC_OPT_STRING, .help = "the only node name the token may enroll",
+     .value_name = "NODE"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_verb cluster_verbs[] = {
-    {"create", cmd_create, create_opts, 1, 1,
-     "name the cluster and bring its first nodes in over SSH (agents pushed and enrolled)",
-     "NAME", 0, HC_COMPLETE_NONE},
-    {"join-token", cmd_join_token, join_token_opts, 0, 0,
-     "create a one-time token with which a new node joins (hcagent join)", NULL, 0,
-     HC_COMPLETE_NONE},
-    {"status", cmd_status, NULL, 0, 0,
-     "show the cluster, node health counts, active operations and the controller", NULL, 0,
-     HC_COMPLETE_NONE},
-    {"show", cmd_show, NULL, 0, 0,
-     "show the cluster's settings: name, id, MTU, created, controller URL, CA fingerprint, nodes",
-     NULL, 0, HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "create", .handler = cmd_create, .opts = create_opts, .min_args = 1, .max_args = 1,
+     .summary =
+         "name the cluster and bring its first nodes in over SSH (agents pushed and enrolled)",
+     .usage = "NAME"},
+    {.name = "join-token", .handler = cmd_join_token, .opts = join_token_opts,
+     .summary = "create a one-time token with which a new node joins (hcagent join)"},
+    {.name = "status", .handler = cmd_status,
+     .summary = "show the cluster, node health counts, active operations and the controller"},
+    {.name = "show", .handler = cmd_show,
+     .summary =
+         "show the cluster's settings: name, id, MTU, created, controller URL, CA fingerprint, nodes"},
+    {.name = NULL},
 };
 
 const struct hc_cmd_group hc_cmd_group_cluster = {
-    "cluster", "the cluster as a whole: create, status, settings and join tokens", cluster_verbs,
-    0};
+    .name = "cluster",
+    .summary = "the cluster as a whole: create, status, settings and join tokens",
+    .verbs = cluster_verbs,
+};

@@ -180,22 +180,29 @@ static int cmd_complete(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb completion_verbs[] = {
-    {"completion", cmd_completion, NULL, 1, 1,
-     "print the completion script for bash, zsh or fish (see 'hcctl help completion')", "SHELL",
-     HC_CMD_OFFLINE, HC_COMPLETE_SHELL},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "completion", .handler = cmd_completion, .min_args = 1, .max_args = 1,
+     .summary = "print the completion script for bash, zsh or fish (see 'hcctl help completion')",
+     .usage = "SHELL", .flags = HC_CMD_OFFLINE, .arg_completer = HC_COMPLETE_SHELL},
+    {.name = NULL},
 };
 
-const struct hc_cmd_group hc_cmd_group_completion = {"completion", "shell completion scripts",
-                                                     completion_verbs, HC_GROUP_STANDALONE};
+const struct hc_cmd_group hc_cmd_group_completion = {
+    .name = "completion",
+    .summary = "shell completion scripts",
+    .verbs = completion_verbs,
+    .flags = HC_GROUP_STANDALONE,
+};
 
 static const struct hc_cmd_verb complete_verbs[] = {
-    {"__complete", cmd_complete, NULL, 0, HC_ARGS_MANY,
-     "complete a partial command line (called by the completion scripts)", "-- WORDS...",
-     HC_CMD_HIDDEN | HC_CMD_OFFLINE, HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "__complete", .handler = cmd_complete, .max_args = HC_ARGS_MANY,
+     .summary = "complete a partial command line (called by the completion scripts)",
+     .usage = "-- WORDS...", .flags = HC_CMD_HIDDEN | HC_CMD_OFFLINE},
+    {.name = NULL},
 };
 
-const struct hc_cmd_group hc_cmd_group_complete = {"__complete", "complete a partial command line",
-                                                   complete_verbs,
-                                                   HC_GROUP_STANDALONE | HC_CMD_HIDDEN};
+const struct hc_cmd_group hc_cmd_group_complete = {
+    .name = "__complete",
+    .summary = "complete a partial command line",
+    .verbs = complete_verbs,
+    .flags = HC_GROUP_STANDALONE | HC_CMD_HIDDEN,
+};

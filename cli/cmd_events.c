@@ -212,28 +212,32 @@ static int cmd_events(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt events_opts[] = {
-    {"since", 0, HC_OPT_INT, 0,
-     "the events after this event id, oldest first (default: the newest events)", "ID",
-     HC_COMPLETE_NONE, NULL, NULL},
-    {"before", 0, HC_OPT_INT, 0, "only events before this event id (pages back)", "ID",
-     HC_COMPLETE_NONE, NULL, NULL},
-    {"limit", 0, HC_OPT_INT, 0, "at most this many events (1-1000; with --follow, per request)",
-     "N", HC_COMPLETE_NONE, "100", NULL},
-    {"type", 0, HC_OPT_STRING, 0, "only events of this type (node.joined, api.call, ...)", "TYPE",
-     HC_COMPLETE_NONE, NULL, NULL},
-    {"node", 0, HC_OPT_STRING, 0, "only events about this node", "NODE", HC_COMPLETE_NODE, NULL,
-     NULL},
-    {"follow", 'f', HC_OPT_BOOL, 0, "keep printing new events until interrupted (Ctrl-C)", NULL,
-     HC_COMPLETE_NONE, NULL, NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "since", .type = HC_OPT_INT,
+     .help = "the events after this event id, oldest first (default: the newest events)",
+     .value_name = "ID"},
+    {.name = "before", .type = HC_OPT_INT, .help = "only events before this event id (pages back)",
+     .value_name = "ID"},
+    {.name = "limit", .type = HC_OPT_INT,
+     .help = "at most this many events (1-1000; with --follow, per request)", .value_name = "N",
+     .def = "100"},
+    {.name = "type", .type = HC_OPT_STRING,
+     .help = "only events of this type (node.joined, api.call, ...)", .value_name = "TYPE"},
+    {.name = "node", .type = HC_OPT_STRING, .help = "only events about this node",
+     .value_name = "NODE", .completer = HC_COMPLETE_NODE},
+    {.name = "follow", .short_name = 'f', .type = HC_OPT_BOOL,
+     .help = "keep printing new events until interrupted (Ctrl-C)"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_verb events_verbs[] = {
-    {"events", cmd_events, events_opts, 0, 0,
-     "show the newest events of the log (or those after --since), oldest first", NULL, 0,
-     HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "events", .handler = cmd_events, .opts = events_opts,
+     .summary = "show the newest events of the log (or those after --since), oldest first"},
+    {.name = NULL},
 };
 
 const struct hc_cmd_group hc_cmd_group_events = {
-    "events", "the controller's event log", events_verbs, HC_GROUP_STANDALONE};
+    .name = "events",
+    .summary = "the controller's event log",
+    .verbs = events_verbs,
+    .flags = HC_GROUP_STANDALONE,
+};

@@ -11,152 +11,10 @@
 #include "cli/help.h"
 #include "common/util.h"
 
-const struct hc_cmd_group *hc_cmd_find_group(const struct hc_cmd_group *const *groups,
-                                             const char *name)
-{
-    for (size_t i = 0; groups[i]; i++)
-        if (strcmp(groups[i]->name, name) == 0)
-            return groups[i];
-    return NULL;
-}
-
-static int is_default_verb(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb)
-{
-    return !(group->flags & HC_GROUP_STANDALONE) && strcmp(verb->name, group->name) == 0;
-}
-
-const struct hc_cmd_verb *hc_cmd_find_verb(const struct hc_cmd_group *group, const char *name)
-{
-    for (size_t i = 0; group->verbs[i].name; i++)
-        if (strcmp(group->verbs[i].name, name) == 0 && !is_default_verb(group, &group->verbs[i]))
-            return &group->verbs[i];
-    return NULL;
-}
-
-const struct hc_cmd_verb *hc_cmd_default_verb(const struct hc_cmd_group *group)
-{
-    for (size_t i = 0; group->verbs[i].name; i++)
-        if (is_default_verb(group, &group->verbs[i]))
-            return &group->verbs[i];
-    return NULL;
-}
-
-void hc_cmd_verb_words(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
-                       char *buf, size_t len)
-{
-    if (group->flags & HC_GROUP_STANDALONE)
-        snprintf(buf, len, "%s", group->name);
-    else if (is_default_verb(group, verb))
-        snprintf(buf, len, "%s%s%s", group->name, verb->usage ? " " : "",
-                 verb->usage ? verb->usage : "");
-    else
-        snprintf(buf, len, "%s %s", group->name, verb->name);
-}
-
-int hc_cmd_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 99;
-    int d[64][64];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int cost = a[i - 1] != b[j - 1];
-            int best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
-            if (d[i - 1][j - 1] + cost < best)
-                best = d[i - 1][j - 1] + cost;
-            /* a transposition of two adjacent characters counts as one edit */
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    return d[la][lb];
-}
-
-const char *hc_cmd_suggest(const char *word, const char *const *candidates)
-{
-    const char *best = NULL;
-    int best_d = 3;
-    for (size_t i = 0; candidates[i]; i++) {
-        int d = hc_cmd_distance(word, candidates[i]);
-        /* one- and two-letter words are within 2 edits of everything short: need d < len */
-        if (d < best_d && (size_t)d < strlen(word)) {
-            best = candidates[i];
-            best_d = d;
-        }
-    }
-    return best;
-}
-
-static void required_opts(const struct hc_cmd_opt *opts, char *buf, size_t len)
-{
-    size_t used = strlen(buf);
-    for (size_t i = 0; opts && opts[i].name && used < len; i++)
-        if (opts[i].required)
-            used += snprintf(buf + used, len - used, " --%s %s", opts[i].name,
-                             opts[i].value_name ? opts[i].value_name : "VALUE");
-}
-
 void hc_cmd_usage_line(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
                        char *buf, size_t len)
 {
-    char words[128];
-    /* A default verb's usage is its selecting option, already part of its words. */
-    hc_cmd_verb_words(group, verb, words, sizeof(words));
-    snprintf(buf, len, "hcctl %s", words);
-    if (verb->usage && !is_default_verb(group, verb)) {
-        size_t used = strlen(buf);
-        snprintf(buf + used, len - used, " %s", verb->usage);
-    }
-    required_opts(verb->opts, buf, len);
-    size_t used = strlen(buf);
-    snprintf(buf + used, len - used, " [OPTIONS]");
-}
-
-/* "-o, --output FORMAT" or "    --no-wait". */
-static void opt_synopsis(const struct hc_cmd_opt *o, char *buf, size_t len)
-{
-    char shortpart[8] = "    ";
-    if (o->short_name)
-        snprintf(shortpart, sizeof(shortpart), "-%c, ", o->short_name);
-    snprintf(buf, len, "%s--%s%s%s", shortpart, o->name, o->value_name ? " " : "",
-             o->value_name ? o->value_name : "");
-}
-
-static void opt_help(FILE *f, const struct hc_cmd_opt *o, int width)
-{
-    char syn[96], extra[256] = "";
-    size_t used = 0;
-    opt_synopsis(o, syn, sizeof(syn));
-    if (o->choices) {
-        used += snprintf(extra + used, sizeof(extra) - used, ": ");
-        for (size_t i = 0; o->choices[i] && used < sizeof(extra); i++)
-            used += snprintf(extra + used, sizeof(extra) - used, "%s%s", i ? "|" : "",
-                             o->choices[i]);
-    }
-    if (o->def && used < sizeof(extra))
-        snprintf(extra + used, sizeof(extra) - used, " (default %s)", o->def);
-    if (o->required && used < sizeof(extra))
-        snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), " (required)");
-    fprintf(f, "  %-*s  %s%s\n", width, syn, o->help ? o->help : "", extra);
-}
-
-static int opts_width(const struct hc_cmd_opt *opts, int width)
-{
-    char syn[96];
-    for (size_t i = 0; opts && opts[i].name; i++) {
-        opt_synopsis(&opts[i], syn, sizeof(syn));
-        if ((int)strlen(syn) > width)
-            width = (int)strlen(syn);
-    }
-    return width;
+    hc_cmdline_usage_line("hcctl", group, verb, buf, len);
 }
 
 static void verb_line(FILE *f, const struct hc_cmd_group *g, const struct hc_cmd_verb *v)
@@ -176,9 +34,7 @@ void hc_cmd_help_top(FILE *f, const struct hc_cmd_group *const *groups)
             if (!((groups[i]->flags | groups[i]->verbs[j].flags) & HC_CMD_HIDDEN))
                 verb_line(f, groups[i], &groups[i]->verbs[j]);
     fprintf(f, "\nGlobal options (before the group, or after the verb):\n");
-    int width = opts_width(hc_cmd_global_opts, 0);
-    for (size_t i = 0; hc_cmd_global_opts[i].name; i++)
-        opt_help(f, &hc_cmd_global_opts[i], width);
+    hc_cmdline_help_opts(f, hc_cmd_global_opts, 0);
     fprintf(f, "\nSettings: flag, else environment (HCCTL_CONTROLLER, HCCTL_TOKEN, "
                "HCCTL_CA_FILE),\nelse $XDG_CONFIG_HOME/hcctl/config.json "
                "(~/.config/hcctl/config.json).\n"
@@ -201,7 +57,7 @@ void hc_cmd_help_group(FILE *f, const struct hc_cmd_group *group)
         if (v->flags & HC_CMD_HIDDEN)
             continue;
         /* the default verb is typed as its option ("--rolling"), never by its name */
-        fprintf(f, "  %-12s %s\n", is_default_verb(group, v) && v->usage ? v->usage : v->name,
+        fprintf(f, "  %-12s %s\n", hc_cmd_default_verb(group) == v && v->usage ? v->usage : v->name,
                 v->summary ? v->summary : "");
     }
     fprintf(f, "\nRun 'hcctl %s VERB --help' for a verb's options.\n", group->name);
@@ -217,16 +73,12 @@ void hc_cmd_help_verb(FILE *f, const struct hc_cmd_group *group, const struct hc
     for (size_t i = 0; (verb->flags & HC_CMD_DISRUPTIVE) && hc_cmd_global_opts[i].name; i++)
         if (strcmp(hc_cmd_global_opts[i].name, "yes") == 0)
             yes = &hc_cmd_global_opts[i];
-    char syn[96] = "";
-    if (yes)
-        opt_synopsis(yes, syn, sizeof(syn));
-    int width = opts_width(verb->opts, (int)strlen(syn));
+    int width = hc_cmdline_opts_width(verb->opts, yes ? hc_cmdline_opt_width(yes) : 0);
     if (verb->opts || yes)
         fprintf(f, "\nOptions:\n");
     if (yes)
-        opt_help(f, yes, width);
-    for (size_t i = 0; verb->opts && verb->opts[i].name; i++)
-        opt_help(f, &verb->opts[i], width);
+        hc_cmdline_help_opt(f, yes, width);
+    hc_cmdline_help_opts(f, verb->opts, width);
     fprintf(f, "\nGlobal options: see 'hcctl --help'.\n");
 }
 
@@ -377,11 +229,16 @@ static int cmd_help(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb help_verbs[] = {
-    {"help", cmd_help, NULL, 0, 2,
-     "help on a group, a verb ('help node show') or a topic ('help exit-codes')",
-     "[GROUP [VERB] | TOPIC]", HC_CMD_OFFLINE, HC_COMPLETE_TOPIC},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "help", .handler = cmd_help, .max_args = 2,
+     .summary = "help on a group, a verb ('help node show') or a topic ('help exit-codes')",
+     .usage = "[GROUP [VERB] | TOPIC]", .flags = HC_CMD_OFFLINE,
+     .arg_completer = HC_COMPLETE_TOPIC},
+    {.name = NULL},
 };
 
-const struct hc_cmd_group hc_cmd_group_help = {"help", "help on commands and topics", help_verbs,
-                                               HC_GROUP_STANDALONE};
+const struct hc_cmd_group hc_cmd_group_help = {
+    .name = "help",
+    .summary = "help on commands and topics",
+    .verbs = help_verbs,
+    .flags = HC_GROUP_STANDALONE,
+};

@@ -80,35 +80,38 @@ static int cmd_status(struct hc_cmd_ctx *ctx)
 static const char *const modes[] = {"ensure-accessibility", "full", "none", NULL};
 
 static const struct hc_cmd_opt enter_opts[] = {
-    {"mode", 0, HC_OPT_STRING, 0, "how the data stays safe", "MODE", HC_COMPLETE_CHOICES,
-     "ensure-accessibility", modes},
-    {"force", 0, HC_OPT_BOOL, 0, "with --mode none: skip the service's ok-to-stop", NULL,
-     HC_COMPLETE_NONE, NULL, NULL},
-    {"timeout", 0, HC_OPT_DURATION, 0, "bound on every wait (drain, health, resync)", "DUR",
-     HC_COMPLETE_NONE, "5m", NULL},
-    {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL,
-     HC_COMPLETE_NONE, NULL, NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "mode", .type = HC_OPT_STRING, .help = "how the data stays safe", .value_name = "MODE",
+     .completer = HC_COMPLETE_CHOICES, .def = "ensure-accessibility", .choices = modes},
+    {.name = "force", .type = HC_OPT_BOOL,
+     .help = "with --mode none: skip the service's ok-to-stop"},
+    {.name = "timeout", .type = HC_OPT_DURATION,
+     .help = "bound on every wait (drain, health, resync)", .value_name = "DUR", .def = "5m"},
+    {.name = "no-wait", .type = HC_OPT_BOOL,
+     .help = "return once the operation is accepted (prints its id)"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_opt exit_opts[] = {
-    {"timeout", 0, HC_OPT_DURATION, 0, "bound on every wait (health, resync)", "DUR",
-     HC_COMPLETE_NONE, "5m", NULL},
-    {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL,
-     HC_COMPLETE_NONE, NULL, NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "timeout", .type = HC_OPT_DURATION, .help = "bound on every wait (health, resync)",
+     .value_name = "DUR", .def = "5m"},
+    {.name = "no-wait", .type = HC_OPT_BOOL,
+     .help = "return once the operation is accepted (prints its id)"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_verb maintenance_verbs[] = {
-    {"enter", cmd_enter, enter_opts, 1, 1,
-     "drain and stop a node's storage service (disruptive: asks, or needs --yes)", "NODE",
-     HC_CMD_DISRUPTIVE, HC_COMPLETE_NODE},
-    {"exit", cmd_exit, exit_opts, 1, 1, "restart the service and wait until it is resynced",
-     "NODE", 0, HC_COMPLETE_NODE},
-    {"status", cmd_status, NULL, 0, 0, "every node's maintenance state", NULL, 0,
-     HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "enter", .handler = cmd_enter, .opts = enter_opts, .min_args = 1, .max_args = 1,
+     .summary = "drain and stop a node's storage service (disruptive: asks, or needs --yes)",
+     .usage = "NODE", .flags = HC_CMD_DISRUPTIVE, .arg_completer = HC_COMPLETE_NODE},
+    {.name = "exit", .handler = cmd_exit, .opts = exit_opts, .min_args = 1, .max_args = 1,
+     .summary = "restart the service and wait until it is resynced", .usage = "NODE",
+     .arg_completer = HC_COMPLETE_NODE},
+    {.name = "status", .handler = cmd_status, .summary = "every node's maintenance state"},
+    {.name = NULL},
 };
 
 const struct hc_cmd_group hc_cmd_group_maintenance = {
-    "maintenance", "storage maintenance of one node at a time", maintenance_verbs, 0};
+    .name = "maintenance",
+    .summary = "storage maintenance of one node at a time",
+    .verbs = maintenance_verbs,
+};

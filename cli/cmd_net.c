@@ -538,50 +538,56 @@ static int cmd_bench(struct hc_cmd_ctx *ctx)
 /* --- the table ------------------------------------------------------------------------------ */
 
 static const struct hc_cmd_opt check_opts[] = {
-    {"mtu", 0, HC_OPT_INT, 0, "MTU to prove (default: the cluster's, else 9000)", "N",
-     HC_COMPLETE_NONE, NULL, NULL},
-    {"nodes", 0, HC_OPT_LIST, 0, "only these nodes, at least two (comma-separated, or repeated)",
-     "A,B,...", HC_COMPLETE_NODE, NULL, NULL},
-    {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for the result", "DUR",
-     HC_COMPLETE_NONE, "2m", NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "mtu", .type = HC_OPT_INT, .help = "MTU to prove (default: the cluster's, else 9000)",
+     .value_name = "N"},
+    {.name = "nodes", .type = HC_OPT_LIST,
+     .help = "only these nodes, at least two (comma-separated, or repeated)",
+     .value_name = "A,B,...", .completer = HC_COMPLETE_NODE},
+    {.name = "timeout", .type = HC_OPT_DURATION, .help = "how long to wait for the result",
+     .value_name = "DUR", .def = "2m"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_opt set_mtu_opts[] = {
-    {"confirm-timeout", 0, HC_OPT_DURATION, 0,
-     "how long each agent keeps a change unconfirmed before reverting it by itself", "DUR",
-     HC_COMPLETE_NONE, "30s", NULL},
-    {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL,
-     HC_COMPLETE_NONE, NULL, NULL},
-    {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for the operation to end", "DUR",
-     HC_COMPLETE_NONE, "30m", NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "confirm-timeout", .type = HC_OPT_DURATION,
+     .help = "how long each agent keeps a change unconfirmed before reverting it by itself",
+     .value_name = "DUR", .def = "30s"},
+    {.name = "no-wait", .type = HC_OPT_BOOL,
+     .help = "return once the operation is accepted (prints its id)"},
+    {.name = "timeout", .type = HC_OPT_DURATION,
+     .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "30m"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_opt bench_opts[] = {
-    {"nodes", 0, HC_OPT_LIST, 0, "measure between these nodes (default: a ring over all)",
-     "A,B,...", HC_COMPLETE_NODE, NULL, NULL},
-    {"duration", 0, HC_OPT_DURATION, 0, "length of each measurement", "DUR", HC_COMPLETE_NONE,
-     "3s", NULL},
-    {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for all measurements", "DUR",
-     HC_COMPLETE_NONE, "10m", NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "nodes", .type = HC_OPT_LIST,
+     .help = "measure between these nodes (default: a ring over all)", .value_name = "A,B,...",
+     .completer = HC_COMPLETE_NODE},
+    {.name = "duration", .type = HC_OPT_DURATION, .help = "length of each measurement",
+     .value_name = "DUR", .def = "3s"},
+    {.name = "timeout", .type = HC_OPT_DURATION, .help = "how long to wait for all measurements",
+     .value_name = "DUR", .def = "10m"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_verb net_verbs[] = {
-    {"show", cmd_show, NULL, 0, 0,
-     "per node: storage interface, MTU, state, addresses and the bridge or bond it hangs on",
-     NULL, 0, HC_COMPLETE_NONE},
-    {"check-jumbo", cmd_check, check_opts, 0, 0,
-     "probe every directed pair at the MTU; exit 0 when all pass, 4 when anything fails", NULL,
-     0, HC_COMPLETE_NONE},
-    {"set-mtu", cmd_set_mtu, set_mtu_opts, 1, 1,
-     "set the storage MTU node by node, each change confirmed after re-probing (disruptive)",
-     "MTU", HC_CMD_DISRUPTIVE, HC_COMPLETE_NONE},
-    {"bench", cmd_bench, bench_opts, 0, 0, "TCP throughput between nodes at the current MTU",
-     NULL, 0, HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "show", .handler = cmd_show,
+     .summary =
+         "per node: storage interface, MTU, state, addresses and the bridge or bond it hangs on"},
+    {.name = "check-jumbo", .handler = cmd_check, .opts = check_opts,
+     .summary =
+         "probe every directed pair at the MTU; exit 0 when all pass, 4 when anything fails"},
+    {.name = "set-mtu", .handler = cmd_set_mtu, .opts = set_mtu_opts, .min_args = 1, .max_args = 1,
+     .summary =
+         "set the storage MTU node by node, each change confirmed after re-probing (disruptive)",
+     .usage = "MTU", .flags = HC_CMD_DISRUPTIVE},
+    {.name = "bench", .handler = cmd_bench, .opts = bench_opts,
+     .summary = "TCP throughput between nodes at the current MTU"},
+    {.name = NULL},
 };
 
-const struct hc_cmd_group hc_cmd_group_net = {"net", "the storage network: MTU and jumbo frames",
-                                              net_verbs, 0};
+const struct hc_cmd_group hc_cmd_group_net = {
+    .name = "net",
+    .summary = "the storage network: MTU and jumbo frames",
+    .verbs = net_verbs,
+};

@@ -144,35 +144,39 @@ static int cmd_add(struct hc_cmd_ctx *ctx)
 
 static const struct hc_cmd_opt add_opts[] = {
     HC_BOOTSTRAP_OPTS,
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_opt remove_opts[] = {
-    {"force", 0, HC_OPT_BOOL, 0, "skip the availability budget and the service's ok-to-stop",
-     NULL, HC_COMPLETE_NONE, NULL, NULL},
-    {"reason", 0, HC_OPT_STRING, 0, "why --force (required with it; recorded)", "TEXT",
-     HC_COMPLETE_NONE, NULL, NULL},
-    {"purge", 0, HC_OPT_BOOL, 0, "delete the service's data on the node too (kept by default)",
-     NULL, HC_COMPLETE_NONE, NULL, NULL},
-    {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL,
-     HC_COMPLETE_NONE, NULL, NULL},
-    {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for the operation to end", "DUR",
-     HC_COMPLETE_NONE, "10m", NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "force", .type = HC_OPT_BOOL,
+     .help = "skip the availability budget and the service's ok-to-stop"},
+    {.name = "reason", .type = HC_OPT_STRING, .help = "why --force (required with it; recorded)",
+     .value_name = "TEXT"},
+    {.name = "purge", .type = HC_OPT_BOOL,
+     .help = "delete the service's data on the node too (kept by default)"},
+    {.name = "no-wait", .type = HC_OPT_BOOL,
+     .help = "return once the operation is accepted (prints its id)"},
+    {.name = "timeout", .type = HC_OPT_DURATION,
+     .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "10m"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_verb node_verbs[] = {
-    {"list", cmd_list, NULL, 0, 0, "list the nodes with their health", NULL, 0,
-     HC_COMPLETE_NONE},
-    {"show", cmd_show, NULL, 1, 1, "show one node and its network interfaces", "NODE", 0,
-     HC_COMPLETE_NODE},
-    {"add", cmd_add, add_opts, 1, HC_ARGS_MANY,
-     "bring hosts in over SSH: push, enroll and start the agent on each", "[USER@]HOST[:PORT]...",
-     0, HC_COMPLETE_NONE},
-    {"remove", cmd_remove, remove_opts, 1, 1,
-     "remove a node from the cluster (disruptive: asks, or needs --yes)", "NODE",
-     HC_CMD_DISRUPTIVE, HC_COMPLETE_NODE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "list", .handler = cmd_list, .summary = "list the nodes with their health"},
+    {.name = "show", .handler = cmd_show, .min_args = 1, .max_args = 1,
+     .summary = "show one node and its network interfaces", .usage = "NODE",
+     .arg_completer = HC_COMPLETE_NODE},
+    {.name = "add", .handler = cmd_add, .opts = add_opts, .min_args = 1, .max_args = HC_ARGS_MANY,
+     .summary = "bring hosts in over SSH: push, enroll and start the agent on each",
+     .usage = "[USER@]HOST[:PORT]..."},
+    {.name = "remove", .handler = cmd_remove, .opts = remove_opts, .min_args = 1, .max_args = 1,
+     .summary = "remove a node from the cluster (disruptive: asks, or needs --yes)",
+     .usage = "NODE", .flags = HC_CMD_DISRUPTIVE, .arg_completer = HC_COMPLETE_NODE},
+    {.name = NULL},
 };
 
-const struct hc_cmd_group hc_cmd_group_node = {"node", "the cluster's nodes", node_verbs, 0};
+const struct hc_cmd_group hc_cmd_group_node = {
+    .name = "node",
+    .summary = "the cluster's nodes",
+    .verbs = node_verbs,
+};

@@ -275,27 +275,31 @@ static int cmd_wait(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt list_opts[] = {
-    {"state", 0, HC_OPT_STRING, 0, "only operations in this state", "STATE",
-     HC_COMPLETE_CHOICES, NULL, op_states},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "state", .type = HC_OPT_STRING, .help = "only operations in this state",
+     .value_name = "STATE", .completer = HC_COMPLETE_CHOICES, .choices = op_states},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_opt wait_opts[] = {
-    {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for the operation to end", "DUR",
-     HC_COMPLETE_NONE, "10m", NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "timeout", .type = HC_OPT_DURATION,
+     .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "10m"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_verb operation_verbs[] = {
-    {"list", cmd_list, list_opts, 0, 0, "list operations, newest first", NULL, 0,
-     HC_COMPLETE_NONE},
-    {"show", cmd_show, NULL, 1, 1, "show one operation and its steps", "ID", 0,
-     HC_COMPLETE_OPERATION},
-    {"wait", cmd_wait, wait_opts, 1, 1,
-     "wait until an operation ends (exit 0 succeeded, 1 failed or aborted, 6 timed out)", "ID", 0,
-     HC_COMPLETE_OPERATION},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "list", .handler = cmd_list, .opts = list_opts,
+     .summary = "list operations, newest first"},
+    {.name = "show", .handler = cmd_show, .min_args = 1, .max_args = 1,
+     .summary = "show one operation and its steps", .usage = "ID",
+     .arg_completer = HC_COMPLETE_OPERATION},
+    {.name = "wait", .handler = cmd_wait, .opts = wait_opts, .min_args = 1, .max_args = 1,
+     .summary = "wait until an operation ends (exit 0 succeeded, 1 failed or aborted, 6 timed out)",
+     .usage = "ID", .arg_completer = HC_COMPLETE_OPERATION},
+    {.name = NULL},
 };
 
 const struct hc_cmd_group hc_cmd_group_operation = {
-    "operation", "the controller's long-running operations", operation_verbs, 0};
+    .name = "operation",
+    .summary = "the controller's long-running operations",
+    .verbs = operation_verbs,
+};

@@ -203,11 +203,15 @@ static int cmd_self_test(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb self_test_verbs[] = {
-    {"self-test", cmd_self_test, NULL, 0, 0, "validate every command table (for developers)",
-     NULL, HC_CMD_HIDDEN | HC_CMD_OFFLINE, HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "self-test", .handler = cmd_self_test,
+     .summary = "validate every command table (for developers)",
+     .flags = HC_CMD_HIDDEN | HC_CMD_OFFLINE},
+    {.name = NULL},
 };
 
 const struct hc_cmd_group hc_cmd_group_self_test = {
-    "self-test", "validate every command table", self_test_verbs,
-    HC_GROUP_STANDALONE | HC_CMD_HIDDEN};
+    .name = "self-test",
+    .summary = "validate every command table",
+    .verbs = self_test_verbs,
+    .flags = HC_GROUP_STANDALONE | HC_CMD_HIDDEN,
+};

@@ -433,11 +433,15 @@ static int cmd_shell(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb shell_verbs[] = {
-    {"shell", cmd_shell, NULL, 0, 0,
-     "an interactive shell: history, TAB completion (node names too), 'help', 'exit'", NULL,
-     HC_CMD_OFFLINE, HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "shell", .handler = cmd_shell,
+     .summary = "an interactive shell: history, TAB completion (node names too), 'help', 'exit'",
+     .flags = HC_CMD_OFFLINE},
+    {.name = NULL},
 };
 
-const struct hc_cmd_group hc_cmd_group_shell = {"shell", "the interactive shell", shell_verbs,
-                                                HC_GROUP_STANDALONE};
+const struct hc_cmd_group hc_cmd_group_shell = {
+    .name = "shell",
+    .summary = "the interactive shell",
+    .verbs = shell_verbs,
+    .flags = HC_GROUP_STANDALONE,
+};

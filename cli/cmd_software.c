@@ -211,47 +211,56 @@ static int cmd_remove(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt keygen_opts[] = {
-    {"out", 0, HC_OPT_STRING, 1, "writes PREFIX.key (private, 0600) and PREFIX.pub", "PREFIX",
-     HC_COMPLETE_FILE, NULL, NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "out", .type = HC_OPT_STRING, .required = 1,
+     .help = "writes PREFIX.key (private, 0600) and PREFIX.pub", .value_name = "PREFIX",
+     .completer = HC_COMPLETE_FILE},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_opt build_opts[] = {
-    {"manifest", 0, HC_OPT_STRING, 1, "the bundle's manifest.json (docs/bundles.md)", "FILE",
-     HC_COMPLETE_FILE, NULL, NULL},
-    {"dir", 0, HC_OPT_STRING, 1, "directory whose files go into the bundle", "DIR",
-     HC_COMPLETE_FILE, NULL, NULL},
-    {"key", 0, HC_OPT_STRING, 1, "Ed25519 private key that signs it (from software keygen)", "KEY",
-     HC_COMPLETE_FILE, NULL, NULL},
-    {"output", 'o', HC_OPT_STRING, 1, "the bundle to write (the signature goes to OUT.sig)", "OUT",
-     HC_COMPLETE_FILE, NULL, NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "manifest", .type = HC_OPT_STRING, .required = 1,
+     .help = "the bundle's manifest.json (docs/bundles.md)", .value_name = "FILE",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "dir", .type = HC_OPT_STRING, .required = 1,
+     .help = "directory whose files go into the bundle", .value_name = "DIR",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "key", .type = HC_OPT_STRING, .required = 1,
+     .help = "Ed25519 private key that signs it (from software keygen)", .value_name = "KEY",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "output", .short_name = 'o', .type = HC_OPT_STRING, .required = 1,
+     .help = "the bundle to write (the signature goes to OUT.sig)", .value_name = "OUT",
+     .completer = HC_COMPLETE_FILE},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_opt upload_opts[] = {
-    {"signature", 0, HC_OPT_STRING, 0, "signature file (default: FILE.sig)", "FILE",
-     HC_COMPLETE_FILE, NULL, NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "signature", .type = HC_OPT_STRING, .help = "signature file (default: FILE.sig)",
+     .value_name = "FILE", .completer = HC_COMPLETE_FILE},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_verb software_verbs[] = {
-    {"upload", cmd_upload, upload_opts, 1, 1,
-     "upload a signed bundle (the controller verifies it before storing it)", "FILE", 0,
-     HC_COMPLETE_FILE},
-    {"list", cmd_list, NULL, 0, 0, "list the uploaded bundles and the nodes running them", NULL, 0,
-     HC_COMPLETE_NONE},
-    {"show", cmd_show, NULL, 1, 1, "show one uploaded bundle", "VERSION", 0, HC_COMPLETE_BUNDLE},
-    {"remove", cmd_remove, NULL, 1, 1,
-     "remove an uploaded bundle (refused while a node runs it or may roll back to it)", "VERSION",
-     0, HC_COMPLETE_BUNDLE},
-    {"keygen", cmd_keygen, keygen_opts, 0, 0, "create an Ed25519 key pair for signing bundles",
-     NULL, HC_CMD_OFFLINE, HC_COMPLETE_NONE},
-    {"build", cmd_build, build_opts, 0, 0,
-     "build and sign a bundle from a manifest and a "
-     "directory",
-     NULL, HC_CMD_OFFLINE, HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "upload", .handler = cmd_upload, .opts = upload_opts, .min_args = 1, .max_args = 1,
+     .summary = "upload a signed bundle (the controller verifies it before storing it)",
+     .usage = "FILE", .arg_completer = HC_COMPLETE_FILE},
+    {.name = "list", .handler = cmd_list,
+     .summary = "list the uploaded bundles and the nodes running them"},
+    {.name = "show", .handler = cmd_show, .min_args = 1, .max_args = 1,
+     .summary = "show one uploaded bundle", .usage = "VERSION",
+     .arg_completer = HC_COMPLETE_BUNDLE},
+    {.name = "remove", .handler = cmd_remove, .min_args = 1, .max_args = 1,
+     .summary = "remove an uploaded bundle (refused while a node runs it or may roll back to it)",
+     .usage = "VERSION", .arg_completer = HC_COMPLETE_BUNDLE},
+    {.name = "keygen", .handler = cmd_keygen, .opts = keygen_opts,
+     .summary = "create an Ed25519 key pair for signing bundles", .flags = HC_CMD_OFFLINE},
+    {.name = "build", .handler = cmd_build, .opts = build_opts,
+     .summary = "build and sign a bundle from a manifest and a " "directory",
+     .flags = HC_CMD_OFFLINE},
+    {.name = NULL},
 };
 
-const struct hc_cmd_group hc_cmd_group_software = {"software", "storage software bundles",
-                                                   software_verbs, 0};
+const struct hc_cmd_group hc_cmd_group_software = {
+    .name = "software",
+    .summary = "storage software bundles",
+    .verbs = software_verbs,
+};

@@ -137,32 +137,36 @@ static int cmd_rotate(struct hc_cmd_ctx *ctx)
 static const char *const roles[] = {"admin", "readonly", NULL};
 
 static const struct hc_cmd_opt create_opts[] = {
-    {"role", 0, HC_OPT_STRING, 0, "what the token may do", "ROLE", HC_COMPLETE_CHOICES, "readonly",
-     roles},
-    {"ttl", 0, HC_OPT_DURATION, 0, "how long it stays valid (default: until revoked)", "DUR",
-     HC_COMPLETE_NONE, NULL, NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "role", .type = HC_OPT_STRING, .help = "what the token may do", .value_name = "ROLE",
+     .completer = HC_COMPLETE_CHOICES, .def = "readonly", .choices = roles},
+    {.name = "ttl", .type = HC_OPT_DURATION,
+     .help = "how long it stays valid (default: until revoked)", .value_name = "DUR"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_opt rotate_opts[] = {
-    {"ttl", 0, HC_OPT_DURATION, 0, "a new life (default: as long as the old one)", "DUR",
-     HC_COMPLETE_NONE, NULL, NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "ttl", .type = HC_OPT_DURATION, .help = "a new life (default: as long as the old one)",
+     .value_name = "DUR"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_verb token_verbs[] = {
-    {"list", cmd_list, NULL, 0, 0, "list the API and join tokens (never their secrets)", NULL, 0,
-     HC_COMPLETE_NONE},
-    {"create", cmd_create, create_opts, 1, 1, "create an API token and print it once", "NAME", 0,
-     HC_COMPLETE_NONE},
-    {"revoke", cmd_revoke, NULL, 1, 1,
-     "revoke a token by id or name (asks, or needs --yes; never the last admin token)",
-     "ID|NAME", HC_CMD_DISRUPTIVE, HC_COMPLETE_NONE},
-    {"rotate", cmd_rotate, rotate_opts, 1, 1,
-     "give a token a new secret (the old one stops working; this hcctl's config follows)",
-     "ID|NAME", 0, HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "list", .handler = cmd_list,
+     .summary = "list the API and join tokens (never their secrets)"},
+    {.name = "create", .handler = cmd_create, .opts = create_opts, .min_args = 1, .max_args = 1,
+     .summary = "create an API token and print it once", .usage = "NAME"},
+    {.name = "revoke", .handler = cmd_revoke, .min_args = 1, .max_args = 1,
+     .summary = "revoke a token by id or name (asks, or needs --yes; never the last admin token)",
+     .usage = "ID|NAME", .flags = HC_CMD_DISRUPTIVE},
+    {.name = "rotate", .handler = cmd_rotate, .opts = rotate_opts, .min_args = 1, .max_args = 1,
+     .summary =
+         "give a token a new secret (the old one stops working; this hcctl's config follows)",
+     .usage = "ID|NAME"},
+    {.name = NULL},
 };
 
-const struct hc_cmd_group hc_cmd_group_token = {"token", "API tokens: list, create, revoke, rotate",
-                                                token_verbs, 0};
+const struct hc_cmd_group hc_cmd_group_token = {
+    .name = "token",
+    .summary = "API tokens: list, create, revoke, rotate",
+    .verbs = token_verbs,
+};

@@ -160,36 +160,40 @@ static int cmd_abort(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt rolling_opts[] = {
-    {"rolling", 0, HC_OPT_BOOL, 0, "one node (or N) at a time, never more than the data tolerates",
-     NULL, HC_COMPLETE_NONE, NULL, NULL},
-    {"to", 0, HC_OPT_STRING, 1, "the uploaded version to run everywhere", "VERSION",
-     HC_COMPLETE_BUNDLE, NULL, NULL},
-    {"max-unavailable", 0, HC_OPT_INT, 0, "nodes down at once, counting those already down", "N",
-     HC_COMPLETE_NONE, "1", NULL},
-    {"node-timeout", 0, HC_OPT_DURATION, 0, "how long each wait on one node may take", "DUR",
-     HC_COMPLETE_NONE, "5m", NULL},
-    {"dry-run", 0, HC_OPT_BOOL, 0, "print the ordered steps per node and change nothing", NULL,
-     HC_COMPLETE_NONE, NULL, NULL},
-    {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL,
-     HC_COMPLETE_NONE, NULL, NULL},
-    {"timeout", 0, HC_OPT_DURATION, 0, "how long to follow the operation", "DUR",
-     HC_COMPLETE_NONE, "2h", NULL},
-    {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
+    {.name = "rolling", .type = HC_OPT_BOOL,
+     .help = "one node (or N) at a time, never more than the data tolerates"},
+    {.name = "to", .type = HC_OPT_STRING, .required = 1,
+     .help = "the uploaded version to run everywhere", .value_name = "VERSION",
+     .completer = HC_COMPLETE_BUNDLE},
+    {.name = "max-unavailable", .type = HC_OPT_INT,
+     .help = "nodes down at once, counting those already down", .value_name = "N", .def = "1"},
+    {.name = "node-timeout", .type = HC_OPT_DURATION,
+     .help = "how long each wait on one node may take", .value_name = "DUR", .def = "5m"},
+    {.name = "dry-run", .type = HC_OPT_BOOL,
+     .help = "print the ordered steps per node and change nothing"},
+    {.name = "no-wait", .type = HC_OPT_BOOL,
+     .help = "return once the operation is accepted (prints its id)"},
+    {.name = "timeout", .type = HC_OPT_DURATION, .help = "how long to follow the operation",
+     .value_name = "DUR", .def = "2h"},
+    {.name = NULL},
 };
 
 static const struct hc_cmd_verb upgrade_verbs[] = {
     /* the group's default verb, typed as its usage: "hcctl upgrade --rolling --to V" */
-    {"upgrade", cmd_rolling, rolling_opts, 0, 0,
-     "upgrade every node to an uploaded version, N at a time (disruptive: asks, or needs --yes)",
-     "--rolling", HC_CMD_DISRUPTIVE, HC_COMPLETE_NONE},
-    {"status", cmd_status, NULL, 0, 0, "the latest upgrade, node by node", NULL, 0,
-     HC_COMPLETE_NONE},
-    {"pause", cmd_pause, NULL, 0, 0, "pause at the next safe point", NULL, 0, HC_COMPLETE_NONE},
-    {"resume", cmd_resume, NULL, 0, 0, "carry on a paused upgrade", NULL, 0, HC_COMPLETE_NONE},
-    {"abort", cmd_abort, NULL, 0, 0, "stop; every node is left on a working version", NULL,
-     HC_CMD_DISRUPTIVE, HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "upgrade", .handler = cmd_rolling, .opts = rolling_opts,
+     .summary =
+         "upgrade every node to an uploaded version, N at a time (disruptive: asks, or needs --yes)",
+     .usage = "--rolling", .flags = HC_CMD_DISRUPTIVE},
+    {.name = "status", .handler = cmd_status, .summary = "the latest upgrade, node by node"},
+    {.name = "pause", .handler = cmd_pause, .summary = "pause at the next safe point"},
+    {.name = "resume", .handler = cmd_resume, .summary = "carry on a paused upgrade"},
+    {.name = "abort", .handler = cmd_abort,
+     .summary = "stop; every node is left on a working version", .flags = HC_CMD_DISRUPTIVE},
+    {.name = NULL},
 };
 
 const struct hc_cmd_group hc_cmd_group_upgrade = {
-    "upgrade", "rolling upgrades of the storage software", upgrade_verbs, 0};
+    .name = "upgrade",
+    .summary = "rolling upgrades of the storage software",
+    .verbs = upgrade_verbs,
+};

@@ -78,11 +78,15 @@ static int cmd_version(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb version_verbs[] = {
-    {"version", cmd_version, NULL, 0, 0,
-     "show the client's version and, when reachable, the controller's", NULL, HC_CMD_OFFLINE,
-     HC_COMPLETE_NONE},
-    {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, HC_COMPLETE_NONE},
+    {.name = "version", .handler = cmd_version,
+     .summary = "show the client's version and, when reachable, the controller's",
+     .flags = HC_CMD_OFFLINE},
+    {.name = NULL},
 };
 
 const struct hc_cmd_group hc_cmd_group_version = {
-    "version", "versions of hcctl and the controller", version_verbs, HC_GROUP_STANDALONE};
+    .name = "version",
+    .summary = "versions of hcctl and the controller",
+    .verbs = version_verbs,
+    .flags = HC_GROUP_STANDALONE,
+};

@@ -1,8 +1,7 @@
 /*
- * The completion engine (see complete.h): a walk over the words before the cursor with the
- * parser's rules and tables, then candidates for the current word from the completer kind the
- * table gives for that place. Also the quote-aware word splitter the shell uses both to run a
- * line and to complete one.
+ * The completion engine (see complete.h): the parser's walk over the words before the cursor,
+ * then candidates for the current word from the completer kind the table gives for that place.
+ * Also the quote-aware word splitter the shell uses both to run a line and to complete one.
  */
 #include "cli/complete.h"
 
@@ -18,24 +17,14 @@
 
 #define COMPLETE_DEFAULT_TIMEOUT_MS 2000
 
-/* Where the walk over the complete words ended. */
+/* The parser's walk over the complete words (common/cmdline.h), and the connection settings
+ * given on the line. */
 struct walk {
-    const struct hc_cmd_group *const *groups;
-    const struct hc_cmd_group *group;    /* NULL: the current word is the group word */
-    const struct hc_cmd_verb *verb;      /* NULL with a group: the current word is the verb */
-    const struct hc_cmd_opt *value_of;   /* the current word is this option's value */
-    int dashdash;                        /* "--" was seen: no more options */
-    int npos;                            /* positionals before the current word */
-    char *const *pos;                    /* the first positional (for help topics) */
-    const char *controller, *token, *ca; /* given on the line */
-    int unknown;                         /* an unknown group or verb: nothing to offer */
+    struct hc_walk w;
+    const char *controller, *token, *ca;
 };
 
-static int opt_takes_value(const struct hc_cmd_opt *o)
-{
-    return o->type != HC_OPT_BOOL;
-}
-
+/* A verb option with this exact name (for shadowing in the candidates). */
 static const struct hc_cmd_opt *find_long(const struct hc_cmd_opt *opts, const char *name,
                                           size_t len)
 {
@@ -43,28 +32,6 @@ static const struct hc_cmd_opt *find_long(const struct hc_cmd_opt *opts, const c
         if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
             return &opts[i];
     return NULL;
-}
-
-static const struct hc_cmd_opt *find_short(const struct hc_cmd_opt *opts, char c)
-{
-    for (size_t i = 0; opts && opts[i].name; i++)
-        if (opts[i].short_name == c)
-            return &opts[i];
-    return NULL;
-}
-
-/* Verb options first, then globals: a verb option shadows a global one of the same name, and
- * its short letter wins (cmd.c builds getopt's tables in the same order). */
-static const struct hc_cmd_opt *lookup_long(const struct walk *w, const char *name, size_t len)
-{
-    const struct hc_cmd_opt *o = w->verb ? find_long(w->verb->opts, name, len) : NULL;
-    return o ? o : find_long(hc_cmd_global_opts, name, len);
-}
-
-static const struct hc_cmd_opt *lookup_short(const struct walk *w, char c)
-{
-    const struct hc_cmd_opt *o = w->verb ? find_short(w->verb->opts, c) : NULL;
-    return o ? o : find_short(hc_cmd_global_opts, c);
 }
 
 static int is_global(const struct hc_cmd_opt *o)
@@ -77,116 +44,18 @@ static int is_global(const struct hc_cmd_opt *o)
 
 /* Remembers --controller, --token and --ca given on the line: dynamic values must come from
  * the controller the command itself would talk to. */
-static void note_global(struct walk *w, const struct hc_cmd_opt *o, const char *value)
+static int note_global(struct hc_walk *hw, const struct hc_cmd_opt *o, const char *value)
 {
+    struct walk *w = hw->arg;
     if (!value || !is_global(o))
-        return; /* a verb option of the same name is not the global one */
+        return 0; /* a verb option of the same name is not the global one */
     if (strcmp(o->name, "controller") == 0)
         w->controller = value;
     else if (strcmp(o->name, "token") == 0)
         w->token = value;
     else if (strcmp(o->name, "ca") == 0)
         w->ca = value;
-}
-
-/* One option word at words[*i]. Advances *i past it (and past its value); sets value_of when
- * the value is the word being completed. */
-static void walk_option(struct walk *w, int nwords, char *const *words, int *i)
-{
-    const char *word = words[*i];
-    const struct hc_cmd_opt *o = NULL;
-    const char *value = NULL;
-    int needs_next = 0;
-    if (word[1] == '-') {
-        const char *eq = strchr(word + 2, '=');
-        size_t len = eq ? (size_t)(eq - word - 2) : strlen(word + 2);
-        o = lookup_long(w, word + 2, len);
-        if (o && opt_takes_value(o)) {
-            value = eq ? eq + 1 : NULL;
-            needs_next = !eq;
-        }
-    } else {
-        for (const char *p = word + 1; *p; p++) { /* "-qy", "-ojson", "-o json" */
-            o = lookup_short(w, *p);
-            if (o && opt_takes_value(o)) {
-                value = p[1] ? p + 1 : NULL;
-                needs_next = !p[1];
-                break;
-            }
-        }
-    }
-    (*i)++;
-    if (!needs_next) {
-        if (o)
-            note_global(w, o, value);
-        return;
-    }
-    if (*i >= nwords) {
-        w->value_of = o;
-        return;
-    }
-    note_global(w, o, words[*i]);
-    (*i)++;
-}
-
-static int is_option(const char *word)
-{
-    return word[0] == '-' && word[1] != '\0';
-}
-
-/* Global options, the group and the verb. Returns the index of the first word after the verb,
- * or nwords when the walk ended before (w says where). */
-static int walk_command(struct walk *w, int nwords, char *const *words)
-{
-    int i = 0;
-    while (i < nwords && is_option(words[i]) && strcmp(words[i], "--") != 0) {
-        walk_option(w, nwords, words, &i);
-        if (w->value_of)
-            return nwords;
-    }
-    if (i < nwords && strcmp(words[i], "--") == 0)
-        i++;
-    if (i >= nwords)
-        return nwords;
-    w->group = hc_cmd_find_group(w->groups, words[i++]);
-    if (!w->group) {
-        w->unknown = 1;
-        return nwords;
-    }
-    if (w->group->flags & HC_GROUP_STANDALONE) {
-        w->verb = &w->group->verbs[0];
-        return i;
-    }
-    if (i >= nwords)
-        return nwords;
-    /* "upgrade --rolling ...": a verb named like its group runs when an option follows it */
-    if (is_option(words[i]) && (w->verb = hc_cmd_default_verb(w->group)))
-        return i;
-    w->verb = hc_cmd_find_verb(w->group, words[i++]);
-    if (!w->verb)
-        w->unknown = 1;
-    return i;
-}
-
-/* The verb's options and positionals up to the current word. */
-static void walk_verb(struct walk *w, int i, int nwords, char *const *words)
-{
-    while (i < nwords) {
-        if (!w->dashdash && strcmp(words[i], "--") == 0) {
-            w->dashdash = 1;
-            i++;
-        } else if (!w->dashdash && is_option(words[i])) {
-            walk_option(w, nwords, words, &i);
-            if (w->value_of)
-                return;
-        } else {
-            /* positionals are contiguous only without interleaved options; keep the first */
-            if (w->npos == 0)
-                w->pos = words + i;
-            w->npos++;
-            i++;
-        }
-    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- candidates */
@@ -229,9 +98,10 @@ static int add_item(struct hc_complete *out, const char *prefix, const char *wor
 
 static int add_groups(const struct walk *w, const char *cur, struct hc_complete *out)
 {
-    for (size_t i = 0; w->groups[i]; i++)
-        if (!(w->groups[i]->flags & HC_CMD_HIDDEN) &&
-            add_item(out, NULL, w->groups[i]->name, w->groups[i]->summary, cur) < 0)
+    const struct hc_cmd_group *const *groups = w->w.groups;
+    for (size_t i = 0; groups[i]; i++)
+        if (!(groups[i]->flags & HC_CMD_HIDDEN) &&
+            add_item(out, NULL, groups[i]->name, groups[i]->summary, cur) < 0)
             return -1;
     return 0;
 }
@@ -335,17 +205,17 @@ static int add_list(const char *const *words, const char *prefix, const char *cu
 /* `help` topics: a group or a docs topic, then a verb of that group. */
 static int add_topics(const struct walk *w, const char *cur, struct hc_complete *out)
 {
-    if (w->npos == 0) {
+    if (w->w.npos == 0) {
         if (add_groups(w, cur, out) < 0)
             return -1;
         for (size_t i = 0; hc_help_topics[i].name; i++)
-            if (!hc_cmd_find_group(w->groups, hc_help_topics[i].name) &&
+            if (!hc_cmd_find_group(w->w.groups, hc_help_topics[i].name) &&
                 add_item(out, NULL, hc_help_topics[i].name, hc_help_topics[i].summary, cur) < 0)
                 return -1;
         return 0;
     }
-    const struct hc_cmd_group *g = hc_cmd_find_group(w->groups, w->pos[0]);
-    if (w->npos == 1 && g && !(g->flags & (HC_GROUP_STANDALONE | HC_CMD_HIDDEN)))
+    const struct hc_cmd_group *g = hc_cmd_find_group(w->w.groups, w->w.pos[0]);
+    if (w->w.npos == 1 && g && !(g->flags & (HC_GROUP_STANDALONE | HC_CMD_HIDDEN)))
         return add_verbs(g, 0, cur, out);
     return 0;
 }
@@ -380,8 +250,8 @@ static int complete_attached(struct walk *w, const char *cur, const struct hc_co
                              struct hc_complete *out)
 {
     const char *eq = strchr(cur, '=');
-    const struct hc_cmd_opt *o = lookup_long(w, cur + 2, (size_t)(eq - cur - 2));
-    if (!o || !opt_takes_value(o))
+    const struct hc_cmd_opt *o = hc_walk_find_long(&w->w, cur + 2, (size_t)(eq - cur - 2));
+    if (!o || o->type == HC_OPT_BOOL)
         return 0;
     char prefix[128];
     snprintf(prefix, sizeof(prefix), "%.*s", (int)(eq - cur + 1), cur);
@@ -391,8 +261,8 @@ static int complete_attached(struct walk *w, const char *cur, const struct hc_co
 static int complete_after_verb(struct walk *w, const char *cur, const struct hc_complete_conn *conn,
                                struct hc_complete *out)
 {
-    const struct hc_cmd_verb *v = w->verb;
-    if (!w->dashdash && cur[0] == '-') {
+    const struct hc_cmd_verb *v = w->w.verb;
+    if (!w->w.dashdash && cur[0] == '-') {
         if (strncmp(cur, "--", 2) == 0 && strchr(cur, '='))
             return complete_attached(w, cur, conn, out);
         if (add_opt_names(v->opts, NULL, cur, out) < 0 ||
@@ -400,9 +270,55 @@ static int complete_after_verb(struct walk *w, const char *cur, const struct hc_
             return -1;
         return 0;
     }
-    if (v->max_args != HC_ARGS_MANY && w->npos >= v->max_args)
+    if (v->max_args != HC_ARGS_MANY && w->w.npos >= v->max_args)
         return 0;
     return add_values(w, v->arg_completer, NULL, NULL, cur, conn, out);
+}
+
+/* Where the group or the verb goes. */
+static int complete_words(struct walk *w, const char *cur, const struct hc_complete_conn *conn,
+                          struct hc_complete *out)
+{
+    if (w->w.stop == HC_WALK_NO_GROUP) {
+        if (cur[0] != '-')
+            return add_groups(w, cur, out);
+        if (strncmp(cur, "--", 2) == 0 && strchr(cur, '='))
+            return complete_attached(w, cur, conn, out);
+        return add_opt_names(hc_cmd_global_opts, NULL, cur, out);
+    }
+    if (w->w.stop != HC_WALK_NO_VERB)
+        return 0; /* an unknown group or verb: nothing to offer */
+    if (cur[0] == '-' && (w->w.verb = hc_cmd_default_verb(w->w.group))) {
+        if (hc_walk_set(&w->w, w->w.verb) < 0)
+            return 0;
+        return complete_after_verb(w, cur, conn, out); /* the group's default verb */
+    }
+    return cur[0] == '-' ? add_item(out, NULL, "--help", "show help and exit", cur)
+                         : add_verbs(w->w.group, 1, cur, out);
+}
+
+/* The parser's walk (global options, group and verb, the verb's options and positionals), but
+ * passing over unknown options; where it ends says what the current word is. */
+static int complete_walk(struct walk *w, int nwords, char *const *words, const char *cur,
+                         const struct hc_complete_conn *conn, struct hc_complete *out)
+{
+    const struct hc_cmd_opt *o;
+    int i = 0;
+    hc_walk_set(&w->w, NULL);
+    if (hc_walk_options(&w->w, 1, nwords, words, &i) < 0)
+        goto value;
+    if (hc_walk_words(&w->w, nwords, words, &i) < 0)
+        return complete_words(w, cur, conn, out);
+    if (hc_walk_set(&w->w, w->w.verb) < 0)
+        return 0;
+    if (hc_walk_options(&w->w, 0, nwords, words, &i) < 0)
+        goto value;
+    return complete_after_verb(w, cur, conn, out);
+value:
+    if (w->w.stop != HC_WALK_VALUE)
+        return 0;
+    o = w->w.opt;
+    return add_values(w, o->completer, o->choices, NULL, cur, conn, out);
 }
 
 int hc_complete_line(const struct hc_cmd_group *const *groups, int nwords, char *const *words,
@@ -411,28 +327,14 @@ int hc_complete_line(const struct hc_cmd_group *const *groups, int nwords, char 
     struct walk w;
     memset(&w, 0, sizeof(w));
     memset(out, 0, sizeof(*out));
-    w.groups = groups;
-    cur = cur ? cur : "";
-    int i = walk_command(&w, nwords, words);
-    if (w.unknown)
-        return 0;
-    if (w.verb && !w.value_of)
-        walk_verb(&w, i, nwords, words);
-    if (w.value_of)
-        return add_values(&w, w.value_of->completer, w.value_of->choices, NULL, cur, conn, out);
-    if (!w.group) {
-        if (cur[0] != '-')
-            return add_groups(&w, cur, out);
-        if (strncmp(cur, "--", 2) == 0 && strchr(cur, '='))
-            return complete_attached(&w, cur, conn, out);
-        return add_opt_names(hc_cmd_global_opts, NULL, cur, out);
-    }
-    if (!w.verb && cur[0] == '-' && (w.verb = hc_cmd_default_verb(w.group)))
-        return complete_after_verb(&w, cur, conn, out); /* the group's default verb */
-    if (!w.verb)
-        return cur[0] == '-' ? add_item(out, NULL, "--help", "show help and exit", cur)
-                             : add_verbs(w.group, 1, cur, out);
-    return complete_after_verb(&w, cur, conn, out);
+    w.w.groups = groups;
+    w.w.globals = hc_cmd_global_opts;
+    w.w.on_option = note_global;
+    w.w.arg = &w;
+    w.w.keep_going = 1;
+    int rc = complete_walk(&w, nwords, words, cur ? cur : "", conn, out);
+    hc_walk_clear(&w.w);
+    return rc;
 }
 
 void hc_complete_clear(struct hc_complete *c)

@@ -5,12 +5,13 @@
  * that every shell offers the same words, including values only the controller knows (node
  * names, operation ids, bundle versions).
  *
- * The engine walks the words before the cursor with the parser's rules (cli/cmd.c): global
- * options up to the group word, the group, the verb, then the verb's options (which shadow
- * global options of the same name) and positionals; "--" ends the options; a value-taking
- * option consumes the next word unless written "--name=value" or "-xVALUE". Where the walk ends
- * decides what the current word is: a group, a verb, an option name, an option's value, or a
- * positional argument, completed through the table's completer kinds.
+ * The engine walks the words before the cursor with the parser's own walker
+ * (common/cmdline.h), so both read a line the same way: global options up to the group word,
+ * the group, the verb, then the verb's options (which shadow global options of the same name,
+ * and may be abbreviated to a unique prefix) and positionals; "--" ends the options; a
+ * value-taking option consumes the next word unless written "--name=value" or "-xVALUE". Where
+ * the walk ends decides what the current word is: a group, a verb, an option name, an option's
+ * value, or a positional argument, completed through the table's completer kinds.
  */
 #ifndef HC_CLI_COMPLETE_H
 #define HC_CLI_COMPLETE_H

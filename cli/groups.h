@@ -38,26 +38,27 @@ int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const
                      size_t n);
 /* The options of cluster create and node add, after their own. */
 #define HC_BOOTSTRAP_OPTS                                                                          \
-    {"ssh-key", 0, HC_OPT_STRING, 0,                                                               \
-     "private key the controller logs in with (default: its own, DATA_DIR/ssh/id_ed25519)",      \
-     "FILE", HC_COMPLETE_FILE, NULL, NULL},                                                        \
-    {"known-hosts", 0, HC_OPT_STRING, 0, "known_hosts file of trusted host keys (read-only)",     \
-     "FILE", HC_COMPLETE_FILE, NULL, NULL},                                                        \
-    {"accept-new-host-keys", 0, HC_OPT_BOOL, 0,                                                    \
-     "pin host keys seen for the first time (a changed key is always refused)", NULL,             \
-     HC_COMPLETE_NONE, NULL, NULL},                                                                \
-    {"storage-interface", 0, HC_OPT_STRING, 0,                                                     \
-     "storage network interface (default: the one carrying the node's address)", "IFACE",         \
-     HC_COMPLETE_NONE, NULL, NULL},                                                                \
-    {"mtu", 0, HC_OPT_INT, 0, "the cluster's storage MTU", "N", HC_COMPLETE_NONE, NULL, NULL},   \
-    {"parallel", 0, HC_OPT_INT, 0, "nodes bootstrapped at once", "N", HC_COMPLETE_NONE, "16",     \
-     NULL},                                                                                        \
-    {"join-timeout", 0, HC_OPT_DURATION, 0, "how long each agent may take to enroll", "DUR",      \
-     HC_COMPLETE_NONE, "60s", NULL},                                                               \
-    {"no-wait", 0, HC_OPT_BOOL, 0, "return once the operation is accepted (prints its id)", NULL, \
-     HC_COMPLETE_NONE, NULL, NULL},                                                                \
-    {"timeout", 0, HC_OPT_DURATION, 0, "how long to wait for the operation to end", "DUR",        \
-     HC_COMPLETE_NONE, "30m", NULL}
+    {.name = "ssh-key", .type = HC_OPT_STRING,                                                     \
+     .help =                                                                                       \
+         "private key the controller logs in with (default: its own, DATA_DIR/ssh/id_ed25519)",    \
+     .value_name = "FILE", .completer = HC_COMPLETE_FILE},                                         \
+    {.name = "known-hosts", .type = HC_OPT_STRING,                                                 \
+     .help = "known_hosts file of trusted host keys (read-only)", .value_name = "FILE",            \
+     .completer = HC_COMPLETE_FILE},                                                               \
+    {.name = "accept-new-host-keys", .type = HC_OPT_BOOL,                                          \
+     .help = "pin host keys seen for the first time (a changed key is always refused)"},           \
+    {.name = "storage-interface", .type = HC_OPT_STRING,                                           \
+     .help = "storage network interface (default: the one carrying the node's address)",           \
+     .value_name = "IFACE"},                                                                       \
+    {.name = "mtu", .type = HC_OPT_INT, .help = "the cluster's storage MTU", .value_name = "N"},   \
+    {.name = "parallel", .type = HC_OPT_INT, .help = "nodes bootstrapped at once",                 \
+     .value_name = "N", .def = "16"},                                                              \
+    {.name = "join-timeout", .type = HC_OPT_DURATION,                                              \
+     .help = "how long each agent may take to enroll", .value_name = "DUR", .def = "60s"},         \
+    {.name = "no-wait", .type = HC_OPT_BOOL,                                                       \
+     .help = "return once the operation is accepted (prints its id)"},                             \
+    {.name = "timeout", .type = HC_OPT_DURATION,                                                   \
+     .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "30m"}
 
 /* After a request that started an operation (doc has "operation"): with --no-wait (the verb
  * must declare it) prints the id (or doc with -o json) and returns 0; otherwise says what

@@ -1,13 +1,14 @@
 /*
  * hcctld: the controller daemon. `init` sets up a data directory, `token create` mints API
  * tokens, `run` serves the API and runs the poller and the operation workers until SIGTERM or
- * SIGINT, `version` prints the version. Exit codes: 0 ok, 1 failed, 2 usage.
+ * SIGINT, `version` prints the version. Exit codes: 0 ok, 1 failed, 2 usage. The command line
+ * is the table at the end of this file, read by the shared engine (common/cmdline.h), which
+ * also generates --help and the man page.
  */
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "common/cmdline.h"
 #include "common/https_server.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -38,22 +40,10 @@
 #define API_MAX_CONNECTIONS 512
 #define API_MAX_CONNECTIONS_MAX 65536
 
-static void usage(FILE *out)
-{
-    fputs("usage: hcctld init --data-dir DIR [--listen ADDR:PORT] [--advertise ADDR:PORT]\n"
-          "                   [--san NAME]...\n"
-          "                   [--cluster-name NAME] [--cli-config PATH] [--force]\n"
-          "                   [--trust-key FILE]...  (Ed25519 public keys that sign bundles)\n"
-          "                   [--admin-token-ttl DUR]  (default: the admin token never expires)\n"
-          "       hcctld token create --data-dir DIR --name NAME [--role admin|readonly]\n"
-          "                   [--ttl DUR]\n"
-          "       hcctld run --data-dir DIR [--listen ADDR:PORT] [--advertise ADDR:PORT]\n"
-          "                   [--poll-interval DUR]\n"
-          "                   [--workers N] [--log-level debug|info|warn|error]\n"
-          "                   [--max-connections N] [--request-deadline DUR]\n"
-          "       hcctld version\n",
-          out);
-}
+/* What the handlers read: the parsed command line (common/cmdline.h). */
+struct hc_cmd_ctx {
+    struct hc_cmdline cl;
+};
 
 /* Prints err; exit 2 when the command line was at fault (a bad value: 400), else 1. */
 static int fail(const struct hc_error *err)
@@ -64,80 +54,29 @@ static int fail(const struct hc_error *err)
     return err->status == 400 ? EXIT_USAGE : 1;
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+static int cmd_init(struct hc_cmd_ctx *ctx)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "hcctld: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    usage(stderr);
-    return EXIT_USAGE;
-}
-
-static int cmd_init(int argc, char **argv)
-{
-    static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
-                                         {"listen", required_argument, NULL, 'l'},
-                                         {"advertise", required_argument, NULL, 'a'},
-                                         {"san", required_argument, NULL, 's'},
-                                         {"cluster-name", required_argument, NULL, 'n'},
-                                         {"cli-config", required_argument, NULL, 'c'},
-                                         {"force", no_argument, NULL, 'f'},
-                                         {"trust-key", required_argument, NULL, 'k'},
-                                         {"admin-token-ttl", required_argument, NULL, 't'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    const char *sans[MAX_SANS], *keys[MAX_TRUST_KEYS];
-    struct hc_init_options o = {.sans = sans, .trust_keys = keys};
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd':
-            o.data_dir = optarg;
-            break;
-        case 'l':
-            o.listen = optarg;
-            break;
-        case 'a':
-            o.advertise = optarg;
-            break;
-        case 'n':
-            o.cluster_name = optarg;
-            break;
-        case 'c':
-            o.cli_config = optarg;
-            break;
-        case 'f':
-            o.force = 1;
-            break;
-        case 's':
-            if (o.nsans == MAX_SANS)
-                return usage_error("too many --san values (max %d)", MAX_SANS);
-            sans[o.nsans++] = optarg;
-            break;
-        case 'k':
-            if (o.ntrust_keys == MAX_TRUST_KEYS)
-                return usage_error("too many --trust-key values (max %d)", MAX_TRUST_KEYS);
-            keys[o.ntrust_keys++] = optarg;
-            break;
-        case 't': {
-            struct hc_error terr = {0};
-            if (hc_duration_parse(optarg, &o.admin_token_ttl_ms, &terr) < 0 ||
-                o.admin_token_ttl_ms < 1000)
-                return usage_error("invalid --admin-token-ttl '%s'", optarg);
-            break;
-        }
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return usage_error("invalid option");
-        }
+    const struct hc_cmdline *cl = &ctx->cl;
+    struct hc_init_options o = {0};
+    const char *ttl = hc_cmdline_opt_str(cl, "admin-token-ttl");
+    o.data_dir = hc_cmdline_opt_str(cl, "data-dir");
+    o.listen = hc_cmdline_opt_str(cl, "listen");
+    o.advertise = hc_cmdline_opt_str(cl, "advertise");
+    o.cluster_name = hc_cmdline_opt_str(cl, "cluster-name");
+    o.cli_config = hc_cmdline_opt_str(cl, "cli-config");
+    o.force = hc_cmdline_opt_set(cl, "force");
+    o.sans = hc_cmdline_opt_list(cl, "san", &o.nsans);
+    o.trust_keys = hc_cmdline_opt_list(cl, "trust-key", &o.ntrust_keys);
+    if (o.nsans > MAX_SANS)
+        return hc_cmdline_usage(cl, "too many --san values (max %d)", MAX_SANS);
+    if (o.ntrust_keys > MAX_TRUST_KEYS)
+        return hc_cmdline_usage(cl, "too many --trust-key values (max %d)", MAX_TRUST_KEYS);
+    if (ttl) {
+        struct hc_error terr = {0};
+        if (hc_duration_parse(ttl, &o.admin_token_ttl_ms, &terr) < 0 ||
+            o.admin_token_ttl_ms < 1000)
+            return hc_cmdline_usage(cl, "invalid --admin-token-ttl '%s'", ttl);
     }
-    if (optind != argc || !o.data_dir)
-        return usage_error("init needs --data-dir DIR and no other arguments");
     struct hc_init_result res;
     struct hc_error err = {0};
     if (hc_init_run(&o, &res, &err) < 0)
@@ -183,43 +122,16 @@ cleanup:
     return rc;
 }
 
-static int cmd_token(int argc, char **argv)
+static int cmd_token_create(struct hc_cmd_ctx *ctx)
 {
-    static const struct option opts[] = {
-        {"data-dir", required_argument, NULL, 'd'}, {"name", required_argument, NULL, 'n'},
-        {"role", required_argument, NULL, 'r'},     {"ttl", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
-    const char *data_dir = NULL, *name = NULL, *role = HC_AUTH_ROLE_ADMIN;
+    const struct hc_cmdline *cl = &ctx->cl;
+    const char *data_dir = hc_cmdline_opt_str(cl, "data-dir");
+    const char *name = hc_cmdline_opt_str(cl, "name");
+    const char *role = hc_cmdline_opt_str(cl, "role"), *ttl = hc_cmdline_opt_str(cl, "ttl");
     int64_t ttl_ms = 0;
     struct hc_error err = {0};
-    if (argc < 2 || strcmp(argv[1], "create") != 0)
-        return usage_error("token needs the verb 'create'");
-    argc--, argv++;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd':
-            data_dir = optarg;
-            break;
-        case 'n':
-            name = optarg;
-            break;
-        case 'r':
-            role = optarg;
-            break;
-        case 't':
-            if (hc_duration_parse(optarg, &ttl_ms, &err) < 0 || ttl_ms <= 0)
-                return usage_error("invalid --ttl '%s'", optarg);
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return usage_error("invalid option");
-        }
-    }
-    if (optind != argc || !data_dir || !name)
-        return usage_error("token create needs --data-dir DIR and --name NAME");
+    if (ttl && (hc_duration_parse(ttl, &ttl_ms, &err) < 0 || ttl_ms <= 0))
+        return hc_cmdline_usage(cl, "invalid --ttl '%s'", ttl);
     char text[HC_AUTH_TOKEN_TEXT_MAX];
     if (token_create(data_dir, name, role, ttl_ms, text, &err) < 0)
         return fail(&err);
@@ -378,58 +290,22 @@ static int run_settings(const struct run_options *o, struct hc_controller *ctl,
     return 0;
 }
 
-static int cmd_run(int argc, char **argv)
+static int cmd_run(struct hc_cmd_ctx *ctx)
 {
-    static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
-                                         {"listen", required_argument, NULL, 'l'},
-                                         {"advertise", required_argument, NULL, 'a'},
-                                         {"poll-interval", required_argument, NULL, 'p'},
-                                         {"workers", required_argument, NULL, 'w'},
-                                         {"log-level", required_argument, NULL, 'L'},
-                                         {"max-connections", required_argument, NULL, 'm'},
-                                         {"request-deadline", required_argument, NULL, 'D'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    struct run_options o = {0};
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd':
-            o.data_dir = optarg;
-            break;
-        case 'l':
-            o.listen = optarg;
-            break;
-        case 'a':
-            o.advertise = optarg;
-            break;
-        case 'p':
-            o.poll = optarg;
-            break;
-        case 'w':
-            o.workers = optarg;
-            break;
-        case 'L':
-            o.log_level = optarg;
-            break;
-        case 'm':
-            o.max_connections = optarg;
-            break;
-        case 'D':
-            o.request_deadline = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return usage_error("invalid option");
-        }
-    }
-    if (optind != argc || !o.data_dir)
-        return usage_error("run needs --data-dir DIR and no other arguments");
+    const struct hc_cmdline *cl = &ctx->cl;
+    struct run_options o = {
+        .data_dir = hc_cmdline_opt_str(cl, "data-dir"),
+        .listen = hc_cmdline_opt_str(cl, "listen"),
+        .advertise = hc_cmdline_opt_str(cl, "advertise"),
+        .poll = hc_cmdline_opt_str(cl, "poll-interval"),
+        .workers = hc_cmdline_opt_str(cl, "workers"),
+        .log_level = hc_cmdline_opt_str(cl, "log-level"),
+        .max_connections = hc_cmdline_opt_str(cl, "max-connections"),
+        .request_deadline = hc_cmdline_opt_str(cl, "request-deadline"),
+    };
     enum hc_log_level level = HC_LOG_INFO;
     if (o.log_level && hc_log_parse_level(o.log_level, &level) < 0)
-        return usage_error("unknown --log-level '%s'", o.log_level);
+        return hc_cmdline_usage(cl, "unknown --log-level '%s'", o.log_level);
     hc_log_set_level(level);
     static struct hc_controller ctl; /* large; lives for the whole run */
     struct hc_error err = {0};
@@ -447,26 +323,197 @@ static int cmd_run(int argc, char **argv)
     return 0;
 }
 
-static int cmd_version(int argc, char **argv)
+static int cmd_version(struct hc_cmd_ctx *ctx)
 {
+    (void)ctx;
     printf("hcctld %s\n", HC_VERSION);
     return 0;
 }
 
+/* ---------------------------------------------------------------- the command line */
+
+static const struct hc_cmd_opt init_opts[] = {
+    {.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+     .help = "the controller's data directory (created; must not hold a controller yet)",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "listen", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+     .help = "address the API listens on (default " HC_INIT_DEFAULT_LISTEN ")"},
+    {.name = "advertise", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+     .help = "address agents and hcctl reach the API at (default: --listen)"},
+    {.name = "san", .type = HC_OPT_LIST, .value_name = "NAME",
+     .help = "extra DNS name or IP address in the API certificate (repeatable)"},
+    {.name = "cluster-name", .type = HC_OPT_STRING, .value_name = "NAME",
+     .help = "the cluster's name (default " HC_INIT_DEFAULT_CLUSTER_NAME ")"},
+    {.name = "cli-config", .type = HC_OPT_STRING, .value_name = "PATH",
+     .help = "where to write hcctl's config (default: $XDG_CONFIG_HOME/hcctl/config.json)",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "force", .type = HC_OPT_BOOL,
+     .help = "start over in an initialised directory (a CLI config there is kept as .bak)"},
+    {.name = "trust-key", .type = HC_OPT_LIST, .value_name = "FILE",
+     .help = "Ed25519 public key (PEM) that signs bundles (repeatable)",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "admin-token-ttl", .type = HC_OPT_STRING, .value_name = "DUR",
+     .help = "lifetime of the admin token (default: it never expires)"},
+    {.name = NULL},
+};
+
+static const struct hc_cmd_opt token_create_opts[] = {
+    {.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+     .help = "the controller's data directory", .completer = HC_COMPLETE_FILE},
+    {.name = "name", .type = HC_OPT_STRING, .required = 1, .value_name = "NAME",
+     .help = "the token's name (unique)"},
+    {.name = "role", .type = HC_OPT_STRING, .value_name = "ROLE",
+     .help = "what the token may do: " HC_AUTH_ROLE_ADMIN " or " HC_AUTH_ROLE_READONLY,
+     .def = HC_AUTH_ROLE_ADMIN},
+    {.name = "ttl", .type = HC_OPT_STRING, .value_name = "DUR",
+     .help = "lifetime of the token (default: it never expires)"},
+    {.name = NULL},
+};
+
+static const struct hc_cmd_opt run_opts[] = {
+    {.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+     .help = "the controller's data directory (made by 'hcctld init')",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "listen", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+     .help = "address the API listens on (default: the one init stored)"},
+    {.name = "advertise", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+     .help = "address agents and hcctl reach the API at (default: the one init stored)"},
+    {.name = "poll-interval", .type = HC_OPT_STRING, .value_name = "DUR",
+     .help = "how often the poller asks every agent for its state (default 2s)"},
+    {.name = "workers", .type = HC_OPT_STRING, .value_name = "N",
+     .help = "operation worker threads, 1 to 64 (default 4)"},
+    {.name = "log-level", .type = HC_OPT_STRING, .value_name = "LEVEL",
+     .help = "debug, info, warn or error (default info)"},
+    {.name = "max-connections", .type = HC_OPT_STRING, .value_name = "N",
+     .help = "API connections at once, 1 to 65536 (default 512)"},
+    {.name = "request-deadline", .type = HC_OPT_STRING, .value_name = "DUR",
+     .help = "time a client has to send one whole request"},
+    {.name = NULL},
+};
+
+static const struct hc_cmd_verb init_verbs[] = {
+    {.name = "init", .handler = cmd_init, .opts = init_opts,
+     .summary = "set up a data directory: CA, API certificate, database, admin token, CLI config"},
+    {.name = NULL},
+};
+
+static const struct hc_cmd_verb token_verbs[] = {
+    {.name = "create", .handler = cmd_token_create, .opts = token_create_opts,
+     .summary = "mint an API token and print it (shown once)"},
+    {.name = NULL},
+};
+
+static const struct hc_cmd_verb run_verbs[] = {
+    {.name = "run", .handler = cmd_run, .opts = run_opts,
+     .summary = "serve the API, poll the agents and run operations until SIGTERM or SIGINT"},
+    {.name = NULL},
+};
+
+static const struct hc_cmd_verb version_verbs[] = {
+    {.name = "version", .handler = cmd_version, .summary = "print the version"},
+    {.name = NULL},
+};
+
+static const struct hc_cmd_group init_group = {.name = "init", .verbs = init_verbs,
+                                               .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group token_group = {.name = "token", .summary = "API tokens",
+                                                .verbs = token_verbs};
+static const struct hc_cmd_group run_group = {.name = "run", .verbs = run_verbs,
+                                              .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group version_group = {.name = "version", .verbs = version_verbs,
+                                                  .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group *const groups[] = {&init_group, &token_group, &run_group,
+                                                    &version_group, NULL};
+
+/* The prose of the man page and of each command's --help (plain text: paragraphs, blocks
+ * indented by two spaces). */
+static const struct hc_cmdline_text command_texts[] = {
+    {.name = "init",
+     .text = "Creates DIR (mode 0700) with the database, the cluster CA, the API server\n"
+             "certificate, the controller's client certificate for agents, controller.json and the\n"
+             "first admin API token (admin.token, mode 0600, also printed once), and writes the\n"
+             "local admin's CLI config ($XDG_CONFIG_HOME/hcctl/config.json, or --cli-config).\n"
+             "--advertise is the address nodes and the CLI are given when the controller listens\n"
+             "on a wildcard; --san adds names or addresses to the server certificate;\n"
+             "--trust-key adds an Ed25519 public key that signs software bundles;\n"
+             "--admin-token-ttl makes the first admin token expire (default: it lasts until\n"
+             "revoked; 'hcctl token rotate admin' renews it); --force starts over in an\n"
+             "initialised directory. The CLI config carries the server key's pin\n"
+             "(controller_pin).\n"},
+    {.name = "token create",
+     .text = "Prints a new API token. Roles: admin (everything, the default) and readonly (GET\n"
+             "only). --ttl makes it expire. Run on the controller host, it is the way back in\n"
+             "when no admin token is left (every other token command is 'hcctl token').\n"},
+    {.name = "run",
+     .text = "Opens the database (applying migrations; a database written by a newer hcctld is\n"
+             "refused), starts the operation workers, the poller and the HTTPS API, and serves\n"
+             "until SIGTERM or SIGINT; then it lets running operations reach a safe point and\n"
+             "exits 0. --poll-interval (at least 100ms) is how often every agent is polled.\n"
+             "--max-connections caps the API connections open at once (the listener pauses\n"
+             "beyond, and also backs off after an accept error such as EMFILE);\n"
+             "--request-deadline (default 10s) is the time a connection has, from accept or from\n"
+             "its previous reply, for the TLS handshake and a complete request (the body too,\n"
+             "except an admin's bundle upload). Bodies are held to 1 MiB before any of them is\n"
+             "read, unless the request is an admin token's POST /v1/software (60 MiB).\n"},
+    {.name = NULL},
+};
+
+static const struct hc_cmdline_text man_sections[] = {
+    {.name = "DESCRIPTION",
+     .text = "hcctld owns one cluster: its SQLite database, its certificate authority, the REST\n"
+             "API that hcctl(1) talks to, the poller that watches every hcagent(8), and the\n"
+             "workers that run operations (cluster create, node add and remove, rolling upgrades,\n"
+             "MTU changes, maintenance). Everything it knows is in the database, so a restarted\n"
+             "or killed hcctld carries on where it stopped: operations are durable and resume.\n"},
+    {.name = "COMMANDS"},
+    {.name = "API",
+     .text = "HTTPS with bearer tokens (Authorization: Bearer hct1...), JSON bodies, one JSON\n"
+             "error shape; the contract is docs/api.md. GET /metrics serves Prometheus metrics in\n"
+             "the text format (any valid API token, e.g. a readonly one): nodes by health, state\n"
+             "and maintenance, operations by state, the agent poll latency histogram, agent polls\n"
+             "by result, API requests by method and status code, build info, uptime and poll\n"
+             "cycles.\n"},
+    {.name = "FILES",
+     .text = "  DIR/hcctld.db                  the database (SQLite, WAL), mode 0600\n"
+             "  DIR/ca.pem, DIR/ca.key         the cluster CA\n"
+             "  DIR/server.pem, DIR/server.key the API server certificate\n"
+             "  DIR/client.pem, DIR/client.key the controller's client certificate toward agents\n"
+             "                                 (CN hcctld-client)\n"
+             "  DIR/ssh/id_ed25519             the key the controller logs in to nodes with\n"
+             "  DIR/controller.json            listen address and settings\n"
+             "  DIR/admin.token                the first admin API token, mode 0600\n"},
+    {.name = "SYSTEMD",
+     .text = "The package installs hcctld.service, which runs 'hcctld run --data-dir\n"
+             "/var/lib/hcctld' hardened: no capabilities at all, no new privileges, the file\n"
+             "system read-only but for /var/lib/hcctld, no home directories (keep SSH keys given\n"
+             "to 'hcctl cluster create' under /var/lib/hcctld or /etc), a private /tmp.\n"
+             "Initialise once, then enable it:\n"
+             "\n"
+             "  hcctld init --data-dir /var/lib/hcctld --listen 10.0.0.1:7443 --cluster-name prod\n"
+             "  systemctl enable --now hcctld\n"},
+    {.name = "EXIT STATUS",
+     .text = "0 ok, 1 failed (the message and a hint are on stderr), 2 usage error.\n"},
+    {.name = "SEE ALSO", .text = "hcctl(1), hcagent(8)\n"},
+    {.name = NULL},
+};
+
+const struct hc_cmdline_prog hcctld_prog = {
+    .name = "hcctld",
+    .summary = "The controller of a hyperconverged cluster's storage layer: the REST API hcctl\n"
+               "and the agents talk to, the operations, the poller.",
+    .man_name = "the hcctl controller daemon",
+    .groups = groups,
+    .globals = hc_cmdline_help_only,
+    .commands = command_texts,
+    .man = man_sections,
+    .epilog = "Exit codes: 0 ok, 1 failed, 2 usage.\n",
+    .usage_exit = EXIT_USAGE,
+    .man_section = 8,
+};
+
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        int (*fn)(int argc, char **argv);
-    } cmds[] = {
-        {"init", cmd_init}, {"token", cmd_token}, {"run", cmd_run}, {"version", cmd_version}};
+    struct hc_cmd_ctx ctx;
     hc_log_set_ident("hcctld");
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? EXIT_USAGE : 0;
-    }
-    for (size_t i = 0; i < HC_ARRAY_LEN(cmds); i++)
-        if (strcmp(argv[1], cmds[i].name) == 0)
-            return cmds[i].fn(argc - 1, argv + 1);
-    return usage_error("unknown command '%s'", argv[1]);
+    return hc_cmdline_main(&hcctld_prog, &ctx.cl, &ctx, argc, argv);
 }

@@ -2,8 +2,9 @@
 # systemd units, and the .deb (CPack). Included by the top-level CMakeLists.txt.
 include(GNUInstallDirs)
 
-# Man pages are printed by the built hcctl from its command table into the build directory, so
-# they can never list a command the binary does not have. The completion scripts are committed
+# Man pages are printed by the built programs from their command tables (common/cmdline.h) into
+# the build directory, so they can never list a command the binary does not have: hcctl's
+# section 1 pages by `hcctl __man --dir`, hcctld(8) and hcagent(8) by `PROG __man FILE`. The completion scripts are committed
 # under completions/ (a checkout can source them without building, and the build writes nothing
 # into the source tree); tests/e2e/t41_package.sh fails when they differ from what the built
 # hcctl prints, i.e. when the command table changed and `scripts/gen-completions.sh` was not run.
@@ -18,6 +19,15 @@ add_custom_command(OUTPUT ${HC_MAN_DIR}/hcctl.1
   DEPENDS hcctl
   COMMENT "Generating the hcctl man pages" VERBATIM)
 list(APPEND HC_GENERATED ${HC_MAN_DIR}/hcctl.1)
+set(HC_MAN8_DIR ${CMAKE_BINARY_DIR}/man8)
+foreach(prog hcctld hcagent)
+  add_custom_command(OUTPUT ${HC_MAN8_DIR}/${prog}.8
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${HC_MAN8_DIR}
+    COMMAND $<TARGET_FILE:${prog}> __man ${HC_MAN8_DIR}/${prog}.8
+    DEPENDS ${prog}
+    COMMENT "Generating the ${prog} man page" VERBATIM)
+  list(APPEND HC_GENERATED ${HC_MAN8_DIR}/${prog}.8)
+endforeach()
 add_custom_target(docs_generated ALL DEPENDS ${HC_GENERATED})
 
 install(TARGETS hcctl hcctld hcagent RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -29,7 +39,7 @@ install(FILES ${HC_COMPLETIONS_DIR}/hcctl.fish
   DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d)
 install(DIRECTORY ${HC_MAN_DIR}/ DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
   FILES_MATCHING PATTERN "*.1")
-install(FILES ${CMAKE_SOURCE_DIR}/docs/man/hcctld.8 ${CMAKE_SOURCE_DIR}/docs/man/hcagent.8
+install(FILES ${HC_MAN8_DIR}/hcctld.8 ${HC_MAN8_DIR}/hcagent.8
   DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 
 # systemd units. ExecStart must name the installed binary, and CPack installs under its own

@@ -15,12 +15,12 @@
  *   GET /health  GET /ok-to-stop  POST /drain  GET /resync
  * Peers (cluster.c): /internal/blocks/{key} (PUT a replica write, GET a block), /internal/keys,
  * /internal/hello, /internal/state, /internal/resync.
+ * The command line is the table at the end, read by the shared engine (common/cmdline.h).
  */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "agents/hcstor/hcstor.h"
+#include "common/cmdline.h"
 #include "common/util.h"
 
 void hcstor_log(const struct hcstor *s, const char *fmt, ...)
@@ -678,47 +679,6 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     event_base_loopexit(arg, NULL);
 }
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: hcstor --listen HOST:PORT --data DIR --version VERSION [--node NAME] "
-                    "[--peers FILE] [--replication N] [--fail-health]\n");
-    return 2;
-}
-
-static int parse_args(int argc, char **argv, struct hcstor *s, char *listen, size_t len)
-{
-    static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
-                                         {"data", required_argument, NULL, 'd'},
-                                         {"version", required_argument, NULL, 'v'},
-                                         {"node", required_argument, NULL, 'n'},
-                                         {"peers", required_argument, NULL, 'p'},
-                                         {"replication", required_argument, NULL, 'r'},
-                                         {"fail-health", no_argument, NULL, 'f'},
-                                         {NULL, 0, NULL, 0}};
-    int c;
-    char *end;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c == 'l')
-            snprintf(listen, len, "%s", optarg);
-        else if (c == 'd')
-            snprintf(s->data, sizeof(s->data), "%s", optarg);
-        else if (c == 'v')
-            snprintf(s->version, sizeof(s->version), "%s", optarg);
-        else if (c == 'n')
-            snprintf(s->node, sizeof(s->node), "%s", optarg);
-        else if (c == 'p')
-            snprintf(s->peers_path, sizeof(s->peers_path), "%s", optarg);
-        else if (c == 'r' && (s->replication = (int)strtol(optarg, &end, 10)) >= 1 && !*end &&
-                 s->replication <= HCSTOR_PEERS_MAX)
-            continue;
-        else if (c == 'f')
-            s->fail_health = 1;
-        else
-            return -1;
-    }
-    return optind == argc && listen[0] && s->data[0] && s->version[0] ? 0 : -1;
-}
-
 static int serve(struct hcstor *s)
 {
     struct evhttp *http = evhttp_new(s->base);
@@ -760,13 +720,42 @@ cleanup:
     return rc;
 }
 
-int main(int argc, char **argv)
+/* What the handler reads: the parsed command line (common/cmdline.h). */
+struct hc_cmd_ctx {
+    struct hc_cmdline cl;
+};
+
+/* A bad value: the message and the usage line, on stderr. */
+static int bad_value(const struct hc_cmdline *cl, const char *fmt, const char *value)
+{
+    char line[256];
+    hc_cmdline_usage_line(cl->prog->name, NULL, cl->verb, line, sizeof(line));
+    fprintf(stderr, "hcstor: ");
+    fprintf(stderr, fmt, value);
+    fprintf(stderr, "\nusage: %s\n", line);
+    return 2;
+}
+
+static int run(struct hc_cmd_ctx *ctx)
 {
     static struct hcstor s = {.replication = 2};
-    char listen[300] = "", why[300];
+    const struct hc_cmdline *cl = &ctx->cl;
+    const char *listen = hc_cmdline_opt_str(cl, "listen");
+    const char *replication = hc_cmdline_opt_str(cl, "replication");
+    char why[300], *end;
     struct hc_error err = {0};
-    if (parse_args(argc, argv, &s, listen, sizeof(listen)) < 0)
-        return usage();
+    snprintf(s.data, sizeof(s.data), "%s", hc_cmdline_opt_str(cl, "data"));
+    snprintf(s.version, sizeof(s.version), "%s", hc_cmdline_opt_str(cl, "version"));
+    if (hc_cmdline_opt_set(cl, "node"))
+        snprintf(s.node, sizeof(s.node), "%s", hc_cmdline_opt_str(cl, "node"));
+    if (hc_cmdline_opt_set(cl, "peers"))
+        snprintf(s.peers_path, sizeof(s.peers_path), "%s", hc_cmdline_opt_str(cl, "peers"));
+    s.fail_health = hc_cmdline_opt_set(cl, "fail-health");
+    if (replication && ((s.replication = (int)strtol(replication, &end, 10)) < 1 || *end ||
+                        s.replication > HCSTOR_PEERS_MAX))
+        return bad_value(cl, "invalid --replication '%s'", replication);
+    if (!s.data[0] || !s.version[0])
+        return bad_value(cl, "%s", "--data and --version need a value");
     if (hc_split_host_port(listen, s.host, sizeof(s.host), &s.port, &err) < 0 || s.port <= 0) {
         fprintf(stderr, "hcstor: invalid --listen '%s'\n", listen);
         return 2;
@@ -786,4 +775,41 @@ int main(int argc, char **argv)
         return 1;
     }
     return serve(&s); /* s.base and s.index stay for the exit: see serve() */
+}
+
+static const struct hc_cmd_opt hcstor_opts[] = {
+    {.name = "listen", .type = HC_OPT_STRING, .required = 1, .value_name = "HOST:PORT",
+     .help = "address to serve plain HTTP on"},
+    {.name = "data", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+     .help = "where the blocks and the peer list live", .completer = HC_COMPLETE_FILE},
+    {.name = "version", .type = HC_OPT_STRING, .required = 1, .value_name = "VERSION",
+     .help = "the version this service reports (its bundle's)"},
+    {.name = "node", .type = HC_OPT_STRING, .value_name = "NAME",
+     .help = "this member's name (default: the hostname)"},
+    {.name = "peers", .type = HC_OPT_STRING, .value_name = "FILE",
+     .help = "the peer list (default DIR/peers.json)", .completer = HC_COMPLETE_FILE},
+    {.name = "replication", .type = HC_OPT_STRING, .value_name = "N",
+     .help = "replicas of every block (default 2)"},
+    {.name = "fail-health", .type = HC_OPT_BOOL,
+     .help = "answer /health with 503 (tests of a failing upgrade)"},
+    {.name = NULL},
+};
+
+static const struct hc_cmd_verb hcstor_command = {
+    .name = "hcstor", .handler = run, .opts = hcstor_opts,
+    .summary = "the reference storage service: a small replicated block store over HTTP"};
+
+static const struct hc_cmdline_prog hcstor_prog = {
+    .name = "hcstor",
+    .summary = "the reference storage service",
+    .command = &hcstor_command,
+    .globals = hc_cmdline_help_only,
+    .epilog = "Exit codes: 0 stopped on SIGTERM or SIGINT, 1 failed, 2 usage.\n",
+    .usage_exit = 2,
+};
+
+int main(int argc, char **argv)
+{
+    struct hc_cmd_ctx ctx;
+    return hc_cmdline_main(&hcstor_prog, &ctx.cl, &ctx, argc, argv);
 }

@@ -153,6 +153,25 @@ static void test_options(void **state)
     ASSERT_COMPLETES("help -- --o", "");
 }
 
+/* Completion walks the line with the parser's walker: an option abbreviated as the parser
+ * allows (a unique prefix of its long name) is that option, with its value, for both. */
+static void test_abbreviations(void **state)
+{
+    (void)state;
+    ASSERT_COMPLETES("--contr https://127.0.0.1:1 node ", "list show add remove");
+    ASSERT_COMPLETES("--contr=https://127.0.0.1:1 node s", "show");
+    ASSERT_COMPLETES("--outp ", "text json");
+    ASSERT_COMPLETES("operation list --sta ", "pending running paused succeeded failed aborted");
+    ASSERT_COMPLETES("operation list --sta=f", "--sta=failed");
+    /* ambiguous ("--t": --token or --timeout) is no option: its word is not consumed */
+    ASSERT_COMPLETES("--t 5s ", "");
+    /* the parser reads the same line the same way */
+    struct run r = RUN(NULL, "--contr", "https://127.0.0.1:1", "--outp", "json", "node", "lst");
+    assert_int_equal(r.rc, 2);
+    assert_non_null(strstr(r.out, "unknown verb 'lst' for 'node'"));
+    run_free(&r);
+}
+
 /* The group's default verb is offered as the flag that selects it, never by its name. */
 static void test_default_verb(void **state)
 {
@@ -512,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_default_verb),
+        cmocka_unit_test(test_abbreviations),
         cmocka_unit_test(test_bundle_completers),
         cmocka_unit_test(test_own_table),
         cmocka_unit_test(test_split),

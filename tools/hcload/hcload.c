@@ -14,16 +14,17 @@
  * sigtimedwait), the clock of the run, the timeline and the report.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "tools/hcload/hcload.h"
+#include "common/cmdline.h"
 #include "common/util.h"
 
 #define SHOWN_MAX 20 /* error lines on stderr; the report counts all of them */
@@ -386,86 +387,26 @@ static int prefix_valid(const char *s)
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
-static void usage(FILE *f)
+/* The values, checked in the order they were checked by hand. Returns 0 or -1 after a
+ * one-line error on stderr. */
+static int read_options(struct hcload *L, const struct hc_cmdline *cl)
 {
-    fprintf(f,
-            "usage: hcload --nodes HOST:PORT[,HOST:PORT...] [options]\n"
-            "  --duration SEC         how long to load, 0 = until SIGINT/SIGTERM (default 10)\n"
-            "  --workers N            worker threads; worker i starts on node i mod n "
-            "(default 4)\n"
-            "  --keys N               keys per worker (default 200)\n"
-            "  --block-size BYTES     %d to %d (default 4096)\n"
-            "  --read-ratio R         share of reads, 0 to 1 (default 0.5)\n"
-            "  --request-timeout MS   one request to one node (default 2000)\n"
-            "  --op-timeout MS        an operation fails after retrying this long (default "
-            "20000)\n"
-            "  --prefix STR           key prefix (default hcload-TIME-PID)\n"
-            "  --timeline FILE        one JSON line per second: t, ops, errors, p99_ms, max_ms\n"
-            "  --json                 the report as one JSON object\n"
-            "  --quiet                no progress on stderr\n"
-            "Exit status: 0 no failed operation, no stale or corrupt read and every acknowledged "
-            "write read back; 1 otherwise; 2 bad usage.\n",
-            HCLOAD_BLOCK_MIN, HCLOAD_BLOCK_MAX);
-}
-
-static int parse_opt(struct hcload *L, int c, const char *arg)
-{
+    static const struct {
+        const char *name;
+        long min, max;
+        size_t at; /* offset of the long in struct hcload_opts */
+    } longs[] = {
+        {"workers", 1, 1024, offsetof(struct hcload_opts, workers)},
+        {"keys", 1, 1000000, offsetof(struct hcload_opts, keys)},
+        {"block-size", HCLOAD_BLOCK_MIN, HCLOAD_BLOCK_MAX,
+         offsetof(struct hcload_opts, block_size)},
+        {"request-timeout", 1, 3600000, offsetof(struct hcload_opts, request_timeout_ms)},
+        {"op-timeout", 1, 86400000, offsetof(struct hcload_opts, op_timeout_ms)},
+    };
     struct hcload_opts *o = &L->o;
-    switch (c) {
-    case 'n':
-        return L->nodes ? bad("--nodes given twice") : parse_nodes(L, arg);
-    case 'd':
-        return parse_double("duration", arg, 0, 1e7, &o->duration_s);
-    case 'w':
-        return parse_long("workers", arg, 1, 1024, &o->workers);
-    case 'k':
-        return parse_long("keys", arg, 1, 1000000, &o->keys);
-    case 'b':
-        return parse_long("block-size", arg, HCLOAD_BLOCK_MIN, HCLOAD_BLOCK_MAX, &o->block_size);
-    case 'r':
-        return parse_double("read-ratio", arg, 0, 1, &o->read_ratio);
-    case 't':
-        return parse_long("request-timeout", arg, 1, 3600000, &o->request_timeout_ms);
-    case 'T':
-        return parse_long("op-timeout", arg, 1, 86400000, &o->op_timeout_ms);
-    case 'p':
-        if (!prefix_valid(arg))
-            return bad("invalid --prefix '%s': 1 to %d of [A-Za-z0-9._-], not starting with '.'",
-                       arg, HCLOAD_PREFIX_MAX);
-        snprintf(o->prefix, sizeof(o->prefix), "%s", arg);
-        return 0;
-    case 'l':
-        o->timeline = arg;
-        return 0;
-    case 'j':
-        o->json = 1;
-        return 0;
-    case 'q':
-        o->quiet = 1;
-        return 0;
-    }
-    return -1;
-}
-
-/* Returns 0 to run, 1 after --help, -1 after a one-line error on stderr. */
-static int parse_args(int argc, char **argv, struct hcload *L)
-{
-    static const struct option opts[] = {{"nodes", required_argument, NULL, 'n'},
-                                         {"duration", required_argument, NULL, 'd'},
-                                         {"workers", required_argument, NULL, 'w'},
-                                         {"keys", required_argument, NULL, 'k'},
-                                         {"block-size", required_argument, NULL, 'b'},
-                                         {"read-ratio", required_argument, NULL, 'r'},
-                                         {"request-timeout", required_argument, NULL, 't'},
-                                         {"op-timeout", required_argument, NULL, 'T'},
-                                         {"prefix", required_argument, NULL, 'p'},
-                                         {"timeline", required_argument, NULL, 'l'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"quiet", no_argument, NULL, 'q'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    struct hcload_opts *o = &L->o;
-    int c;
+    const char *v, *prefix = hc_cmdline_opt_str(cl, "prefix");
+    size_t nnodes;
+    const char *const *nodes = hc_cmdline_opt_list(cl, "nodes", &nnodes);
     *o = (struct hcload_opts){.duration_s = 10,
                               .workers = 4,
                               .keys = 200,
@@ -474,23 +415,29 @@ static int parse_args(int argc, char **argv, struct hcload *L)
                               .request_timeout_ms = 2000,
                               .op_timeout_ms = 20000};
     snprintf(o->prefix, sizeof(o->prefix), "hcload-%lx-%d", (long)time(NULL), (int)getpid());
-    opterr = 0; /* getopt's own message would make the error two lines */
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            return 1;
-        }
-        if (c == ':')
-            return bad("option '%s' needs a value", argv[optind - 1]);
-        if (c == '?')
-            return bad("unknown option '%s'", argv[optind - 1]);
-        if (parse_opt(L, c, optarg) < 0)
+    if (nnodes > 1)
+        return bad("--nodes given twice");
+    if (parse_nodes(L, nodes[0]) < 0)
+        return -1;
+    if ((v = hc_cmdline_opt_str(cl, "duration")) &&
+        parse_double("duration", v, 0, 1e7, &o->duration_s) < 0)
+        return -1;
+    for (size_t i = 0; i < HC_ARRAY_LEN(longs); i++)
+        if ((v = hc_cmdline_opt_str(cl, longs[i].name)) &&
+            parse_long(longs[i].name, v, longs[i].min, longs[i].max,
+                       (long *)((char *)o + longs[i].at)) < 0)
             return -1;
-    }
-    if (optind < argc)
-        return bad("unexpected argument '%s'", argv[optind]);
-    if (!L->nodes)
-        return bad("--nodes is required");
+    if ((v = hc_cmdline_opt_str(cl, "read-ratio")) &&
+        parse_double("read-ratio", v, 0, 1, &o->read_ratio) < 0)
+        return -1;
+    if (prefix && !prefix_valid(prefix))
+        return bad("invalid --prefix '%s': 1 to %d of [A-Za-z0-9._-], not starting with '.'",
+                   prefix, HCLOAD_PREFIX_MAX);
+    if (prefix)
+        snprintf(o->prefix, sizeof(o->prefix), "%s", prefix);
+    o->timeline = hc_cmdline_opt_str(cl, "timeline");
+    o->json = hc_cmdline_opt_set(cl, "json");
+    o->quiet = hc_cmdline_opt_set(cl, "quiet");
     return 0;
 }
 
@@ -531,14 +478,19 @@ cleanup:
     return ok ? 0 : 1;
 }
 
-int main(int argc, char **argv)
+/* What the handler reads: the parsed command line (common/cmdline.h). */
+struct hc_cmd_ctx {
+    struct hc_cmdline cl;
+};
+
+static int cmd_hcload(struct hc_cmd_ctx *ctx)
 {
     static struct hcload L; /* holds the histograms: too big for the stack */
     sigset_t set;
-    int rc = parse_args(argc, argv, &L);
-    if (rc != 0) {
+    int rc;
+    if (read_options(&L, &ctx->cl) < 0) {
         free(L.nodes);
-        return rc > 0 ? 0 : 2;
+        return 2;
     }
     if (L.o.timeline && !(L.timeline = fopen(L.o.timeline, "w"))) {
         fprintf(stderr, "hcload: cannot open --timeline '%s': %s\n", L.o.timeline, strerror(errno));
@@ -563,4 +515,56 @@ int main(int argc, char **argv)
         fclose(L.timeline);
     free(L.nodes);
     return rc;
+}
+
+/* ---- the command line ---- */
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const struct hc_cmd_opt hcload_opts[] = {
+    {.name = "nodes", .type = HC_OPT_LIST, .required = 1, .value_name = "HOST:PORT[,HOST:PORT...]",
+     .help = "the hcstor members to load"},
+    {.name = "duration", .type = HC_OPT_STRING, .value_name = "SEC",
+     .help = "how long to load, 0 = until SIGINT/SIGTERM (default 10)"},
+    {.name = "workers", .type = HC_OPT_STRING, .value_name = "N",
+     .help = "worker threads; worker i starts on node i mod n (default 4)"},
+    {.name = "keys", .type = HC_OPT_STRING, .value_name = "N",
+     .help = "keys per worker (default 200)"},
+    {.name = "block-size", .type = HC_OPT_STRING, .value_name = "BYTES",
+     .help = STR(HCLOAD_BLOCK_MIN) " to 1048576 (default 4096)"},
+    {.name = "read-ratio", .type = HC_OPT_STRING, .value_name = "R",
+     .help = "share of reads, 0 to 1 (default 0.5)"},
+    {.name = "request-timeout", .type = HC_OPT_STRING, .value_name = "MS",
+     .help = "one request to one node (default 2000)"},
+    {.name = "op-timeout", .type = HC_OPT_STRING, .value_name = "MS",
+     .help = "an operation fails after retrying this long (default 20000)"},
+    {.name = "prefix", .type = HC_OPT_STRING, .value_name = "STR",
+     .help = "key prefix (default hcload-TIME-PID)"},
+    {.name = "timeline", .type = HC_OPT_STRING, .value_name = "FILE",
+     .help = "one JSON line per second: t, ops, errors, p99_ms, max_ms",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "json", .type = HC_OPT_BOOL, .help = "the report as one JSON object"},
+    {.name = "quiet", .type = HC_OPT_BOOL, .help = "no progress on stderr"},
+    {.name = NULL},
+};
+
+static const struct hc_cmd_verb hcload_command = {
+    .name = "hcload", .handler = cmd_hcload, .opts = hcload_opts,
+    .summary = "a workload client of hcstor: writes, reads back, and reports what it saw"};
+
+static const struct hc_cmdline_prog hcload_prog = {
+    .name = "hcload",
+    .summary = "a workload client of hcstor",
+    .command = &hcload_command,
+    .globals = hc_cmdline_help_only,
+    .epilog = "Exit status: 0 no failed operation, no stale or corrupt read and every\n"
+              "acknowledged write read back; 1 otherwise; 2 bad usage.\n",
+    .usage_exit = 2,
+};
+
+int main(int argc, char **argv)
+{
+    struct hc_cmd_ctx ctx;
+    return hc_cmdline_main(&hcload_prog, &ctx.cl, &ctx, argc, argv);
 }
