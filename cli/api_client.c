@@ -42,13 +42,13 @@ static int check_settings(const struct hc_cli_config *cfg, struct hc_error *err)
 {
     char from[1100];
     if (!cfg->controller) {
-        hc_error_set(err, 0, HC_CLI_ERR_USAGE, "no controller configured");
+        hc_error_set(err, HC_E(USAGE), "no controller configured");
         return hc_error_hint(err, "pass --controller URL, set HCCTL_CONTROLLER, or run `hcctld "
                                   "init` which writes ~/.config/hcctl/config.json");
     }
     /* hcctld speaks only HTTPS; "host:port" alone was already made https:// by the config. */
     if (strncasecmp(cfg->controller, "https://", 8) != 0) {
-        hc_error_set(err, 0, HC_CLI_ERR_USAGE,
+        hc_error_set(err, HC_E(USAGE),
                      "the controller URL must start with https:// (got '%s' from %s)",
                      cfg->controller,
                      setting_source(cfg->controller_from, "--controller", "HCCTL_CONTROLLER",
@@ -57,7 +57,7 @@ static int check_settings(const struct hc_cli_config *cfg, struct hc_error *err)
     }
     if (cfg->ca_file && access(cfg->ca_file, R_OK) != 0) {
         const char *why = strerror(errno);
-        hc_error_set(err, 0, HC_ERR_IO, "cannot read the CA file '%s' (from %s): %s",
+        hc_error_set(err, HC_E(IO), "cannot read the CA file '%s' (from %s): %s",
                      cfg->ca_file,
                      setting_source(cfg->ca_from, "--ca", "HCCTL_CA_FILE", cfg->path, from,
                                     sizeof(from)),
@@ -89,7 +89,7 @@ struct hc_api_client *hc_api_client_new(const struct hc_cli_config *cfg, int64_t
                                        .max_json_values = HC_API_MAX_JSON_VALUES};
     if (!api || !(api->url = strdup(cfg->controller)) ||
         (cfg->token && !(api->token = strdup(cfg->token)))) {
-        hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto fail;
     }
     api->http = hc_http_client_new(&tls, err);
@@ -159,7 +159,7 @@ static void http_error(const struct hc_api_client *api, const char *method, cons
         for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
             if (codes[i].status == resp->status)
                 code = codes[i].code;
-        hc_error_set(err, (int)resp->status, code, "%s %s: controller answered HTTP %ld", method,
+        hc_error_set_wire(err, (int)resp->status, code, "%s %s: controller answered HTTP %ld", method,
                      path, resp->status);
     }
     if (err->hint[0])
@@ -214,7 +214,7 @@ static json_t *api_call(struct hc_api_client *api, const char *method, const cha
     else if (resp.raw_len == 0)
         out = json_object();
     else
-        hc_error_set(err, (int)resp.status, HC_ERR_INVALID_JSON,
+        hc_error_set_wire(err, (int)resp.status, HC_ERR_INVALID_JSON,
                      "%s %s: the controller's answer is not JSON", method, path);
 cleanup:
     hc_http_response_clear(&resp);

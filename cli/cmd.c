@@ -115,7 +115,7 @@ static int parse_verb(struct hc_cmd_ctx *ctx, struct hc_walk *w, int argc, char 
                                       ctx->verb->name);
     ctx->vals = calloc(opts_count(ctx->verb->opts) + 1, sizeof(*ctx->vals));
     if (!ctx->vals)
-        return hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     hc_cmd_verb_words(ctx->group, ctx->verb, name, sizeof(name));
     snprintf(where, sizeof(where), "see 'hcctl %s --help'", name);
     if (hc_walk_options(w, 0, argc, argv, &i) < 0)
@@ -336,7 +336,7 @@ int hc_cmd_usage(struct hc_cmd_ctx *ctx, const char *hint, const char *fmt, ...)
 {
     struct hc_error err;
     va_list ap;
-    hc_error_set(&err, 0, HC_CLI_ERR_USAGE, "%s", "");
+    hc_error_set(&err, HC_E(USAGE), "%s", "");
     va_start(ap, fmt);
     vsnprintf(err.message, sizeof(err.message), fmt, ap);
     va_end(ap);
@@ -367,5 +367,5 @@ int hc_cmd_confirm(struct hc_cmd_ctx *ctx, struct hc_error *err, const char *fmt
     free(line);
     if (yes)
         return 0;
-    return hc_error_set(err, 0, "not_confirmed", "%s: not confirmed", what);
+    return hc_error_set(err, HC_E(NOT_CONFIRMED), "%s: not confirmed", what);
 }

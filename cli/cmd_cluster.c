@@ -126,7 +126,7 @@ static json_t *show_document(struct hc_cmd_ctx *ctx, struct hc_error *err)
                         "controller", controller, "nodes", json_object_get(cl, "nodes"));
     }
     if (ca && !doc)
-        hc_error_set(err, 0, HC_ERR_INVALID_JSON, "GET /v1/cluster: unexpected answer");
+        hc_error_set(err, HC_E(INVALID_JSON), "GET /v1/cluster: unexpected answer");
     json_decref(cl);
     json_decref(ca);
     return doc;

@@ -153,12 +153,12 @@ static int write_page(struct hc_cmd_ctx *ctx, const char *dir, const struct hc_c
     snprintf(path, sizeof(path), "%s/hcctl%s%s.1", dir, g ? "-" : "", g ? g->name : "");
     FILE *f = fopen(path, "w");
     if (!f) {
-        hc_error_set(&err, 0, "io_error", "cannot write '%s': %s", path, strerror(errno));
+        hc_error_set(&err, HC_E(IO), "cannot write '%s': %s", path, strerror(errno));
         return hc_cmd_fail(ctx, &err, NULL);
     }
     hc_man_page(f, ctx->groups, g);
     if (fclose(f) != 0) {
-        hc_error_set(&err, 0, "io_error", "cannot write '%s': %s", path, strerror(errno));
+        hc_error_set(&err, HC_E(IO), "cannot write '%s': %s", path, strerror(errno));
         return hc_cmd_fail(ctx, &err, NULL);
     }
     return HC_EXIT_OK;

@@ -73,7 +73,7 @@ static json_t *run_and_wait(struct hc_cmd_ctx *ctx, const char *path, const json
     const char *id = hc_json_str(json_object_get(doc, "operation"), "id", NULL);
     int64_t started = hc_mono_ms(), deadline = started + timeout_ms, pause = 50;
     if (doc && (!id || hc_cmd_path(rpath, sizeof(rpath), "/v1/operations/", id) < 0))
-        hc_error_set(&err, 0, HC_ERR_INTERNAL, "the controller's answer names no operation");
+        hc_error_set(&err, HC_E(INTERNAL), "the controller's answer names no operation");
     if (err.code[0])
         goto fail;
     strncat(rpath, "/result", sizeof(rpath) - strlen(rpath) - 1);
@@ -87,7 +87,7 @@ static json_t *run_and_wait(struct hc_cmd_ctx *ctx, const char *path, const json
         }
         json_decref(res);
         if (hc_mono_ms() > deadline) {
-            hc_error_set(&err, 0, HC_ERR_TIMEOUT, "operation %s did not end within %lld ms", id,
+            hc_error_set(&err, HC_E(TIMEOUT), "operation %s did not end within %lld ms", id,
                          (long long)timeout_ms);
             hc_error_hint(&err, "it goes on in the controller: 'hcctl operation wait %s'", id);
             goto fail;
@@ -108,7 +108,7 @@ static int op_failed(struct hc_cmd_ctx *ctx, const json_t *doc)
 {
     const json_t *op = json_object_get(doc, "operation"), *oe = json_object_get(op, "error");
     struct hc_error err = {0};
-    hc_error_set(&err, 0, hc_json_str(oe, "code", "operation_failed"), "operation %s (%s) %s: %s",
+    hc_error_set_wire(&err, 0, hc_json_str(oe, "code", "operation_failed"), "operation %s (%s) %s: %s",
                  hc_json_str(op, "id", "?"), hc_json_str(op, "kind", "?"),
                  hc_json_str(op, "state", "?"), hc_json_str(oe, "message", "no reason given"));
     if (hc_json_str(oe, "hint", NULL))

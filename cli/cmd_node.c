@@ -125,7 +125,7 @@ static int cmd_remove(struct hc_cmd_ctx *ctx)
         return hc_cmd_fail(ctx, &err, NULL);
     const char *id = hc_json_str(json_object_get(doc, "operation"), "id", NULL);
     if (!id) {
-        hc_error_set(&err, 0, HC_ERR_INTERNAL, "removing node '%s': the controller's answer "
+        hc_error_set(&err, HC_E(INTERNAL), "removing node '%s': the controller's answer "
                                                "names no operation", name);
         rc = hc_cmd_fail(ctx, &err, NULL);
     } else {

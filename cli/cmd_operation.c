@@ -143,7 +143,7 @@ static int op_finished(struct hc_cmd_ctx *ctx, const json_t *doc)
     }
     const char *message = hc_json_str(oerr, "message", NULL);
     const char *hint = hc_json_str(oerr, "hint", NULL);
-    hc_error_set(&err, 0, hc_json_str(oerr, "code", "operation_failed"), "operation %s (%s) %s%s%s",
+    hc_error_set_wire(&err, 0, hc_json_str(oerr, "code", "operation_failed"), "operation %s (%s) %s%s%s",
                  id, hc_json_str(op, "kind", "?"), state, message ? ": " : "",
                  message ? message : "");
     if (hint)
@@ -165,7 +165,7 @@ static int op_timed_out(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_
         snprintf(span, sizeof(span), "%lldms", (long long)timeout_ms);
     else
         hc_output_duration(timeout_ms / 1000, span, sizeof(span));
-    hc_error_set(&err, 0, HC_ERR_TIMEOUT, "operation %s did not end within %s%s%s", id, span,
+    hc_error_set(&err, HC_E(TIMEOUT), "operation %s did not end within %s%s%s", id, span,
                  line[0] ? "; last seen: " : "", line);
     hc_error_hint(&err, "it goes on in the controller: 'hcctl operation wait %s' to keep "
                         "waiting, 'hcctl operation show %s' for its steps", id, id);

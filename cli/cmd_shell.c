@@ -365,7 +365,7 @@ static int readline_setup(struct shell *sh)
 {
     struct hc_error err = {0};
     if (pipe2(sigint_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-        hc_error_set(&err, 0, HC_ERR_INTERNAL, "cannot set up the shell: pipe: %s",
+        hc_error_set(&err, HC_E(INTERNAL), "cannot set up the shell: pipe: %s",
                      strerror(errno));
         return hc_cmd_fail(sh->ctx, &err, NULL);
     }

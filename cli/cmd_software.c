@@ -124,7 +124,7 @@ static int read_upload(const char *path, const char *sig_path, char **data, size
     struct stat st;
     size_t slen;
     if (stat(path, &st) == 0 && (uint64_t)st.st_size > HC_BUNDLE_MAX_BYTES)
-        return hc_error_set(err, 0, HC_BUNDLE_ERR_TOO_LARGE, "bundle '%s' exceeds %u bytes", path,
+        return hc_error_set(err, HC_E(BUNDLE_TOO_LARGE), "bundle '%s' exceeds %u bytes", path,
                             HC_BUNDLE_MAX_BYTES);
     if (hc_file_read(path, data, len, err) < 0)
         return -1;

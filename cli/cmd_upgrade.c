@@ -122,7 +122,7 @@ static int control(struct hc_cmd_ctx *ctx, const char *action)
         return hc_cmd_fail(ctx, &err, NULL);
     if (never_ran(st)) {
         json_decref(st);
-        hc_error_set(&err, 404, HC_ERR_NOT_FOUND, "no rolling upgrade has run on this cluster");
+        hc_error_set(&err, HC_E(NOT_FOUND), "no rolling upgrade has run on this cluster");
         hc_error_hint(&err, "start one with 'hcctl upgrade --rolling --to VERSION'");
         return hc_cmd_fail(ctx, &err, NULL);
     }

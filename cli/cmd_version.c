@@ -50,7 +50,7 @@ static json_t *controller_part(struct hc_cmd_ctx *ctx)
     if (!cfg)
         return json_pack("{s:n, s:o}", "url", "error", error_object(&err));
     if (!cfg->controller) {
-        hc_error_set(&err, 0, "not_configured", "no controller configured");
+        hc_error_set(&err, HC_E(NOT_CONFIGURED), "no controller configured");
         return json_pack("{s:n, s:o}", "url", "error", error_object(&err));
     }
     json_t *doc = hc_cmd_request(ctx, "GET", "/v1/version", NULL, &err);

@@ -430,7 +430,7 @@ int hc_shell_split(const char *line, int partial, char ***words, int *open_word,
     if (rc < 0)
         goto fail;
     if (quote && !partial) {
-        hc_error_set(err, 0, HC_CLI_ERR_USAGE, "unterminated %s quote",
+        hc_error_set(err, HC_E(USAGE), "unterminated %s quote",
                      quote == '"' ? "double" : "single");
         hc_error_hint(err, "close the quote, or escape it with a backslash");
         goto fail;
@@ -446,7 +446,7 @@ int hc_shell_split(const char *line, int partial, char ***words, int *open_word,
     return s.n;
 fail:
     if (rc < 0 || !quote || partial)
-        hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
     free(s.buf);
     hc_shell_words_free(s.words);
     return -1;

@@ -19,7 +19,7 @@ int hc_cli_config_path(char *buf, size_t len, struct hc_error *err)
     else if (home && home[0])
         snprintf(buf, len, "%s/.config/hcctl/config.json", home);
     else
-        return hc_error_set(err, 0, HC_ERR_IO,
+        return hc_error_set(err, HC_E(IO),
                             "cannot locate the config file: neither XDG_CONFIG_HOME nor HOME is set");
     return 0;
 }
@@ -51,20 +51,20 @@ static int read_file(const char *path, json_t **out, struct hc_error *err)
     if (!f) {
         if (errno == ENOENT)
             return 0;
-        return hc_error_set(err, 0, HC_ERR_IO, "cannot read config file '%s': %s", path,
+        return hc_error_set(err, HC_E(IO), "cannot read config file '%s': %s", path,
                             strerror(errno));
     }
     json_t *doc = json_loadf(f, 0, &jerr);
     fclose(f);
     if (!doc) {
-        hc_error_set(err, 0, HC_ERR_INVALID_JSON,
+        hc_error_set(err, HC_E(INVALID_JSON),
                      "cannot parse config file '%s': line %d column %d: %s", path, jerr.line,
                      jerr.column, jerr.text);
         return hc_error_hint(err, "fix or remove the file; `hcctld init` writes a fresh one");
     }
     if (!json_is_object(doc)) {
         json_decref(doc);
-        return hc_error_set(err, 0, HC_ERR_INVALID_JSON,
+        return hc_error_set(err, HC_E(INVALID_JSON),
                             "cannot parse config file '%s': not a JSON object", path);
     }
     *out = doc;
@@ -79,13 +79,13 @@ static int take_file(json_t *doc, const char *key, const char *path, char **dst,
     if (*dst || !v || json_is_null(v))
         return 0;
     if (!json_is_string(v))
-        return hc_error_set(err, 0, HC_ERR_INVALID_JSON,
+        return hc_error_set(err, HC_E(INVALID_JSON),
                             "cannot use config file '%s': \"%s\" is not a string", path, key);
     if (json_string_length(v) == 0)
         return 0;
     *dst = strdup(json_string_value(v));
     *from = "config";
-    return *dst ? 0 : hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+    return *dst ? 0 : hc_error_set(err, HC_E(INTERNAL), "out of memory");
 }
 
 static int load_file(struct hc_cli_config *cfg, struct hc_error *err)
@@ -148,13 +148,13 @@ int hc_cli_config_load(struct hc_cli_config *cfg, const struct hc_cli_config_fla
         take(&cfg->token, &cfg->token_from, flags->token, "HCCTL_TOKEN") < 0 ||
         take(&cfg->ca_file, &cfg->ca_from, flags->ca_file, "HCCTL_CA_FILE") < 0 ||
         take(&cfg->controller_pin, &pin_from, NULL, "HCCTL_CONTROLLER_PIN") < 0) {
-        hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto fail;
     }
     if ((!cfg->controller || !cfg->token || !cfg->ca_file) && load_file(cfg, err) < 0)
         goto fail;
     if (normalize_url(cfg) < 0) {
-        hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto fail;
     }
     return 0;
@@ -181,12 +181,12 @@ int hc_cli_config_set_token(const char *path, const char *token, struct hc_error
     if (read_file(path, &doc, err) < 0)
         return -1;
     if (!doc)
-        return hc_error_set(err, 0, HC_ERR_IO, "config file '%s' is gone", path);
+        return hc_error_set(err, HC_E(IO), "config file '%s' is gone", path);
     json_object_set_new(doc, "token", json_string(token));
     char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(doc);
     if (!text)
-        return hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     int rc = hc_file_write_atomic(path, text, strlen(text), 0600, err);
     free(text);
     return rc;

@@ -78,16 +78,16 @@ int hc_bundle_keys_add_pem(struct hc_bundle_keys *keys, const char *name, const 
     BIO_free(bio);
     ERR_clear_error();
     if (!pub) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "key '%s' is not a PEM public key", name);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "key '%s' is not a PEM public key", name);
         goto cleanup;
     }
     if (EVP_PKEY_id(pub) != EVP_PKEY_ED25519) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "key '%s' is not an Ed25519 key", name);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "key '%s' is not an Ed25519 key", name);
         hc_error_hint(err, "create signing keys with 'hcctl software keygen'");
         goto cleanup;
     }
     if (hc_bundle_key_id(pub, id) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode key '%s'", name);
+        hc_error_set(err, HC_E(INTERNAL), "cannot encode key '%s'", name);
         goto cleanup;
     }
     for (size_t i = 0; i < keys->count; i++)
@@ -96,12 +96,12 @@ int hc_bundle_keys_add_pem(struct hc_bundle_keys *keys, const char *name, const 
             goto cleanup;
         }
     if (keys->count == KEYS_MAX) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "too many trusted keys (max %d)", KEYS_MAX);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "too many trusted keys (max %d)", KEYS_MAX);
         goto cleanup;
     }
     struct bundle_key *k = &keys->keys[keys->count];
     if (!(k->pem = strdup(pem))) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     snprintf(k->name, sizeof(k->name), "%s", name);
@@ -145,7 +145,7 @@ int hc_bundle_keys_load_dir(struct hc_bundle_keys *keys, const char *dir, struct
     int n = scandir(dir, &list, pem_filter, alphasort), rc = 0;
     if (n < 0)
         return errno == ENOENT ? 0
-                               : hc_error_set(err, 500, HC_ERR_IO, "cannot read '%s': %s", dir,
+                               : hc_error_set(err, HC_E(IO), "cannot read '%s': %s", dir,
                                               strerror(errno));
     for (int i = 0; i < n; i++) {
         char *path = hc_path_join(dir, list[i]->d_name);
@@ -176,7 +176,7 @@ json_t *hc_bundle_keys_to_json(const struct hc_bundle_keys *keys)
 
 static int sig_invalid(struct hc_error *err, const char *what)
 {
-    hc_error_set(err, 400, HC_BUNDLE_ERR_SIGNATURE, "signature is malformed: %s", what);
+    hc_error_set(err, HC_E(BUNDLE_SIGNATURE), "signature is malformed: %s", what);
     return hc_error_hint(err, "a signature file holds one line 'hcsig1 KEYID SHA256 BASE64' "
                               "written by 'hcctl software build'");
 }
@@ -222,7 +222,7 @@ int hc_bundle_sign(EVP_PKEY *key, const void *data, size_t len, char line[HC_BUN
     if (!ctx || EVP_PKEY_id(key) != EVP_PKEY_ED25519 || hc_bundle_key_id(key, id) < 0 ||
         EVP_DigestSignInit(ctx, NULL, NULL, NULL, key) != 1 ||
         EVP_DigestSign(ctx, sig, &siglen, digest, sizeof(digest)) != 1 || siglen != 64) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot sign: the key is not a usable Ed25519 key");
+        hc_error_set(err, HC_E(INTERNAL), "cannot sign: the key is not a usable Ed25519 key");
         goto cleanup;
     }
     EVP_EncodeBlock(b64, sig, 64);
@@ -261,7 +261,7 @@ int hc_bundle_verify(const struct hc_bundle_keys *keys, const void *data, size_t
     unsigned char digest[SHA256_DIGEST_LENGTH];
     char hex[65];
     if (hc_bundle_keys_count(keys) == 0) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_NO_KEYS,
+        hc_error_set(err, HC_E(NO_TRUSTED_KEYS),
                      "no trusted bundle signing keys are "
                      "configured");
         return hc_error_hint(err, "the signing keys are fixed when the cluster is created "
@@ -273,7 +273,7 @@ int hc_bundle_verify(const struct hc_bundle_keys *keys, const void *data, size_t
     SHA256(data, len, digest);
     hc_sha256_hex(data, len, hex);
     if (strcmp(hex, sig.sha256) != 0) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_CHECKSUM,
+        hc_error_set(err, HC_E(BUNDLE_CHECKSUM),
                      "bundle checksum mismatch: the file's sha256 is %s but it was signed as %s",
                      hex, sig.sha256);
         return hc_error_hint(err, "the file is corrupt, truncated or altered, or the signature "
@@ -281,14 +281,14 @@ int hc_bundle_verify(const struct hc_bundle_keys *keys, const void *data, size_t
     }
     const struct bundle_key *k = key_by_id(keys, sig.key_id);
     if (!k) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_SIGNATURE,
+        hc_error_set(err, HC_E(BUNDLE_SIGNATURE),
                      "bundle is signed by key %s, which is not trusted", sig.key_id);
         return hc_error_hint(err, "sign it with a key given to 'hcctld init --trust-key' when the "
                                   "cluster was created: only those are trusted, on the "
                                   "controller and on every node");
     }
     if (!ed25519_verify(k->pub, sig.sig, digest, sizeof(digest))) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_SIGNATURE,
+        hc_error_set(err, HC_E(BUNDLE_SIGNATURE),
                      "bundle signature does not verify with trusted key '%s' (%s)", k->name, k->id);
         return hc_error_hint(err, "the signature was forged or damaged: sign the bundle again");
     }
@@ -468,14 +468,14 @@ static struct archive *archive_reader(const struct hc_bundle *b)
 static int corrupt(struct hc_error *err, struct archive *a, const char *fallback)
 {
     const char *why = a ? archive_error_string(a) : NULL;
-    hc_error_set(err, 400, HC_BUNDLE_ERR_CORRUPT, "bundle is not a valid tar.gz archive: %s",
+    hc_error_set(err, HC_E(BUNDLE_CORRUPT), "bundle is not a valid tar.gz archive: %s",
                  why ? why : fallback);
     return hc_error_hint(err, "build bundles with 'hcctl software build'");
 }
 
 static int unsafe(struct hc_error *err, const char *path, const char *why)
 {
-    hc_error_set(err, 400, HC_BUNDLE_ERR_UNSAFE, "bundle entry '%s' is refused: %s", path, why);
+    hc_error_set(err, HC_E(BUNDLE_UNSAFE), "bundle entry '%s' is refused: %s", path, why);
     return hc_error_hint(err, "a bundle holds only regular files, directories and links that "
                               "stay inside it, with relative paths");
 }
@@ -485,11 +485,11 @@ static int read_manifest(struct hc_bundle *b, struct archive *a, struct archive_
 {
     la_int64_t size = archive_entry_size(e);
     if (size <= 0 || size > HC_BUNDLE_MANIFEST_MAX)
-        return hc_error_set(err, 400, HC_BUNDLE_ERR_MANIFEST,
+        return hc_error_set(err, HC_E(BUNDLE_MANIFEST),
                             "manifest.json must hold 1 to %d bytes", HC_BUNDLE_MANIFEST_MAX);
     char *text = malloc((size_t)size);
     if (!text)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     la_ssize_t got = archive_read_data(a, text, (size_t)size);
     int rc = -1;
     if (got != size) {
@@ -499,7 +499,7 @@ static int read_manifest(struct hc_bundle *b, struct archive *a, struct archive_
     json_error_t jerr;
     b->manifest = json_loadb(text, (size_t)size, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(b->manifest)) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_MANIFEST, "manifest.json is not a JSON object%s%s",
+        hc_error_set(err, HC_E(BUNDLE_MANIFEST), "manifest.json is not a JSON object%s%s",
                      b->manifest ? "" : ": ", b->manifest ? "" : jerr.text);
         goto cleanup;
     }
@@ -538,12 +538,12 @@ static int scan_entry(struct hc_bundle *b, struct archive *a, struct archive_ent
     if (seen && !(type == AE_IFDIR && S_ISDIR((mode_t)json_integer_value(seen))))
         return unsafe(err, path, "the path appears twice");
     if (++b->info.entries > HC_BUNDLE_MAX_ENTRIES)
-        return hc_error_set(err, 400, HC_BUNDLE_ERR_TOO_LARGE, "bundle has more than %d entries",
+        return hc_error_set(err, HC_E(BUNDLE_TOO_LARGE), "bundle has more than %d entries",
                             HC_BUNDLE_MAX_ENTRIES);
     if (type == AE_IFREG && !hard && archive_entry_size(e) > 0)
         b->info.unpacked_bytes += (uint64_t)archive_entry_size(e);
     if (b->info.unpacked_bytes > HC_BUNDLE_MAX_UNPACKED)
-        return hc_error_set(err, 400, HC_BUNDLE_ERR_TOO_LARGE,
+        return hc_error_set(err, HC_E(BUNDLE_TOO_LARGE),
                             "bundle unpacks to more than %llu bytes", HC_BUNDLE_MAX_UNPACKED);
     json_object_set_new(b->files, path, json_integer((json_int_t)(type | archive_entry_perm(e))));
     if (type == AE_IFLNK && !hard)
@@ -598,7 +598,7 @@ static int check_links(const struct hc_bundle *b, struct hc_error *err)
             char prefix[1024];
             snprintf(prefix, sizeof(prefix), "%.*s", (int)(p - path), path);
             if (json_object_get(b->links, prefix)) {
-                hc_error_set(err, 400, HC_BUNDLE_ERR_UNSAFE,
+                hc_error_set(err, HC_E(BUNDLE_UNSAFE),
                              "bundle entry '%s' is refused: its path goes through the link '%s'",
                              path, prefix);
                 return hc_error_hint(err, "a bundle holds only regular files, directories and "
@@ -622,7 +622,7 @@ static int check_links(const struct hc_bundle *b, struct hc_error *err)
 static int check_contents(struct hc_bundle *b, struct hc_error *err)
 {
     if (!b->manifest) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_MANIFEST, "bundle has no manifest.json at its top");
+        hc_error_set(err, HC_E(BUNDLE_MANIFEST), "bundle has no manifest.json at its top");
         return hc_error_hint(err, "build bundles with 'hcctl software build --manifest FILE'");
     }
     if (hc_bundle_manifest_check(b->manifest, err) < 0)
@@ -630,11 +630,11 @@ static int check_contents(struct hc_bundle *b, struct hc_error *err)
     const char *entry = json_string_value(json_object_get(b->manifest, "entrypoint"));
     json_t *mode = json_object_get(b->files, entry);
     if (!mode)
-        return hc_error_set(err, 400, HC_BUNDLE_ERR_MANIFEST,
+        return hc_error_set(err, HC_E(BUNDLE_MANIFEST),
                             "manifest.json: entrypoint '%s' is not in the bundle", entry);
     mode_t m = (mode_t)json_integer_value(mode);
     if (!S_ISREG(m) || !(m & 0111))
-        return hc_error_set(err, 400, HC_BUNDLE_ERR_MANIFEST,
+        return hc_error_set(err, HC_E(BUNDLE_MANIFEST),
                             "manifest.json: entrypoint '%s' is not an executable file", entry);
     snprintf(b->info.name, sizeof(b->info.name), "%s",
              json_string_value(json_object_get(b->manifest, "name")));
@@ -648,7 +648,7 @@ struct hc_bundle *hc_bundle_open(const void *data, size_t len, const char *sig_l
 {
     struct hc_bundle *b = NULL;
     if (len > HC_BUNDLE_MAX_BYTES) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_TOO_LARGE, "bundle of %zu bytes exceeds %u bytes", len,
+        hc_error_set(err, HC_E(BUNDLE_TOO_LARGE), "bundle of %zu bytes exceeds %u bytes", len,
                      HC_BUNDLE_MAX_BYTES);
         return NULL;
     }
@@ -658,7 +658,7 @@ struct hc_bundle *hc_bundle_open(const void *data, size_t len, const char *sig_l
     b = calloc(1, sizeof(*b));
     if (!b || !(b->data = malloc(len ? len : 1)) || !(b->sig_line = strdup(sig_line)) ||
         !(b->files = json_object()) || !(b->links = json_object())) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto fail;
     }
     memcpy(b->data, data, len);
@@ -686,12 +686,12 @@ struct hc_bundle *hc_bundle_open_file(const char *path, const char *sig_path,
     struct hc_bundle *b = NULL;
     struct stat st;
     if (!sig_path && asprintf(&sig_alloc, "%s.sig", path) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
     }
     sig_path = sig_path ? sig_path : sig_alloc;
     if (stat(path, &st) == 0 && (uint64_t)st.st_size > HC_BUNDLE_MAX_BYTES) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_TOO_LARGE, "bundle '%s' exceeds %u bytes", path,
+        hc_error_set(err, HC_E(BUNDLE_TOO_LARGE), "bundle '%s' exceeds %u bytes", path,
                      HC_BUNDLE_MAX_BYTES);
         goto cleanup;
     }
@@ -750,20 +750,20 @@ static int make_dest(const char *dest, char **out, struct hc_error *err)
     char *copy1 = strdup(dest), *copy2 = strdup(dest), parent[PATH_MAX];
     int rc = -1;
     if (!copy1 || !copy2) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     if (!realpath(dirname(copy1), parent)) {
-        hc_error_set(err, 500, HC_ERR_IO, "cannot extract into '%s': %s", dest, strerror(errno));
+        hc_error_set(err, HC_E(IO), "cannot extract into '%s': %s", dest, strerror(errno));
         goto cleanup;
     }
     if (asprintf(out, "%s/%s", strcmp(parent, "/") ? parent : "", basename(copy2)) < 0) {
         *out = NULL;
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     if (mkdir(*out, 0755) < 0) {
-        hc_error_set(err, 500, HC_ERR_IO, "cannot create '%s': %s", *out, strerror(errno));
+        hc_error_set(err, HC_E(IO), "cannot create '%s': %s", *out, strerror(errno));
         free(*out);
         *out = NULL;
         goto cleanup;
@@ -783,7 +783,7 @@ static int copy_data(struct archive *in, struct archive *out, struct hc_error *e
     int r;
     while ((r = archive_read_data_block(in, &buf, &size, &offset)) == ARCHIVE_OK)
         if (archive_write_data_block(out, buf, size, offset) != ARCHIVE_OK)
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot write bundle file: %s",
+            return hc_error_set(err, HC_E(IO), "cannot write bundle file: %s",
                                 archive_error_string(out));
     return r == ARCHIVE_EOF ? 0 : corrupt(err, in, "unreadable");
 }
@@ -839,7 +839,7 @@ static int extract_all(const struct hc_bundle *b, const char *root, struct hc_er
         if (archive_entry_size(e) > 0 && copy_data(in, out, err) < 0)
             goto cleanup;
         if (archive_write_finish_entry(out) != ARCHIVE_OK) {
-            hc_error_set(err, 500, HC_ERR_IO, "cannot finish bundle file: %s",
+            hc_error_set(err, HC_E(IO), "cannot finish bundle file: %s",
                          archive_error_string(out));
             goto cleanup;
         }
@@ -849,7 +849,7 @@ static int extract_all(const struct hc_bundle *b, const char *root, struct hc_er
         goto cleanup;
     }
     if (archive_write_close(out) != ARCHIVE_OK) {
-        hc_error_set(err, 500, HC_ERR_IO, "cannot finish extraction: %s",
+        hc_error_set(err, HC_E(IO), "cannot finish extraction: %s",
                      archive_error_string(out));
         goto cleanup;
     }

@@ -39,14 +39,7 @@
 #define HC_BUNDLE_SIG_MAX 256 /* one signature line, NUL included */
 #define HC_BUNDLE_KEY_ID_LEN 16
 
-/* Error codes of refused bundles (snake_case, part of the API). */
-#define HC_BUNDLE_ERR_SIGNATURE "bundle_signature_invalid" /* bad, malformed or untrusted */
-#define HC_BUNDLE_ERR_CHECKSUM "bundle_checksum_mismatch"  /* the file is not what was signed */
-#define HC_BUNDLE_ERR_CORRUPT "bundle_corrupt"             /* not a readable tar.gz */
-#define HC_BUNDLE_ERR_UNSAFE "bundle_unsafe_entry"         /* path escapes, special file */
-#define HC_BUNDLE_ERR_MANIFEST "bundle_manifest_invalid"
-#define HC_BUNDLE_ERR_TOO_LARGE "bundle_too_large"
-#define HC_BUNDLE_ERR_NO_KEYS "no_trusted_keys"
+/* Error codes of refused bundles: HC_BUNDLE_ERR_* in common/error_codes.h. */
 
 /* ---------------------------------------------------------------- trusted keys */
 

@@ -42,17 +42,17 @@ int hc_bundle_keygen(const char *prefix, char key_id[HC_BUNDLE_KEY_ID_LEN + 1],
     EVP_PKEY *key = NULL;
     int rc = -1;
     if (asprintf(&key_path, "%s.key", prefix) < 0 || asprintf(&pub_path, "%s.pub", prefix) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     if (access(key_path, F_OK) == 0) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "key file '%s' already exists", key_path);
+        hc_error_set(err, HC_E(CONFLICT), "key file '%s' already exists", key_path);
         hc_error_hint(err, "a signing key is never overwritten: choose another --out");
         goto cleanup;
     }
     key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
     if (!key || !(priv = key_pem(key, 1)) || !(pub = key_pem(key, 0))) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate an Ed25519 key");
+        hc_error_set(err, HC_E(INTERNAL), "cannot generate an Ed25519 key");
         goto cleanup;
     }
     if (hc_file_write_atomic(key_path, priv, strlen(priv), 0600, err) < 0 ||
@@ -87,7 +87,7 @@ EVP_PKEY *hc_bundle_private_key_load(const char *path, struct hc_error *err)
     ERR_clear_error();
     if (!key || EVP_PKEY_id(key) != EVP_PKEY_ED25519) {
         EVP_PKEY_free(key);
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' is not an Ed25519 private key", path);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "'%s' is not an Ed25519 private key", path);
         hc_error_hint(err, "create one with 'hcctl software keygen --out PREFIX'");
         return NULL;
     }
@@ -98,7 +98,7 @@ EVP_PKEY *hc_bundle_private_key_load(const char *path, struct hc_error *err)
 
 static int archive_fail(struct archive *a, const char *what, const char *path, struct hc_error *err)
 {
-    return hc_error_set(err, 500, HC_ERR_IO, "cannot %s '%s': %s", what, path,
+    return hc_error_set(err, HC_E(IO), "cannot %s '%s': %s", what, path,
                         archive_error_string(a) ? archive_error_string(a) : "unknown error");
 }
 
@@ -107,7 +107,7 @@ static int write_manifest(struct archive *w, const char *text, struct hc_error *
     struct archive_entry *e = archive_entry_new();
     int rc = -1;
     if (!e)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     archive_entry_set_pathname(e, HC_BUNDLE_MANIFEST);
     archive_entry_set_filetype(e, AE_IFREG);
     archive_entry_set_perm(e, 0644);
@@ -130,7 +130,7 @@ static int write_file_data(struct archive *disk, struct archive *w, const char *
     la_ssize_t n;
     int rc = 0;
     if (!buf)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     while ((n = archive_read_data(disk, buf, COPY_BLOCK)) > 0)
         if (archive_write_data(w, buf, (size_t)n) != n) {
             rc = archive_fail(w, "write", path, err);
@@ -151,19 +151,19 @@ static int write_entry(struct archive *disk, struct archive *w, struct archive_e
     if (strcmp(path, dir) == 0)
         return 0;
     if (strncmp(path, dir, dlen) != 0 || path[dlen] != '/')
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "unexpected path '%s' under '%s'", path,
+        return hc_error_set(err, HC_E(INTERNAL), "unexpected path '%s' under '%s'", path,
                             dir);
     const char *rel = path + dlen + 1;
     mode_t type = archive_entry_filetype(e);
     if (strcmp(rel, HC_BUNDLE_MANIFEST) == 0)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' already holds a manifest.json",
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'%s' already holds a manifest.json",
                             dir);
     if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "cannot bundle '%s': not a regular file, directory or link", path);
     char *copy = strdup(rel);
     if (!copy)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     archive_entry_set_pathname(e, copy);
     free(copy);
     archive_entry_set_uid(e, 0);
@@ -183,7 +183,7 @@ static int write_tree(struct archive *w, const char *dir, struct hc_error *err)
     struct archive_entry *e = archive_entry_new();
     int r, rc = -1;
     if (!disk || !e) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     archive_read_disk_set_symlink_physical(disk);
@@ -218,7 +218,7 @@ static int write_archive(int fd, const char *path, const char *manifest, const c
     struct archive *w = archive_write_new();
     int rc = -1;
     if (!w)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     if (archive_write_add_filter_gzip(w) != ARCHIVE_OK ||
         archive_write_set_format_pax_restricted(w) != ARCHIVE_OK ||
         archive_write_open_fd(w, fd) != ARCHIVE_OK) {
@@ -251,7 +251,7 @@ static int load_manifest(const char *manifest_path, const char *dir, char **text
     json_t *m = json_loadb(*text, len, JSON_REJECT_DUPLICATES, &jerr);
     int rc = -1;
     if (!m) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_MANIFEST, "'%s' is not valid JSON: %s at line %d",
+        hc_error_set(err, HC_E(BUNDLE_MANIFEST), "'%s' is not valid JSON: %s at line %d",
                      manifest_path, jerr.text, jerr.line);
         goto cleanup;
     }
@@ -259,7 +259,7 @@ static int load_manifest(const char *manifest_path, const char *dir, char **text
         goto cleanup;
     char *entry = hc_path_join(dir, json_string_value(json_object_get(m, "entrypoint")));
     if (!entry || lstat(entry, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111))
-        hc_error_set(err, 400, HC_BUNDLE_ERR_MANIFEST,
+        hc_error_set(err, HC_E(BUNDLE_MANIFEST),
                      "entrypoint '%s' is not an executable regular file", entry ? entry : "?");
     else
         rc = 0;
@@ -279,7 +279,7 @@ static int sign_and_check(EVP_PKEY *key, const char *tmp, char line[HC_BUNDLE_SI
     struct hc_bundle *b = NULL;
     int rc = -1;
     if (!pub || !keys) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     if (hc_file_read(tmp, &data, &len, err) < 0 || hc_bundle_sign(key, data, len, line, err) < 0 ||
@@ -305,7 +305,7 @@ static int write_sig(const char *out, const char *line, struct hc_error *err)
     char *path = NULL, *text = NULL;
     int rc = -1;
     if (asprintf(&path, "%s.sig", out) < 0 || asprintf(&text, "%s\n", line) < 0)
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
     else
         rc = hc_file_write_atomic(path, text, strlen(text), 0644, err);
     free(path);
@@ -321,13 +321,13 @@ int hc_bundle_build(const char *manifest_path, const char *dir_arg, const char *
     struct stat st;
     int rc = -1, fd = -1;
     if (!dir) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
         dir[n - 1] = '\0';
     if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' is not a directory", dir);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "'%s' is not a directory", dir);
         goto cleanup;
     }
     if (!(key = hc_bundle_private_key_load(key_path, err)) ||

@@ -24,7 +24,7 @@ __attribute__((format(printf, 2, 3))) static int bad(struct hc_error *err, const
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    hc_error_set(err, 400, HC_BUNDLE_ERR_MANIFEST, "manifest.json: %s", msg);
+    hc_error_set(err, HC_E(BUNDLE_MANIFEST), "manifest.json: %s", msg);
     return hc_error_hint(err, "see docs/bundles.md for the manifest's fields");
 }
 

@@ -241,7 +241,7 @@ int hc_walk_options(struct hc_walk *w, int posix, int nwords, char *const *words
             if (posix)
                 return 0;
             if (add_pos(w, word) < 0) {
-                hc_error_set(w->on_err, 0, HC_ERR_INTERNAL, "out of memory");
+                hc_error_set_transport(w->on_err, HC_E(INTERNAL), "out of memory");
                 return walk_stop(w, HC_WALK_CALLBACK, *i);
             }
             (*i)++;
@@ -304,7 +304,7 @@ void hc_walk_clear(struct hc_walk *w)
 
 static int usage_errorv(struct hc_error *err, const char *hint, const char *fmt, va_list ap)
 {
-    hc_error_set(err, 0, HC_CMDLINE_ERR_USAGE, "%s", "");
+    hc_error_set(err, HC_E(USAGE), "%s", "");
     vsnprintf(err->message, sizeof(err->message), fmt, ap);
     if (hint)
         hc_error_hint(err, "%s", hint);
@@ -672,10 +672,10 @@ static int write_man(const struct hc_cmdline_prog *prog, const char *path, struc
 {
     FILE *f = path ? fopen(path, "w") : stdout;
     if (!f)
-        return hc_error_set(err, 0, HC_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+        return hc_error_set_transport(err, HC_E(IO), "cannot write '%s': %s", path, strerror(errno));
     hc_cmdline_man(f, prog);
     if (path && fclose(f) != 0)
-        return hc_error_set(err, 0, HC_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+        return hc_error_set_transport(err, HC_E(IO), "cannot write '%s': %s", path, strerror(errno));
     return 1;
 }
 
@@ -725,7 +725,7 @@ static int cl_parse(struct hc_cmdline *cl, int argc, char **argv, struct hc_erro
     while (cl->verb->opts && cl->verb->opts[nv].name)
         nv++;
     if (!(cl->vals = calloc(nv + 1, sizeof(*cl->vals))))
-        return hc_error_set(err, 0, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set_transport(err, HC_E(INTERNAL), "out of memory");
     if (cl->group) {
         char name[128];
         hc_cmd_verb_words(cl->group, cl->verb, name, sizeof(name));

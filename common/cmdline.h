@@ -21,9 +21,6 @@
 
 #include "common/error.h"
 
-/* Error code of command-line mistakes (never sent by a server). */
-#define HC_CMDLINE_ERR_USAGE "usage"
-
 /* HC_OPT_LIST: a string option that may be repeated (--node a --node b). */
 enum hc_opt_type { HC_OPT_BOOL = 0, HC_OPT_STRING, HC_OPT_INT, HC_OPT_DURATION, HC_OPT_LIST };
 
@@ -195,7 +192,7 @@ int hc_cmdline_store(const struct hc_cmd_opt *opt, struct hc_opt_val *val, const
  * the hint when there is no suggestion ("see 'hcctl --help'"). Returns -1. */
 int hc_walk_error(const struct hc_walk *w, char *const *words, const char *where,
                   struct hc_error *err);
-/* Fills err with a usage error (code HC_CMDLINE_ERR_USAGE, hint may be NULL); returns -1. */
+/* Fills err with a usage error (code HC_CLI_ERR_USAGE, the table's USAGE row; hint may be NULL); returns -1. */
 int hc_cmdline_usage_error(struct hc_error *err, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

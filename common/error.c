@@ -1,4 +1,5 @@
-/* Error values: fill, prefix, and convert to and from the API's JSON error shape. */
+/* Error values: fill, prefix, and convert to and from the API's JSON error shape; the table of
+ * error codes (common/error_codes.h). */
 #include "common/error.h"
 
 #include <stdarg.h>
@@ -21,18 +22,47 @@ static void utf8_trim(char *s)
         s[i - 1] = '\0';
 }
 
-int hc_error_set(struct hc_error *err, int status, const char *code, const char *fmt, ...)
+/* The one place that fills an error: every setter below ends here. */
+static int error_vset(struct hc_error *err, int status, const char *wire, const char *fmt,
+                      va_list ap)
 {
     if (!err)
         return -1;
     err->status = status;
-    snprintf(err->code, sizeof(err->code), "%s", code ? code : HC_ERR_INTERNAL);
-    va_list ap;
-    va_start(ap, fmt);
+    snprintf(err->code, sizeof(err->code), "%s", wire);
     vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
     utf8_trim(err->message);
     err->hint[0] = '\0';
+    return -1;
+}
+
+#undef hc_error_set
+int hc_error_set(struct hc_error *err, const struct hc_code *code, const char *fmt, ...)
+{
+    if (!code)
+        code = HC_E(INTERNAL);
+    va_list ap;
+    va_start(ap, fmt);
+    error_vset(err, code->status, code->wire, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int hc_error_set_transport(struct hc_error *err, const struct hc_code *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_vset(err, 0, (code ? code : HC_E(INTERNAL))->wire, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int hc_error_set_wire(struct hc_error *err, int status, const char *wire, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_vset(err, status, wire && *wire ? wire : HC_ERR_INTERNAL, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
@@ -87,8 +117,26 @@ int hc_error_from_json(struct hc_error *err, const json_t *body, int status)
     const char *hint = json_string_value(json_object_get(inner, "hint"));
     if (!code || !message)
         return -1;
-    hc_error_set(err, status, code, "%s", message);
+    hc_error_set_wire(err, status, code, "%s", message);
     if (hint)
         hc_error_hint(err, "%s", hint);
     return 0;
+}
+
+#define HC_CODE_ROW_INIT(id, wire_, status_, exit_answer_, exit_op_, meaning_)                  \
+    [HC_CODE_##id] = {.name = #id,                                                            \
+                        .wire = wire_,                                                            \
+                        .status = status_,                                                        \
+                        .exit_answer = exit_answer_,                                              \
+                        .exit_op = exit_op_,                                                      \
+                        .meaning = meaning_},
+const struct hc_code hc_codes[HC_CODE_COUNT] = {HC_ERROR_CODES(HC_CODE_ROW_INIT)};
+#undef HC_CODE_ROW_INIT
+
+const struct hc_code *hc_code_find(const char *wire)
+{
+    for (size_t i = 0; wire && i < HC_CODE_COUNT; i++)
+        if (strcmp(hc_codes[i].wire, wire) == 0)
+            return &hc_codes[i];
+    return NULL;
 }

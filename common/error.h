@@ -11,33 +11,33 @@
 
 #include <jansson.h>
 
-/* Stable error codes (snake_case, part of the API). Add here, never rename. */
-#define HC_ERR_INTERNAL "internal"
-#define HC_ERR_INVALID_ARGUMENT "invalid_argument"
-#define HC_ERR_INVALID_JSON "invalid_json"
-#define HC_ERR_BODY_TOO_LARGE "body_too_large"
-#define HC_ERR_NOT_FOUND "not_found"
-#define HC_ERR_METHOD_NOT_ALLOWED "method_not_allowed"
-#define HC_ERR_UNAUTHORIZED "unauthorized"
-#define HC_ERR_FORBIDDEN "forbidden"
-#define HC_ERR_CONFLICT "conflict"
-#define HC_ERR_TOKEN_INVALID "token_invalid"
-#define HC_ERR_UNREACHABLE "unreachable"
-#define HC_ERR_TIMEOUT "timeout"
-#define HC_ERR_TLS "tls_error"
-#define HC_ERR_DB "db_error"
-#define HC_ERR_SCHEMA_TOO_NEW "schema_too_new"
-#define HC_ERR_IO "io_error"
+#include "common/error_codes.h"
 
 struct hc_error {
-    int status;        /* HTTP status this error maps to (0 = not set, treated as 500) */
-    char code[48];     /* one of HC_ERR_* or an operation-specific snake_case code */
+    int status;        /* HTTP status: the code's (hc_codes), or the one a peer answered with;
+                        * 0 = no HTTP answer at all (a transport failure), replied as 500 */
+    char code[48];     /* the wire string of a row of hc_codes, or a peer's code we do not know */
     char message[512]; /* lowercase, no full stop, names what failed first */
     char hint[256];    /* what to do next; may be empty */
 };
 
-/* Fills err (if not NULL) and returns -1, so callers can write `return hc_error_set(...)`. */
-int hc_error_set(struct hc_error *err, int status, const char *code, const char *fmt, ...)
+/* Fills err (if not NULL) with code (a row of hc_codes: HC_E(NOT_FOUND)), its status and the
+ * message, and returns -1, so callers can write `return hc_error_set(...)`. NULL code means
+ * HC_E(INTERNAL). The macro below refuses anything but a row at compile time, so a call with a
+ * hand-picked status (the old signature) does not build. */
+int hc_error_set(struct hc_error *err, const struct hc_code *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define HC_CODE_ROW(c) _Generic((c), const struct hc_code *: (c), struct hc_code *: (c), void *: (c))
+#define hc_error_set(err, code, ...) hc_error_set((err), HC_CODE_ROW(code), __VA_ARGS__)
+/* The same for an error that is no HTTP answer (a request that never got one: refused
+ * connection, TLS failure, transport timeout): status 0, so a caller tells "no answer" from
+ * "answered 502"; a server that relays it replies 500. */
+int hc_error_set_transport(struct hc_error *err, const struct hc_code *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A code that came from elsewhere as a string (a peer's JSON error, a stored operation's error,
+ * a copy of another error): code and status are kept as they came, known or not. NULL or ""
+ * wire means "internal". */
+int hc_error_set_wire(struct hc_error *err, int status, const char *wire, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Sets the hint of an already filled error; returns -1. */
 int hc_error_hint(struct hc_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -93,7 +93,7 @@ static int hc_strdup_opt(char **dst, const char *src)
 static int hc_client_check_file(const char *what, const char *path, struct hc_error *err)
 {
     if (path && access(path, R_OK) != 0)
-        return hc_error_set(err, 0, HC_ERR_IO, "cannot read %s '%s': %s", what, path,
+        return hc_error_set_transport(err, HC_E(IO), "cannot read %s '%s': %s", what, path,
                             strerror(errno));
     return 0;
 }
@@ -113,7 +113,7 @@ static int hc_client_copy_config(struct hc_http_client *c, const struct hc_tls_c
         hc_strdup_opt(&c->crl_file, tls->crl_file) != 0 ||
         hc_strdup_opt(&c->pinned_pubkey, tls->pinned_pubkey) != 0 ||
         (tls->source_address && asprintf(&c->source_address, "host!%s", tls->source_address) < 0))
-        return hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot create https client: out of memory");
+        return hc_error_set_transport(err, HC_E(INTERNAL), "cannot create https client: out of memory");
     c->insecure = tls->insecure;
     c->connect_timeout_ms =
         tls->connect_timeout_ms > 0 ? tls->connect_timeout_ms : HC_HTTP_DEFAULT_CONNECT_MS;
@@ -187,20 +187,20 @@ struct hc_http_client *hc_http_client_new(const struct hc_tls_client_config *tls
     static const struct hc_tls_client_config none = {0};
     pthread_once(&hc_curl_once, hc_curl_global_init);
     if (hc_curl_init_rc != CURLE_OK) {
-        hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot initialise libcurl: %s",
+        hc_error_set_transport(err, HC_E(INTERNAL), "cannot initialise libcurl: %s",
                      curl_easy_strerror(hc_curl_init_rc));
         return NULL;
     }
     struct hc_http_client *c = calloc(1, sizeof(*c));
     if (!c) {
-        hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot create https client: out of memory");
+        hc_error_set_transport(err, HC_E(INTERNAL), "cannot create https client: out of memory");
         return NULL;
     }
     if (hc_client_copy_config(c, tls ? tls : &none, err) != 0)
         goto fail;
     hc_client_crl_stat(c, &c->crl_seen);
     if (hc_client_handles_new(c) != 0) {
-        hc_error_set(err, 0, HC_ERR_INTERNAL, "cannot create https client: out of memory");
+        hc_error_set_transport(err, HC_E(INTERNAL), "cannot create https client: out of memory");
         goto fail;
     }
     return c;
@@ -393,11 +393,11 @@ static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx, stru
     ctx->started_ms = hc_mono_ms();
     ctx->timeout_ms = call->timeout_ms > 0 ? call->timeout_ms : HC_HTTP_DEFAULT_TOTAL_MS;
     if (!call->url) {
-        hc_error_set(&call->err, 0, HC_ERR_INVALID_ARGUMENT, "request without a url");
+        hc_error_set_transport(&call->err, HC_E(INVALID_ARGUMENT), "request without a url");
         goto fail;
     }
     if (call->body && !call->raw_body && !(ctx->body = hc_json_dump(call->body))) {
-        hc_error_set(&call->err, 0, HC_ERR_INTERNAL, "cannot serialise body for '%s'", call->url);
+        hc_error_set_transport(&call->err, HC_E(INTERNAL), "cannot serialise body for '%s'", call->url);
         goto fail;
     }
     char pin[128];
@@ -406,7 +406,7 @@ static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx, stru
     if (!(ctx->easy = curl_easy_init()) || hc_call_configure(c, ctx) != 0 ||
         (c->pinner && curl_easy_setopt(ctx->easy, CURLOPT_PINNEDPUBLICKEY, pin) != CURLE_OK) ||
         curl_multi_add_handle(c->multi, ctx->easy) != CURLM_OK) {
-        hc_error_set(&call->err, 0, HC_ERR_INTERNAL, "cannot prepare request to '%s'", call->url);
+        hc_error_set_transport(&call->err, HC_E(INTERNAL), "cannot prepare request to '%s'", call->url);
         goto fail;
     }
     return 0;
@@ -497,10 +497,10 @@ static void hc_call_timeout_error(struct hc_call_ctx *ctx, struct hc_error *err)
     long took = (long)(hc_mono_ms() - ctx->started_ms);
     curl_easy_getinfo(ctx->easy, CURLINFO_APPCONNECT_TIME_T, &tls_us);
     if (tls_us == 0)
-        hc_error_set(err, 0, HC_ERR_TIMEOUT, "cannot reach '%s': connection timed out after %ld ms",
+        hc_error_set_transport(err, HC_E(TIMEOUT), "cannot reach '%s': connection timed out after %ld ms",
                      url, took < ctx->timeout_ms ? took : ctx->timeout_ms);
     else
-        hc_error_set(err, 0, HC_ERR_TIMEOUT, "no answer from '%s' within %ld ms", url,
+        hc_error_set_transport(err, HC_E(TIMEOUT), "no answer from '%s' within %ld ms", url,
                      ctx->timeout_ms);
     hc_error_hint(err, "the peer is down or overloaded, or large packets to it vanish (an MTU "
                        "blackhole: try 'hcctl net check-jumbo')");
@@ -509,11 +509,11 @@ static void hc_call_timeout_error(struct hc_call_ctx *ctx, struct hc_error *err)
 static void hc_call_too_large(struct hc_call_ctx *ctx, struct hc_error *err)
 {
     if (ctx->too_large == 2)
-        hc_error_set(err, 502, HC_ERR_RESPONSE_TOO_LARGE,
+        hc_error_set(err, HC_E(RESPONSE_TOO_LARGE),
                      "the answer from '%s' holds more than %zu JSON values (the limit); "
                      "refused unparsed", ctx->call->url, ctx->max_json_values);
     else
-        hc_error_set(err, 502, HC_ERR_RESPONSE_TOO_LARGE,
+        hc_error_set(err, HC_E(RESPONSE_TOO_LARGE),
                      "the answer from '%s' exceeds the limit of %zu bytes; transfer aborted",
                      ctx->call->url, ctx->max_response);
     hc_error_hint(err, "no legitimate answer is that large: the peer is misbehaving or is not "
@@ -530,23 +530,23 @@ static void hc_call_error(struct hc_call_ctx *ctx, CURLcode rc, struct hc_error 
     curl_easy_getinfo(ctx->easy, CURLINFO_OS_ERRNO, &os_errno);
     if (rc == CURLE_COULDNT_CONNECT && os_errno) {
         snprintf(detail, sizeof(detail), "%s", strerror((int)os_errno));
-        hc_error_set(err, 0, HC_ERR_UNREACHABLE, "cannot reach '%s': %s", url,
+        hc_error_set_transport(err, HC_E(UNREACHABLE), "cannot reach '%s': %s", url,
                      hc_lower_first(detail));
     } else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) {
-        hc_error_set(err, 0, HC_ERR_UNREACHABLE, "cannot reach '%s': %s", url, detail);
+        hc_error_set_transport(err, HC_E(UNREACHABLE), "cannot reach '%s': %s", url, detail);
     } else if (rc == CURLE_OPERATION_TIMEDOUT) {
         hc_call_timeout_error(ctx, err);
     } else if (hc_curl_is_tls(rc) || hc_call_peer_aborted_tls(ctx, rc)) {
         hc_tls_detail(ctx->errbuf, rc, detail, sizeof(detail));
-        hc_error_set(err, 0, HC_ERR_TLS, "tls handshake with '%s' failed: %s", url, detail);
+        hc_error_set_transport(err, HC_E(TLS), "tls handshake with '%s' failed: %s", url, detail);
         hc_error_hint(err, "check the trusted CA, the peer's certificate and this client's "
                            "certificate (the peer may refuse it)");
     } else if ((rc == CURLE_WRITE_ERROR && ctx->too_large) || rc == CURLE_FILESIZE_EXCEEDED) {
         hc_call_too_large(ctx, err);
     } else if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
-        hc_error_set(err, 0, HC_ERR_INVALID_ARGUMENT, "invalid url '%s': %s", url, detail);
+        hc_error_set_transport(err, HC_E(INVALID_ARGUMENT), "invalid url '%s': %s", url, detail);
     } else {
-        hc_error_set(err, 0, HC_ERR_UNREACHABLE, "request to '%s' failed: %s", url, detail);
+        hc_error_set_transport(err, HC_E(UNREACHABLE), "request to '%s' failed: %s", url, detail);
     }
 }
 
@@ -594,7 +594,7 @@ static void hc_call_finish(struct hc_http_client *c, struct hc_call_ctx *ctx, CU
         return;
     }
     if (!ctx->buf && !(ctx->buf = calloc(1, 1))) {
-        hc_error_set(&call->err, 0, HC_ERR_INTERNAL, "cannot store response from '%s'", call->url);
+        hc_error_set_transport(&call->err, HC_E(INTERNAL), "cannot store response from '%s'", call->url);
         hc_call_release(c, ctx);
         return;
     }
@@ -638,7 +638,7 @@ static void hc_fanout_abort(struct hc_http_client *c, struct hc_call_ctx *ctxs,
     for (size_t i = 0; i < n; i++) {
         if (calls[i].ok || calls[i].err.code[0])
             continue;
-        hc_error_set(&calls[i].err, 0, HC_ERR_INTERNAL, "request to '%s' failed: %s",
+        hc_error_set_transport(&calls[i].err, HC_E(INTERNAL), "request to '%s' failed: %s",
                      calls[i].url, curl_multi_strerror(mc));
         if (ctxs[i].easy)
             hc_call_release(c, &ctxs[i]);
@@ -663,7 +663,7 @@ size_t hc_http_fanout(struct hc_http_client *c, struct hc_http_call *calls, size
     if (hc_client_crl_refresh(c) == 0)
         ctxs = n ? calloc(n, sizeof(*ctxs)) : NULL;
     for (size_t i = 0; n && !ctxs && i < n; i++)
-        hc_error_set(&calls[i].err, 0, HC_ERR_INTERNAL, "cannot start request: out of memory");
+        hc_error_set_transport(&calls[i].err, HC_E(INTERNAL), "cannot start request: out of memory");
     if (max_parallel == 0 || max_parallel > n)
         max_parallel = n;
     size_t next = 0, running = 0, ok = 0;

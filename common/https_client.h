@@ -48,7 +48,6 @@ struct hc_tls_client_config {
  * limit. The default suits a peer's JSON API; a client that downloads files sets its own.
  */
 #define HC_HTTP_DEFAULT_MAX_RESPONSE (2u * 1024 * 1024)
-#define HC_ERR_RESPONSE_TOO_LARGE "response_too_large"
 
 struct hc_http_response {
     long status;   /* HTTP status */

@@ -337,10 +337,10 @@ const struct hc_route *hc_router_match(const struct hc_router *r, const char *me
         return best;
     }
     if (!allowed[0]) {
-        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "endpoint '%s' not found", path);
+        hc_error_set(err, HC_E(NOT_FOUND), "endpoint '%s' not found", path);
         return NULL;
     }
-    hc_error_set(err, 405, HC_ERR_METHOD_NOT_ALLOWED, "method '%s' not allowed on '%s'", method,
+    hc_error_set(err, HC_E(METHOD_NOT_ALLOWED), "method '%s' not allowed on '%s'", method,
                  path);
     hc_error_hint(err, "allowed: %s", allowed);
     return NULL;
@@ -353,7 +353,7 @@ static int hc_tls_error(struct hc_error *err, const char *what, const char *file
 {
     unsigned long e = ERR_peek_last_error();
     const char *reason = e ? ERR_reason_error_string(e) : NULL;
-    hc_error_set(err, 500, HC_ERR_TLS, "cannot %s '%s': %s", what, file,
+    hc_error_set(err, HC_E(TLS), "cannot %s '%s': %s", what, file,
                  reason ? reason : "unknown tls error");
     ERR_clear_error();
     return -1;
@@ -957,7 +957,7 @@ static void hc_request_dispatch(struct hc_request *req)
     size_t limit =
         req->granted && req->route && req->route->max_body ? req->route->max_body : srv->max_body;
     if (body_len > limit) {
-        hc_error_set(&err, 413, HC_ERR_BODY_TOO_LARGE,
+        hc_error_set(&err, HC_E(BODY_TOO_LARGE),
                      "request body of %zu bytes exceeds the limit of %zu bytes", body_len, limit);
         hc_reply_error(req, &err);
         return;
@@ -965,7 +965,7 @@ static void hc_request_dispatch(struct hc_request *req)
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req->ev);
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
     if (query && evhttp_parse_query_str(query, &req->query) != 0) {
-        hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "malformed query string '%s'", query);
+        hc_error_set(&err, HC_E(INVALID_ARGUMENT), "malformed query string '%s'", query);
         hc_reply_error(req, &err);
         return;
     }
@@ -994,7 +994,7 @@ static void hc_server_gencb(struct evhttp_request *ev, void *arg)
     hc_request_dispatch(&req);
     if (!req.replied) {
         struct hc_error err;
-        hc_error_set(&err, 500, HC_ERR_INTERNAL, "handler for '%s %s' did not reply", req.method,
+        hc_error_set(&err, HC_E(INTERNAL), "handler for '%s %s' did not reply", req.method,
                      req.path);
         hc_reply_error(&req, &err);
     }
@@ -1127,7 +1127,7 @@ void hc_reply_data(struct hc_request *req, int status, const char *content_type,
         struct hc_error err;
         if (out)
             evbuffer_free(out);
-        hc_error_set(&err, 500, HC_ERR_INTERNAL, "cannot send %zu bytes: out of memory", len);
+        hc_error_set(&err, HC_E(INTERNAL), "cannot send %zu bytes: out of memory", len);
         hc_reply_error(req, &err);
         return;
     }
@@ -1192,12 +1192,12 @@ struct hc_http_server *hc_http_server_new(struct event_base *base,
                                           struct hc_error *err)
 {
     if (!tls || !tls->cert_file || !tls->key_file) {
-        hc_error_set(err, 500, HC_ERR_INVALID_ARGUMENT, "https server needs a certificate and key");
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "https server needs a certificate and key");
         return NULL;
     }
     struct hc_http_server *srv = calloc(1, sizeof(*srv));
     if (!srv) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot allocate https server: out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "cannot allocate https server: out of memory");
         return NULL;
     }
     srv->base = base;
@@ -1211,7 +1211,7 @@ struct hc_http_server *hc_http_server_new(struct event_base *base,
         srv->required_pin = strdup(tls->required_client_pin);
     if (!srv->router || !srv->http || (tls->required_client_cn && !srv->required_cn) ||
         (tls->required_client_pin && !srv->required_pin)) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot allocate https server: out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "cannot allocate https server: out of memory");
         goto fail;
     }
     if (!(srv->ctx = hc_tls_server_ctx(tls, err)))
@@ -1272,9 +1272,9 @@ int hc_http_server_listen(struct hc_http_server *srv, const char *addr, int port
     if (!addr)
         addr = "0.0.0.0";
     if (port < 0 || port > 65535)
-        return hc_error_set(err, 500, HC_ERR_INVALID_ARGUMENT, "invalid port %d", port);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid port %d", port);
     if (srv->nlisteners == HC_HTTP_MAX_LISTENERS)
-        return hc_error_set(err, 500, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "cannot listen on '%s:%d': at most %d addresses", addr, port,
                             HC_HTTP_MAX_LISTENERS);
     struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC,
@@ -1286,7 +1286,7 @@ int hc_http_server_listen(struct hc_http_server *srv, const char *addr, int port
     snprintf(service, sizeof(service), "%d", port);
     int gai = evutil_getaddrinfo(addr, service, &hints, &ai);
     if (gai != 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot listen on '%s:%d': %s", addr, port,
+        return hc_error_set(err, HC_E(IO), "cannot listen on '%s:%d': %s", addr, port,
                             evutil_gai_strerror(gai));
     struct evconnlistener *lev = evconnlistener_new_bind(
         srv->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
@@ -1294,7 +1294,7 @@ int hc_http_server_listen(struct hc_http_server *srv, const char *addr, int port
     int saved = errno;
     evutil_freeaddrinfo(ai);
     if (!lev)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot listen on '%s:%d': %s", addr, port,
+        return hc_error_set(err, HC_E(IO), "cannot listen on '%s:%d': %s", addr, port,
                             strerror(saved));
     struct hc_listener *l = &srv->listeners[srv->nlisteners];
     memset(l, 0, sizeof(*l));
@@ -1304,7 +1304,7 @@ int hc_http_server_listen(struct hc_http_server *srv, const char *addr, int port
         if (l->retry)
             event_free(l->retry);
         evconnlistener_free(lev);
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot listen on '%s:%d': out of memory",
+        return hc_error_set(err, HC_E(INTERNAL), "cannot listen on '%s:%d': out of memory",
                             addr, port);
     }
     l->lev = lev;
@@ -1320,7 +1320,7 @@ int hc_http_server_listen(struct hc_http_server *srv, const char *addr, int port
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot listen on '%s:%d': %s", addr, port,
+        return hc_error_set(err, HC_E(IO), "cannot listen on '%s:%d': %s", addr, port,
                             strerror(errno));
     if (srv->port == 0)
         srv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port

@@ -25,7 +25,7 @@ const char *hc_json_req_str(const json_t *obj, const char *key, struct hc_error 
 {
     const char *s = json_string_value(json_object_get(obj, key));
     if (!s || !*s) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "missing or empty string field '%s'", key);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "missing or empty string field '%s'", key);
         return NULL;
     }
     return s;
@@ -36,14 +36,14 @@ json_t *hc_json_parse_object(const char *data, size_t len, struct hc_error *err)
     json_error_t jerr;
     json_t *v = json_loadb(data ? data : "", len, JSON_REJECT_DUPLICATES, &jerr);
     if (!v) {
-        hc_error_set(err, 400, HC_ERR_INVALID_JSON, "body is not valid JSON: %s at line %d column %d",
+        hc_error_set(err, HC_E(INVALID_JSON), "body is not valid JSON: %s at line %d column %d",
                      jerr.text, jerr.line, jerr.column);
         hc_error_hint(err, "send a JSON object with Content-Type: application/json");
         return NULL;
     }
     if (!json_is_object(v)) {
         json_decref(v);
-        hc_error_set(err, 400, HC_ERR_INVALID_JSON, "body must be a JSON object");
+        hc_error_set(err, HC_E(INVALID_JSON), "body must be a JSON object");
         return NULL;
     }
     return v;

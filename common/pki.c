@@ -32,10 +32,10 @@ static const char *ossl_err(char *buf, size_t len)
     return buf;
 }
 
-static int ossl_fail(struct hc_error *err, int status, const char *code, const char *what)
+static int ossl_fail(struct hc_error *err, const struct hc_code *code, const char *what)
 {
     char buf[256];
-    return hc_error_set(err, status, code, "%s: %s", what, ossl_err(buf, sizeof(buf)));
+    return hc_error_set(err, code, "%s: %s", what, ossl_err(buf, sizeof(buf)));
 }
 
 /* Contents of a memory BIO as a malloc'd NUL-terminated string. */
@@ -55,7 +55,7 @@ EVP_PKEY *hc_pki_key_new(struct hc_error *err)
 {
     EVP_PKEY *key = EVP_EC_gen("P-256");
     if (!key)
-        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot generate ec p-256 key");
+        ossl_fail(err, HC_E(INTERNAL), "cannot generate ec p-256 key");
     return key;
 }
 
@@ -65,7 +65,7 @@ int hc_pki_key_save(EVP_PKEY *key, const char *path, struct hc_error *err)
     BIO *bio = BIO_new(BIO_s_secmem());
     int rc = -1;
     if (!bio || PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL) != 1) {
-        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot encode private key");
+        ossl_fail(err, HC_E(INTERNAL), "cannot encode private key");
         hc_error_prefix(err, "cannot save key '%s'", path);
         goto cleanup;
     }
@@ -88,7 +88,7 @@ EVP_PKEY *hc_pki_key_load(const char *path, struct hc_error *err)
     if (bio)
         key = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
     if (!key) {
-        ossl_fail(err, 500, HC_ERR_IO, "cannot parse private key");
+        ossl_fail(err, HC_E(IO), "cannot parse private key");
         hc_error_prefix(err, "cannot load key '%s'", path);
     }
     BIO_free(bio);
@@ -158,9 +158,9 @@ fail:
 static int check_cn_days(const char *cn, int days, struct hc_error *err)
 {
     if (!cn || !*cn)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "certificate needs a common name");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "certificate needs a common name");
     if (days <= 0 || days > 36500)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "certificate validity of %d days is out of range (1..36500)", days);
     return 0;
 }
@@ -175,7 +175,7 @@ X509 *hc_pki_ca_new(EVP_PKEY *ca_key, const char *cn, int days, struct hc_error 
         add_ext(x, x, NID_subject_key_identifier, "hash") < 0 ||
         add_ext(x, x, NID_authority_key_identifier, "keyid:always") < 0 ||
         X509_sign(x, ca_key, EVP_sha256()) <= 0) {
-        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot create ca certificate");
+        ossl_fail(err, HC_E(INTERNAL), "cannot create ca certificate");
         hc_error_prefix(err, "ca '%s'", cn);
         X509_free(x);
         return NULL;
@@ -191,7 +191,7 @@ static int add_sans(X509 *x, const struct hc_cert_spec *spec, struct hc_error *e
     for (size_t i = 0; names && i < spec->nsans; i++) {
         const char *san = spec->sans[i];
         if (!san || !*san || strpbrk(san, " ,\t\n")) {
-            hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid subject alt name '%s'",
+            hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid subject alt name '%s'",
                          san ? san : "");
             goto cleanup;
         }
@@ -213,7 +213,7 @@ static int add_sans(X509 *x, const struct hc_cert_spec *spec, struct hc_error *e
     rc = 0;
     goto cleanup;
 fail:
-    ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot add subject alt names");
+    ossl_fail(err, HC_E(INTERNAL), "cannot add subject alt names");
 cleanup:
     GENERAL_NAMES_free(names);
     return rc;
@@ -240,18 +240,18 @@ X509 *hc_pki_issue(X509 *ca, EVP_PKEY *ca_key, EVP_PKEY *pubkey, const struct hc
     if (check_cn_days(spec->cn, spec->days, err) < 0)
         return NULL;
     if (X509_check_private_key(ca, ca_key) != 1) {
-        ossl_fail(err, 500, HC_ERR_INTERNAL, "ca key does not match the ca certificate");
+        ossl_fail(err, HC_E(INTERNAL), "ca key does not match the ca certificate");
         return NULL;
     }
     X509 *x = cert_skeleton(ca, pubkey, spec->cn, spec->days, serial_hex);
     if (!x || add_leaf_exts(x, ca, spec) < 0) {
-        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot build certificate");
+        ossl_fail(err, HC_E(INTERNAL), "cannot build certificate");
         goto fail;
     }
     if (add_sans(x, spec, err) < 0)
         goto fail;
     if (X509_sign(x, ca_key, EVP_sha256()) <= 0) {
-        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot sign certificate");
+        ossl_fail(err, HC_E(INTERNAL), "cannot sign certificate");
         goto fail;
     }
     return x;
@@ -264,14 +264,14 @@ fail:
 X509_REQ *hc_pki_csr_new(EVP_PKEY *key, const char *cn, struct hc_error *err)
 {
     if (!cn || !*cn) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "certificate request needs a common name");
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "certificate request needs a common name");
         return NULL;
     }
     X509_REQ *req = X509_REQ_new();
     if (!req || X509_REQ_set_version(req, X509_REQ_VERSION_1) != 1 ||
         set_cn(X509_REQ_get_subject_name(req), cn) < 0 || X509_REQ_set_pubkey(req, key) != 1 ||
         X509_REQ_sign(req, key, EVP_sha256()) <= 0) {
-        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot create certificate request");
+        ossl_fail(err, HC_E(INTERNAL), "cannot create certificate request");
         X509_REQ_free(req);
         return NULL;
     }
@@ -309,18 +309,18 @@ X509_REQ *hc_pki_csr_from_pem(const char *pem, struct hc_error *err)
     X509_REQ *req = bio ? PEM_read_bio_X509_REQ(bio, NULL, NULL, NULL) : NULL;
     BIO_free(bio);
     if (!req) {
-        ossl_fail(err, 400, HC_ERR_INVALID_ARGUMENT, "cannot parse certificate request");
+        ossl_fail(err, HC_E(INVALID_ARGUMENT), "cannot parse certificate request");
         return NULL;
     }
     EVP_PKEY *pk = X509_REQ_get0_pubkey(req);
     if (!pk || X509_REQ_verify(req, pk) != 1) {
-        ossl_fail(err, 400, HC_ERR_INVALID_ARGUMENT,
+        ossl_fail(err, HC_E(INVALID_ARGUMENT),
                   "certificate request signature does not verify");
         goto fail;
     }
     if (!key_type_ok(pk)) {
         ERR_clear_error();
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        hc_error_set(err, HC_E(INVALID_ARGUMENT),
                      "certificate request key must be ec p-256 or ed25519");
         goto fail;
     }
@@ -352,7 +352,7 @@ X509 *hc_pki_cert_from_pem(const char *pem, struct hc_error *err)
     X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
     BIO_free(bio);
     if (!x)
-        ossl_fail(err, 400, HC_ERR_INVALID_ARGUMENT, "cannot parse certificate");
+        ossl_fail(err, HC_E(INVALID_ARGUMENT), "cannot parse certificate");
     return x;
 }
 
@@ -360,7 +360,7 @@ int hc_pki_cert_save(X509 *cert, const char *path, struct hc_error *err)
 {
     char *pem = hc_pki_cert_to_pem(cert);
     if (!pem)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode certificate for '%s'", path);
+        return hc_error_set(err, HC_E(INTERNAL), "cannot encode certificate for '%s'", path);
     int rc = hc_file_write_atomic(path, pem, strlen(pem), 0644, err);
     free(pem);
     return rc;
@@ -418,7 +418,7 @@ int hc_pki_pem_pin(const char *pem, char out[HC_PKI_PIN_LEN], struct hc_error *e
     int rc = cert ? hc_pki_cert_pin(cert, out) : -1;
     X509_free(cert);
     if (cert && rc < 0)
-        hc_error_set(err, 500, HC_ERR_TLS, "cannot encode the certificate's public key");
+        hc_error_set(err, HC_E(TLS), "cannot encode the certificate's public key");
     return rc;
 }
 
@@ -428,7 +428,7 @@ int hc_pki_file_pin(const char *path, char out[HC_PKI_PIN_LEN], struct hc_error 
     int rc = cert ? hc_pki_cert_pin(cert, out) : -1;
     X509_free(cert);
     if (cert && rc < 0)
-        hc_error_set(err, 500, HC_ERR_TLS, "cannot encode the public key of '%s'", path);
+        hc_error_set(err, HC_E(TLS), "cannot encode the public key of '%s'", path);
     return rc;
 }
 
@@ -460,7 +460,7 @@ static int verify_cert(X509 *ca, X509_CRL *crl, X509 *cert, struct hc_error *err
     if (!store || !ctx || X509_STORE_add_cert(store, ca) != 1 ||
         (crl && X509_STORE_add_crl(store, crl) != 1) ||
         X509_STORE_CTX_init(ctx, store, cert, NULL) != 1) {
-        ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot set up certificate verification");
+        ossl_fail(err, HC_E(INTERNAL), "cannot set up certificate verification");
         goto cleanup;
     }
     /* CRL_CHECK covers the leaf only, as libcurl's CURLOPT_CRLFILE does: the CA is the trust
@@ -472,7 +472,7 @@ static int verify_cert(X509 *ca, X509_CRL *crl, X509 *cert, struct hc_error *err
     }
     char cn[256] = "?";
     hc_pki_cert_cn(cert, cn, sizeof(cn));
-    hc_error_set(err, 400, HC_ERR_TLS, "certificate '%s' does not verify against the ca: %s", cn,
+    hc_error_set(err, HC_E(TLS), "certificate '%s' does not verify against the ca: %s", cn,
                  X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
 cleanup:
     ERR_clear_error();
@@ -553,12 +553,12 @@ X509_CRL *hc_pki_crl_new(X509 *ca, EVP_PKEY *ca_key, const struct hc_pki_revoked
 {
     for (size_t i = 0; i < n; i++)
         if (!hc_pki_serial_valid(revoked[i].serial_hex)) {
-            hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid certificate serial '%s'",
+            hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid certificate serial '%s'",
                          revoked[i].serial_hex ? revoked[i].serial_hex : "");
             return NULL;
         }
     if (X509_check_private_key(ca, ca_key) != 1) {
-        ossl_fail(err, 500, HC_ERR_INTERNAL, "ca key does not match the ca certificate");
+        ossl_fail(err, HC_E(INTERNAL), "ca key does not match the ca certificate");
         return NULL;
     }
     X509_CRL *crl = X509_CRL_new();
@@ -577,7 +577,7 @@ X509_CRL *hc_pki_crl_new(X509 *ca, EVP_PKEY *ca_key, const struct hc_pki_revoked
         goto fail;
     return crl;
 fail:
-    ossl_fail(err, 500, HC_ERR_INTERNAL, "cannot build the certificate revocation list");
+    ossl_fail(err, HC_E(INTERNAL), "cannot build the certificate revocation list");
     X509_CRL_free(crl);
     return NULL;
 }
@@ -597,7 +597,7 @@ int hc_pki_crl_save(X509_CRL *crl, const char *path, struct hc_error *err)
 {
     char *pem = hc_pki_crl_to_pem(crl);
     if (!pem)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode revocation list for '%s'",
+        return hc_error_set(err, HC_E(INTERNAL), "cannot encode revocation list for '%s'",
                             path);
     int rc = hc_file_write_atomic(path, pem, strlen(pem), 0644, err);
     free(pem);
@@ -614,7 +614,7 @@ X509_CRL *hc_pki_crl_load(const char *path, struct hc_error *err)
     BIO_free(bio);
     free(pem);
     if (!crl) {
-        ossl_fail(err, 500, HC_ERR_IO, "cannot parse revocation list");
+        ossl_fail(err, HC_E(IO), "cannot parse revocation list");
         hc_error_prefix(err, "cannot load '%s'", path);
     }
     return crl;

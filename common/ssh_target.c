@@ -42,7 +42,7 @@ int hc_ssh_target_parse(const char *text, struct hc_ssh_target *t, struct hc_err
         goto bad;
     return 0;
 bad:
-    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid node address '%s'", text);
+    hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid node address '%s'", text);
     return hc_error_hint(err, "use [USER@]HOST[:PORT], e.g. root@198.18.0.11:22");
 }
 

@@ -96,7 +96,7 @@ int hc_token_parse(const char *text, const char *expected_prefix, struct hc_toke
     return 0;
 bad:
     memset(&tok, 0, sizeof(tok));
-    hc_error_set(err, 401, HC_ERR_TOKEN_INVALID, "malformed token");
+    hc_error_set(err, HC_E(TOKEN_INVALID), "malformed token");
     if (join)
         return hc_error_hint(err, "a join token looks like %s.<16 hex>.<64 hex>.<64 hex>",
                              HC_TOKEN_JOIN_PREFIX);

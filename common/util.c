@@ -79,7 +79,7 @@ int hc_duration_parse(const char *text, int64_t *out_ms, struct hc_error *err)
     *out_ms = total;
     return 0;
 bad:
-    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid duration '%s'", text ? text : "");
+    hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid duration '%s'", text ? text : "");
     return hc_error_hint(err, "use a number with a unit: 500ms, 30s, 5m, 2h, 1d");
 }
 
@@ -115,7 +115,7 @@ int hc_file_read(const char *path, char **out, size_t *len, struct hc_error *err
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        return hc_error_set(err, HC_E(IO), "cannot open '%s': %s", path, strerror(errno));
     char *buf = NULL;
     size_t cap = 0, n = 0;
     for (;;) {
@@ -125,7 +125,7 @@ int hc_file_read(const char *path, char **out, size_t *len, struct hc_error *err
             if (!nb) {
                 free(buf);
                 fclose(f);
-                return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory reading '%s'", path);
+                return hc_error_set(err, HC_E(INTERNAL), "out of memory reading '%s'", path);
             }
             buf = nb;
         }
@@ -138,7 +138,7 @@ int hc_file_read(const char *path, char **out, size_t *len, struct hc_error *err
     fclose(f);
     if (failed) {
         free(buf);
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot read '%s'", path);
+        return hc_error_set(err, HC_E(IO), "cannot read '%s'", path);
     }
     buf[n] = '\0';
     *out = buf;
@@ -151,20 +151,20 @@ int hc_file_tmp_open(const char *path, int mode, char *tmp, size_t len, struct h
 {
     int n = snprintf(tmp, len, "%s.tmp.XXXXXX", path);
     if (n < 0 || (size_t)n >= len)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot create a file next to '%s': path too long",
+        return hc_error_set(err, HC_E(IO), "cannot create a file next to '%s': path too long",
                             path);
     /* O_CREAT | O_EXCL with a random name: never an existing file, FIFO or symbolic link that
      * someone placed there, and the file starts as 0600 (narrowed further by the umask). */
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot create a file next to '%s': %s", path,
+        return hc_error_set(err, HC_E(IO), "cannot create a file next to '%s': %s", path,
                             strerror(errno));
     /* The exact mode, set on the descriptor before a byte is written: a secret (0600) is never
      * readable by anyone else at any moment; a public file (0644) widens here. */
     if (fchmod(fd, (mode_t)mode & 07777) < 0) {
         int e = errno;
         hc_file_tmp_abort(fd, tmp);
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot set the mode of '%s': %s", tmp,
+        return hc_error_set(err, HC_E(IO), "cannot set the mode of '%s': %s", tmp,
                             strerror(e));
     }
     return fd;
@@ -205,22 +205,22 @@ int hc_file_tmp_commit(int fd, const char *tmp, const char *path, struct hc_erro
     if (fsync(fd) < 0) {
         int e = errno;
         hc_file_tmp_abort(fd, tmp);
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot write '%s': %s", tmp, strerror(e));
+        return hc_error_set(err, HC_E(IO), "cannot write '%s': %s", tmp, strerror(e));
     }
     if (close(fd) < 0) {
         int e = errno;
         unlink(tmp);
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot write '%s': %s", tmp, strerror(e));
+        return hc_error_set(err, HC_E(IO), "cannot write '%s': %s", tmp, strerror(e));
     }
     /* rename() replaces whatever is at path, a symbolic link included, without following it. */
     if (rename(tmp, path) < 0) {
         int e = errno;
         unlink(tmp);
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot rename to '%s': %s", path, strerror(e));
+        return hc_error_set(err, HC_E(IO), "cannot rename to '%s': %s", path, strerror(e));
     }
     /* EINVAL: a file system that cannot sync a directory (the rename stands all the same). */
     if (sync_parent(path) < 0 && errno != EINVAL)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot sync the directory of '%s': %s", path,
+        return hc_error_set(err, HC_E(IO), "cannot sync the directory of '%s': %s", path,
                             strerror(errno));
     return 0;
 }
@@ -249,7 +249,7 @@ int hc_file_cap(const char *path, long long max, struct hc_error *err)
     snprintf(old, sizeof(old), "%s.1", path);
     int in = open(path, O_RDONLY | O_CLOEXEC);
     if (in < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot rotate '%s': %s", path, strerror(errno));
+        return hc_error_set(err, HC_E(IO), "cannot rotate '%s': %s", path, strerror(errno));
     int out = hc_file_tmp_open(old, (int)(st.st_mode & 0777), tmp, sizeof(tmp), err);
     if (out < 0) {
         close(in);
@@ -265,12 +265,12 @@ int hc_file_cap(const char *path, long long max, struct hc_error *err)
     close(in);
     if (n != 0) {
         hc_file_tmp_abort(out, tmp);
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot rotate '%s': %s", path, strerror(e));
+        return hc_error_set(err, HC_E(IO), "cannot rotate '%s': %s", path, strerror(e));
     }
     if (hc_file_tmp_commit(out, tmp, old, err) < 0)
         return hc_error_prefix(err, "cannot rotate '%s'", path);
     if (truncate(path, 0) < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot rotate '%s': %s", path, strerror(errno));
+        return hc_error_set(err, HC_E(IO), "cannot rotate '%s': %s", path, strerror(errno));
     return 1;
 }
 
@@ -284,7 +284,7 @@ int hc_file_write_atomic(const char *path, const void *data, size_t len, int mod
     if (write_all(fd, data, len) < 0) {
         int e = errno;
         hc_file_tmp_abort(fd, tmp);
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot write '%s': %s", tmp, strerror(e));
+        return hc_error_set(err, HC_E(IO), "cannot write '%s': %s", tmp, strerror(e));
     }
     return hc_file_tmp_commit(fd, tmp, path, err);
 }
@@ -339,14 +339,14 @@ int hc_mkdir_p(const char *path, int mode, struct hc_error *err)
 {
     char buf[4096];
     if (!path[0])
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "cannot create directory ''");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "cannot create directory ''");
     snprintf(buf, sizeof(buf), "%s", path);
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char saved = *p;
             *p = '\0';
             if (mkdir(buf, (mode_t)mode) < 0 && errno != EEXIST)
-                return hc_error_set(err, 500, HC_ERR_IO, "cannot create directory '%s': %s", buf,
+                return hc_error_set(err, HC_E(IO), "cannot create directory '%s': %s", buf,
                                     strerror(errno));
             *p = saved;
             if (!saved)
@@ -412,7 +412,7 @@ int hc_split_host_port(const char *text, char *host, size_t host_len, int *port,
     *port = (int)p;
     return 0;
 bad:
-    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid address '%s'", text);
+    hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid address '%s'", text);
     return hc_error_hint(err, "use HOST:PORT, e.g. 127.0.0.1:7443");
 }
 

@@ -61,7 +61,7 @@ int hc_controller_parse_advertise(const char *text, char *host, size_t len, int 
     if (hc_split_host_port(text, host, len, port, err) < 0)
         return hc_error_prefix(err, "--advertise");
     if (is_wildcard(host) || *port < 1 || *port > 65535)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "--advertise '%s' is not an address and port nodes can reach", text);
     return 0;
 }
@@ -79,7 +79,7 @@ int hc_controller_check_advertise(const struct hc_controller *ctl, struct hc_err
     X509_free(cert);
     if (named)
         return 0;
-    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+    hc_error_set(err, HC_E(INVALID_ARGUMENT),
                  "--advertise %s: the controller's certificate does not name that address, so "
                  "agents would refuse it", host);
     return hc_error_hint(err, "advertise an address given to 'hcctld init' (--listen, --advertise "
@@ -91,7 +91,7 @@ int hc_controller_url(const struct hc_controller *ctl, char *buf, size_t len, st
     const char *host = ctl->advertise_host[0] ? ctl->advertise_host : ctl->listen_host;
     int port = ctl->advertise_host[0] ? ctl->advertise_port : ctl->listen_port;
     if (is_wildcard(host)) {
-        hc_error_set(err, 412, "preflight_failed",
+        hc_error_set(err, HC_E(PREFLIGHT_FAILED),
                      "the controller listens on %s and advertises no address: nodes cannot be "
                      "told where to reach it", host[0] ? host : "every address");
         return hc_error_hint(err, "give hcctld an address the nodes reach: 'hcctld run "
@@ -131,7 +131,7 @@ static int check_fresh(struct init_state *s, struct hc_error *err)
     if (!file_exists(json_path) && !file_exists(s->ctl.db_path))
         return 0;
     if (!s->opts->force) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "data dir '%s' is already initialised",
+        hc_error_set(err, HC_E(CONFLICT), "data dir '%s' is already initialised",
                      s->ctl.data_dir);
         return hc_error_hint(err, "pass --force to start over (this destroys the cluster's state)");
     }
@@ -140,10 +140,10 @@ static int check_fresh(struct init_state *s, struct hc_error *err)
         char p[1200];
         snprintf(p, sizeof(p), "%s%s", s->ctl.db_path, suffixes[i]);
         if (unlink(p) < 0 && errno != ENOENT)
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot remove '%s': %s", p, strerror(errno));
+            return hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", p, strerror(errno));
     }
     if (unlink(json_path) < 0 && errno != ENOENT)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot remove '%s': %s", json_path,
+        return hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", json_path,
                             strerror(errno));
     return 0;
 }
@@ -163,7 +163,7 @@ static int issue_pair(struct init_state *s, const struct hc_cert_spec *spec, con
         hc_pki_cert_save(cert, cert_path, err) < 0)
         goto cleanup;
     *pem_out = hc_pki_cert_to_pem(cert);
-    rc = *pem_out ? 0 : hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode '%s'", cert_path);
+    rc = *pem_out ? 0 : hc_error_set(err, HC_E(INTERNAL), "cannot encode '%s'", cert_path);
 cleanup:
     X509_free(cert);
     EVP_PKEY_free(key);
@@ -183,7 +183,7 @@ static int make_ca(struct init_state *s, struct hc_error *err)
         return -1;
     s->ca_pem = hc_pki_cert_to_pem(s->ca);
     if (!s->ca_pem)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode the cluster CA");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot encode the cluster CA");
     hc_pki_fingerprint(s->ca, s->res->ca_fingerprint);
     return 0;
 }
@@ -264,7 +264,7 @@ static int write_json(const char *path, json_t *doc, int mode, struct hc_error *
     char *line = NULL;
     if (!text || asprintf(&line, "%s\n", text) < 0) {
         free(text);
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode '%s'", path);
+        return hc_error_set(err, HC_E(INTERNAL), "cannot encode '%s'", path);
     }
     int rc = hc_file_write_atomic(path, line, strlen(line), mode, err);
     free(text);
@@ -304,7 +304,7 @@ int hc_init_cli_config_path(char *buf, size_t len, struct hc_error *err)
         return 0;
     }
     if (!home || !*home) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "cannot find the CLI config location");
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "cannot find the CLI config location");
         return hc_error_hint(err, "set HOME or XDG_CONFIG_HOME, or pass --cli-config PATH");
     }
     snprintf(buf, len, "%s/.config/hcctl/config.json", home);
@@ -332,7 +332,7 @@ static int write_cli_config(struct init_state *s, struct hc_error *err)
     snprintf(bak, sizeof(bak), "%s.bak", res->cli_config);
     if (access(res->cli_config, F_OK) == 0) {
         if (rename(res->cli_config, bak) < 0)
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot keep the old CLI config as '%s': %s",
+            return hc_error_set(err, HC_E(IO), "cannot keep the old CLI config as '%s': %s",
                                 bak, strerror(errno));
         res->cli_config_kept = 1;
     }
@@ -349,7 +349,7 @@ static int write_cli_config(struct init_state *s, struct hc_error *err)
 static int check_trust_keys(const struct hc_init_options *o, struct hc_error *err)
 {
     struct hc_bundle_keys *keys = hc_bundle_keys_new();
-    int rc = keys ? 0 : hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+    int rc = keys ? 0 : hc_error_set(err, HC_E(INTERNAL), "out of memory");
     for (size_t i = 0; rc == 0 && i < o->ntrust_keys; i++)
         rc = hc_bundle_keys_add_file(keys, o->trust_keys[i], err);
     hc_bundle_keys_free(keys);
@@ -362,7 +362,7 @@ static int write_trust_keys(struct init_state *s, struct hc_error *err)
     char path[1100];
     path_in(path, sizeof(path), s->ctl.data_dir, HC_SOFTWARE_KEYS_DIR);
     if (hc_bundle_rmtree(path) < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot remove '%s': %s", path, strerror(errno));
+        return hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", path, strerror(errno));
     return hc_software_keys_install(s->ctl.data_dir, s->opts->trust_keys, s->opts->ntrust_keys,
                                     err);
 }
@@ -371,22 +371,22 @@ static int check_options(struct init_state *s, struct hc_error *err)
 {
     const struct hc_init_options *o = s->opts;
     if (!o->data_dir || !*o->data_dir)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "--data-dir is required");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "--data-dir is required");
     if (hc_split_host_port(o->listen ? o->listen : HC_INIT_DEFAULT_LISTEN, s->host, sizeof(s->host),
                            &s->port, err) < 0)
         return -1;
     if (s->port < 1 || s->port > 65535)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "listen port %d is out of range",
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "listen port %d is out of range",
                             s->port);
     if (o->advertise && hc_controller_parse_advertise(o->advertise, s->adv_host,
                                                       sizeof(s->adv_host), &s->adv_port, err) < 0)
         return -1;
     if (o->nsans > MAX_SANS - 3)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "too many --san values (max %d)",
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "too many --san values (max %d)",
                             MAX_SANS - 3);
     const char *name = o->cluster_name ? o->cluster_name : HC_INIT_DEFAULT_CLUSTER_NAME;
     if (!*name || strlen(name) > 63)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "cluster name must be 1-63 characters");
     return check_trust_keys(o, err);
 }
@@ -397,7 +397,7 @@ static int make_data_dir(struct init_state *s, struct hc_error *err)
         return -1;
     /* An existing directory gets the same mode: it is about to hold private keys. */
     if (chmod(s->opts->data_dir, 0700) < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot chmod '%s': %s", s->opts->data_dir,
+        return hc_error_set(err, HC_E(IO), "cannot chmod '%s': %s", s->opts->data_dir,
                             strerror(errno));
     return 0;
 }
@@ -415,7 +415,7 @@ int hc_init_run(const struct hc_init_options *opts, struct hc_init_result *res,
     if (check_fresh(&s, err) < 0 || make_data_dir(&s, err) < 0)
         goto cleanup;
     if (hc_random_hex(res->cluster_id, 8) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate a cluster id");
+        hc_error_set(err, HC_E(INTERNAL), "cannot generate a cluster id");
         goto cleanup;
     }
     if (make_certs(&s, err) < 0 || write_trust_keys(&s, err) < 0)
@@ -443,7 +443,7 @@ static int load_settings(struct hc_controller *ctl, struct hc_error *err)
     char *text = NULL;
     size_t len = 0;
     if (hc_file_read(path, &text, &len, err) < 0) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "data dir '%s' is not initialised",
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "data dir '%s' is not initialised",
                      ctl->data_dir);
         return hc_error_hint(err, "run 'hcctld init --data-dir %s' first", ctl->data_dir);
     }
@@ -463,7 +463,7 @@ static int load_settings(struct hc_controller *ctl, struct hc_error *err)
     if (rc < 0)
         return hc_error_prefix(err, "reading '%s'", path);
     if (!ctl->cluster_id[0])
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' has no cluster_id", path);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'%s' has no cluster_id", path);
     return 0;
 }
 

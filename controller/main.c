@@ -155,13 +155,13 @@ static int lock_data_dir(const struct hc_controller *ctl, struct hc_error *err)
     snprintf(path, sizeof(path), "%s/hcctld.lock", ctl->data_dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        return hc_error_set(err, HC_E(IO), "cannot open '%s': %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
         ssize_t n = read(fd, text, sizeof(text) - 1);
         text[n > 0 ? n : 0] = '\0';
         text[strcspn(text, "\n")] = '\0';
         close(fd);
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "another hcctld (pid %s) already runs on '%s'",
+        hc_error_set(err, HC_E(CONFLICT), "another hcctld (pid %s) already runs on '%s'",
                      text[0] ? text : "unknown", ctl->data_dir);
         return hc_error_hint(err, "stop it first, or give this one another --data-dir");
     }
@@ -179,7 +179,7 @@ static int serve(struct hc_controller *ctl, struct hc_error *err)
     struct event *sigterm = NULL, *sigint = NULL;
     ctl->base = event_base_new();
     if (!ctl->base) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create the event loop");
+        hc_error_set(err, HC_E(INTERNAL), "cannot create the event loop");
         goto cleanup;
     }
     /* Listen first: a busy port fails before any worker thread starts. */
@@ -192,7 +192,7 @@ static int serve(struct hc_controller *ctl, struct hc_error *err)
     sigterm = evsignal_new(ctl->base, SIGTERM, on_signal, ctl);
     sigint = evsignal_new(ctl->base, SIGINT, on_signal, ctl);
     if (!sigterm || !sigint || event_add(sigterm, NULL) < 0 || event_add(sigint, NULL) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot install signal handlers");
+        hc_error_set(err, HC_E(INTERNAL), "cannot install signal handlers");
         goto cleanup;
     }
     HC_INFO("hcctld serving on https://%s%s%s:%d (cluster %s, poll every %lld ms)",
@@ -240,14 +240,14 @@ static int guard_settings(const struct run_options *o, struct hc_error *err)
         char *end;
         conns = strtol(o->max_connections, &end, 10);
         if (*end || conns < 1 || conns > API_MAX_CONNECTIONS_MAX)
-            return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                                 "--max-connections must be from 1 to %d, not '%s'",
                                 API_MAX_CONNECTIONS_MAX, o->max_connections);
     }
     if (o->request_deadline && hc_duration_parse(o->request_deadline, &deadline_ms, err) < 0)
         return -1;
     if (deadline_ms < 100 || deadline_ms > 600000)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "--request-deadline must be from 100ms to 10m");
     hc_http_server_guard_defaults((int)conns, (int)deadline_ms);
     return 0;
@@ -273,12 +273,12 @@ static int run_settings(const struct run_options *o, struct hc_controller *ctl,
     if (guard_settings(o, err) < 0)
         return -1;
     if (ctl->poll_interval_ms < 100)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "--poll-interval must be >= 100ms");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "--poll-interval must be >= 100ms");
     if (o->workers) {
         char *end;
         long n = strtol(o->workers, &end, 10);
         if (*end || n < 1 || n > 64)
-            return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                                 "--workers must be from 1 to 64, not '%s'", o->workers);
         ctl->workers = (int)n;
     }

@@ -84,13 +84,13 @@ static const char *sql_excerpt(const char *sql, char buf[48])
 
 int hc_db_error(struct hc_db *db, struct hc_error *err, const char *what)
 {
-    return hc_error_set(err, 500, HC_ERR_DB, "%s: %s", what, sqlite3_errmsg(db->h));
+    return hc_error_set(err, HC_E(DB), "%s: %s", what, sqlite3_errmsg(db->h));
 }
 
 static int stmt_error(struct hc_db *db, struct hc_error *err, const char *verb, const char *sql)
 {
     char ex[48];
-    return hc_error_set(err, 500, HC_ERR_DB, "cannot %s '%s' on database '%s': %s", verb,
+    return hc_error_set(err, HC_E(DB), "cannot %s '%s' on database '%s': %s", verb,
                         sql_excerpt(sql, ex), db->path, sqlite3_errmsg(db->h));
 }
 
@@ -104,7 +104,7 @@ static int fault_fail(struct hc_db *db, struct hc_error *err, const char *sql)
         sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
     HC_WARN("test hook: database write %ld ('%s') fails: %s",
             atomic_load(&fault_writes), sql_excerpt(sql, ex), sqlite3_errstr(code));
-    return hc_error_set(err, 500, HC_ERR_DB, "cannot run '%s' on database '%s': %s",
+    return hc_error_set(err, HC_E(DB), "cannot run '%s' on database '%s': %s",
                         sql_excerpt(sql, ex), db->path, sqlite3_errstr(code));
 }
 
@@ -118,13 +118,13 @@ static int create_private(const char *path, struct hc_error *err)
     if (fd < 0 && errno == EEXIST)
         return 0;
     if (fd < 0)
-        return hc_error_set(err, 500, HC_ERR_DB, "cannot open database '%s': %s", path,
+        return hc_error_set(err, HC_E(DB), "cannot open database '%s': %s", path,
                             strerror(errno));
     int rc = fchmod(fd, 0600); /* open()'s mode went through the umask */
     int saved = errno;
     close(fd);
     if (rc < 0)
-        return hc_error_set(err, 500, HC_ERR_DB, "cannot set mode 0600 on database '%s': %s", path,
+        return hc_error_set(err, HC_E(DB), "cannot set mode 0600 on database '%s': %s", path,
                             strerror(saved));
     return 0;
 }
@@ -137,12 +137,12 @@ static struct hc_db *db_connect(const char *path, struct hc_error *err)
     struct hc_db *db = calloc(1, sizeof(*db));
     if (!db || !(db->path = strdup(path))) {
         free(db);
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory opening database '%s'", path);
+        hc_error_set(err, HC_E(INTERNAL), "out of memory opening database '%s'", path);
         return NULL;
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
-        hc_error_set(err, 500, HC_ERR_DB, "cannot open database '%s': %s", path,
+        hc_error_set(err, HC_E(DB), "cannot open database '%s': %s", path,
                      db->h ? sqlite3_errmsg(db->h) : "out of memory");
         goto fail;
     }
@@ -165,7 +165,7 @@ static int db_set_wal(struct hc_db *db, struct hc_error *err)
     int ok = mode && (strcmp(mode, "wal") == 0 || strcmp(mode, "memory") == 0);
     json_decref(rows);
     if (!ok)
-        return hc_error_set(err, 500, HC_ERR_DB, "cannot switch database '%s' to wal mode",
+        return hc_error_set(err, HC_E(DB), "cannot switch database '%s' to wal mode",
                             db->path);
     return 0;
 }
@@ -188,7 +188,7 @@ static int check_not_too_new(struct hc_db *db, struct hc_error *err)
         return hc_db_error(db, err, "cannot read schema version");
     if (have <= latest)
         return 0;
-    hc_error_set(err, 500, HC_ERR_SCHEMA_TOO_NEW,
+    hc_error_set(err, HC_E(SCHEMA_TOO_NEW),
                  "database '%s' has schema version %d, newer than this binary's %d", db->path, have,
                  latest);
     return hc_error_hint(err, "upgrade hcctld to a version that knows schema %d", have);
@@ -310,7 +310,7 @@ int hc_db_exec(struct hc_db *db, const char *sql, struct hc_error *err)
     if (sqlite3_exec(db->h, sql, NULL, NULL, &msg) == SQLITE_OK)
         return 0;
     char ex[48];
-    hc_error_set(err, 500, HC_ERR_DB, "cannot run '%s' on database '%s': %s", sql_excerpt(sql, ex),
+    hc_error_set(err, HC_E(DB), "cannot run '%s' on database '%s': %s", sql_excerpt(sql, ex),
                  db->path, msg ? msg : sqlite3_errmsg(db->h));
     sqlite3_free(msg);
     return -1;
@@ -343,7 +343,7 @@ static int bind_args(struct hc_db *db, sqlite3_stmt *st, const char *sql, const 
     int given = fmt ? (int)strlen(fmt) : 0;
     char ex[48];
     if (given != want)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL,
+        return hc_error_set(err, HC_E(INTERNAL),
                             "cannot bind '%s': %d parameters given, %d expected",
                             sql_excerpt(sql, ex), given, want);
     for (int i = 0; i < given; i++) {
@@ -362,7 +362,7 @@ static int bind_args(struct hc_db *db, sqlite3_stmt *st, const char *sql, const 
             rc = sqlite3_bind_null(st, i + 1);
             break;
         default:
-            return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot bind '%s': bad format '%c'",
+            return hc_error_set(err, HC_E(INTERNAL), "cannot bind '%s': bad format '%c'",
                                 sql_excerpt(sql, ex), fmt[i]);
         }
         if (rc != SQLITE_OK)
@@ -408,7 +408,7 @@ static json_t *row_json(sqlite3_stmt *st, struct hc_db *db, const char *sql, str
         json_t *v = column_json(st, i);
         if (!v) {
             char ex[48];
-            hc_error_set(err, 500, HC_ERR_DB, "cannot read '%s': column '%s' is not valid utf-8",
+            hc_error_set(err, HC_E(DB), "cannot read '%s': column '%s' is not valid utf-8",
                          sql_excerpt(sql, ex), sqlite3_column_name(st, i));
             json_decref(row);
             return NULL;
@@ -416,7 +416,7 @@ static json_t *row_json(sqlite3_stmt *st, struct hc_db *db, const char *sql, str
         json_object_set_new(row, sqlite3_column_name(st, i), v);
     }
     if (!row)
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory reading rows");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory reading rows");
     return row;
 }
 

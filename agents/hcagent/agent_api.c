@@ -125,7 +125,7 @@ static void leave_route(struct hc_request *req, void *arg)
         char name[64];
         if ((purge && !json_is_boolean(purge)) || (keep_as && !keep_name_valid(keep_as))) {
             struct hc_error err = {0};
-            hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "leave: 'purge' must be a boolean "
+            hc_error_set(&err, HC_E(INVALID_ARGUMENT), "leave: 'purge' must be a boolean "
                          "and 'keep_as' 1 to 128 of [A-Za-z0-9._-], not starting with '.'");
             hc_reply_error(req, &err);
             return;
@@ -199,7 +199,7 @@ static int agent_routes(struct hc_agent *agent, struct hc_error *err)
     if (hc_http_server_route(agent->srv, "GET", "/v1/status", 0, status_route, agent) < 0 ||
         hc_http_server_route(agent->srv, "GET", "/v1/interfaces", 0, interfaces_route, agent) < 0 ||
         hc_http_server_route(agent->srv, "POST", "/v1/leave", 0, leave_route, agent) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot register agent API routes");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot register agent API routes");
     if (hc_agent_net_routes(agent, agent->srv, agent->base, err) < 0)
         return -1;
     if (!(agent->sw = hc_agent_software_new(agent->srv, agent->base, agent->data_dir, &agent->cfg,
@@ -215,7 +215,7 @@ static int agent_server(struct hc_agent *agent, struct hc_error *err)
     char *ca = hc_path_join(agent->data_dir, HC_AGENT_FILE_CA);
     int rc = -1;
     if (!cert || !key || !ca) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     check_key_mode(key);
@@ -246,7 +246,7 @@ struct hc_agent *hc_agent_new(struct event_base *base, const char *data_dir, str
 {
     struct hc_agent *agent = calloc(1, sizeof(*agent));
     if (!agent || !(agent->data_dir = strdup(data_dir))) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto fail;
     }
     agent->base = base;
@@ -257,7 +257,7 @@ struct hc_agent *hc_agent_new(struct event_base *base, const char *data_dir, str
         goto fail;
     agent->leave_timer = evtimer_new(base, leave_now, agent);
     if (!agent->leave_timer) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create timer");
+        hc_error_set(err, HC_E(INTERNAL), "cannot create timer");
         goto fail;
     }
     return agent;
@@ -331,7 +331,7 @@ int hc_agent_serve(const char *data_dir, struct hc_error *err)
     struct event *sigterm = NULL, *sigint = NULL;
     struct event_base *base = event_base_new();
     if (!base) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create event loop");
+        hc_error_set(err, HC_E(INTERNAL), "cannot create event loop");
         goto cleanup;
     }
     if (!(agent = hc_agent_new(base, data_dir, err)) || hc_agent_listen(agent, NULL, err) < 0)
@@ -342,13 +342,13 @@ int hc_agent_serve(const char *data_dir, struct hc_error *err)
     sigterm = evsignal_new(base, SIGTERM, on_signal, base);
     sigint = evsignal_new(base, SIGINT, on_signal, base);
     if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 || evsignal_add(sigint, NULL) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot install signal handlers");
+        hc_error_set(err, HC_E(INTERNAL), "cannot install signal handlers");
         goto cleanup;
     }
     HC_INFO("hcagent %s serving on %s (listen %s, controller %s)", agent->cfg.name,
             agent->cfg.agent_url, agent->cfg.listen, agent->cfg.controller);
     if (event_base_dispatch(base) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "event loop failed");
+        hc_error_set(err, HC_E(INTERNAL), "event loop failed");
         goto cleanup;
     }
     HC_INFO("hcagent %s stopped", agent->cfg.name);

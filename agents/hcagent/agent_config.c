@@ -14,7 +14,7 @@ int hc_agent_name_check(const char *name, struct hc_error *err)
 {
     if (hc_node_name_valid(name))
         return 0;
-    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid node name '%s'", name ? name : "");
+    hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid node name '%s'", name ? name : "");
     return hc_error_hint(err, "use 1-63 lowercase letters, digits, '.', '-' or '_', starting "
                               "with a letter or a digit");
 }
@@ -36,7 +36,7 @@ static int copy_member(const json_t *obj, const char *key, char *dst, size_t len
     if (!s)
         return -1;
     if (strlen(s) >= len)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "field '%s' is too long", key);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "field '%s' is too long", key);
     memcpy(dst, s, strlen(s) + 1);
     return 0;
 }
@@ -46,7 +46,7 @@ static int copy_pin(const json_t *obj, const char *key, char dst[64], struct hc_
 {
     const char *pin = hc_json_str(obj, key, "");
     if (strlen(pin) >= 64 || (*pin && strncmp(pin, "sha256//", 8) != 0))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid field '%s'", key);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid field '%s'", key);
     memcpy(dst, pin, strlen(pin) + 1);
     return 0;
 }
@@ -56,7 +56,7 @@ int hc_agent_config_from_json(const json_t *obj, struct hc_agent_config *cfg, st
     struct hc_agent_config tmp;
     memset(&tmp, 0, sizeof(tmp));
     if (!json_is_object(obj))
-        return hc_error_set(err, 400, HC_ERR_INVALID_JSON, "configuration is not a JSON object");
+        return hc_error_set(err, HC_E(INVALID_JSON), "configuration is not a JSON object");
     if (copy_member(obj, "name", tmp.name, sizeof(tmp.name), err) < 0 ||
         copy_member(obj, "controller", tmp.controller, sizeof(tmp.controller), err) < 0 ||
         copy_member(obj, "listen", tmp.listen, sizeof(tmp.listen), err) < 0 ||
@@ -79,7 +79,7 @@ int hc_agent_config_save(const char *data_dir, const struct hc_agent_config *cfg
     json_t *obj = hc_agent_config_to_json(cfg);
     char *text = obj ? json_dumps(obj, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
     if (!path || !text) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory writing agent configuration");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory writing agent configuration");
         goto cleanup;
     }
     /* The NUL is replaced by a newline in the bytes written (the file ends with one). */
@@ -101,11 +101,11 @@ int hc_agent_config_load(const char *data_dir, struct hc_agent_config *cfg, stru
     json_t *obj = NULL;
     char *path = hc_path_join(data_dir, HC_AGENT_FILE_CONFIG);
     if (!path) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     if (access(path, F_OK) < 0 && errno == ENOENT) {
-        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "no agent configuration in '%s'", data_dir);
+        hc_error_set(err, HC_E(NOT_FOUND), "no agent configuration in '%s'", data_dir);
         hc_error_hint(err,
                       "enroll this node first: hcagent join --controller URL "
                       "--token-file FILE --data-dir %s",

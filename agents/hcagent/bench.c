@@ -62,7 +62,7 @@ static int free_tcp_port(struct hc_error *err)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
         getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
-        hc_error_set(err, 500, HC_ERR_IO, "cannot find a free tcp port: %s", strerror(errno));
+        hc_error_set(err, HC_E(IO), "cannot find a free tcp port: %s", strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
@@ -137,17 +137,17 @@ int hc_bench_server_start(int duration_s, int *port, pid_t *pid, struct hc_error
     char *const argv[] = {"hcagent", "__bench-server", port_arg, NULL};
     pid_t child = spawn_child(-1, argv);
     if (child < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start the iperf3 server: %s",
+        return hc_error_set(err, HC_E(INTERNAL), "cannot start the iperf3 server: %s",
                             strerror(errno));
     int64_t until = hc_mono_ms() + LISTEN_WAIT_MS;
     while (!listening_in("tcp", p) && !listening_in("tcp6", p)) {
         int status;
         if (waitpid(child, &status, WNOHANG) == child)
-            return hc_error_set(err, 500, HC_ERR_INTERNAL,
+            return hc_error_set(err, HC_E(INTERNAL),
                                 "iperf3 server on port %d exited at start (status %d)", p, status);
         if (hc_mono_ms() >= until) {
             hc_bench_reap(child, 0);
-            return hc_error_set(err, 500, HC_ERR_TIMEOUT,
+            return hc_error_set(err, HC_E(TIMEOUT),
                                 "iperf3 server on port %d did not listen within %d ms", p,
                                 LISTEN_WAIT_MS);
         }
@@ -270,7 +270,7 @@ static int parse_result(const char *text, const char *address, int port,
     json_t *sent = json_object_get(end, "sum_sent");
     json_t *recv = json_object_get(end, "sum_received");
     if (!doc || msg || !json_is_object(recv)) {
-        hc_error_set(err, 502, HC_ERR_UNREACHABLE, "iperf3 test toward %s:%d failed: %s", address,
+        hc_error_set(err, HC_E(UNREACHABLE), "iperf3 test toward %s:%d failed: %s", address,
                      port,
                      msg   ? msg
                      : doc ? "no result"
@@ -292,7 +292,7 @@ int hc_bench_client(const char *address, int port, int duration_s, atomic_int *c
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create a pipe: %s", strerror(errno));
+        return hc_error_set(err, HC_E(INTERNAL), "cannot create a pipe: %s", strerror(errno));
     int64_t deadline = hc_mono_ms() + (int64_t)(duration_s + HC_BENCH_GRACE_S) * 1000;
     char port_arg[16], duration_arg[16], address_arg[64];
     snprintf(port_arg, sizeof(port_arg), "%d", port);
@@ -303,7 +303,7 @@ int hc_bench_client(const char *address, int port, int duration_s, atomic_int *c
     if (child < 0) {
         close(fds[0]);
         close(fds[1]);
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start the iperf3 client: %s",
+        return hc_error_set(err, HC_E(INTERNAL), "cannot start the iperf3 client: %s",
                             strerror(errno));
     }
     if (child_pid)
@@ -315,7 +315,7 @@ int hc_bench_client(const char *address, int port, int duration_s, atomic_int *c
     if (child_pid)
         atomic_store(child_pid, 0);
     int rc = text ? parse_result(text, address, port, out, err)
-                  : hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+                  : hc_error_set(err, HC_E(INTERNAL), "out of memory");
     free(text);
     return rc;
 }

@@ -151,7 +151,7 @@ static int supervise(const char *pidfile, const char *log_file)
 int hc_daemon_start(const struct hc_daemon_options *opts, struct hc_error *err)
 {
     if (pidfile_busy(opts->pidfile))
-        return hc_error_set(err, 409, HC_ERR_CONFLICT, "an agent already runs (pid file '%s')",
+        return hc_error_set(err, HC_E(CONFLICT), "an agent already runs (pid file '%s')",
                             opts->pidfile);
     if (opts->pidfile) {
         char dir[1024];
@@ -166,7 +166,7 @@ int hc_daemon_start(const struct hc_daemon_options *opts, struct hc_error *err)
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot fork: %s", strerror(errno));
+        return hc_error_set(err, HC_E(INTERNAL), "cannot fork: %s", strerror(errno));
     if (pid > 0)
         _exit(0); /* the caller (an SSH session, a shell) gets its prompt back */
     setsid();

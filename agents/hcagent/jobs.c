@@ -134,12 +134,12 @@ static int job_start(struct hc_jobs *jobs, struct hc_job *j, struct hc_error *er
     if (pipe2(j->pipe, O_CLOEXEC) < 0 || fcntl(j->pipe[0], F_SETFL, O_NONBLOCK) < 0 ||
         !(j->ev = event_new(jobs->base, j->pipe[0], EV_READ | EV_PERSIST, job_ready, j)) ||
         event_add(j->ev, NULL) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start job: %s", strerror(errno));
+        hc_error_set(err, HC_E(INTERNAL), "cannot start job: %s", strerror(errno));
         goto fail;
     }
     int rc = pthread_create(&j->thread, NULL, job_thread, j);
     if (rc != 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start job thread: %s", strerror(rc));
+        hc_error_set(err, HC_E(INTERNAL), "cannot start job thread: %s", strerror(rc));
         goto fail;
     }
     j->next = jobs->list;
@@ -155,7 +155,7 @@ int hc_jobs_start(struct hc_jobs *jobs, hc_job_work_fn work, hc_job_done_fn done
 {
     struct hc_job *j = calloc(1, sizeof(*j));
     if (!j)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start job: out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot start job: out of memory");
     *j = (struct hc_job){.work = work, .done = done, .arg = arg};
     return job_start(jobs, j, err);
 }
@@ -165,7 +165,7 @@ int hc_jobs_start_notify(struct hc_jobs *jobs, hc_job_notify_work_fn work, hc_jo
 {
     struct hc_job *j = calloc(1, sizeof(*j));
     if (!j)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start job: out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot start job: out of memory");
     *j = (struct hc_job){.notify_work = work, .ready = ready, .done = done, .arg = arg};
     return job_start(jobs, j, err);
 }

@@ -46,12 +46,12 @@ static int controller_host_port(const char *url, char *host, size_t hlen, char *
         curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_HOST, &h, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_PORT, &p, CURLU_DEFAULT_PORT) != CURLUE_OK) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid controller URL '%s'", url);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid controller URL '%s'", url);
         hc_error_hint(err, "use https://HOST:PORT, e.g. https://10.0.0.1:7443");
         goto cleanup;
     }
     if (strcmp(scheme, "https") != 0) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "controller URL '%s' must use https", url);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "controller URL '%s' must use https", url);
         hc_error_hint(err, "the join token may only travel over TLS: use https://HOST:PORT");
         goto cleanup;
     }
@@ -81,14 +81,14 @@ static int source_address(const char *host, const char *port, int family, char *
     struct addrinfo *res = NULL;
     int gai = getaddrinfo(host, port, &hints, &res);
     if (gai != 0)
-        return hc_error_set(err, 502, HC_ERR_UNREACHABLE, "cannot resolve controller host '%s': %s",
+        return hc_error_set(err, HC_E(UNREACHABLE), "cannot resolve controller host '%s': %s",
                             host, gai_strerror(gai));
     int rc = -1, fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) < 0 ||
         getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-        hc_error_set(err, 502, HC_ERR_UNREACHABLE, "no route to controller host '%s': %s", host,
+        hc_error_set(err, HC_E(UNREACHABLE), "no route to controller host '%s': %s", host,
                      strerror(errno));
         goto cleanup;
     }
@@ -96,7 +96,7 @@ static int source_address(const char *host, const char *port, int family, char *
                            ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
                            : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
     if (!inet_ntop(ss.ss_family, addr, out, (socklen_t)len)) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot format local address: %s", strerror(errno));
+        hc_error_set(err, HC_E(INTERNAL), "cannot format local address: %s", strerror(errno));
         goto cleanup;
     }
     rc = 0;
@@ -115,7 +115,7 @@ int hc_join_agent_url(const char *controller, const char *listen, char *out, siz
     if (hc_split_host_port(listen, host, sizeof(host), &port, err) < 0)
         return hc_error_prefix(err, "invalid listen address");
     if (port == 0)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "listen address '%s' needs a fixed port", listen);
     const char *adv = host;
     int v4_any = strcmp(host, "0.0.0.0") == 0, v6_any = strcmp(host, "::") == 0;
@@ -127,7 +127,7 @@ int hc_join_agent_url(const char *controller, const char *listen, char *out, siz
     }
     const char *lb = strchr(adv, ':') ? "[" : "", *rb = strchr(adv, ':') ? "]" : "";
     if ((size_t)snprintf(out, len, "https://%s%s%s:%d", lb, adv, rb, port) >= len)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "agent URL too long");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "agent URL too long");
     return 0;
 }
 
@@ -146,7 +146,7 @@ int hc_join_pin_ca(const char *controller, const char *ca_pem, const char *pinne
         pinned[i] = (char)tolower((unsigned char)pinned_fp[i]);
     pinned[i] = '\0';
     if (!hc_ct_equal(fp, pinned)) {
-        hc_error_set(err, 401, HC_ERR_TLS,
+        hc_error_set(err, HC_E(TLS),
                      "controller at %s presented CA sha256:%s but the join token pins sha256:%s",
                      controller, fp, pinned);
         return hc_error_hint(err, "check --controller, or ask the controller's admin for a new "
@@ -161,7 +161,7 @@ static int response_error(const struct hc_http_response *resp, const char *what,
                           struct hc_error *err)
 {
     if (hc_error_from_json(err, resp->body, (int)resp->status) < 0)
-        hc_error_set(err, (int)resp->status, HC_ERR_INTERNAL, "unexpected HTTP status %ld",
+        hc_error_set_wire(err, (int)resp->status, HC_ERR_INTERNAL, "unexpected HTTP status %ld",
                      resp->status);
     return hc_error_prefix(err, "%s", what);
 }
@@ -190,7 +190,7 @@ static int fetch_ca(const char *controller, char **ca_pem, struct hc_error *err)
         goto cleanup;
     }
     *ca_pem = strdup(pem);
-    rc = *ca_pem ? 0 : hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+    rc = *ca_pem ? 0 : hc_error_set(err, HC_E(INTERNAL), "out of memory");
 cleanup:
     hc_http_response_clear(&resp);
     hc_http_client_free(client);
@@ -265,20 +265,20 @@ static int check_enrollment(struct join *j, const json_t *reply, struct hc_error
         return hc_error_prefix(err, "certificate from the controller is not signed by the "
                                     "pinned CA");
     if (X509_check_private_key(j->cert, j->key) != 1)
-        return hc_error_set(err, 502, HC_ERR_TLS,
+        return hc_error_set(err, HC_E(TLS),
                             "certificate from the controller does not match this agent's key");
     if (strcmp(cn, HC_CONTROLLER_CLIENT_CN) != 0)
         HC_WARN("controller announces client CN '%s', this agent accepts only '%s'", cn,
                 HC_CONTROLLER_CLIENT_CN);
     const char *pin = hc_json_str(reply, "controller_pin", "");
     if (strncmp(pin, "sha256//", 8) != 0 || strlen(pin) >= sizeof(j->cfg.controller_pin))
-        return hc_error_set(err, 502, HC_ERR_TLS, "controller's enrollment answer has no valid "
+        return hc_error_set(err, HC_E(TLS), "controller's enrollment answer has no valid "
                                                   "controller_pin");
     snprintf(j->cfg.controller_pin, sizeof(j->cfg.controller_pin), "%s", pin);
     const char *client_pin = hc_json_str(reply, "controller_client_pin", "");
     if (strncmp(client_pin, "sha256//", 8) != 0 ||
         strlen(client_pin) >= sizeof(j->cfg.controller_client_pin))
-        return hc_error_set(err, 502, HC_ERR_TLS, "controller's enrollment answer has no valid "
+        return hc_error_set(err, HC_E(TLS), "controller's enrollment answer has no valid "
                                                   "controller_client_pin");
     snprintf(j->cfg.controller_client_pin, sizeof(j->cfg.controller_client_pin), "%s",
              client_pin);
@@ -308,7 +308,7 @@ static int write_files(const struct join *j, struct hc_error *err)
     char *cert = hc_path_join(dir, HC_AGENT_FILE_CERT);
     int rc = -1;
     if (!ca || !key || !cert)
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
     else if (hc_pki_cert_save(j->ca, ca, err) == 0 && hc_pki_key_save(j->key, key, err) == 0 &&
              hc_pki_cert_save(j->cert, cert, err) == 0 &&
              hc_agent_software_keys_save(dir, j->trusted_keys, err) == 0 &&
@@ -332,7 +332,7 @@ static int prepare_data_dir(const char *dir, int *created, struct hc_error *err)
     *created = 0;
     if (stat(dir, &st) < 0) {
         if (errno != ENOENT)
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot use data directory '%s': %s", dir,
+            return hc_error_set(err, HC_E(IO), "cannot use data directory '%s': %s", dir,
                                 strerror(errno));
         if (hc_mkdir_p(dir, 0700, err) < 0)
             return -1;
@@ -340,13 +340,13 @@ static int prepare_data_dir(const char *dir, int *created, struct hc_error *err)
         return 0;
     }
     if (!S_ISDIR(st.st_mode))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "data directory '%s' is not a directory", dir);
     char *cfg = hc_path_join(dir, HC_AGENT_FILE_CONFIG);
     int enrolled = cfg && access(cfg, F_OK) == 0;
     free(cfg);
     if (enrolled) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT,
+        hc_error_set(err, HC_E(CONFLICT),
                      "data directory '%s' already holds an enrolled "
                      "agent",
                      dir);
@@ -356,7 +356,7 @@ static int prepare_data_dir(const char *dir, int *created, struct hc_error *err)
                              dir);
     }
     if (access(dir, W_OK) < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot write data directory '%s': %s", dir,
+        return hc_error_set(err, HC_E(IO), "cannot write data directory '%s': %s", dir,
                             strerror(errno));
     return 0;
 }
@@ -371,7 +371,7 @@ static int set_aside_old_data(const char *dir, struct hc_error *err)
     char to[1400];
     int rc = -1;
     if (!data || !kept) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     snprintf(to, sizeof(to), "%s/earlier.%lld", kept, (long long)hc_now_ms());
@@ -391,7 +391,7 @@ static int join_config(struct join *j, struct hc_error *err)
 {
     const struct hc_join_options *opt = j->opt;
     if (gethostname(j->hostname, sizeof(j->hostname) - 1) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot read hostname: %s", strerror(errno));
+        return hc_error_set(err, HC_E(INTERNAL), "cannot read hostname: %s", strerror(errno));
     /* Host names are case-insensitive; node names are lowercase. */
     for (char *c = j->hostname; *c; c++)
         *c = (char)tolower((unsigned char)*c);
@@ -405,7 +405,7 @@ static int join_config(struct join *j, struct hc_error *err)
     while (n > 0 && opt->controller[n - 1] == '/')
         n--;
     if (n >= sizeof(j->cfg.controller))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "controller URL too long");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "controller URL too long");
     snprintf(j->cfg.controller, sizeof(j->cfg.controller), "%.*s", (int)n, opt->controller);
     snprintf(j->cfg.listen, sizeof(j->cfg.listen), "%s",
              opt->listen ? opt->listen : HC_AGENT_DEFAULT_LISTEN);

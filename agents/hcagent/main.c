@@ -148,7 +148,7 @@ static int read_token(struct cli *cli, struct hc_error *err)
     }
     unsetenv("HCAGENT_TOKEN"); /* the agent keeps running: do not leave it in environ */
     if (!text)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     char *start = text + strspn(text, " \t\r\n");
     size_t n = strlen(start);
     while (n > 0 && strchr(" \t\r\n", start[n - 1]))

@@ -97,7 +97,7 @@ static int link_cb(const struct nlmsghdr *nlh, void *data)
 static int check_ifname(const char *ifname, struct hc_error *err)
 {
     if (!ifname || !ifname[0] || strlen(ifname) >= IFNAMSIZ || strchr(ifname, '/'))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid interface name '%s'",
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid interface name '%s'",
                             ifname ? ifname : "");
     return 0;
 }
@@ -116,13 +116,13 @@ int hc_mtu_link_get(const char *ifname, struct hc_mtu_link *out, struct hc_error
     mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
     if (nl_transact(nlh, link_cb, out) < 0) {
         if (errno == ENODEV)
-            return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                                 "interface '%s' not found on this node", ifname);
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot read interface '%s': %s", ifname,
+        return hc_error_set(err, HC_E(IO), "cannot read interface '%s': %s", ifname,
                             strerror(errno));
     }
     if (out->index <= 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot read interface '%s': no reply", ifname);
+        return hc_error_set(err, HC_E(IO), "cannot read interface '%s': no reply", ifname);
     return 0;
 }
 
@@ -140,8 +140,7 @@ int hc_mtu_link_set(const char *ifname, int mtu, struct hc_error *err)
     ifm->ifi_index = link.index;
     mnl_attr_put_u32(nlh, IFLA_MTU, (uint32_t)mtu);
     if (nl_transact(nlh, NULL, NULL) < 0) {
-        hc_error_set(err, errno == EINVAL ? 400 : 500,
-                     errno == EINVAL ? HC_ERR_INVALID_ARGUMENT : HC_ERR_IO,
+        hc_error_set(err, errno == EINVAL ? HC_E(INVALID_ARGUMENT) : HC_E(IO),
                      "cannot set the mtu of '%s' to %d: %s", ifname, mtu, strerror(errno));
         if (errno == EPERM)
             hc_error_hint(err, "the agent needs CAP_NET_ADMIN to change MTUs");
@@ -162,7 +161,7 @@ static int flush_write(const char *path, struct hc_error *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        hc_error_set(err, 500, HC_ERR_IO, "cannot flush the route cache ('%s'): %s", path,
+        hc_error_set(err, HC_E(IO), "cannot flush the route cache ('%s'): %s", path,
                      strerror(e));
         if (e == EACCES || e == EPERM)
             hc_error_hint(err, "the agent needs CAP_NET_ADMIN in its network namespace");
@@ -252,7 +251,7 @@ static int save_state(struct hc_mtu_mgr *m, struct hc_error *err)
     char *text = doc ? hc_json_dump(doc) : NULL;
     json_decref(doc);
     if (!text)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     int rc = hc_file_write_atomic(m->path, text, strlen(text), 0644, err);
     free(text);
     if (rc < 0)
@@ -351,21 +350,21 @@ int hc_mtu_revert(struct hc_mtu_mgr *m, const char *change_id, struct hc_mtu_cha
 {
     const struct hc_mtu_change *r = &m->last_revert;
     if (!change_id || !change_id[0])
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "missing change_id");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "missing change_id");
     if (m->has_pending && strcmp(m->pending.change_id, change_id) == 0) {
         revert_pending(m, 1);
     } else if (!m->has_last_revert || strcmp(r->change_id, change_id) != 0) {
         if (strcmp(m->last_confirmed, change_id) == 0) {
-            hc_error_set(err, 409, HC_ERR_CONFLICT, "mtu change %s was confirmed: it stays",
+            hc_error_set(err, HC_E(CONFLICT), "mtu change %s was confirmed: it stays",
                          change_id);
             return hc_error_hint(err, "set the old MTU back with a new change");
         }
-        return hc_error_set(err, 404, HC_ERR_NOT_FOUND, "mtu change '%s' not found", change_id);
+        return hc_error_set(err, HC_E(NOT_FOUND), "mtu change '%s' not found", change_id);
     }
     if (out)
         *out = *r;
     if (r->revert_error[0])
-        return hc_error_set(err, 500, HC_ERR_IO, "mtu change %s: %s could not be set back to %d: "
+        return hc_error_set(err, HC_E(IO), "mtu change %s: %s could not be set back to %d: "
                             "%s", change_id, r->interface, r->previous_mtu, r->revert_error);
     return 0;
 }
@@ -389,7 +388,7 @@ struct hc_mtu_mgr *hc_mtu_mgr_new(struct event_base *base, const char *data_dir,
     struct hc_mtu_mgr *m = calloc(1, sizeof(*m));
     if (!m || !(m->path = hc_path_join(data_dir, HC_MTU_STATE_FILE)) ||
         !(m->timer = evtimer_new(base, on_revert_timer, m))) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         hc_mtu_mgr_free(m);
         return NULL;
     }
@@ -427,20 +426,20 @@ static int check_apply(struct hc_mtu_mgr *m, const char *ifname, int mtu, int64_
 {
     char at[40];
     if (m->has_pending) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT,
+        hc_error_set(err, HC_E(CONFLICT),
                      "mtu change %s on %s is pending (reverts at %s unless confirmed)",
                      m->pending.change_id, m->pending.interface,
                      hc_time_format(m->pending.revert_at_ms, at, sizeof(at)));
         return hc_error_hint(err, "confirm it or wait for its revert");
     }
     if (revert_after_ms < HC_MTU_MIN_REVERT_MS || revert_after_ms > HC_MTU_MAX_REVERT_MS)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "revert_after_ms %lld is outside %d..%lld", (long long)revert_after_ms,
                             HC_MTU_MIN_REVERT_MS, (long long)HC_MTU_MAX_REVERT_MS);
     if (hc_mtu_link_get(ifname, link, err) < 0)
         return -1;
     if (mtu < link->min_mtu || mtu > link->max_mtu)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "mtu %d for '%s' is outside %d..%d (what the interface accepts)", mtu,
                             ifname, link->min_mtu, link->max_mtu);
     return 0;
@@ -455,7 +454,7 @@ int hc_mtu_apply(struct hc_mtu_mgr *m, const char *ifname, int mtu, int64_t reve
         return -1;
     struct hc_mtu_change c = {.previous_mtu = link.mtu, .mtu = mtu};
     if (hc_random_hex(c.change_id, 16) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate a change id");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot generate a change id");
     snprintf(c.interface, sizeof(c.interface), "%s", ifname);
     c.revert_at_ms = hc_now_ms() + revert_after_ms;
     m->pending = c;
@@ -479,7 +478,7 @@ int hc_mtu_confirm(struct hc_mtu_mgr *m, const char *change_id, struct hc_error 
 {
     char at[40];
     if (!change_id || !change_id[0])
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "missing change_id");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "missing change_id");
     if (m->has_pending && strcmp(m->pending.change_id, change_id) == 0) {
         char previous[sizeof(m->last_confirmed)];
         snprintf(previous, sizeof(previous), "%s", m->last_confirmed);
@@ -498,9 +497,9 @@ int hc_mtu_confirm(struct hc_mtu_mgr *m, const char *change_id, struct hc_error 
     if (strcmp(m->last_confirmed, change_id) == 0)
         return 0;
     if (m->has_last_revert && strcmp(m->last_revert.change_id, change_id) == 0)
-        return hc_error_set(err, 409, HC_ERR_CONFLICT,
+        return hc_error_set(err, HC_E(CONFLICT),
                             "mtu change %s was already reverted at %s (%s back to %d)", change_id,
                             hc_time_format(m->last_revert.reverted_at_ms, at, sizeof(at)),
                             m->last_revert.interface, m->last_revert.previous_mtu);
-    return hc_error_set(err, 404, HC_ERR_NOT_FOUND, "mtu change '%s' not found", change_id);
+    return hc_error_set(err, HC_E(NOT_FOUND), "mtu change '%s' not found", change_id);
 }

@@ -191,17 +191,17 @@ static void job_start(struct net_ctx *ctx, struct hc_request *req, struct job *j
     struct hc_error err = {0};
     job->ctx = ctx;
     if (ctx->njobs >= MAX_JOBS) {
-        hc_error_set(&err, 409, HC_ERR_CONFLICT,
+        hc_error_set(&err, HC_E(CONFLICT),
                      "%d network tests are already running on this agent", ctx->njobs);
         hc_error_hint(&err, "retry when they have finished");
         goto fail;
     }
     if (!(job->def = hc_req_defer(req))) {
-        hc_error_set(&err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(&err, HC_E(INTERNAL), "out of memory");
         goto fail;
     }
     if (hc_jobs_start_notify(ctx->jobs, job_main, job_reply, job_done, job, &err) < 0) {
-        hc_error_set(&err, 500, HC_ERR_INTERNAL, "cannot start a worker thread");
+        hc_error_set(&err, HC_E(INTERNAL), "cannot start a worker thread");
         hc_deferred_reply_error(job->def, &err);
         job_free(job);
         return;
@@ -232,11 +232,11 @@ static int parse_target(const json_t *item, size_t i, struct hc_probe_target *t,
     const char *addr = hc_json_str(item, "address", NULL);
     const json_t *size = json_object_get(item, "size");
     if (!addr || inet_pton(AF_INET, addr, &t->addr) != 1)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "targets[%zu].address must be an IPv4 address", i);
     if (!json_is_integer(size) || json_integer_value(size) < HC_PROBE_MIN_SIZE ||
         json_integer_value(size) > HC_PROBE_MAX_SIZE)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "targets[%zu].size must be an integer from %d to %d (the whole IPv4 "
                             "packet)",
                             i, HC_PROBE_MIN_SIZE, HC_PROBE_MAX_SIZE);
@@ -251,17 +251,17 @@ static int parse_probe(const json_t *body, struct job *job, struct hc_error *err
     size_t n = json_array_size(targets);
     int64_t timeout = hc_json_int(body, "timeout_ms", HC_PROBE_DEFAULT_TIMEOUT_MS);
     if (!json_is_array(targets) || n == 0 || n > HC_PROBE_MAX_TARGETS)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "targets must be an array of 1 to %d {\"address\",\"size\"} objects",
                             HC_PROBE_MAX_TARGETS);
     if (timeout < MIN_TIMEOUT_MS || timeout > MAX_TIMEOUT_MS)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "timeout_ms must be from %d to %d",
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "timeout_ms must be from %d to %d",
                             MIN_TIMEOUT_MS, MAX_TIMEOUT_MS);
     if (source && inet_pton(AF_INET, source, &job->popt.source) != 1)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "source '%s' is not an IPv4 address",
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "source '%s' is not an IPv4 address",
                             source);
     if (!(job->targets = calloc(n, sizeof(*job->targets))))
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     job->ntargets = n;
     for (size_t i = 0; i < n; i++)
         if (parse_target(json_array_get(targets, i), i, &job->targets[i], err) < 0)
@@ -300,7 +300,7 @@ static int parse_duration(const json_t *body, int *out, struct hc_error *err)
     const json_t *d = json_object_get(body, "duration_s");
     int64_t v = d ? (json_is_integer(d) ? json_integer_value(d) : -1) : 5;
     if (v < HC_BENCH_MIN_DURATION_S || v > HC_BENCH_MAX_DURATION_S)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "duration_s must be an integer from %d to %d", HC_BENCH_MIN_DURATION_S,
                             HC_BENCH_MAX_DURATION_S);
     *out = (int)v;
@@ -325,7 +325,7 @@ static void bench_route(struct hc_request *req, struct net_ctx *ctx, enum job_ki
         goto fail;
     if (kind == JOB_BENCH_CLIENT) {
         if (!addr || inet_pton(AF_INET, addr, &ignored) != 1 || port < 1 || port > 65535) {
-            hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT,
+            hc_error_set(&err, HC_E(INVALID_ARGUMENT),
                          "address (IPv4) and port (1-65535) of the bench server are required");
             goto fail;
         }
@@ -373,7 +373,7 @@ static void mtu_set_route(struct hc_request *req, void *arg)
         return;
     }
     if (!json_is_integer(mtu) || !json_is_integer(after)) {
-        hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT,
+        hc_error_set(&err, HC_E(INVALID_ARGUMENT),
                      "mtu and revert_after_ms must be integers");
         hc_reply_error(req, &err);
         return;
@@ -444,7 +444,7 @@ static int ctx_routes(struct net_ctx *ctx, struct hc_http_server *srv, struct hc
         hc_http_server_route(srv, "POST", "/v1/net/mtu/revert", 0, mtu_revert_route, ctx) < 0 ||
         hc_http_server_route(srv, "POST", "/v1/net/bench/server", 0, bench_server_route, ctx) < 0 ||
         hc_http_server_route(srv, "POST", "/v1/net/bench/client", 0, bench_client_route, ctx) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot register the network routes");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot register the network routes");
     return 0;
 }
 
@@ -453,11 +453,11 @@ int hc_agent_net_routes(struct hc_agent *agent, struct hc_http_server *srv, stru
 {
     struct net_ctx *ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     ctx->agent = agent;
     ctx->base = base;
     if (!(ctx->jobs = hc_jobs_new(base))) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot set up the network worker wakeup");
+        hc_error_set(err, HC_E(INTERNAL), "cannot set up the network worker wakeup");
         goto fail;
     }
     if (!(ctx->mtu = hc_mtu_mgr_new(base, hc_agent_data_dir(agent), err)) ||
@@ -477,7 +477,7 @@ int hc_agent_net_start_responder(struct hc_agent *agent, struct hc_error *err)
 {
     struct net_ctx *ctx = ctx_of(agent);
     if (!ctx)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "agent has no network state");
+        return hc_error_set(err, HC_E(INTERNAL), "agent has no network state");
     if (ctx->responder)
         return 0;
     ctx->responder = hc_probe_responder_new(ctx->base, NULL, HC_PROBE_PORT, err);

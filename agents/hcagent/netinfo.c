@@ -51,7 +51,7 @@ static int nl_dump(struct mnl_socket *nl, int type, size_t hdr_len, mnl_cb_t cb,
     int rc = -1;
     char *buf = calloc(1, NL_BUF_SIZE);
     if (!buf)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory reading interfaces");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory reading interfaces");
     struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
     nlh->nlmsg_type = (unsigned short)type;
     nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
@@ -60,7 +60,7 @@ static int nl_dump(struct mnl_socket *nl, int type, size_t hdr_len, mnl_cb_t cb,
     unsigned char *family = mnl_nlmsg_put_extra_header(nlh, hdr_len);
     family[0] = AF_UNSPEC; /* ifi_family and ifa_family are both the first byte */
     if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot send netlink request: %s", strerror(errno));
+        hc_error_set(err, HC_E(INTERNAL), "cannot send netlink request: %s", strerror(errno));
         goto cleanup;
     }
     unsigned int portid = mnl_socket_get_portid(nl);
@@ -68,14 +68,14 @@ static int nl_dump(struct mnl_socket *nl, int type, size_t hdr_len, mnl_cb_t cb,
     do {
         ssize_t n = mnl_socket_recvfrom(nl, buf, NL_BUF_SIZE);
         if (n < 0) {
-            hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot read netlink reply: %s",
+            hc_error_set(err, HC_E(INTERNAL), "cannot read netlink reply: %s",
                          strerror(errno));
             goto cleanup;
         }
         ret = mnl_cb_run(buf, (size_t)n, seq, portid, cb, data);
     } while (ret > MNL_CB_STOP);
     if (ret < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "netlink dump failed: %s", strerror(errno));
+        hc_error_set(err, HC_E(INTERNAL), "netlink dump failed: %s", strerror(errno));
         goto cleanup;
     }
     rc = 0;
@@ -243,12 +243,12 @@ json_t *hc_netinfo_interfaces(struct hc_error *err)
     struct scan scan = {json_array(), json_object()};
     struct mnl_socket *nl = mnl_socket_open(NETLINK_ROUTE);
     if (!nl || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot open rtnetlink socket: %s",
+        hc_error_set(err, HC_E(INTERNAL), "cannot open rtnetlink socket: %s",
                      strerror(errno));
         goto cleanup;
     }
     if (!scan.list || !scan.by_index) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory reading interfaces");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory reading interfaces");
         goto cleanup;
     }
     if (nl_dump(nl, RTM_GETLINK, sizeof(struct ifinfomsg), link_cb, &scan, err) < 0 ||
@@ -259,7 +259,7 @@ json_t *hc_netinfo_interfaces(struct hc_error *err)
     resolve_masters(&scan);
     result = sorted_by_index(scan.list);
     if (!result)
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory reading interfaces");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory reading interfaces");
 cleanup:
     if (nl)
         mnl_socket_close(nl);

@@ -141,7 +141,7 @@ int hc_privilege_restrict_agent(struct hc_error *err)
 {
     uint64_t eff, prm, inh;
     if (caps_get(&eff, &prm, &inh) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot read the agent's capabilities: %s",
+        return hc_error_set(err, HC_E(INTERNAL), "cannot read the agent's capabilities: %s",
                             strerror(errno));
     if (eff & (UINT64_C(1) << CAP_SETPCAP_BIT)) {
         /* Started with a full set (a shell, the SSH bootstrap's daemon): bound it for good, so
@@ -150,19 +150,19 @@ int hc_privilege_restrict_agent(struct hc_error *err)
         for (int c = 0; c <= last; c++)
             if (!(HC_AGENT_CAPS & (UINT64_C(1) << c)) && prctl(PR_CAPBSET_READ, c, 0, 0, 0) == 1 &&
                 prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
-                return hc_error_set(err, 500, HC_ERR_INTERNAL,
+                return hc_error_set(err, HC_E(INTERNAL),
                                     "cannot drop capability %d from the bounding set: %s", c,
                                     strerror(errno));
     }
     if (caps_set(eff & HC_AGENT_CAPS, prm & HC_AGENT_CAPS, 0) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL,
+        return hc_error_set(err, HC_E(INTERNAL),
                             "cannot restrict the agent's capabilities to %s: %s",
                             HC_AGENT_CAPS_NAMES, strerror(errno));
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot clear the ambient capabilities: %s",
+        return hc_error_set(err, HC_E(INTERNAL), "cannot clear the ambient capabilities: %s",
                             strerror(errno));
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot set no_new_privs: %s",
+        return hc_error_set(err, HC_E(INTERNAL), "cannot set no_new_privs: %s",
                             strerror(errno));
     if (geteuid() == 0 && (prm & HC_AGENT_CAPS) != HC_AGENT_CAPS) {
         char missing[200];
@@ -247,7 +247,7 @@ int hc_privilege_service_user(struct hc_service_user *u, struct hc_error *err)
             }
             free(buf);
             if (!found) {
-                hc_error_set(err, 500, HC_ERR_INVALID_ARGUMENT,
+                hc_error_set(err, HC_E(INVALID_ARGUMENT),
                              "HCAGENT_SERVICE_USER '%.64s' is neither UID:GID nor a known user",
                              want);
                 return hc_error_hint(err, "unset it to use uid/gid %d", HC_SERVICE_ID);
@@ -260,12 +260,12 @@ int hc_privilege_service_user(struct hc_service_user *u, struct hc_error *err)
         snprintf(u->detail, sizeof(u->detail), "the default service user");
     }
     if (u->uid == 0 || u->gid == 0)
-        return hc_error_set(err, 500, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "the service may not run as uid 0 or gid 0 (HCAGENT_SERVICE_USER)");
     account_of(u->uid, u->gid, user, group, sizeof(user));
     if (!(want && *want) && ((user[0] && strcmp(user, HC_SERVICE_USER_NAME) != 0) ||
                              (group[0] && strcmp(group, HC_SERVICE_USER_NAME) != 0))) {
-        hc_error_set(err, 500, HC_ERR_CONFLICT,
+        hc_error_set(err, HC_E(CONFLICT),
                      "uid/gid %d of the storage service belongs to '%s' on this node",
                      HC_SERVICE_ID, user[0] && strcmp(user, HC_SERVICE_USER_NAME) ? user : group);
         return hc_error_hint(err, "set HCAGENT_SERVICE_USER=UID:GID (unused ids) for the agent");
@@ -331,7 +331,7 @@ static int check_reach(const char *path, const struct hc_service_user *u, struct
 {
     char real[PATH_MAX];
     if (!realpath(path, real))
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot resolve '%s': %s", path, strerror(errno));
+        return hc_error_set(err, HC_E(IO), "cannot resolve '%s': %s", path, strerror(errno));
     size_t len = strlen(real);
     for (size_t i = 1; i <= len; i++) {
         if (real[i] != '/' && real[i] != '\0')
@@ -340,11 +340,11 @@ static int check_reach(const char *path, const struct hc_service_user *u, struct
         struct stat st;
         real[i] = '\0';
         if (stat(real, &st) < 0) {
-            hc_error_set(err, 500, HC_ERR_IO, "cannot use '%s': %s", real, strerror(errno));
+            hc_error_set(err, HC_E(IO), "cannot use '%s': %s", real, strerror(errno));
             return -1;
         }
         if (S_ISDIR(st.st_mode) && !can_search(&st, u)) {
-            hc_error_set(err, 500, HC_ERR_IO,
+            hc_error_set(err, HC_E(IO),
                          "the service user %s cannot reach '%s': '%s' (mode %04o, owner %u:%u) "
                          "does not let it pass",
                          u->name, path, real, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
@@ -368,10 +368,10 @@ static int open_parent(const char *dir, struct hc_error *err)
         return 0;
     *slash = '\0';
     if (stat(parent, &st) < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot use '%s': %s", parent, strerror(errno));
+        return hc_error_set(err, HC_E(IO), "cannot use '%s': %s", parent, strerror(errno));
     if (st.st_uid == geteuid() && (st.st_mode & 0011) != 0011 &&
         chmod(parent, (st.st_mode & 07777) | 0011) < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot let the service pass '%s': %s", parent,
+        return hc_error_set(err, HC_E(IO), "cannot let the service pass '%s': %s", parent,
                             strerror(errno));
     return 0;
 }
@@ -387,18 +387,18 @@ int hc_privilege_service_dir(const char *dir, const char *const *reach,
     if (open_parent(dir, err) < 0)
         return -1;
     if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-        return hc_error_set(err, 500, HC_ERR_IO,
+        return hc_error_set(err, HC_E(IO),
                             "the service's data directory '%s' is not a directory", dir);
     if (st.st_uid != u->uid || st.st_gid != u->gid) {
         if (st.st_uid == geteuid() && chmod(dir, 0700) < 0)
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot chmod '%s': %s", dir, strerror(errno));
+            return hc_error_set(err, HC_E(IO), "cannot chmod '%s': %s", dir, strerror(errno));
         walk_uid = u->uid;
         walk_gid = u->gid;
         walk_failed = walk_unreadable = 0;
         if (nftw(dir, hand_over, 32, FTW_PHYS | FTW_DEPTH | FTW_MOUNT) < 0 || walk_failed ||
             lchown(dir, u->uid, u->gid) < 0) {
             int e = walk_failed ? walk_failed : errno;
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot give '%s' to the service user %s: %s",
+            return hc_error_set(err, HC_E(IO), "cannot give '%s' to the service user %s: %s",
                                 dir, u->name, strerror(e));
         }
         HC_INFO("service data '%s' now belongs to the service user %s (was %u:%u)%s", dir, u->name,
@@ -431,7 +431,7 @@ int hc_privilege_service_write(const char *dir, const char *name, const void *da
     setfsuid(u.uid);
     int rc;
     if ((uid_t)setfsuid((uid_t)-1) != u.uid || (gid_t)setfsgid((gid_t)-1) != u.gid)
-        rc = hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot write '%s' as the service user %s",
+        rc = hc_error_set(err, HC_E(INTERNAL), "cannot write '%s' as the service user %s",
                           path, u.name);
     else
         rc = hc_file_write_atomic(path, data, len, mode, err);
@@ -469,7 +469,7 @@ int hc_privilege_service_keep(const char *data, const char *kept_dir, const char
     if (chown(data, geteuid(), getegid()) < 0 && errno != EPERM)
         HC_WARN("cannot take back '%s': %s", data, strerror(errno));
     if ((mkdir(kept_dir, 0700) < 0 && errno != EEXIST) || rename(data, to) < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot move '%s' to '%s': %s", data, to,
+        return hc_error_set(err, HC_E(IO), "cannot move '%s' to '%s': %s", data, to,
                             strerror(errno));
     return 1;
 }
@@ -480,10 +480,10 @@ int hc_privilege_service_remove(const char *dir, struct hc_error *err)
     struct stat st;
     if (lstat(dir, &st) < 0)
         return errno == ENOENT ? 0
-                               : hc_error_set(err, 500, HC_ERR_IO, "cannot remove '%s': %s", dir,
+                               : hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", dir,
                                               strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return hc_error_set(err, 500, HC_ERR_IO, "'%s' is not a directory", dir);
+        return hc_error_set(err, HC_E(IO), "'%s' is not a directory", dir);
     if (hc_privilege_service_user(&u, err) < 0)
         return -1;
     if (u.switch_user) {
@@ -498,7 +498,7 @@ int hc_privilege_service_remove(const char *dir, struct hc_error *err)
     }
     if (remove_pass(dir) < 0 || rmdir(dir) < 0) {
         int e = remove_failed ? remove_failed : errno;
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot remove the service's data '%s': %s", dir,
+        return hc_error_set(err, HC_E(IO), "cannot remove the service's data '%s': %s", dir,
                             strerror(e));
     }
     return 0;

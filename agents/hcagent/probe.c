@@ -280,15 +280,15 @@ static int responder_socket(const char *addr, int port, struct hc_error *err)
 {
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (addr && inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "invalid probe responder address '%s': expected an IPv4 address", addr);
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot open the probe responder socket: %s",
+        return hc_error_set(err, HC_E(IO), "cannot open the probe responder socket: %s",
                             strerror(errno));
     if (set_int_opt(fd, IPPROTO_IP, IP_PKTINFO, 1) < 0 ||
         set_int_opt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO) < 0) {
-        hc_error_set(err, 500, HC_ERR_IO, "cannot set up the probe responder socket: %s",
+        hc_error_set(err, HC_E(IO), "cannot set up the probe responder socket: %s",
                      strerror(errno));
         close(fd);
         return -1;
@@ -296,7 +296,7 @@ static int responder_socket(const char *addr, int port, struct hc_error *err)
     set_int_opt(fd, SOL_SOCKET, SO_RCVBUF, PROBE_SOCKBUF);
     set_int_opt(fd, SOL_SOCKET, SO_SNDBUF, PROBE_SOCKBUF);
     if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-        hc_error_set(err, 500, HC_ERR_IO, "cannot bind the probe responder to %s:%d (udp): %s",
+        hc_error_set(err, HC_E(IO), "cannot bind the probe responder to %s:%d (udp): %s",
                      addr ? addr : "0.0.0.0", port, strerror(errno));
         close(fd);
         return -1;
@@ -309,7 +309,7 @@ struct hc_probe_responder *hc_probe_responder_new(struct event_base *base, const
 {
     struct hc_probe_responder *r = calloc(1, sizeof(*r));
     if (!r) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
     }
     r->fd = responder_socket(addr, port == 0 ? HC_PROBE_PORT : port < 0 ? 0 : port, err);
@@ -318,7 +318,7 @@ struct hc_probe_responder *hc_probe_responder_new(struct event_base *base, const
     struct sockaddr_in sin;
     socklen_t len = sizeof(sin);
     if (getsockname(r->fd, (struct sockaddr *)&sin, &len) < 0) {
-        hc_error_set(err, 500, HC_ERR_IO, "probe responder: getsockname: %s", strerror(errno));
+        hc_error_set(err, HC_E(IO), "probe responder: getsockname: %s", strerror(errno));
         goto fail;
     }
     r->port = ntohs(sin.sin_port);
@@ -326,7 +326,7 @@ struct hc_probe_responder *hc_probe_responder_new(struct event_base *base, const
     r->global.last_ms = hc_mono_ms();
     r->ev = event_new(base, r->fd, EV_READ | EV_PERSIST, responder_read, r);
     if (!r->ev || event_add(r->ev, NULL) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot add the probe responder to the loop");
+        hc_error_set(err, HC_E(INTERNAL), "cannot add the probe responder to the loop");
         goto fail;
     }
     return r;
@@ -797,18 +797,18 @@ static int open_target(const struct prober *p, struct tstate *ts, struct hc_erro
     char a[INET_ADDRSTRLEN];
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return hc_error_set(err, 503, HC_ERR_IO, "cannot open a probe socket: %s", strerror(errno));
+        return hc_error_set(err, HC_E(IO), "cannot open a probe socket: %s", strerror(errno));
     ts->fd = fd;
     set_int_opt(fd, SOL_SOCKET, SO_RCVBUF, PROBE_SOCKBUF);
     set_int_opt(fd, SOL_SOCKET, SO_SNDBUF, PROBE_SOCKBUF);
     if (set_int_opt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO) < 0 ||
         set_int_opt(fd, IPPROTO_IP, IP_RECVERR, 1) < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot set up a probe socket: %s",
+        return hc_error_set(err, HC_E(IO), "cannot set up a probe socket: %s",
                             strerror(errno));
     if (p->source.s_addr != htonl(INADDR_ANY)) {
         struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr = p->source};
         if (bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0)
-            return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                                 "cannot probe from source address %s: %s", addr_text(p->source, a),
                                 strerror(errno));
     }
@@ -875,7 +875,7 @@ static int probe_window(struct prober *p, struct hc_probe_target *targets, size_
     struct tstate *ts = calloc(n, sizeof(*ts));
     struct pollfd *pfd = calloc(n, sizeof(*pfd));
     if (!ts || !pfd) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     for (size_t i = 0; i < n; i++)
@@ -895,7 +895,7 @@ static int probe_window(struct prober *p, struct hc_probe_target *targets, size_
         int64_t wait = next - hc_mono_ms();
         if (poll(pfd, n, wait < 0 ? 0 : (int)(wait > CANCEL_MS ? CANCEL_MS : wait)) < 0 &&
             errno != EINTR) {
-            hc_error_set(err, 500, HC_ERR_IO, "probe: poll: %s", strerror(errno));
+            hc_error_set(err, HC_E(IO), "probe: poll: %s", strerror(errno));
             goto cleanup;
         }
         for (size_t i = 0; i < n; i++) {
@@ -932,7 +932,7 @@ static int prober_init(struct prober *p, const struct hc_probe_options *opt, str
     p->cancel = opt->cancel;
     p->buf = calloc(1, HC_PROBE_MAX_SIZE);
     if (!p->buf)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     /* Padding that is not all zeros, so that nothing on the path compresses it away. */
     for (size_t i = 8; i < HC_PROBE_MAX_SIZE; i++)
         p->buf[i] = (unsigned char)(i * 31 + 7);
@@ -945,7 +945,7 @@ int hc_probe_run(const struct hc_probe_options *opt, struct hc_probe_target *tar
     struct prober p;
     for (size_t i = 0; i < n; i++)
         if (targets[i].size < HC_PROBE_MIN_SIZE || targets[i].size > HC_PROBE_MAX_SIZE)
-            return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                                 "probe size %d is outside %d..%d", targets[i].size,
                                 HC_PROBE_MIN_SIZE, HC_PROBE_MAX_SIZE);
     if (prober_init(&p, opt, err) < 0)

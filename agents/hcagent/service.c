@@ -95,7 +95,7 @@ struct hc_service *hc_service_new(struct event_base *base, struct hc_jobs *jobs,
 {
     struct hc_service *svc = calloc(1, sizeof(*svc));
     if (!svc) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
     }
     svc->base = base;
@@ -110,7 +110,7 @@ struct hc_service *hc_service_new(struct event_base *base, struct hc_jobs *jobs,
     svc->kill_timer = evtimer_new(base, on_kill, svc);
     svc->health_timer = evtimer_new(base, on_health, svc);
     if (!svc->restart_timer || !svc->kill_timer || !svc->health_timer) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot create the supervisor's timers");
+        hc_error_set(err, HC_E(INTERNAL), "cannot create the supervisor's timers");
         hc_service_free(svc, 0);
         return NULL;
     }
@@ -317,13 +317,13 @@ static int plan_make(struct hc_service *svc, struct spawn_plan *p, struct hc_err
     if (!(p->argv = calloc(n + 2, sizeof(char *))) ||
         !(p->argv[0] = p->prog =
               hc_path_join(svc->env.bundle_dir, hc_json_str(svc->manifest, "entrypoint", ""))))
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     for (size_t i = 0; i < n; i++)
         if (!(p->argv[i + 1] =
                   hc_service_expand(json_string_value(json_array_get(args, i)), &svc->env)))
-            return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+            return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     if (!(p->envp = hc_service_environ(&svc->env)))
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     /* The service's own user, and its data directory the only place it may write. */
     const char *reach[] = {p->prog, NULL}; /* the bundle's directories down to it */
     if (hc_privilege_service_user(&p->user, err) < 0 ||
@@ -334,7 +334,7 @@ static int plan_make(struct hc_service *svc, struct spawn_plan *p, struct hc_err
     p->log = open(svc->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     p->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (p->log < 0 || p->devnull < 0 || pipe2(p->sync, O_CLOEXEC) < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot prepare '%s': %s", svc->log_path,
+        return hc_error_set(err, HC_E(IO), "cannot prepare '%s': %s", svc->log_path,
                             strerror(errno));
     char stamp[32], line[1600];
     int len = snprintf(line, sizeof(line), "--- %s hcagent: starting %s %s (%s) as %s\n",
@@ -386,7 +386,7 @@ static int spawn(struct hc_service *svc, struct hc_error *err)
         goto cleanup;
     pid_t pid = fork();
     if (pid < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot fork: %s", strerror(errno));
+        hc_error_set(err, HC_E(INTERNAL), "cannot fork: %s", strerror(errno));
         goto cleanup;
     }
     if (pid == 0)
@@ -416,7 +416,7 @@ static int take_definition(struct hc_service *svc, const json_t *manifest,
 {
     json_t *copy = json_deep_copy(manifest);
     if (!copy)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     json_decref(svc->manifest);
     svc->manifest = copy;
     svc->env = *env;
@@ -432,7 +432,7 @@ int hc_service_start(struct hc_service *svc, const json_t *manifest,
                      const struct hc_service_env *env, struct hc_error *err)
 {
     if (svc->pid)
-        return hc_error_set(err, 409, HC_ERR_CONFLICT, "the service still runs (pid %d)",
+        return hc_error_set(err, HC_E(CONFLICT), "the service still runs (pid %d)",
                             (int)svc->pid);
     evtimer_del(svc->restart_timer);
     svc->fast_fails = 0;

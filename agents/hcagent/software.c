@@ -101,7 +101,7 @@ json_t *hc_agent_sw_manifest(const struct hc_agent_software *sw, const char *ver
     char path[1300], *text = NULL;
     size_t len;
     if (!hc_agent_sw_staged(sw, version)) {
-        hc_error_set(err, 404, "not_staged", "version '%s' is not staged on node %s", version,
+        hc_error_set(err, HC_E(NOT_STAGED), "version '%s' is not staged on node %s", version,
                      sw->cfg.name);
         hc_error_hint(err, "stage it first (POST /v1/software/stage)");
         return NULL;
@@ -140,15 +140,15 @@ static int set_link(const struct hc_agent_software *sw, const char *link, const 
     snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", sw->dir, link);
     if (!target) {
         if (unlink(path) < 0 && errno != ENOENT)
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot remove '%s': %s", path,
+            return hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", path,
                                 strerror(errno));
-        return hc_dir_sync(sw->dir) < 0 ? hc_error_set(err, 500, HC_ERR_IO, "cannot sync '%s': %s",
+        return hc_dir_sync(sw->dir) < 0 ? hc_error_set(err, HC_E(IO), "cannot sync '%s': %s",
                                                     sw->dir, strerror(errno))
                                      : 0;
     }
     unlink(tmp);
     if (symlink(target, tmp) < 0 || rename(tmp, path) < 0 || hc_dir_sync(sw->dir) < 0)
-        return hc_error_set(err, 500, HC_ERR_IO, "cannot point '%s' at %s: %s", path, target,
+        return hc_error_set(err, HC_E(IO), "cannot point '%s' at %s: %s", path, target,
                             strerror(errno));
     return 0;
 }
@@ -346,7 +346,7 @@ static int http_fail(const struct hc_http_response *resp, const char *what, cons
                      struct hc_error *err)
 {
     if (hc_error_from_json(err, resp->body, 502) < 0)
-        hc_error_set(err, 502, "download_failed", "HTTP %ld", resp->status);
+        hc_error_set(err, HC_E(DOWNLOAD_FAILED), "HTTP %ld", resp->status);
     return hc_error_prefix(err, "cannot %s from %s", what, url);
 }
 
@@ -401,7 +401,7 @@ static int write_meta(const struct hc_agent_sw_stage *st, const struct hc_bundle
                             "staged_at", hc_time_format(hc_now_ms(), when, sizeof(when)));
     char *text = hc_json_dump(doc);
     json_decref(doc);
-    int rc = !text ? hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory")
+    int rc = !text ? hc_error_set(err, HC_E(INTERNAL), "out of memory")
              : hc_mkdir_p(dir, 0755, err) < 0
                  ? -1
                  : hc_file_write_atomic(path, text, strlen(text), 0644, err);
@@ -425,7 +425,7 @@ static int place(struct hc_agent_sw_stage *st, const struct hc_bundle *b, struct
         snprintf(probe.dir, sizeof(probe.dir), "%s", st->dir);
         hc_agent_sw_link(&probe, "current", current);
         if (strcmp(current, st->version) == 0) {
-            hc_error_set(err, 409, HC_ERR_CONFLICT, "version %s is active here with another sha256",
+            hc_error_set(err, HC_E(CONFLICT), "version %s is active here with another sha256",
                          st->version);
             hc_error_hint(err, "activate another version before staging this one again");
             goto fail;
@@ -438,7 +438,7 @@ static int place(struct hc_agent_sw_stage *st, const struct hc_bundle *b, struct
         goto io;
     return 0;
 io:
-    hc_error_set(err, 500, HC_ERR_IO, "cannot move bundle %s into '%s': %s", st->version, final,
+    hc_error_set(err, HC_E(IO), "cannot move bundle %s into '%s': %s", st->version, final,
                  strerror(errno));
 fail:
     hc_bundle_rmtree(tmp);
@@ -451,7 +451,7 @@ static int verify_and_place(struct hc_agent_sw_stage *st, const struct hc_http_r
     char hex[65];
     hc_sha256_hex(resp->raw, resp->raw_len, hex);
     if (st->sha256[0] && strcmp(hex, st->sha256) != 0) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_CHECKSUM,
+        hc_error_set(err, HC_E(BUNDLE_CHECKSUM),
                      "downloaded bundle %s has sha256 %s, the controller announced %s", st->version,
                      hex, st->sha256);
         return hc_error_hint(err, "the download was damaged or altered: stage it again");
@@ -462,7 +462,7 @@ static int verify_and_place(struct hc_agent_sw_stage *st, const struct hc_http_r
     const struct hc_bundle_info *info = hc_bundle_info(b);
     int rc = -1;
     if (strcmp(info->version, st->version) != 0)
-        hc_error_set(err, 400, HC_BUNDLE_ERR_MANIFEST, "the bundle served as %s is version %s",
+        hc_error_set(err, HC_E(BUNDLE_MANIFEST), "the bundle served as %s is version %s",
                      st->version, info->version);
     else if (place(st, b, err) == 0)
         rc = 0;
@@ -502,7 +502,7 @@ void hc_agent_sw_stage_work(void *arg)
     if (!(keys = hc_bundle_keys_new()) || hc_bundle_keys_load_dir(keys, st->keys_dir, err) < 0)
         goto cleanup;
     if (hc_bundle_keys_count(keys) == 0) {
-        hc_error_set(err, 400, HC_BUNDLE_ERR_NO_KEYS, "no trusted bundle keys on this node (%s)",
+        hc_error_set(err, HC_E(NO_TRUSTED_KEYS), "no trusted bundle keys on this node (%s)",
                      st->keys_dir);
         hc_error_hint(err, "nodes get the keys given to 'hcctld init --trust-key' when they join");
         goto cleanup;
@@ -537,7 +537,7 @@ struct hc_agent_software *hc_agent_software_new(struct hc_http_server *srv, stru
     char abs[PATH_MAX], current[65];
     struct hc_agent_software *sw = calloc(1, sizeof(*sw));
     if (!sw) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
     }
     sw->base = base;
@@ -553,7 +553,7 @@ struct hc_agent_software *hc_agent_software_new(struct hc_http_server *srv, stru
         !(sw->svc = hc_service_new(base, sw->jobs, sw->dir, err)) ||
         hc_agent_sw_routes(srv, sw, err) < 0) {
         if (!err->code[0])
-            hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+            hc_error_set(err, HC_E(INTERNAL), "out of memory");
         hc_agent_software_free(sw, 0);
         return NULL;
     }

@@ -26,10 +26,10 @@ struct hc_sw_action {
     json_t *manifest;
 };
 
-static void reply_error(struct hc_request *req, int status, const char *code, const char *msg)
+static void reply_error(struct hc_request *req, const struct hc_code *code, const char *msg)
 {
     struct hc_error err;
-    hc_error_set(&err, status, code, "%s", msg);
+    hc_error_set(&err, code, "%s", msg);
     hc_reply_error(req, &err);
 }
 
@@ -40,7 +40,7 @@ static int busy(struct hc_request *req, const struct hc_agent_software *sw)
         return 0;
     snprintf(msg, sizeof(msg), "the agent is busy: %s %s is in progress", sw->action->what,
              sw->action->version);
-    reply_error(req, 409, HC_ERR_CONFLICT, msg);
+    reply_error(req, HC_E(CONFLICT), msg);
     return 1;
 }
 
@@ -57,7 +57,7 @@ void hc_agent_sw_actions_cancel(struct hc_agent_software *sw)
     if (!sw || !sw->action)
         return;
     struct hc_error err;
-    hc_error_set(&err, 503, "shutting_down", "the agent stopped before %s %s finished",
+    hc_error_set(&err, HC_E(SHUTTING_DOWN), "the agent stopped before %s %s finished",
                  sw->action->what, sw->action->version);
     hc_deferred_reply_error(sw->action->d, &err);
     action_free(sw->action);
@@ -118,14 +118,14 @@ static int stage_parse(struct stage_ctx *c, json_t *body, struct hc_error *err)
     if (!version)
         return -1;
     if (!hc_bundle_version_valid(version))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid version '%s'", version);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid version '%s'", version);
     const char *url = hc_json_str(body, "url", ""), *sig = hc_json_str(body, "signature", "");
     if (*url && strncmp(url, "https://", 8) != 0)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "url must be https://, not '%s'",
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "url must be https://, not '%s'",
                             url);
     if (strlen(url) >= sizeof(c->st.url) || strlen(sig) >= sizeof(c->st.sig) ||
         strlen(hc_json_str(body, "token", "")) >= sizeof(c->st.token))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "url, token or signature too long");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "url, token or signature too long");
     struct hc_agent_sw_stage *st = &c->st;
     snprintf(st->version, sizeof(st->version), "%s", version);
     snprintf(st->url, sizeof(st->url), "%s", url);
@@ -149,19 +149,19 @@ static void stage_route(struct hc_request *req, void *arg)
         return;
     struct stage_ctx *c = calloc(1, sizeof(*c));
     if (!c) {
-        reply_error(req, 500, HC_ERR_INTERNAL, "out of memory");
+        reply_error(req, HC_E(INTERNAL), "out of memory");
         return;
     }
     c->sw = sw;
     if (stage_parse(c, body, &err) < 0)
         goto fail;
     if (sw->staging[0]) {
-        hc_error_set(&err, 409, HC_ERR_CONFLICT, "a stage of %s is already in progress",
+        hc_error_set(&err, HC_E(CONFLICT), "a stage of %s is already in progress",
                      sw->staging);
         goto fail;
     }
     if (!(c->d = hc_req_defer(req))) {
-        hc_error_set(&err, 500, HC_ERR_INTERNAL, "cannot defer the reply");
+        hc_error_set(&err, HC_E(INTERNAL), "cannot defer the reply");
         goto fail;
     }
     if (hc_jobs_start(sw->jobs, stage_work, stage_done, c, &err) < 0) {
@@ -220,7 +220,7 @@ static void begin_action(struct hc_request *req, struct hc_agent_software *sw,
 {
     a->sw = sw;
     if (!(a->d = hc_req_defer(req))) {
-        reply_error(req, 500, HC_ERR_INTERNAL, "cannot defer the reply");
+        reply_error(req, HC_E(INTERNAL), "cannot defer the reply");
         json_decref(a->manifest);
         free(a);
         return;
@@ -257,7 +257,7 @@ static void activate_common(struct hc_request *req, struct hc_agent_software *sw
     struct hc_sw_action *a = calloc(1, sizeof(*a));
     if (!a) {
         json_decref(m);
-        reply_error(req, 500, HC_ERR_INTERNAL, "out of memory");
+        reply_error(req, HC_E(INTERNAL), "out of memory");
         return;
     }
     snprintf(a->what, sizeof(a->what), "%s", what);
@@ -288,7 +288,7 @@ static void rollback_route(struct hc_request *req, void *arg)
     hc_agent_sw_link(sw, "previous", previous);
     if (!previous[0]) {
         struct hc_error err;
-        hc_error_set(&err, 409, "no_rollback_target",
+        hc_error_set(&err, HC_E(NO_ROLLBACK_TARGET),
                      "node %s has no previous version to roll "
                      "back to",
                      sw->cfg.name);
@@ -317,7 +317,7 @@ static void stop_route(struct hc_request *req, void *arg)
     }
     struct hc_sw_action *a = calloc(1, sizeof(*a));
     if (!a) {
-        reply_error(req, 500, HC_ERR_INTERNAL, "out of memory");
+        reply_error(req, HC_E(INTERNAL), "out of memory");
         return;
     }
     snprintf(a->what, sizeof(a->what), "stop");
@@ -335,7 +335,7 @@ static void start_route(struct hc_request *req, void *arg)
         return;
     hc_agent_sw_link(sw, "current", current);
     if (!current[0]) {
-        reply_error(req, 409, "not_installed", "no software is active on this node");
+        reply_error(req, HC_E(NOT_INSTALLED), "no software is active on this node");
         return;
     }
     enum hc_service_state s = hc_service_state(sw->svc);
@@ -390,12 +390,12 @@ static void hook_reply(struct hc_deferred *d, struct hc_request *req, enum hc_ho
     } else if (kind == HC_HOOK_DRAIN && r->ok) {
         body = json_pack("{s:b, s:s}", "drained", 1, "detail", r->detail);
     } else if (kind == HC_HOOK_DRAIN) {
-        hc_error_set(&err, 502, "drain_failed", "the service did not drain: %s", r->detail);
+        hc_error_set(&err, HC_E(DRAIN_FAILED), "the service did not drain: %s", r->detail);
     } else if (r->ok) {
         body = json_pack("{s:I, s:b, s:s}", "pending", (json_int_t)r->pending, "done",
                          r->pending == 0, "detail", r->detail);
     } else {
-        hc_error_set(&err, 502, "resync_unknown",
+        hc_error_set(&err, HC_E(RESYNC_UNKNOWN),
                      "the service did not say what is left to "
                      "resync: %s",
                      r->detail);
@@ -441,7 +441,7 @@ static int hook_without_service(struct hc_request *req, struct hc_agent_software
         char msg[128];
         snprintf(msg, sizeof(msg), "the service is %s: its resync state is unknown",
                  hc_service_state_name(s));
-        reply_error(req, 409, "service_not_running", msg);
+        reply_error(req, HC_E(SERVICE_NOT_RUNNING), msg);
         return 1;
     }
     hook_reply(NULL, req, kind, &r, "", hc_service_state_name(s));
@@ -460,7 +460,7 @@ static void hook_route(struct hc_request *req, struct hc_agent_software *sw, enu
     if (!c) {
         json_decref(m);
         if (!err.code[0])
-            hc_error_set(&err, 500, HC_ERR_INTERNAL, "out of memory");
+            hc_error_set(&err, HC_E(INTERNAL), "out of memory");
         hc_reply_error(req, &err);
         return;
     }
@@ -472,7 +472,7 @@ static void hook_route(struct hc_request *req, struct hc_agent_software *sw, enu
     snprintf(c->state, sizeof(c->state), "%s", hc_service_state_name(hc_service_state(sw->svc)));
     if (!(c->d = hc_req_defer(req)) || hc_jobs_start(sw->jobs, hook_work, hook_done, c, &err) < 0) {
         if (!err.code[0])
-            hc_error_set(&err, 500, HC_ERR_INTERNAL, "cannot defer the reply");
+            hc_error_set(&err, HC_E(INTERNAL), "cannot defer the reply");
         if (c->d)
             hc_deferred_reply_error(c->d, &err);
         else
@@ -522,7 +522,7 @@ static void peers_route(struct hc_request *req, void *arg)
         ok = ok && json_is_string(json_object_get(node, "name")) &&
              json_is_string(json_object_get(node, "host"));
     if (!ok) {
-        reply_error(req, 400, HC_ERR_INVALID_ARGUMENT,
+        reply_error(req, HC_E(INVALID_ARGUMENT),
                     "expected {\"epoch\": N, \"nodes\": [{\"name\", \"host\"}...]}");
         return;
     }
@@ -532,7 +532,7 @@ static void peers_route(struct hc_request *req, void *arg)
     if (!text ||
         hc_privilege_service_write(dir, "peers.json", text, strlen(text), 0644, &err) < 0) {
         if (!err.code[0])
-            hc_error_set(&err, 500, HC_ERR_INTERNAL, "out of memory");
+            hc_error_set(&err, HC_E(INTERNAL), "out of memory");
         hc_reply_error(req, &err);
     } else {
         hc_log(HC_LOG_INFO, "storage peers: epoch %lld, %zu nodes",
@@ -555,7 +555,7 @@ static void history_route(struct hc_request *req, void *arg)
     char *end = NULL;
     long long ms = since ? strtoll(since, &end, 10) : 0;
     if (since && (!*since || *end)) {
-        reply_error(req, 400, HC_ERR_INVALID_ARGUMENT, "since must be epoch milliseconds");
+        reply_error(req, HC_E(INVALID_ARGUMENT), "since must be epoch milliseconds");
         return;
     }
     hc_reply_json(req, 200, json_pack("{s:s, s:o}", "node", sw->cfg.name, "events",
@@ -584,7 +584,7 @@ int hc_agent_sw_routes(struct hc_http_server *srv, struct hc_agent_software *sw,
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
         if (hc_http_server_route(srv, routes[i].method, routes[i].path, 0, routes[i].fn, sw) < 0)
-            return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot register %s %s",
+            return hc_error_set(err, HC_E(INTERNAL), "cannot register %s %s",
                                 routes[i].method, routes[i].path);
     return 0;
 }

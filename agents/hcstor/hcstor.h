@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/error_codes.h"
+
 #define HCSTOR_KEY_MAX 128
 #define HCSTOR_BLOCK_MAX (16 * 1024 * 1024)
 #define HCSTOR_PEERS_MAX 64
@@ -140,8 +142,9 @@ int hcstor_peer_request(struct hcstor *s, struct evhttp_connection *conn,
 
 /* main.c: the reply helpers shared by the parts */
 void hcstor_reply_json(struct evhttp_request *req, int status, json_t *body);
-void hcstor_reply_error(struct evhttp_request *req, int status, const char *code,
-                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The error shape with code's status (a row of common/error_codes.h: HC_E(NOT_FOUND)). */
+void hcstor_reply_error(struct evhttp_request *req, const struct hc_code *code, const char *fmt,
+                        ...) __attribute__((format(printf, 3, 4)));
 void hcstor_log(const struct hcstor *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -60,15 +60,15 @@ void hcstor_reply_json(struct evhttp_request *req, int status, json_t *body)
     free(text);
 }
 
-void hcstor_reply_error(struct evhttp_request *req, int status, const char *code,
-                        const char *fmt, ...)
+void hcstor_reply_error(struct evhttp_request *req, const struct hc_code *code, const char *fmt,
+                        ...)
 {
     char msg[600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    hcstor_reply_json(req, status, json_pack("{s:{s:s, s:s}}", "error", "code", code,
+    hcstor_reply_json(req, code->status, json_pack("{s:{s:s, s:s}}", "error", "code", code->wire,
                                              "message", msg));
 }
 
@@ -103,7 +103,7 @@ static void drain_announced(struct hcstor *s)
 static void drain(struct hcstor *s, struct evhttp_request *req)
 {
     if (s->drain_reply) {
-        hcstor_reply_error(req, 409, "conflict", "a drain is already in progress");
+        hcstor_reply_error(req, HC_E(CONFLICT), "a drain is already in progress");
         return;
     }
     s->drain_reply = req;
@@ -166,9 +166,9 @@ static void read_local(struct hcstor *s, struct evhttp_request *req, const char 
     int fd = hcstor_store_open_block(s, key, &off, &len, &version);
     if (fd < 0) {
         if (errno == ENOENT)
-            hcstor_reply_error(req, 404, "not_found", "no block '%s'", key);
+            hcstor_reply_error(req, HC_E(NOT_FOUND), "no block '%s'", key);
         else
-            hcstor_reply_error(req, 500, "io_error", "cannot read block '%s': %s", key,
+            hcstor_reply_error(req, HC_E(IO), "cannot read block '%s': %s", key,
                                strerror(errno));
         return;
     }
@@ -179,7 +179,7 @@ static void read_local(struct hcstor *s, struct evhttp_request *req, const char 
             close(fd);
         if (out)
             evbuffer_free(out);
-        hcstor_reply_error(req, 500, "io_error", "cannot read block '%s'", key);
+        hcstor_reply_error(req, HC_E(IO), "cannot read block '%s'", key);
         return;
     }
     snprintf(vh, sizeof(vh), "%" PRId64, version);
@@ -260,7 +260,7 @@ static void coordinate_write(struct client_op *op)
     op->version = hcstor_next_version(s, op->key);
     op->bytes = len;
     if (hcstor_store_put(s, op->key, op->version, data, len, why, sizeof(why)) < 0) {
-        hcstor_reply_error(op->req, 500, "io_error", "%s", why);
+        hcstor_reply_error(op->req, HC_E(IO), "%s", why);
         op_free(op);
         return;
     }
@@ -319,7 +319,7 @@ static void forward(struct client_op *op)
         if (evhttp_make_request(hcstor_peer_conn(&s->peers[idx]), r, op->cmd, uri) == 0)
             return;
     }
-    hcstor_reply_error(op->req, 503, "unavailable",
+    hcstor_reply_error(op->req, HC_E(UNAVAILABLE),
                        "no in-sync replica of block '%s' is serving (replication %d)", op->key,
                        hcstor_effective_rf(s));
     op_free(op);
@@ -329,11 +329,11 @@ static void client_block(struct hcstor *s, struct evhttp_request *req, const cha
 {
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_PUT) {
-        hcstor_reply_error(req, 405, "method_not_allowed", "use GET or PUT");
+        hcstor_reply_error(req, HC_E(METHOD_NOT_ALLOWED), "use GET or PUT");
         return;
     }
     if (s->state == HCSTOR_DRAINING || s->fail_health) {
-        hcstor_reply_error(req, 503, s->fail_health ? "unhealthy" : "draining",
+        hcstor_reply_error(req, s->fail_health ? HC_E(UNHEALTHY) : HC_E(DRAINING),
                            "hcstor on %s is %s: use another node", s->node,
                            s->fail_health ? "failing its health check" : "draining");
         return;
@@ -347,19 +347,19 @@ static void client_block(struct hcstor *s, struct evhttp_request *req, const cha
     if (cmd == EVHTTP_REQ_PUT && s->state == HCSTOR_SERVING && hcstor_is_replica(s, key)) {
         struct client_op *op = op_new(s, req, key);
         if (!op)
-            hcstor_reply_error(req, 500, "internal", "out of memory");
+            hcstor_reply_error(req, HC_E(INTERNAL), "out of memory");
         else
             coordinate_write(op);
         return;
     }
     if (header(req, "X-Hcstor-Forwarded")) {
-        hcstor_reply_error(req, 503, "unavailable", "%s is not an in-sync replica of '%s' (%s)",
+        hcstor_reply_error(req, HC_E(UNAVAILABLE), "%s is not an in-sync replica of '%s' (%s)",
                            s->node, key, hcstor_state_name(s->state));
         return;
     }
     struct client_op *op = op_new(s, req, key);
     if (!op || (cmd == EVHTTP_REQ_PUT && !(op->body = evbuffer_new()))) {
-        hcstor_reply_error(req, 500, "internal", "out of memory");
+        hcstor_reply_error(req, HC_E(INTERNAL), "out of memory");
         if (op)
             op_free(op);
         return;
@@ -381,7 +381,7 @@ static void internal_block(struct hcstor *s, struct evhttp_request *req, const c
     const char *vh = header(req, "X-Hcstor-Version");
     int64_t v = vh ? strtoll(vh, NULL, 10) : 0;
     if (cmd != EVHTTP_REQ_PUT || v <= 0) {
-        hcstor_reply_error(req, 400, "invalid_argument", "a replica write is a PUT with "
+        hcstor_reply_error(req, HC_E(INVALID_ARGUMENT), "a replica write is a PUT with "
                                                          "X-Hcstor-Version");
         return;
     }
@@ -391,7 +391,7 @@ static void internal_block(struct hcstor *s, struct evhttp_request *req, const c
     int stored = v > hcstor_store_version(s, key); /* never over a newer version */
     if (stored && hcstor_store_put(s, key, v, len ? evbuffer_pullup(body, -1) : (void *)"", len,
                                    why, sizeof(why)) < 0) {
-        hcstor_reply_error(req, 500, "io_error", "%s", why);
+        hcstor_reply_error(req, HC_E(IO), "%s", why);
         return;
     }
     hcstor_reply_json(req, 200, json_pack("{s:b, s:I}", "stored", stored, "version",
@@ -408,7 +408,7 @@ static void internal_keys(struct hcstor *s, struct evhttp_request *req)
     const char *key;
     if (!query || evhttp_parse_query_str(query + 1, &q) != 0) {
         json_decref(keys);
-        hcstor_reply_error(req, 400, "invalid_argument", "expected ?for=NODE");
+        hcstor_reply_error(req, HC_E(INVALID_ARGUMENT), "expected ?for=NODE");
         return;
     }
     const char *who = evhttp_find_header(&q, "for");
@@ -417,7 +417,7 @@ static void internal_keys(struct hcstor *s, struct evhttp_request *req)
         /* Placed by our older list, the answer would miss blocks the asker now holds. */
         evhttp_clear_headers(&q);
         json_decref(keys);
-        hcstor_reply_error(req, 409, "members_behind", "this node's members list is older "
+        hcstor_reply_error(req, HC_E(MEMBERS_BEHIND), "this node's members list is older "
                                                        "than the asker's");
         return;
     }
@@ -450,7 +450,7 @@ static void internal_message(struct hcstor *s, struct evhttp_request *req, const
     const char *inc = json_string_value(json_object_get(j, "incarnation"));
     if (!p) {
         json_decref(j);
-        hcstor_reply_error(req, 404, "unknown_peer", "not a member of this node's cluster");
+        hcstor_reply_error(req, HC_E(UNKNOWN_PEER), "not a member of this node's cluster");
         return;
     }
     p->changed_ms = p->heard_ms = hc_mono_ms();
@@ -608,7 +608,7 @@ static void ok_to_stop(struct hcstor *s, struct evhttp_request *req)
         if (v && v->timer)
             event_free(v->timer);
         free(v);
-        hcstor_reply_error(req, 500, "internal", "out of memory");
+        hcstor_reply_error(req, HC_E(INTERNAL), "out of memory");
         return;
     }
     *v = (struct verdict){s, req, hc_mono_ms(), 2, 0, v->timer};
@@ -638,7 +638,7 @@ static void route(struct evhttp_request *req, void *arg)
     /* libevent reads up to twice the limit: the answer is ours, as JSON, not its HTML page. */
     size_t body = evbuffer_get_length(evhttp_request_get_input_buffer(req));
     if (body > HCSTOR_BLOCK_MAX) {
-        hcstor_reply_error(req, 413, "body_too_large", "body of %zu bytes exceeds the %d-byte "
+        hcstor_reply_error(req, HC_E(BODY_TOO_LARGE), "body of %zu bytes exceeds the %d-byte "
                            "block limit", body, HCSTOR_BLOCK_MAX);
         return;
     }
@@ -646,7 +646,7 @@ static void route(struct evhttp_request *req, void *arg)
         const char *key = strchr(path + 1, '/') + 1;
         key = path[1] == 'i' ? strchr(key, '/') + 1 : key;
         if (!hcstor_key_valid(key))
-            hcstor_reply_error(req, 400, "invalid_argument", "invalid block key");
+            hcstor_reply_error(req, HC_E(INVALID_ARGUMENT), "invalid block key");
         else if (path[1] == 'i')
             internal_block(s, req, key);
         else
@@ -666,7 +666,7 @@ static void route(struct evhttp_request *req, void *arg)
                 !strcmp(path + 10, "resync"))) {
         internal_message(s, req, path + 10);
     } else {
-        hcstor_reply_error(req, 404, "not_found", "no such endpoint");
+        hcstor_reply_error(req, HC_E(NOT_FOUND), "no such endpoint");
     }
 }
 

@@ -74,7 +74,7 @@ static const struct {
 static int forbidden(struct hc_request *req, const char *name)
 {
     struct hc_error err;
-    hc_error_set(&err, 403, HC_ERR_FORBIDDEN, "api token '%s' is read-only", name);
+    hc_error_set(&err, HC_E(FORBIDDEN), "api token '%s' is read-only", name);
     hc_error_hint(&err, "use an admin token for %s %s", hc_req_method(req), hc_req_path(req));
     hc_reply_error(req, &err);
     return 1;
@@ -99,7 +99,7 @@ static int api_before(struct hc_request *req, const struct hc_route *route, void
     if ((route->flags & HC_API_ADMIN) && strcmp(who.role, HC_AUTH_ROLE_ADMIN) != 0)
         return forbidden(req, who.name);
     if (!hc_auth_scope_allows(who.scope, hc_req_method(req), hc_req_path(req))) {
-        hc_error_set(&err, 403, HC_ERR_FORBIDDEN, "api token '%s' may only read %s", who.name,
+        hc_error_set(&err, HC_E(FORBIDDEN), "api token '%s' may only read %s", who.name,
                      who.scope);
         hc_error_hint(&err, "it was handed to a node for one download; use another token");
         hc_reply_error(req, &err);
@@ -220,7 +220,7 @@ int hc_api_query_int(struct hc_request *req, const char *name, int64_t def, int6
     errno = 0;
     long long v = strtoll(text, &end, 10);
     if (!*text || *end || errno || v < min || v > max) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        hc_error_set(err, HC_E(INVALID_ARGUMENT),
                      "query parameter '%s' must be an integer "
                      "between %" PRId64 " and %" PRId64,
                      name, min, max);
@@ -240,7 +240,7 @@ int hc_api_body_int(const json_t *body, const char *key, int64_t min, int64_t ma
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' must be an integer from "
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'%s' must be an integer from "
                             "%lld to %lld", key, (long long)min, (long long)max);
     *out = json_integer_value(v);
     return 0;
@@ -266,7 +266,7 @@ static int load_ca(struct hc_api *api, struct hc_error *err)
         return -1;
     api->ca_pem = hc_pki_cert_to_pem(api->ca);
     if (!api->ca_pem)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode '%s'", api->ctl->ca_file);
+        return hc_error_set(err, HC_E(INTERNAL), "cannot encode '%s'", api->ctl->ca_file);
     hc_pki_fingerprint(api->ca, api->ca_fingerprint);
     /* The controller's own names (never a node's) and the key pins the enrollment answer
      * hands agents, so that they can tell the controller from any other holder of a
@@ -274,7 +274,7 @@ static int load_ca(struct hc_api *api, struct hc_error *err)
     if (!(api->server_cert = hc_pki_cert_load(api->ctl->server_cert, err)))
         return -1;
     if (hc_pki_cert_pin(api->server_cert, api->server_pin) < 0)
-        return hc_error_set(err, 500, HC_ERR_TLS, "cannot encode the key of '%s'",
+        return hc_error_set(err, HC_E(TLS), "cannot encode the key of '%s'",
                             api->ctl->server_cert);
     return hc_pki_file_pin(api->ctl->client_cert, api->client_pin, err);
     return 0;
@@ -285,7 +285,7 @@ static int add_routes(struct hc_api *api, struct hc_error *err)
     for (size_t i = 0; i < HC_ARRAY_LEN(routes); i++)
         if (hc_http_server_route(api->srv, routes[i].method, routes[i].pattern, routes[i].flags,
                                  routes[i].fn, api) < 0)
-            return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot add route %s %s",
+            return hc_error_set(err, HC_E(INTERNAL), "cannot add route %s %s",
                                 routes[i].method, routes[i].pattern);
     /* A bundle upload is the one body larger than the JSON limit, and only for an admin token
      * (api_head): anyone else's body is cut at the JSON limit before it is read. */
@@ -299,7 +299,7 @@ struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, st
 {
     struct hc_api *api = calloc(1, sizeof(*api));
     if (!api) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
     }
     api->ctl = ctl;

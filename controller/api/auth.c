@@ -14,14 +14,14 @@
 
 static int unauthorized(struct hc_error *err)
 {
-    hc_error_set(err, 401, HC_ERR_UNAUTHORIZED, "invalid or missing API token");
+    hc_error_set(err, HC_E(UNAUTHORIZED), "invalid or missing API token");
     return hc_error_hint(err, "check --token, HCCTL_TOKEN or the config file");
 }
 
 static int join_invalid(struct hc_error *err)
 {
     /* One message for malformed, unknown, used and expired: the reply must not tell which. */
-    hc_error_set(err, 401, HC_ERR_TOKEN_INVALID, "join token is invalid, used or expired");
+    hc_error_set(err, HC_E(TOKEN_INVALID), "join token is invalid, used or expired");
     return hc_error_hint(err, "create a new one with 'hcctl cluster join-token'");
 }
 
@@ -42,22 +42,22 @@ static int token_insert(struct hc_db *db, const char *name, const char *role, co
                         char text[HC_AUTH_TOKEN_TEXT_MAX], struct hc_error *err)
 {
     if (!name || !*name || strlen(name) > 100)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "token name must be 1-100 characters");
     if (strcmp(role, HC_AUTH_ROLE_ADMIN) != 0 && strcmp(role, HC_AUTH_ROLE_READONLY) != 0) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "unknown role '%s'", role);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "unknown role '%s'", role);
         return hc_error_hint(err, "use admin or readonly");
     }
     int taken = hc_auth_token_name_taken(db, name, err);
     if (taken < 0)
         return -1;
     if (taken) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "api token name '%s' already exists", name);
+        hc_error_set(err, HC_E(CONFLICT), "api token name '%s' already exists", name);
         return hc_error_hint(err, "choose another --name");
     }
     struct hc_token t;
     if (hc_token_generate(&t, HC_TOKEN_API_PREFIX, NULL) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate api token");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot generate api token");
     char hash[65];
     hc_token_hash(&t, hash);
     /* NULLIF turns the "never" 0 into NULL without a separate statement. */
@@ -147,7 +147,7 @@ int hc_auth_token_find(struct hc_db *db, const char *id_or_name, char id[17], ch
     }
     json_decref(rows);
     if (!row) {
-        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "no token '%s'", id_or_name);
+        hc_error_set(err, HC_E(NOT_FOUND), "no token '%s'", id_or_name);
         return hc_error_hint(err, "'hcctl token list' shows the tokens' ids and names");
     }
     return 0;
@@ -175,13 +175,13 @@ int hc_auth_token_revoke(struct hc_db *db, const char *id, struct hc_error *err)
     if (last < 0)
         return -1;
     if (last) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "token %s is the last admin token", id);
+        hc_error_set(err, HC_E(CONFLICT), "token %s is the last admin token", id);
         return hc_error_hint(err, "create another admin token first ('hcctl token create NAME "
                                   "--role admin'), or rotate this one ('hcctl token rotate')");
     }
     int n = hc_db_run(db, err, "DELETE FROM tokens WHERE id = ?", "s", id);
     if (n == 0)
-        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "no token '%s'", id);
+        hc_error_set(err, HC_E(NOT_FOUND), "no token '%s'", id);
     return n == 1 ? 0 : -1;
 }
 
@@ -202,12 +202,12 @@ int hc_auth_token_rotate(struct hc_db *db, const char *id, int64_t ttl_ms,
     int found = row != NULL;
     json_decref(rows);
     if (!found)
-        return hc_error_set(err, 404, HC_ERR_NOT_FOUND, "no API token '%s' to rotate", id);
+        return hc_error_set(err, HC_E(NOT_FOUND), "no API token '%s' to rotate", id);
     if (ttl_ms > 0)
         life = ttl_ms;
     struct hc_token t;
     if (hc_token_generate(&t, HC_TOKEN_API_PREFIX, NULL) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate api token");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot generate api token");
     snprintf(t.id, sizeof(t.id), "%s", id); /* same id: the same token, a new secret */
     char hash[65];
     hc_token_hash(&t, hash);
@@ -288,7 +288,7 @@ int hc_auth_join_create(struct hc_db *db, const char *ca_fingerprint, int64_t tt
 {
     struct hc_token t;
     if (hc_token_generate(&t, HC_TOKEN_JOIN_PREFIX, ca_fingerprint) < 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate join token");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot generate join token");
     char hash[65];
     hc_token_hash(&t, hash);
     int64_t now = hc_now_ms();

@@ -66,7 +66,7 @@ static int crl_write_locked(const struct hc_controller *ctl, struct hc_db *db, c
     if (!rows)
         goto cleanup;
     if (!(list = crl_entries(rows, &n))) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     if (!(crl = hc_pki_crl_new(ca, ca_key, list, n, err)) || hc_pki_crl_save(crl, path, err) < 0)
@@ -87,7 +87,7 @@ int hc_crl_write(const struct hc_controller *ctl, struct hc_db *db, struct hc_er
     char path[1200];
     hc_crl_path(ctl, path, sizeof(path));
     if (!path[0])
-        return hc_error_set(err, 500, HC_ERR_INTERNAL,
+        return hc_error_set(err, HC_E(INTERNAL),
                             "cannot write the revocation list: no data dir");
     pthread_mutex_lock(&crl_lock);
     int rc = crl_write_locked(ctl, db, path, err);

@@ -241,7 +241,7 @@ char *hc_metrics_render(struct hc_db *db, const struct hc_controller *ctl, struc
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
     }
     int rc = render_db(f, db, err);

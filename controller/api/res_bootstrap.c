@@ -24,7 +24,7 @@ static int check_file(const json_t *body, const char *key, struct hc_error *err)
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_string(v) || access(json_string_value(v), R_OK) != 0)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'%s' is not a readable file on "
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'%s' is not a readable file on "
                             "the controller's host", json_is_string(v) ? json_string_value(v) : key);
     return 0;
 }
@@ -45,13 +45,13 @@ static json_t *bootstrap_params(const json_t *body, int create, struct hc_error 
     size_t i;
     const json_t *n;
     if (create && (!name || !hc_node_name_valid(name))) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid cluster name '%s'",
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid cluster name '%s'",
                      name ? name : "");
         hc_error_hint(err, "lowercase letters, digits, '.', '-', '_'; up to 63 characters");
         return NULL;
     }
     if (!json_is_array(nodes) || json_array_size(nodes) == 0) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'nodes' must be a non-empty array");
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "'nodes' must be a non-empty array");
         hc_error_hint(err, "give at least one --node [USER@]HOST[:PORT]");
         return NULL;
     }
@@ -61,7 +61,7 @@ static json_t *bootstrap_params(const json_t *body, int create, struct hc_error 
             return NULL;
     }
     if (iface && !iface_name_valid(iface)) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid interface name '%s'", iface);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid interface name '%s'", iface);
         return NULL;
     }
     if (check_file(body, "ssh_key", err) < 0 || check_file(body, "known_hosts", err) < 0 ||
@@ -101,7 +101,7 @@ static int hosts_free(struct hc_db *db, const json_t *nodes, struct hc_error *er
             hc_ssh_target_format(&have, b, sizeof(b));
             if (strcmp(a, b) == 0) {
                 const char *id = hc_json_str(row, "id", "");
-                hc_error_set(err, 409, HC_ERR_CONFLICT,
+                hc_error_set(err, HC_E(CONFLICT),
                              "'%s' is already being brought in by operation %s", a, id);
                 hc_error_hint(err, "wait for it: hcctl operation wait %s", id);
                 rc = -1;

@@ -24,7 +24,7 @@ static json_t *cluster_object(struct hc_db *db, const char *id, struct hc_error 
     json_t *row = json_incref(json_array_get(rows, 0));
     json_decref(rows);
     if (!row) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cluster '%s' is missing from the database", id);
+        hc_error_set(err, HC_E(INTERNAL), "cluster '%s' is missing from the database", id);
         hc_error_hint(err, "the data dir and its database do not belong together");
         return NULL;
     }

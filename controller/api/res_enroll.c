@@ -40,7 +40,7 @@ static int ttl_from_body(const json_t *body, int64_t *ttl, struct hc_error *err)
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < 1 ||
         json_integer_value(v) > JOIN_TTL_MAX_S) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        hc_error_set(err, HC_E(INVALID_ARGUMENT),
                      "ttl_seconds must be an integer from 1 to %d (7 days)", JOIN_TTL_MAX_S);
         return -1;
     }
@@ -84,9 +84,9 @@ static int binding_from_body(struct hc_db *db, const json_t *body,
     const char *name = hc_json_str(body, "name", NULL);
     memset(bind, 0, sizeof(*bind));
     if (address && (strlen(address) >= sizeof(bind->address) || !host_chars_ok(address)))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid address '%s'", address);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid address '%s'", address);
     if (name && !hc_node_name_valid(name))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid node name '%s'", name);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid node name '%s'", name);
     if (name && hc_identity_node_name_check(db, name, err) < 0)
         return -1;
     snprintf(bind->address, sizeof(bind->address), "%s", address ? address : "");
@@ -161,7 +161,7 @@ static int parse_agent_url(struct enroll_req *e, struct hc_error *err)
     snprintf(e->url, sizeof(e->url), "https://%s", hostport);
     return 0;
 bad:
-    hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid agent_url '%s'", url);
+    hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid agent_url '%s'", url);
     return hc_error_hint(err, "use https://HOST:PORT with the agent's listen address");
 }
 
@@ -174,15 +174,15 @@ static int enroll_parse(const json_t *body, struct enroll_req *e, struct hc_erro
         return -1;
     e->hostname = hc_json_str(body, "hostname", NULL);
     if (!hc_node_name_valid(e->name)) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid node name '%s'", e->name);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid node name '%s'", e->name);
         return hc_error_hint(err, "use up to 63 lowercase letters, digits, '.', '_' or '-', "
                                   "starting with a letter or digit");
     }
     if (e->hostname && strlen(e->hostname) > 255)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "hostname is too long");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "hostname is too long");
     for (const char *p = e->hostname; p && *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                                 "hostname holds control characters");
     if (parse_agent_url(e, err) < 0)
         return -1;
@@ -198,7 +198,7 @@ static X509 *issue_agent_cert(struct hc_api *api, const struct enroll_req *e, X5
         .cn = e->name, .sans = sans, .nsans = 1, .server_auth = 1, .days = AGENT_CERT_DAYS};
     EVP_PKEY *pub = hc_pki_csr_pubkey(csr);
     if (!pub) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "csr_pem has no usable public key");
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "csr_pem has no usable public key");
         return NULL;
     }
     X509 *cert = hc_pki_issue(api->ca, api->ca_key, pub, &spec, serial, err);
@@ -223,18 +223,18 @@ static int binding_check(const struct enroll_req *e, const struct hc_join_bindin
                          const char *peer, struct hc_error *err)
 {
     if (bind->name[0] && strcmp(bind->name, e->name) != 0) {
-        hc_error_set(err, 403, HC_ERR_FORBIDDEN, "this join token is for node '%s', not '%s'",
+        hc_error_set(err, HC_E(FORBIDDEN), "this join token is for node '%s', not '%s'",
                      bind->name, e->name);
         return hc_error_hint(err, "join with --name %s, or create a token for this node",
                              bind->name);
     }
     if (bind->address[0] && !same_address(bind->address, e->host)) {
-        hc_error_set(err, 403, HC_ERR_FORBIDDEN, "this join token is for address '%s', not '%s'",
+        hc_error_set(err, HC_E(FORBIDDEN), "this join token is for address '%s', not '%s'",
                      bind->address, e->host);
         return hc_error_hint(err, "listen on %s, or create a token with --address", bind->address);
     }
     if (!bind->address[0] && !same_address(peer, e->host)) {
-        hc_error_set(err, 403, HC_ERR_FORBIDDEN,
+        hc_error_set(err, HC_E(FORBIDDEN),
                      "agent_url host '%s' is not the address this request came from (%s)", e->host,
                      peer);
         return hc_error_hint(err, "an agent enrolls from its own address; behind NAT, create the "
@@ -297,7 +297,7 @@ static char *enroll_commit(struct hc_api *api, const struct enroll_req *e, X509_
     if (!(cert = issue_agent_cert(api, e, csr, serial, err)))
         goto fail;
     if (!(pem = hc_pki_cert_to_pem(cert)) || hc_pki_cert_pin(cert, pin) < 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot encode the certificate of '%s'", e->name);
+        hc_error_set(err, HC_E(INTERNAL), "cannot encode the certificate of '%s'", e->name);
         goto fail;
     }
     struct hc_node_new n = {.cluster_id = api->ctl->cluster_id,

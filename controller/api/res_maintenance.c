@@ -27,14 +27,14 @@ void hc_res_maintenance_enter(struct hc_request *req, void *arg)
     if (!(node = hc_node_json(api->db, name, &err)))
         goto reply;
     if (!hc_maint_mode_valid(mode)) {
-        hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "unknown maintenance mode '%s'", mode);
+        hc_error_set(&err, HC_E(INVALID_ARGUMENT), "unknown maintenance mode '%s'", mode);
         hc_error_hint(&err, "one of: ensure-accessibility, full, none");
     } else if (!strcmp(mode, "none") && !force) {
-        hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "mode none takes '%s' down without "
+        hc_error_set(&err, HC_E(INVALID_ARGUMENT), "mode none takes '%s' down without "
                      "asking the storage service whether its data stays available", name);
         hc_error_hint(&err, "add --force if that is what you want");
     } else if (strcmp(hc_json_str(node, "maintenance", "none"), "none") != 0) {
-        hc_error_set(&err, 409, HC_ERR_CONFLICT, "node '%s' is already in maintenance (%s)", name,
+        hc_error_set(&err, HC_E(CONFLICT), "node '%s' is already in maintenance (%s)", name,
                      hc_json_str(node, "maintenance", ""));
     } else if (hc_api_body_int(body, "timeout_seconds", 1, 86400,
                                HC_MAINT_DEFAULT_TIMEOUT_MS / 1000, &timeout_s, &err) == 0 &&
@@ -65,7 +65,7 @@ void hc_res_maintenance_exit(struct hc_request *req, void *arg)
         hc_api_body_int(body, "timeout_seconds", 1, 86400, HC_MAINT_DEFAULT_TIMEOUT_MS / 1000,
                         &timeout_s, &err) == 0) {
         if (!strcmp(hc_json_str(node, "maintenance", "none"), "none"))
-            hc_error_set(&err, 409, HC_ERR_CONFLICT, "node '%s' is not in maintenance", name);
+            hc_error_set(&err, HC_E(CONFLICT), "node '%s' is not in maintenance", name);
         else
             params = json_pack("{s:s, s:I}", "node", name, "timeout_ms",
                                (json_int_t)(timeout_s * 1000));

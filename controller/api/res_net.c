@@ -35,10 +35,10 @@ static int body_nodes(struct hc_db *db, const json_t *body, size_t min, struct h
             if (exists < 0)
                 return -1;
             if (!exists)
-                return hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found",
+                return hc_error_set(err, HC_E(NOT_FOUND), "node '%s' not found",
                                     json_string_value(name));
         }
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'nodes' must be an array of at least "
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "'nodes' must be an array of at least "
                      "%zu node names", min);
         return hc_error_hint(err, "pairs of nodes are measured: name at least %zu, or leave "
                              "'nodes' out for every node", min);
@@ -46,16 +46,16 @@ static int body_nodes(struct hc_db *db, const json_t *body, size_t min, struct h
     json_array_foreach(v, i, name)
     {
         if (!json_is_string(name))
-            return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'nodes' must hold names");
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'nodes' must hold names");
         for (j = 0; j < i; j++)
             if (json_equal(name, json_array_get(v, j)))
-                return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "node '%s' is named "
+                return hc_error_set(err, HC_E(INVALID_ARGUMENT), "node '%s' is named "
                                     "twice", json_string_value(name));
         int exists = hc_node_exists(db, json_string_value(name), err);
         if (exists < 0)
             return -1;
         if (!exists) {
-            hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found",
+            hc_error_set(err, HC_E(NOT_FOUND), "node '%s' not found",
                          json_string_value(name));
             return hc_error_hint(err, "see 'hcctl node list'");
         }
@@ -112,7 +112,7 @@ void hc_res_net_mtu(struct hc_request *req, void *arg)
     if (!body)
         return;
     if (!json_is_integer(json_object_get(body, "mtu"))) {
-        hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "'mtu' must be an integer from %d to %d",
+        hc_error_set(&err, HC_E(INVALID_ARGUMENT), "'mtu' must be an integer from %d to %d",
                      HC_NET_MIN_MTU, HC_NET_MAX_MTU);
         hc_error_hint(&err, "e.g. {\"mtu\": 9000}");
     } else if (hc_api_body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, 0, NULL, &err) == 0) {

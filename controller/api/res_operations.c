@@ -50,7 +50,7 @@ void hc_res_ops_list(struct hc_request *req, void *arg)
     struct hc_error err = {0};
     const char *state = hc_req_query(req, "state");
     if (state && !state_valid(state)) {
-        hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "unknown operation state '%s'", state);
+        hc_error_set(&err, HC_E(INVALID_ARGUMENT), "unknown operation state '%s'", state);
         hc_error_hint(&err, "use pending, running, paused, succeeded, failed or aborted");
         hc_reply_error(req, &err);
         return;

@@ -18,7 +18,7 @@ void hc_res_software_upload(struct hc_request *req, void *arg)
     const unsigned char *data = hc_req_body(req, &len);
     const char *sig = hc_req_header(req, HC_SOFTWARE_SIG_HEADER);
     if (!sig) {
-        hc_error_set(&err, 400, HC_BUNDLE_ERR_SIGNATURE,
+        hc_error_set(&err, HC_E(BUNDLE_SIGNATURE),
                      "upload has no signature (header " HC_SOFTWARE_SIG_HEADER ")");
         hc_error_hint(&err, "send the .sig line of the bundle: 'hcctl software upload FILE'");
         hc_reply_error(req, &err);

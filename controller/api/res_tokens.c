@@ -32,7 +32,7 @@ static int ttl_ms_from(const json_t *body, int64_t *ttl_ms, struct hc_error *err
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < 1 ||
         json_integer_value(v) > TOKEN_TTL_MAX_S)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "ttl_seconds must be an integer from 1 to %lld", TOKEN_TTL_MAX_S);
     *ttl_ms = json_integer_value(v) * 1000;
     return 0;

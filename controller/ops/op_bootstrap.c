@@ -179,37 +179,37 @@ static int preflight_check(struct boot_host *h, struct hc_error *err)
     uname(&u);
     long long skew = pf->time_s - hc_now_ms() / 1000;
     if (strcmp(pf->os, "Linux") != 0)
-        return hc_error_set(err, 412, "preflight_failed", "%s runs '%s', not Linux", h->label,
+        return hc_error_set(err, HC_E(PREFLIGHT_FAILED), "%s runs '%s', not Linux", h->label,
                             pf->os);
     if (strcmp(pf->arch, u.machine) != 0)
-        return hc_error_set(err, 412, "preflight_failed",
+        return hc_error_set(err, HC_E(PREFLIGHT_FAILED),
                             "%s is %s but the controller ships a %s hcagent", h->label, pf->arch,
                             u.machine);
     if (pf->missing[0] && strspn(pf->missing, " ") != strlen(pf->missing))
-        return hc_error_set(err, 412, "preflight_failed", "%s lacks required commands:%s",
+        return hc_error_set(err, HC_E(PREFLIGHT_FAILED), "%s lacks required commands:%s",
                             h->label, pf->missing);
     if (pf->free_kb < BOOT_MIN_FREE_KB)
-        return hc_error_set(err, 412, "preflight_failed", "%s has %lld KiB free under /opt, "
+        return hc_error_set(err, HC_E(PREFLIGHT_FAILED), "%s has %lld KiB free under /opt, "
                             "needs %d", h->label, pf->free_kb, BOOT_MIN_FREE_KB);
     if (pf->svc_id_owner[0]) {
-        hc_error_set(err, 412, "preflight_failed", "uid/gid " HC_BOOT_SERVICE_ID " that the "
+        hc_error_set(err, HC_E(PREFLIGHT_FAILED), "uid/gid " HC_BOOT_SERVICE_ID " that the "
                      "storage service runs as belongs to '%s' on %s", pf->svc_id_owner, h->label);
         return hc_error_hint(err, "free the id on the node, or join it by hand with "
                                   "HCAGENT_SERVICE_USER=UID:GID set for the agent");
     }
     if (!pf->iface_ok) {
-        hc_error_set(err, 412, "preflight_failed", "%s has no storage interface '%s'", h->label,
+        hc_error_set(err, HC_E(PREFLIGHT_FAILED), "%s has no storage interface '%s'", h->label,
                      pf->iface[0] ? pf->iface : "(none carries the node's address)");
         return hc_error_hint(err, "check --storage-interface against 'ip link' on the node");
     }
     if (skew > BOOT_MAX_CLOCK_SKEW_S || skew < -BOOT_MAX_CLOCK_SKEW_S) {
-        hc_error_set(err, 412, "preflight_failed", "clock of %s differs from the controller's "
+        hc_error_set(err, HC_E(PREFLIGHT_FAILED), "clock of %s differs from the controller's "
                      "by %lld s", h->label, skew);
         return hc_error_hint(err, "synchronise the clocks (NTP): certificates depend on them");
     }
     node_name_from_hostname(pf->hostname, h->name, sizeof(h->name));
     if (!h->name[0])
-        return hc_error_set(err, 412, "preflight_failed", "%s has an unusable hostname '%s'",
+        return hc_error_set(err, HC_E(PREFLIGHT_FAILED), "%s has an unusable hostname '%s'",
                             h->label, pf->hostname);
     return 0;
 }
@@ -263,7 +263,7 @@ static int check_membership(struct boot_host *h, struct hc_error *err)
         return -1;
     int rc = 0;
     if (found && strcmp(row.address, h->target.host) != 0) {
-        rc = hc_error_set(err, 409, HC_ERR_CONFLICT, "node name '%s' of %s is taken by %s",
+        rc = hc_error_set(err, HC_E(CONFLICT), "node name '%s' of %s is taken by %s",
                           h->name, h->label, row.address);
         hc_error_hint(err, "give the host another hostname or remove the other node");
     }
@@ -304,7 +304,7 @@ static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                             &bind, &tok, err) < 0)
         return -1;
     if (asprintf(&token_line, "%s\n", tok.text) < 0 || !(config = join_config(h, token_path))) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     const struct hc_ssh_file files[] = {
@@ -331,7 +331,7 @@ static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
         int status = r.exit_status;
         hc_ssh_result_clear(&r);
         if (status != 0) {
-            hc_error_set(err, 502, HC_ERR_SSH, "%s: cannot clear %s of an earlier membership "
+            hc_error_set(err, HC_E(SSH), "%s: cannot clear %s of an earlier membership "
                          "(exit %d)", h->label, HC_REMOTE_AGENT_DATA, status);
             goto cleanup;
         }
@@ -420,7 +420,7 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
     if (systemd) {
         char *unit = hc_bootstrap_unit_text();
         if (!unit)
-            return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+            return hc_error_set(err, HC_E(INTERNAL), "out of memory");
         int up = hc_ssh_upload(h->ssh, unit, strlen(unit), "/etc/systemd/system/hcagent.service",
                                0644, err);
         free(unit);
@@ -429,7 +429,7 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
         int status = r.exit_status;
         if (status != 0) {
             r.err[strcspn(r.err, "\n")] = '\0';
-            hc_error_set(err, 502, "agent_start_failed", "cannot activate hcagent on %s "
+            hc_error_set(err, HC_E(AGENT_START_FAILED), "cannot activate hcagent on %s "
                          "(exit %d): %s", h->label, status, r.err);
         }
         hc_ssh_result_clear(&r);
@@ -441,7 +441,7 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
     int status = r.exit_status, already = strstr(r.out, "already running") != NULL;
     if (status != 0) {
         r.err[strcspn(r.err, "\n")] = '\0';
-        hc_error_set(err, 502, "agent_start_failed", "cannot start hcagent on %s (exit %d): %s",
+        hc_error_set(err, HC_E(AGENT_START_FAILED), "cannot start hcagent on %s (exit %d): %s",
                      h->label, status, r.err);
     }
     hc_ssh_result_clear(&r);
@@ -520,7 +520,7 @@ static int step_wait(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
         if (hc_mono_ms() > deadline || hc_op_checkpoint(ctx) != HC_OP_SUCCEEDED) {
             char tail[400];
             agent_log_tail(h, tail, sizeof(tail));
-            hc_error_set(err, 504, HC_ERR_TIMEOUT, "agent on %s did not become healthy within "
+            hc_error_set(err, HC_E(TIMEOUT), "agent on %s did not become healthy within "
                          "%lld s (%s)%s%s", h->label, (long long)(h->job->wait_ms / 1000), seen,
                          tail[0] ? "; agent log: " : "", tail);
             hc_error_hint(err, "check that the node reaches the controller at %s",
@@ -621,7 +621,7 @@ static int agent_binary(struct boot_job *job, struct hc_error *err)
         char self[1024];
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
         if (n < 0)
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot find the controller's executable");
+            return hc_error_set(err, HC_E(IO), "cannot find the controller's executable");
         self[n] = '\0';
         char *slash = strrchr(self, '/');
         *slash = '\0';
@@ -660,10 +660,10 @@ static int job_hosts(struct boot_job *job, struct hc_error *err)
     const json_t *nodes = json_object_get(hc_op_params(job->ctx), "nodes");
     job->nhosts = json_array_size(nodes);
     if (job->nhosts == 0)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "no nodes given");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "no nodes given");
     job->hosts = calloc(job->nhosts, sizeof(*job->hosts));
     if (!job->hosts)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     for (size_t i = 0; i < job->nhosts; i++) {
         struct boot_host *h = &job->hosts[i];
         h->job = job;
@@ -691,7 +691,7 @@ static int name_cluster(struct boot_job *job, struct hc_error *err)
     json_t *row = json_array_get(rows, 0);
     int rc = 0;
     if (row && n > 0 && strcmp(hc_json_str(row, "name", ""), name) != 0) {
-        rc = hc_error_set(err, 409, HC_ERR_CONFLICT, "this controller's cluster is already "
+        rc = hc_error_set(err, HC_E(CONFLICT), "this controller's cluster is already "
                           "created as '%s'", hc_json_str(row, "name", ""));
         hc_error_hint(err, "add hosts with 'hcctl node add'");
     }
@@ -734,7 +734,7 @@ static enum hc_op_result job_result(struct boot_job *job, struct hc_error *err)
             if (job->hosts[i].result == HC_OP_FAILED && strcmp(job->hosts[i].err.code,
                                                                 first->err.code) != 0)
                 same = 0;
-        hc_error_set(err, 502, same ? first->err.code : "nodes_failed",
+        hc_error_set_wire(err, HC_E(NODES_FAILED)->status, same ? first->err.code : "nodes_failed",
                      "%zu of %zu nodes failed (%s): first: %s", failed, job->nhosts, list,
                      first->err.message);
         if (same && first->err.hint[0])

@@ -76,7 +76,7 @@ int hc_avail_check(struct hc_db *db, const char *node, int max_unavailable, stru
         return -1;
     if (down + 1 <= max_unavailable)
         return 0;
-    hc_error_set(err, 409, HC_ERR_BUDGET, "taking '%s' down would leave %d node(s) down, more "
+    hc_error_set(err, HC_E(BUDGET), "taking '%s' down would leave %d node(s) down, more "
                  "than max_unavailable %d: already down: %s", node, down + 1, max_unavailable,
                  who);
     return hc_error_hint(err, "bring the other node(s) back first (hcctl maintenance exit), or "
@@ -99,7 +99,7 @@ int hc_maint_node_load(struct hc_db *db, const char *name, struct hc_maint_node 
     }
     hc_node_row_clear(&row);
     if (!found) {
-        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found", name);
+        hc_error_set(err, HC_E(NOT_FOUND), "node '%s' not found", name);
         return hc_error_hint(err, "see 'hcctl node list'");
     }
     return 0;
@@ -145,7 +145,7 @@ static int set_state(struct hc_op_ctx *ctx, const char *node, const char *state,
 static int wait_tick(struct hc_op_ctx *ctx, int interruptible, struct hc_error *err)
 {
     if (interruptible && hc_op_checkpoint(ctx) != HC_OP_SUCCEEDED)
-        return hc_error_set(err, 409, "interrupted", "operation %s was paused or aborted",
+        return hc_error_set(err, HC_E(INTERRUPTED), "operation %s was paused or aborted",
                             hc_op_id(ctx));
     usleep(WAIT_STEP_MS * 1000);
     return 0;
@@ -170,7 +170,7 @@ int hc_maint_wait_healthy(struct hc_op_ctx *ctx, const struct hc_svc_node *n, in
             return 0;
         }
         if (hc_mono_ms() > deadline) {
-            hc_error_set(err, 504, "health_timeout", "service on %s did not become healthy "
+            hc_error_set(err, HC_E(HEALTH_TIMEOUT), "service on %s did not become healthy "
                          "within %lld s: %s", n->name, (long long)(timeout_ms / 1000), detail);
             return hc_error_hint(err, "see the service log on the node; --node-timeout/--timeout "
                                       "sets how long to wait");
@@ -192,7 +192,7 @@ int hc_maint_wait_resync(struct hc_op_ctx *ctx, const struct hc_svc_node *n, int
         hc_op_waiting(ctx, "%s to resync %lld block(s) from its peers", n->name,
                       (long long)pending);
         if (hc_mono_ms() > deadline) {
-            hc_error_set(err, 504, "resync_timeout", "%s still had %lld block(s) to resync after "
+            hc_error_set(err, HC_E(RESYNC_TIMEOUT), "%s still had %lld block(s) to resync after "
                          "%lld s", n->name, (long long)pending, (long long)(timeout_ms / 1000));
             return hc_error_hint(err, "the node stays out of maintenance and keeps resyncing; "
                                       "check 'hcctl node show %s'", n->name);
@@ -215,7 +215,7 @@ struct maint_step {
 static int admit_tick(struct hc_op_ctx *ctx, const struct maint_step *s, struct hc_error *err)
 {
     if (s->p->cancelled && s->p->cancelled(s->p->cancel_arg))
-        return hc_error_set(err, 409, "interrupted", "operation %s takes no more nodes down",
+        return hc_error_set(err, HC_E(INTERRUPTED), "operation %s takes no more nodes down",
                             hc_op_id(ctx));
     return wait_tick(ctx, 1, err);
 }
@@ -267,7 +267,7 @@ static int other_unreachable(struct hc_op_ctx *ctx, const struct maint_step *s, 
     int found = hc_avail_unreachable(hc_op_db(ctx), s->svc.name, other, sizeof(other), err);
     if (found <= 0)
         return found;
-    return hc_error_set(err, 503, HC_ERR_OTHER_UNREACHABLE, "%s is unreachable while %s waits "
+    return hc_error_set(err, HC_E(OTHER_UNREACHABLE), "%s is unreachable while %s waits "
                         "to go down (%s)", other, s->svc.name, why);
 }
 
@@ -329,11 +329,11 @@ static int step_ok_to_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_
             snprintf(reason, sizeof(reason), "no reason given");
         if (hc_mono_ms() >= deadline) {
             if (s->p->wait_ok_to_stop_ms > 0)
-                hc_error_set(err, 409, HC_ERR_NOT_OK_TO_STOP, "cannot take '%s' down: ok-to-stop "
+                hc_error_set(err, HC_E(NOT_OK_TO_STOP), "cannot take '%s' down: ok-to-stop "
                              "still refused after %lld s: %s", s->svc.name,
                              (long long)(s->p->wait_ok_to_stop_ms / 1000), reason);
             else
-                hc_error_set(err, 409, HC_ERR_NOT_OK_TO_STOP, "cannot take '%s' down: ok-to-stop "
+                hc_error_set(err, HC_E(NOT_OK_TO_STOP), "cannot take '%s' down: ok-to-stop "
                              "refused: %s", s->svc.name, reason);
             return hc_error_hint(err, "wait until its data has another in-sync replica, or %s",
                                  s->p->force_hint ? s->p->force_hint

@@ -25,13 +25,10 @@ struct hc_svc_node;    /* controller/remote/service_client.h */
 /* The longest a drain, stop or start call to the agent may take (it answers once the service
  * has done it); the operation's timeout when that is shorter. */
 #define HC_MAINT_ACTION_CALL_MS (30 * 1000)
-#define HC_ERR_NOT_OK_TO_STOP "not_ok_to_stop"
-#define HC_ERR_BUDGET "unavailable_budget"
 /* The start of the ok_to_stop step's detail when unreachable_ok let an unanswered one pass. */
 #define HC_MAINT_NOT_ASKED "not asked: the agent does not answer"
 /* A rolling upgrade found another node unreachable while waiting to take one down: it pauses
  * until that node is back (hc_avail_unreachable names it) instead of waiting on it. */
-#define HC_ERR_OTHER_UNREACHABLE "other_node_unreachable"
 
 /* 1 when mode is ensure-accessibility, full or none. */
 int hc_maint_mode_valid(const char *mode);

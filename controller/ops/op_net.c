@@ -59,7 +59,7 @@ static json_t *agent_do(struct hc_http_client *client, const struct hc_net_node 
     if (rc == 0 && json_is_object(resp.body))
         out = json_incref(resp.body);
     else if (rc == 0)
-        hc_error_set(err, 502, "agent_error", "agent %s answered %s %s without JSON", n->name,
+        hc_error_set(err, HC_E(AGENT_ERROR), "agent %s answered %s %s without JSON", n->name,
                      method, path);
     else
         hc_error_prefix(err, "%s: ", n->name);
@@ -105,7 +105,7 @@ static int check_failure(const json_t *doc, struct hc_error *err)
         if (!first && strcmp(hc_json_str(f, "severity", ""), "error") == 0)
             first = f;
     }
-    hc_error_set(err, 422, "mtu_check_failed", "jumbo frame check at MTU %lld failed: %s",
+    hc_error_set(err, HC_E(MTU_CHECK_FAILED), "jumbo frame check at MTU %lld failed: %s",
                  (long long)hc_json_int(doc, "mtu", 0),
                  first ? hc_json_str(first, "message", "") : "some pairs fail");
     return hc_error_hint(err, "%s; the nodes stay joined: fix it, then 'hcctl net check-jumbo'",
@@ -234,7 +234,7 @@ static int wait_revert(struct mtu_job *j, size_t i, const char *change_id, int p
             return mine;
         sleep_ms(MTU_POLL_MS);
     }
-    hc_error_set(err, 504, HC_ERR_TIMEOUT, "%s did not report reverting %s to MTU %d", n->name,
+    hc_error_set(err, HC_E(TIMEOUT), "%s did not report reverting %s to MTU %d", n->name,
                  n->iface, previous);
     return hc_error_hint(err, "look at it by hand: 'ip link show %s' on %s", n->iface, n->name);
 }
@@ -250,7 +250,7 @@ static int verify(struct mtu_job *j, size_t i, char *msg, size_t len, char *fix,
     v.nodes = calloc(n, sizeof(*v.nodes));
     v.pairs = calloc(2 * n, sizeof(*v.pairs));
     if (!v.nodes || !v.pairs) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     memcpy(v.nodes, j->chk.nodes, n * sizeof(*v.nodes));
@@ -291,7 +291,7 @@ static int adopt_pending(struct mtu_job *j, size_t i, char *change_id, size_t le
         *previous = (int)hc_json_int(p, "previous_mtu", 0);
         rc = 1;
     } else if (json_is_object(p)) {
-        rc = hc_error_set(err, 409, HC_ERR_CONFLICT, "%s has another MTU change pending on %s "
+        rc = hc_error_set(err, HC_E(CONFLICT), "%s has another MTU change pending on %s "
                           "(to %lld, change %s)", n->name, hc_json_str(p, "interface", "?"),
                           (long long)hc_json_int(p, "mtu", 0), hc_json_str(p, "change_id", "?"));
         hc_error_hint(err, "wait until it is confirmed or reverted, then run set-mtu again");
@@ -388,7 +388,7 @@ static int reverted(struct mtu_job *j, size_t i, int previous, int by_request, c
     change_set(j, i, "reverted", previous, NULL);
     mtu_event(j, i, j->mtu, previous, by_request ? "reverted by the agent at the controller's "
               "request (not verified)" : "reverted by the agent itself (not confirmed)");
-    hc_error_set(err, 422, "mtu_change_failed", "MTU %d on %s failed verification: %s; %s "
+    hc_error_set(err, HC_E(MTU_CHANGE_FAILED), "MTU %d on %s failed verification: %s; %s "
                  "reverted %s to %d %s", j->mtu, n->name, why, n->name, n->iface, previous,
                  by_request ? "when asked" : "by itself");
     return hc_error_hint(err, "%s", fix);
@@ -405,7 +405,7 @@ static int end_change(struct mtu_job *j, size_t i, const char *change_id, int pr
         int64_t deadline = hc_mono_ms() + j->confirm_ms + MTU_REVERT_GRACE_MS;
         r = wait_revert(j, i, change_id, previous, deadline, err) < 0 ? -1 : REVERT_DONE;
     } else if (r == REVERT_CONFIRMED) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "its agent reports the change as confirmed");
+        hc_error_set(err, HC_E(INTERNAL), "its agent reports the change as confirmed");
         r = -1;
     }
     if (r < 0) {
@@ -507,7 +507,7 @@ static int step_set_mtu(struct hc_op_ctx *ctx, void *arg, char *detail, size_t l
         int by_request = 0, r;
         if (status == 409) {
             change_set(j, i, "reverted", previous, NULL);
-            hc_error_set(err, 504, HC_ERR_TIMEOUT, "MTU %d on %s reverted before it could be "
+            hc_error_set(err, HC_E(TIMEOUT), "MTU %d on %s reverted before it could be "
                          "confirmed", j->mtu, n->name);
             return hc_error_hint(err, "give the probes more time: --confirm-timeout");
         }
@@ -580,11 +580,11 @@ static int job_state(struct mtu_job *j, struct hc_error *err)
 static int preflight(struct mtu_job *j, struct hc_error *err)
 {
     if (j->chk.nnodes == 0)
-        return hc_error_set(err, 412, "precondition_failed", "the cluster has no nodes");
+        return hc_error_set(err, HC_E(PRECONDITION_FAILED), "the cluster has no nodes");
     for (size_t i = 0; i < j->chk.nnodes; i++) {
         const struct hc_net_node *n = &j->chk.nodes[i];
         if (n->agent_ok == 0) {
-            hc_error_set(err, 412, "precondition_failed", "cannot change the MTU: the agent on "
+            hc_error_set(err, HC_E(PRECONDITION_FAILED), "cannot change the MTU: the agent on "
                          "%s did not answer (%s)", n->name, n->agent_error);
             return hc_error_hint(err, "bring it back or remove the node first ('hcctl node "
                                       "show %s')", n->name);
@@ -594,7 +594,7 @@ static int preflight(struct mtu_job *j, struct hc_error *err)
                           : !n->addr[0]  ? "has no storage address"
                                          : NULL;
         if (why) {
-            hc_error_set(err, 412, "precondition_failed", "cannot change the MTU: %s %s",
+            hc_error_set(err, HC_E(PRECONDITION_FAILED), "cannot change the MTU: %s %s",
                          n->name, why);
             return hc_error_hint(err, "see 'hcctl net show'; every node must answer first");
         }
@@ -611,12 +611,12 @@ static int job_init(struct mtu_job *j, struct hc_error *err)
     j->confirm_ms = hc_json_int(p, "confirm_timeout_ms", MTU_DEFAULT_CONFIRM_MS);
     j->call_ms = hc_agent_timeout_ms(hc_op_controller(j->ctx));
     if (j->mtu < HC_NET_MIN_MTU || j->mtu > HC_NET_MAX_MTU)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid MTU %d", j->mtu);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid MTU %d", j->mtu);
     if (!(j->client = hc_agent_client_new(hc_op_controller(j->ctx), hc_op_db(j->ctx), err)) ||
         hc_net_gather(j->db, NULL, &j->chk, err) < 0 || job_state(j, err) < 0)
         return -1;
     if (!(j->cur = calloc(j->chk.nnodes + 1, sizeof(*j->cur))))
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     hc_op_waiting(j->ctx, "the agents to report their interfaces");
     hc_net_probe(j->client, &j->chk, 1); /* no pairs: only the fresh interfaces */
     return preflight(j, err);
@@ -655,7 +655,7 @@ static int step_verify_unchanged(struct hc_op_ctx *ctx, void *arg, char *detail,
     size_t k;
     int rc = -1;
     if (!(v.nodes = calloc(j->chk.nnodes + 1, sizeof(*v.nodes))))
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     for (size_t i = 0; i < j->chk.nnodes; i++)
         if (j->cur[i] == j->mtu)
             v.nodes[v.nnodes++] = j->chk.nodes[i];
@@ -684,7 +684,7 @@ static int step_verify_unchanged(struct hc_op_ctx *ctx, void *arg, char *detail,
         rc = 0;
         goto cleanup;
     }
-    hc_error_set(err, 422, "mtu_change_failed", "MTU %d does not pass between the nodes already "
+    hc_error_set(err, HC_E(MTU_CHANGE_FAILED), "MTU %d does not pass between the nodes already "
                  "at it: %s; nothing was changed", j->mtu,
                  first ? hc_json_str(first, "message", "") : "some pairs fail");
     hc_error_hint(err, "%s", first ? hc_json_str(first, "fix", "") : "see 'hcctl net check-jumbo'");
@@ -700,7 +700,7 @@ static enum hc_op_result set_mtu_failed(struct mtu_job *j, struct hc_error *err)
     char note[1024];
     struct hc_error e = *err;
     rollback(j, note, sizeof(note));
-    hc_error_set(err, e.status, e.code, "%s%s", e.message, note);
+    hc_error_set_wire(err, e.status, e.code, "%s%s", e.message, note);
     if (e.hint[0])
         hc_error_hint(err, "%s", e.hint);
     json_object_set_new(j->state, "error", json_pack("{s:s, s:s, s:s}", "code", err->code,
@@ -831,7 +831,7 @@ static enum hc_op_result bench_run(struct hc_op_ctx *ctx, struct hc_error *err)
     if (!client || hc_net_gather(hc_op_db(ctx), json_is_array(names) ? names : NULL, &c, err) < 0)
         goto cleanup;
     if (c.nnodes < 2) {
-        hc_error_set(err, 412, "precondition_failed", "a benchmark needs two nodes, not %zu",
+        hc_error_set(err, HC_E(PRECONDITION_FAILED), "a benchmark needs two nodes, not %zu",
                      c.nnodes);
         goto cleanup;
     }

@@ -62,42 +62,42 @@ json_t *hc_node_remove_params(const char *name, const json_t *body, struct hc_er
     const json_t *reason = json_object_get(body, "reason"), *max = json_object_get(body,
                                                                                  "max_unavailable");
     if (!json_is_object(body)) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "the body must be a JSON object");
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "the body must be a JSON object");
         return NULL;
     }
     if ((force && !json_is_boolean(force)) || (purge && !json_is_boolean(purge))) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'force' and 'purge' must be booleans");
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "'force' and 'purge' must be booleans");
         return NULL;
     }
     if (max && (!json_is_integer(max) || json_integer_value(max) < 1 ||
                 json_integer_value(max) > 1000)) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        hc_error_set(err, HC_E(INVALID_ARGUMENT),
                      "'max_unavailable' must be an integer from 1 to 1000");
         return NULL;
     }
     const char *why = json_is_string(reason) ? json_string_value(reason) : NULL;
     size_t len = why ? strlen(why) : 0;
     if (reason && (!why || len == 0 || len > HC_NODE_REMOVE_REASON_MAX)) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'reason' must be a text of 1 to %d "
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "'reason' must be a text of 1 to %d "
                      "bytes", HC_NODE_REMOVE_REASON_MAX);
         return NULL;
     }
     for (size_t i = 0; i < len; i++) {
         if ((unsigned char)why[i] < 0x20 || why[i] == 0x7f) {
-            hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'reason' must not hold control "
+            hc_error_set(err, HC_E(INVALID_ARGUMENT), "'reason' must not hold control "
                          "characters (byte %zu)", i);
             return NULL;
         }
     }
     if (json_is_true(force) && !why) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "force skips the availability budget "
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "force skips the availability budget "
                      "and the storage service's ok-to-stop for '%s': a reason is required", name);
         hc_error_hint(err, "add --reason TEXT: it is recorded with the operation and the "
                            "node.removed event");
         return NULL;
     }
     if (why && !json_is_true(force)) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "'reason' is the reason for 'force', "
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "'reason' is the reason for 'force', "
                      "which is not set");
         hc_error_hint(err, "without --force the removal passes the gates and needs no reason");
         return NULL;
@@ -108,7 +108,7 @@ json_t *hc_node_remove_params(const char *name, const json_t *body, struct hc_er
     if (p && why)
         json_object_set_new(p, "reason", json_string(why));
     if (!p)
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
     return p;
 }
 
@@ -168,7 +168,7 @@ static void cleanup_failed(struct hc_error *err, const char *name, const char *w
 {
     char reason[sizeof(why->message)];
     snprintf(reason, sizeof(reason), "%s", why->message);
-    hc_error_set(err, 502, why->code[0] ? why->code : HC_ERR_SSH,
+    hc_error_set_wire(err, HC_E(SSH)->status, why->code[0] ? why->code : HC_ERR_SSH,
                  "node '%s' left the cluster (certificate revoked) but its host%s%s was not "
                  "cleaned up, the agent may still run there and its files remain%s: %s",
                  name, where ? " " : "", where ? where : "",
@@ -215,7 +215,7 @@ static enum hc_op_result node_remove_absent(struct hc_op_ctx *ctx, struct node_r
     size_t n = json_array_size(rows);
     json_decref(rows);
     if (n == 0) {
-        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found", name);
+        hc_error_set(err, HC_E(NOT_FOUND), "node '%s' not found", name);
         hc_error_hint(err, "see 'hcctl node list'");
         return HC_OP_FAILED;
     }
@@ -395,7 +395,7 @@ static int uninstall_over_ssh(const struct hc_controller *ctl, const struct node
     int rc = hc_ssh_run(s, argv, 30000, &r, err);
     if (rc == 0 && r.exit_status != 0) {
         r.err[strcspn(r.err, "\n")] = '\0';
-        rc = hc_error_set(err, 502, HC_ERR_SSH, "uninstall on %s failed (exit %d): %s",
+        rc = hc_error_set(err, HC_E(SSH), "uninstall on %s failed (exit %d): %s",
                           nr->ssh_endpoint, r.exit_status, r.err);
     } else if (rc == 0) {
         const char *k = strstr(r.out, "kept=");
@@ -544,7 +544,7 @@ static enum hc_op_result node_remove_run(struct hc_op_ctx *ctx, struct hc_error 
     nr.purge = hc_json_bool(p, "purge", 0);
     snprintf(nr.keep_as, sizeof(nr.keep_as), "%s.%s", name, hc_op_id(ctx));
     if (nr.force && !nr.reason) { /* the API refuses it: an operation from elsewhere */
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "a forced removal needs a reason");
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "a forced removal needs a reason");
         return HC_OP_FAILED;
     }
     if (!found)

@@ -65,7 +65,7 @@ static json_t *load_bundle(struct hc_db *db, const char *version, struct hc_erro
     json_t *row = json_incref(json_array_get(rows, 0));
     json_decref(rows);
     if (!row) {
-        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "software version '%s' is not uploaded",
+        hc_error_set(err, HC_E(NOT_FOUND), "software version '%s' is not uploaded",
                      version);
         hc_error_hint(err, "upload it first: hcctl software upload FILE; see hcctl software list");
     }
@@ -88,7 +88,7 @@ json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error 
     if (hc_nodes_rows(db, NULL, &nodes, &n, err) < 0)
         goto cleanup;
     if (n == 0) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "the cluster has no nodes to upgrade");
+        hc_error_set(err, HC_E(CONFLICT), "the cluster has no nodes to upgrade");
         hc_error_hint(err, "bring nodes in first: hcctl cluster create / hcctl node add");
         goto cleanup;
     }
@@ -98,7 +98,7 @@ json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error 
         const char *name = nodes[i].name;
         if (from[0] && min[0] && hc_version_cmp(from, min) < 0 && hc_version_cmp(from, to)) {
             json_decref(list);
-            hc_error_set(err, 409, "version_incompatible", "node '%s' runs %s, older than %s's "
+            hc_error_set(err, HC_E(VERSION_INCOMPATIBLE), "node '%s' runs %s, older than %s's "
                          "min_upgrade_from %s", name, from, to, min);
             hc_error_hint(err, "upgrade it to %s or later first", min);
             goto cleanup;
@@ -307,13 +307,13 @@ static enum hc_op_result roll_back(struct node_step *s, const struct hc_error *c
         hc_maint_exit_steps(ctx, s->client, s->svc.name, s->u->node_timeout_ms, &rb) < 0 ||
         record_version(ctx, s->svc.name, s->previous, &rb) < 0) {
         progress(ctx, s->svc.name, "failed", "rollback");
-        hc_error_set(err, 502, "rollback_failed", "%s failed on %s (%s) and the rollback failed "
+        hc_error_set(err, HC_E(ROLLBACK_FAILED), "%s failed on %s (%s) and the rollback failed "
                      "too: %s", s->u->to, s->svc.name, cause->message, rb.message);
         hc_error_hint(err, "the node is in maintenance; see 'hcctl node show %s'", s->svc.name);
         return HC_OP_FAILED;
     }
     progress(ctx, s->svc.name, "rolled_back", NULL);
-    hc_error_set(err, 502, "upgrade_failed_rolled_back", "%s failed its health check on %s: %s; "
+    hc_error_set(err, HC_E(UPGRADE_ROLLED_BACK), "%s failed its health check on %s: %s; "
                  "rolled back to %s, no further node was taken down", s->u->to, s->svc.name,
                  cause->message, s->previous);
     hc_error_hint(err, "fix the bundle and upload a new version; the cluster is healthy on %s",
@@ -362,7 +362,7 @@ static int node_up(struct hc_op_ctx *ctx, const char *name, struct hc_error *err
     if (!strcmp(mn.maintenance, "none"))
         return 1;
     if (mn.maintenance_op[0] && strcmp(mn.maintenance_op, hc_op_id(ctx)) != 0) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "node '%s' is in maintenance by operation %s, "
+        hc_error_set(err, HC_E(CONFLICT), "node '%s' is in maintenance by operation %s, "
                      "not by this upgrade: left alone", name, mn.maintenance_op);
         return hc_error_hint(err, "bring it back with 'hcctl maintenance exit %s', then resume "
                                   "or run the upgrade again", name);
@@ -381,7 +381,7 @@ int hc_upgrade_check_nodes_up(struct hc_db *db, struct hc_error *err)
             first = i;
     if (down) {
         const struct hc_node_row *row = &rows[first];
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "node '%s' is in maintenance (%s, by operation "
+        hc_error_set(err, HC_E(CONFLICT), "node '%s' is in maintenance (%s, by operation "
                      "%s)%s: an upgrade takes every node down itself", row->name,
                      row->maintenance, row->maintenance_op ? row->maintenance_op : "?",
                      down > 1 ? ", and others" : "");

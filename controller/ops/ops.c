@@ -82,7 +82,7 @@ static json_t *ops_row(json_t *rows, const char *what, struct hc_error *err)
 {
     json_t *row = json_incref(json_array_get(rows, 0));
     if (rows && !row && what) {
-        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "operation '%s' not found", what);
+        hc_error_set(err, HC_E(NOT_FOUND), "operation '%s' not found", what);
         hc_error_hint(err, "see 'hcctl operation list'");
     }
     json_decref(rows);
@@ -166,7 +166,7 @@ static int ops_lease_check(struct hc_db *db, const char *cluster_id, struct hc_e
     int rc = 0;
     if (row && state && !ops_terminal(state)) {
         const char *op = hc_json_str(row, "op_id", "?");
-        rc = hc_error_set(err, 409, HC_ERR_CONFLICT, "operation %s (%s) is %s", op,
+        rc = hc_error_set(err, HC_E(CONFLICT), "operation %s (%s) is %s", op,
                           hc_json_str(row, "kind", "?"), state);
         hc_error_hint(err, "wait for it ('hcctl operation wait %s') or abort it", op);
     }
@@ -207,17 +207,17 @@ int hc_ops_submit(struct hc_db *db, const char *cluster_id, const char *kind_nam
     int rc = -1;
 
     if (!kind)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "operation kind '%s' is unknown",
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "operation kind '%s' is unknown",
                             kind_name ? kind_name : "");
     if (params && !json_is_object(params))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "operation parameters must be a JSON object");
     if (hc_random_hex(hex, 6) != 0)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate an operation id");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot generate an operation id");
     snprintf(id, sizeof(id), "op-%s", hex);
     params_text = params ? hc_json_dump(params) : strdup("{}");
     if (!params_text) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot serialise operation parameters");
+        hc_error_set(err, HC_E(INTERNAL), "cannot serialise operation parameters");
         goto cleanup;
     }
     if (hc_db_begin(db, err) != 0)
@@ -242,7 +242,7 @@ cleanup:
 
 static int ops_refuse(const char *action, const char *id, const char *state, struct hc_error *err)
 {
-    hc_error_set(err, 409, HC_ERR_CONFLICT, "cannot %s operation %s: it is %s", action, id, state);
+    hc_error_set(err, HC_E(CONFLICT), "cannot %s operation %s: it is %s", action, id, state);
     return hc_error_hint(err, "see 'hcctl operation show %s'", id);
 }
 
@@ -299,7 +299,7 @@ int hc_ops_control(struct hc_db *db, const char *id, const char *action, struct 
     json_t *row = NULL;
     int rc = -1;
     if (!action || (strcmp(action, "pause") && strcmp(action, "resume") && strcmp(action, "abort")))
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "operation action '%s' is unknown",
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "operation action '%s' is unknown",
                             action ? action : "");
     if (hc_db_begin(db, err) != 0)
         return -1;
@@ -421,7 +421,7 @@ json_t *hc_ops_list(struct hc_db *db, const char *state, struct hc_error *err)
 {
     json_t *rows;
     if (state && !ops_state_valid(state)) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "operation state '%s' is unknown", state);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "operation state '%s' is unknown", state);
         hc_error_hint(err, "use pending, running, paused, succeeded, failed or aborted");
         return NULL;
     }
@@ -665,7 +665,7 @@ static void ops_run(struct hc_ops_worker *w, const json_t *row)
     const struct hc_op_kind *kind = hc_ops_kind(ctx.kind);
     int64_t t0 = hc_mono_ms();
     if (!kind) {
-        hc_error_set(&err, 500, "unknown_kind",
+        hc_error_set(&err, HC_E(UNKNOWN_KIND),
                      "operation kind '%s' is not known to this controller", ctx.kind);
         r = HC_OP_FAILED;
     } else {
@@ -673,7 +673,7 @@ static void ops_run(struct hc_ops_worker *w, const json_t *row)
         r = kind->run(&ctx, &err);
     }
     if (r == HC_OP_FAILED && !err.message[0])
-        hc_error_set(&err, 500, HC_ERR_INTERNAL, "operation %s failed without a reason", ctx.id);
+        hc_error_set(&err, HC_E(INTERNAL), "operation %s failed without a reason", ctx.id);
     HC_INFO("operation %s (%s) returned %s after %lld ms", ctx.id, ctx.kind,
             r == HC_OP_SUCCEEDED ? "succeeded"
             : r == HC_OP_FAILED  ? "failed"
@@ -776,7 +776,7 @@ struct hc_ops_pool *hc_ops_pool_start(struct hc_controller *ctl, int nworkers, s
     int ok = 0;
     hc_test_hooks_init(); /* the environment is read once, before any operation runs */
     if (!pool) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot allocate the operation pool");
+        hc_error_set(err, HC_E(INTERNAL), "cannot allocate the operation pool");
         return NULL;
     }
     for (int i = 0; i < pool->nworkers; i++) {
@@ -794,7 +794,7 @@ struct hc_ops_pool *hc_ops_pool_start(struct hc_controller *ctl, int nworkers, s
     for (int i = 0; i < pool->nworkers; i++) {
         struct hc_ops_worker *w = &pool->workers[i];
         if (pthread_create(&w->thread, NULL, ops_worker_main, w) != 0) {
-            hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start operation worker %d", i);
+            hc_error_set(err, HC_E(INTERNAL), "cannot start operation worker %d", i);
             goto cleanup;
         }
         w->started = 1;
@@ -997,7 +997,7 @@ struct hc_op_ctx *hc_op_ctx_fork(struct hc_op_ctx *ctx, struct hc_error *err)
 {
     struct hc_op_ctx *fork = calloc(1, sizeof(*fork));
     if (!fork) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
     }
     *fork = *ctx;

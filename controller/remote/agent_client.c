@@ -54,7 +54,7 @@ int hc_agent_url(char *buf, size_t len, const char *agent_url, const char *path,
         base--;
     int n = snprintf(buf, len, "%.*s%s", (int)base, agent_url, path);
     if (n < 0 || (size_t)n >= len)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "agent url '%s' is too long",
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "agent url '%s' is too long",
                             agent_url);
     return 0;
 }
@@ -81,6 +81,6 @@ int hc_agent_call(struct hc_http_client *client, const char *agent_url, const ch
     if (hc_error_from_json(err, resp->body, 502) == 0)
         return hc_error_prefix(err, "agent %s answered %s %s with HTTP %ld", agent_url, method,
                                path, resp->status);
-    return hc_error_set(err, 502, "agent_error", "agent %s answered %s %s with HTTP %ld", agent_url,
+    return hc_error_set(err, HC_E(AGENT_ERROR), "agent %s answered %s %s with HTTP %ld", agent_url,
                         method, path, resp->status);
 }

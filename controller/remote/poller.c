@@ -630,7 +630,7 @@ struct hc_poller *hc_poller_start(struct hc_controller *ctl, struct hc_error *er
     pthread_condattr_t attr;
     int ok = 0;
     if (!p) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot allocate the poller");
+        hc_error_set(err, HC_E(INTERNAL), "cannot allocate the poller");
         return NULL;
     }
     p->ctl = ctl;
@@ -648,7 +648,7 @@ struct hc_poller *hc_poller_start(struct hc_controller *ctl, struct hc_error *er
         HC_WARN("poller: no UDP echo probes (%s): MTU stalls show as 'unreachable'",
                 strerror(errno));
     if (pthread_create(&p->thread, NULL, poller_main, p) != 0) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot start the poller thread");
+        hc_error_set(err, HC_E(INTERNAL), "cannot start the poller thread");
         goto cleanup;
     }
     ok = 1;

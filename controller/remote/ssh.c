@@ -31,8 +31,8 @@ static int session_error(const struct hc_ssh *s, const char *what, struct hc_err
 {
     const char *msg = ssh_get_error(s->session);
     if (msg && msg[0])
-        return hc_error_set(err, 502, HC_ERR_SSH, "%s on '%s': %s", what, s->target, msg);
-    hc_error_set(err, 504, HC_ERR_TIMEOUT, "%s on '%s': no answer within %ld s", what,
+        return hc_error_set(err, HC_E(SSH), "%s on '%s': %s", what, s->target, msg);
+    hc_error_set(err, HC_E(TIMEOUT), "%s on '%s': no answer within %ld s", what,
                  s->target, s->timeout_s);
     return hc_error_hint(err, "the ssh session was up, so large packets may be lost on the way "
                               "(an MTU blackhole): check 'hcctl net check-jumbo', or the host "
@@ -119,7 +119,7 @@ static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char
 {
     ssh_key server_key = NULL;
     if (ssh_get_server_publickey(s->session, &server_key) < 0)
-        return hc_error_set(err, 502, HC_ERR_SSH, "cannot read the host key of '%s': %s",
+        return hc_error_set(err, HC_E(SSH), "cannot read the host key of '%s': %s",
                             s->target, ssh_get_error(s->session));
     key_fingerprint(server_key, fp, fp_len);
     ssh_key_free(server_key);
@@ -140,7 +140,7 @@ static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char
         return 0;
     case SSH_KNOWN_HOSTS_CHANGED:
     case SSH_KNOWN_HOSTS_OTHER:
-        hc_error_set(err, 409, HC_ERR_HOST_KEY_CHANGED,
+        hc_error_set(err, HC_E(HOST_KEY_CHANGED),
                      "host key of '%s' changed: %s %s, offered %s", s->target,
                      holder == opts->known_hosts ? "pinned" : "--known-hosts file has", old_fp,
                      fp);
@@ -150,19 +150,19 @@ static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
         if (!opts->accept_new) {
-            hc_error_set(err, 409, HC_ERR_HOST_KEY_UNKNOWN, "host key of '%s' is not known: %s",
+            hc_error_set(err, HC_E(HOST_KEY_UNKNOWN), "host key of '%s' is not known: %s",
                          s->target, fp);
             return hc_error_hint(err, "check the fingerprint on the host (ssh-keygen -lf "
                                       "/etc/ssh/ssh_host_ed25519_key.pub) and pass "
                                       "--accept-new-host-keys, or give --known-hosts FILE");
         }
         if (ssh_session_update_known_hosts(s->session) < 0)
-            return hc_error_set(err, 500, HC_ERR_IO, "cannot pin the host key of '%s' in '%s': %s",
+            return hc_error_set(err, HC_E(IO), "cannot pin the host key of '%s' in '%s': %s",
                                 s->target, opts->known_hosts, ssh_get_error(s->session));
         return 0;
     case SSH_KNOWN_HOSTS_ERROR:
     default:
-        return hc_error_set(err, 500, HC_ERR_SSH, "cannot check the host key of '%s': %s",
+        return hc_error_set(err, HC_E(SSH), "cannot check the host key of '%s': %s",
                             s->target, ssh_get_error(s->session));
     }
 }
@@ -185,7 +185,7 @@ static int set_options(struct hc_ssh *s, const struct hc_ssh_target *t,
         ssh_options_set(s->session, SSH_OPTIONS_KNOWNHOSTS, opts->known_hosts) < 0 ||
         ssh_options_set(s->session, SSH_OPTIONS_GLOBAL_KNOWNHOSTS,
                         opts->extra_known_hosts ? opts->extra_known_hosts : "/dev/null") < 0)
-        return hc_error_set(err, 500, HC_ERR_SSH, "cannot configure ssh for '%s': %s", s->target,
+        return hc_error_set(err, HC_E(SSH), "cannot configure ssh for '%s': %s", s->target,
                             ssh_get_error(s->session));
     return 0;
 }
@@ -194,13 +194,13 @@ static int authenticate(struct hc_ssh *s, const struct hc_ssh_opts *opts, struct
 {
     ssh_key key = NULL;
     if (ssh_pki_import_privkey_file(opts->key_file, NULL, NULL, NULL, &key) != SSH_OK) {
-        hc_error_set(err, 400, HC_ERR_SSH_AUTH, "cannot load ssh key '%s'", opts->key_file);
+        hc_error_set(err, HC_E(SSH_AUTH), "cannot load ssh key '%s'", opts->key_file);
         return hc_error_hint(err, "give an unencrypted private key with --ssh-key");
     }
     int rc = ssh_userauth_publickey(s->session, NULL, key);
     ssh_key_free(key);
     if (rc != SSH_AUTH_SUCCESS) {
-        hc_error_set(err, 401, HC_ERR_SSH_AUTH, "ssh key '%s' was refused by '%s'",
+        hc_error_set(err, HC_E(SSH_AUTH), "ssh key '%s' was refused by '%s'",
                      opts->key_file, s->target);
         return hc_error_hint(err, "add its public key (%s.pub) to the user's authorized_keys "
                                   "on the node, or pass another --ssh-key",
@@ -218,7 +218,7 @@ struct hc_ssh *hc_ssh_connect(const struct hc_ssh_target *t, const struct hc_ssh
     struct hc_ssh *s = calloc(1, sizeof(*s));
     if (!s || !(s->session = ssh_new())) {
         free(s);
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
     }
     hc_ssh_target_format(t, s->target, sizeof(s->target));
@@ -232,7 +232,7 @@ struct hc_ssh *hc_ssh_connect(const struct hc_ssh_target *t, const struct hc_ssh
     if (ssh_connect(s->session) != SSH_OK) {
         const char *msg = ssh_get_error(s->session);
         int timed_out = strstr(msg, "imeout") || strstr(msg, "timed out");
-        hc_error_set(err, 502, timed_out ? HC_ERR_TIMEOUT : HC_ERR_UNREACHABLE,
+        hc_error_set(err, timed_out ? HC_E(TIMEOUT) : HC_E(UNREACHABLE),
                      "cannot connect to '%s': %s", s->target, msg);
         if (timed_out)
             hc_error_hint(err, "the host accepts connections but the ssh handshake never "
@@ -335,7 +335,7 @@ int hc_ssh_run(struct hc_ssh *s, const char *const argv[], long timeout_ms,
     char *cmd = build_command(argv);
     ssh_channel ch = ssh_channel_new(s->session);
     if (!cmd || !ch || !res->out || !res->err) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     if (ssh_channel_open_session(ch) != SSH_OK || ssh_channel_request_exec(ch, cmd) != SSH_OK) {
@@ -347,13 +347,13 @@ int hc_ssh_run(struct hc_ssh *s, const char *const argv[], long timeout_ms,
     int64_t deadline = hc_mono_ms() + (timeout_ms > 0 ? timeout_ms : 30000);
     while (!ssh_channel_is_eof(ch)) {
         if (hc_mono_ms() > deadline) {
-            hc_error_set(err, 504, HC_ERR_TIMEOUT, "'%s' on '%s' did not finish in %ld ms",
+            hc_error_set(err, HC_E(TIMEOUT), "'%s' on '%s' did not finish in %ld ms",
                          argv[0], s->target, timeout_ms);
             goto cleanup;
         }
         if (drain_stream(ch, 0, &res->out, &out_len, HC_SSH_OUT_MAX, 100) < 0 ||
             drain_stream(ch, 1, &res->err, &err_len, HC_SSH_ERR_MAX, 0) < 0) {
-            hc_error_set(err, 502, HC_ERR_SSH, "lost the ssh session to '%s' while running '%s'",
+            hc_error_set(err, HC_E(SSH), "lost the ssh session to '%s' while running '%s'",
                          s->target, argv[0]);
             goto cleanup;
         }
@@ -386,7 +386,7 @@ static int run_checked(struct hc_ssh *s, const char *const argv[], struct hc_err
     int rc = 0;
     if (r.exit_status != 0) {
         r.err[strcspn(r.err, "\n")] = '\0';
-        rc = hc_error_set(err, 502, HC_ERR_SSH, "'%s' failed on '%s' (exit %d): %s", argv[0],
+        rc = hc_error_set(err, HC_E(SSH), "'%s' failed on '%s' (exit %d): %s", argv[0],
                           s->target, r.exit_status, r.err);
     }
     hc_ssh_result_clear(&r);
@@ -421,7 +421,7 @@ static int temp_name(const struct hc_ssh_file *f, char *tmp, size_t len, struct 
     char suffix[17];
     const char *slash = strrchr(f->remote_path, '/');
     if (f->remote_path[0] != '/' || !slash || slash == f->remote_path)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "remote path '%s' must be absolute "
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "remote path '%s' must be absolute "
                             "and below /", f->remote_path);
     hc_random_hex(suffix, 8);
     snprintf(tmp, len, "%s.upload-%s", f->remote_path, suffix);
@@ -473,7 +473,7 @@ static int sftp_mkdir_p(struct hc_ssh *s, sftp_session sftp, const char *dir,
     int is_dir = a && a->type == SSH_FILEXFER_TYPE_DIRECTORY;
     sftp_attributes_free(a);
     return is_dir ? 0
-                  : hc_error_set(err, 502, HC_ERR_SSH, "cannot create directory '%s' on '%s': "
+                  : hc_error_set(err, HC_E(SSH), "cannot create directory '%s' on '%s': "
                                  "sftp error %d", dir, s->target, sftp_get_error(sftp));
 }
 
@@ -488,7 +488,7 @@ static sftp_file sftp_create(struct hc_ssh *s, sftp_session sftp, const char *tm
         f = sftp_open(sftp, tmp, O_WRONLY | O_CREAT | O_EXCL, (mode_t)mode);
     }
     if (!f)
-        hc_error_set(err, 502, HC_ERR_SSH, "cannot create '%s' on '%s': sftp error %d", tmp,
+        hc_error_set(err, HC_E(SSH), "cannot create '%s' on '%s': sftp error %d", tmp,
                      s->target, sftp_get_error(sftp));
     return f;
 }
@@ -509,7 +509,7 @@ int hc_ssh_upload_files(struct hc_ssh *s, const struct hc_ssh_file *files, size_
     size_t written = 0, pending = 0;
     int rc = -1;
     if (!tmps || !dirs || !moved) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     for (size_t i = 0; i < n; i++) {
@@ -534,7 +534,7 @@ int hc_ssh_upload_files(struct hc_ssh *s, const struct hc_ssh_file *files, size_
         int ok = sftp_write_all(f, files[written].data, files[written].len, chunk) == 0;
         sftp_close(f);
         if (!ok) {
-            hc_error_set(err, 502, HC_ERR_SSH, "cannot write '%s' on '%s': sftp error %d",
+            hc_error_set(err, HC_E(SSH), "cannot write '%s' on '%s': sftp error %d",
                          tmps[written], s->target, sftp_get_error(sftp));
             written++; /* its temporary file exists: remove it below */
             goto cleanup;
@@ -580,13 +580,13 @@ int hc_ssh_keygen(const char *path, struct hc_error *err)
     char *b64 = NULL, *priv = NULL;
     int rc = -1;
     if (ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &key) != SSH_OK) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot generate an ssh key");
+        hc_error_set(err, HC_E(INTERNAL), "cannot generate an ssh key");
         goto cleanup;
     }
     /* Through the atomic helper: created 0600 under a name nobody can predict, never written
      * with the umask's mode first and narrowed afterwards. */
     if (ssh_pki_export_privkey_base64(key, NULL, NULL, NULL, &priv) != SSH_OK) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot export the ssh private key");
+        hc_error_set(err, HC_E(INTERNAL), "cannot export the ssh private key");
         goto cleanup;
     }
     if (hc_file_write_atomic(path, priv, strlen(priv), 0600, err) < 0) {
@@ -594,7 +594,7 @@ int hc_ssh_keygen(const char *path, struct hc_error *err)
         goto cleanup;
     }
     if (ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot export the ssh public key");
+        hc_error_set(err, HC_E(INTERNAL), "cannot export the ssh public key");
         goto cleanup;
     }
     char line[1024], pub[1100];

@@ -20,10 +20,6 @@
 #include "common/error.h"
 #include "common/ssh_target.h"
 
-#define HC_ERR_HOST_KEY_UNKNOWN "host_key_unknown"
-#define HC_ERR_HOST_KEY_CHANGED "host_key_changed"
-#define HC_ERR_SSH_AUTH "ssh_auth_failed"
-#define HC_ERR_SSH "ssh_error"
 
 
 struct hc_ssh_opts {

@@ -67,7 +67,7 @@ static int push_step(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
     hc_op_waiting(ctx, NULL);
     int none_took = sent == 0 && n > 0;
     if (none_took)
-        hc_error_set(err, 503, HC_ERR_UNREACHABLE, "no agent took the storage peers: %s", detail);
+        hc_error_set(err, HC_E(UNREACHABLE), "no agent took the storage peers: %s", detail);
     else if (at == 0)
         snprintf(detail, len, "%zu members sent to every agent (epoch %lld)",
                  json_array_size(json_object_get(list, "nodes")),

@@ -107,7 +107,7 @@ static void reverse(json_t *events)
 json_t *hc_events_query(struct hc_db *db, const struct hc_events_query *q, struct hc_error *err)
 {
     if (q->limit < 1 || q->limit > 1000) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "limit %d is out of range", q->limit);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "limit %d is out of range", q->limit);
         hc_error_hint(err, "use a limit between 1 and 1000");
         return NULL;
     }

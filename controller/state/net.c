@@ -201,7 +201,7 @@ static int names_known(const struct hc_node_row *rows, size_t n, const json_t *n
         for (size_t j = 0; j < n; j++)
             found |= strcmp(rows[j].name, name) == 0;
         if (!found) {
-            hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found", name);
+            hc_error_set(err, HC_E(NOT_FOUND), "node '%s' not found", name);
             return hc_error_hint(err, "see 'hcctl node list'");
         }
     }
@@ -220,7 +220,7 @@ int hc_net_gather(struct hc_db *db, const json_t *names, struct hc_net_check *c,
         goto cleanup;
     c->nodes = calloc(n + 1, sizeof(*c->nodes));
     if (!c->nodes) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     c->nnodes = 0;
@@ -244,7 +244,7 @@ int hc_net_all_pairs(struct hc_net_check *c, struct hc_error *err)
     c->npairs = 0;
     c->pairs = calloc(n * (n ? n - 1 : 0) + 1, sizeof(*c->pairs));
     if (!c->pairs)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     for (size_t a = 0; a < n; a++)
         for (size_t b = 0; b < n; b++)
             if (a != b)
@@ -321,7 +321,7 @@ int hc_net_store_result(struct hc_db *db, const char *op_id, const json_t *resul
 {
     char *text = hc_json_dump(result);
     if (!text)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "cannot serialise the result of %s",
+        return hc_error_set(err, HC_E(INTERNAL), "cannot serialise the result of %s",
                             op_id);
     int rc = hc_db_run(db, err, "UPDATE operations SET result_json = ?, updated_at = ? "
                        "WHERE id = ?", "sis", text, hc_now_ms(), op_id);

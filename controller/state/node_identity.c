@@ -35,7 +35,7 @@ static int reserved(const char *name, int allow_admin)
 int hc_identity_node_name_check(struct hc_db *db, const char *name, struct hc_error *err)
 {
     if (reserved(name, 0)) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "node name '%s' is reserved", name);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "node name '%s' is reserved", name);
         return hc_error_hint(err, "the event log uses it for another actor; choose another "
                                   "--name");
     }
@@ -43,7 +43,7 @@ int hc_identity_node_name_check(struct hc_db *db, const char *name, struct hc_er
     if (taken < 0)
         return -1;
     if (taken) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "node name '%s' is an API token's name",
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "node name '%s' is an API token's name",
                      name);
         return hc_error_hint(err, "a node and a token must not share a name in the event log; "
                                   "choose another --name");
@@ -54,14 +54,14 @@ int hc_identity_node_name_check(struct hc_db *db, const char *name, struct hc_er
 int hc_identity_token_name_check(struct hc_db *db, const char *name, struct hc_error *err)
 {
     if (reserved(name, 1)) {
-        hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "token name '%s' is reserved", name);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "token name '%s' is reserved", name);
         return hc_error_hint(err, "the event log uses it for another actor; choose another name");
     }
     int taken = hc_node_exists(db, name, err);
     if (taken < 0)
         return -1;
     if (taken) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "token name '%s' is a node's name", name);
+        hc_error_set(err, HC_E(CONFLICT), "token name '%s' is a node's name", name);
         return hc_error_hint(err, "choose another name");
     }
     return 0;
@@ -82,7 +82,7 @@ int hc_identity_address_check(struct hc_db *db, X509 *server_cert, const char *h
                               const char *replacing, struct hc_error *err)
 {
     if (controller_host(server_cert, host)) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "address '%s' is the controller's", host);
+        hc_error_set(err, HC_E(CONFLICT), "address '%s' is the controller's", host);
         return hc_error_hint(err, "a node certificate is never issued for an address in the "
                                   "controller's server certificate; give the agent its own "
                                   "address (--listen)");
@@ -94,7 +94,7 @@ int hc_identity_address_check(struct hc_db *db, X509 *server_cert, const char *h
         return -1;
     if (n) {
         const char *owner = rows[0].name;
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "address '%s' belongs to node '%s'", host, owner);
+        hc_error_set(err, HC_E(CONFLICT), "address '%s' belongs to node '%s'", host, owner);
         hc_error_hint(err, "remove node '%s' first ('hcctl node remove %s')", owner, owner);
     }
     hc_node_rows_free(rows, n);
@@ -121,7 +121,7 @@ int hc_identity_pin_for_url(void *arg, const char *url, char *pin, size_t len,
     struct hc_db *db = arg;
     char base[600];
     if (hc_identity_url_base(url, base, sizeof(base)) < 0)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "invalid agent URL '%s'", url);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid agent URL '%s'", url);
     struct hc_node_row row;
     int found = hc_node_row_by_url(db, base, &row, err);
     if (found < 0)
@@ -130,12 +130,12 @@ int hc_identity_pin_for_url(void *arg, const char *url, char *pin, size_t len,
     char computed[HC_PKI_PIN_LEN];
     int rc = 0;
     if (!found) {
-        hc_error_set(err, 0, HC_ERR_TLS, "no node is enrolled at %s", base);
+        hc_error_set_transport(err, HC_E(TLS), "no node is enrolled at %s", base);
         rc = hc_error_hint(err, "the controller only calls agents of enrolled nodes");
     } else if (!stored && hc_pki_pem_pin(row.cert_pem, computed, err) < 0) {
         rc = hc_error_prefix(err, "certificate of the node at %s", base);
     } else if ((size_t)snprintf(pin, len, "%s", stored ? stored : computed) >= len) {
-        rc = hc_error_set(err, 0, HC_ERR_INTERNAL, "pin of the node at %s is too long", base);
+        rc = hc_error_set_transport(err, HC_E(INTERNAL), "pin of the node at %s is too long", base);
     }
     hc_node_row_clear(&row);
     return rc;

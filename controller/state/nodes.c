@@ -97,7 +97,7 @@ json_t *hc_nodes_list(struct hc_db *db, struct hc_error *err)
 
 static int not_found(const char *name, struct hc_error *err)
 {
-    hc_error_set(err, 404, HC_ERR_NOT_FOUND, "node '%s' not found", name);
+    hc_error_set(err, HC_E(NOT_FOUND), "node '%s' not found", name);
     return hc_error_hint(err, "see 'hcctl node list'");
 }
 
@@ -139,7 +139,7 @@ int hc_node_exists(struct hc_db *db, const char *name, struct hc_error *err)
 
 static int conflict(const char *name, struct hc_error *err)
 {
-    hc_error_set(err, 409, HC_ERR_CONFLICT, "node '%s' already exists", name);
+    hc_error_set(err, HC_E(CONFLICT), "node '%s' already exists", name);
     return hc_error_hint(err, "choose another --name or remove the node first");
 }
 
@@ -269,7 +269,7 @@ static int rows_collect(struct hc_db *db, sqlite3_stmt *st, struct hc_node_row *
         (*n)++;
     }
     if (rc == SQLITE_ROW)
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
     else if (rc != SQLITE_DONE)
         hc_db_error(db, err, "cannot query nodes");
     sqlite3_finalize(st);
@@ -370,7 +370,7 @@ json_t *hc_nodes_count_by(struct hc_db *db, const char *column, struct hc_error 
                  columns[i], columns[i]);
         return hc_db_query_json(db, err, sql, "");
     }
-    hc_error_set(err, 500, HC_ERR_INTERNAL, "nodes are not counted by '%s'", column);
+    hc_error_set(err, HC_E(INTERNAL), "nodes are not counted by '%s'", column);
     return NULL;
 }
 

@@ -27,7 +27,7 @@ struct hc_bundle_keys *hc_software_keys_load(const char *data_dir, struct hc_err
     char *dir = hc_path_join(data_dir, HC_SOFTWARE_KEYS_DIR);
     struct hc_bundle_keys *keys = hc_bundle_keys_new();
     if (!dir || !keys) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto fail;
     }
     if (hc_bundle_keys_load_dir(keys, dir, err) < 0)
@@ -48,7 +48,7 @@ static int key_name(const char *file, char *name, size_t len, struct hc_error *e
     if (n == 0 || n >= len ||
         strspn(base, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                      "0123456789_-") < n)
-        return hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT,
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "cannot name trusted key '%s': use a file name of letters, digits, "
                             "'_' and '-' (before the extension)",
                             file);
@@ -71,7 +71,7 @@ int hc_software_keys_install(const char *data_dir, const char *const *files, siz
         if (key_name(files[i], name, sizeof(name), err) < 0)
             goto cleanup;
         if (json_object_get(names, name)) {
-            hc_error_set(err, 400, HC_ERR_INVALID_ARGUMENT, "two --trust-key files are named '%s'",
+            hc_error_set(err, HC_E(INVALID_ARGUMENT), "two --trust-key files are named '%s'",
                          name);
             goto cleanup;
         }
@@ -153,7 +153,7 @@ static json_t *bundle_row(struct hc_db *db, const char *version, struct hc_error
     json_t *row = json_incref(json_array_get(rows, 0));
     json_decref(rows);
     if (!row) {
-        hc_error_set(err, 404, HC_ERR_NOT_FOUND, "software version '%s' is not uploaded", version);
+        hc_error_set(err, HC_E(NOT_FOUND), "software version '%s' is not uploaded", version);
         hc_error_hint(err, "see 'hcctl software list'");
     }
     return row;
@@ -196,7 +196,7 @@ static int record(struct hc_db *db, const struct hc_bundle *b, const char *actor
     char *manifest = hc_json_dump(hc_bundle_manifest(b));
     int rc = -1;
     if (!manifest)
-        return hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     if (hc_db_begin(db, err) < 0)
         goto cleanup;
     if (hc_db_run(
@@ -225,7 +225,7 @@ static json_t *existing(struct hc_db *db, const struct hc_bundle_info *info, jso
                         int *already, struct hc_error *err)
 {
     if (strcmp(hc_json_str(row, "sha256", ""), info->sha256) != 0) {
-        hc_error_set(err, 409, HC_ERR_CONFLICT,
+        hc_error_set(err, HC_E(CONFLICT),
                      "bundle version '%s' is already uploaded with sha256 %.12s (this one is "
                      "%.12s)",
                      info->version, hc_json_str(row, "sha256", ""), info->sha256);
@@ -295,7 +295,7 @@ json_t *hc_software_list(struct hc_db *db, struct hc_error *err)
         if (!(objs[made] = bundle_object(db, json_array_get(rows, made), err)))
             goto cleanup;
     if (!objs) {
-        hc_error_set(err, 500, HC_ERR_INTERNAL, "out of memory");
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
     qsort(objs, n, sizeof(*objs), by_version);
@@ -340,7 +340,7 @@ int hc_software_read(const struct hc_controller *ctl, struct hc_db *db, const ch
     }
     hc_sha256_hex(*data, *len, hex);
     if (strcmp(hex, hc_json_str(row, "sha256", "")) != 0) {
-        hc_error_set(err, 500, HC_BUNDLE_ERR_CHECKSUM,
+        hc_error_set(err, HC_E(BUNDLE_CHECKSUM),
                      "stored bundle '%s' is damaged: its sha256 is %s, %s was uploaded", path, hex,
                      hc_json_str(row, "sha256", ""));
         hc_error_hint(err, "remove it and upload it again");
@@ -374,12 +374,12 @@ static int in_use(struct hc_db *db, const char *version, struct hc_error *err)
     char *r = hc_json_dump(running), *b = hc_json_dump(rollback);
     rc = 1;
     if (json_array_size(running) > 0)
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "bundle %s is running on nodes %s", version, r);
+        hc_error_set(err, HC_E(CONFLICT), "bundle %s is running on nodes %s", version, r);
     else if (json_array_size(rollback) > 0)
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "bundle %s is the rollback target of nodes %s",
+        hc_error_set(err, HC_E(CONFLICT), "bundle %s is the rollback target of nodes %s",
                      version, b);
     else if (json_array_size(ops) > 0)
-        hc_error_set(err, 409, HC_ERR_CONFLICT, "operation %s targets bundle %s",
+        hc_error_set(err, HC_E(CONFLICT), "operation %s targets bundle %s",
                      hc_json_str(json_array_get(ops, 0), "id", "?"), version);
     else
         rc = 0;

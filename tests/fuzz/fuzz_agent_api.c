@@ -66,7 +66,7 @@ static int before(struct hc_request *req, const struct hc_route *route, void *ar
             strcmp(route->method, excluded[i].method) == 0 &&
             strcmp(route->pattern, excluded[i].path) == 0) {
             struct hc_error err;
-            hc_error_set(&err, 403, HC_ERR_FORBIDDEN, "excluded from fuzzing");
+            hc_error_set(&err, HC_E(FORBIDDEN), "excluded from fuzzing");
             hc_reply_error(req, &err);
             return 1;
         }

@@ -184,7 +184,7 @@ static void enroll_route(struct hc_request *req, void *arg)
         return;
     e->enroll_calls++;
     if (e->refuse) {
-        hc_error_set(&err, 409, HC_ERR_CONFLICT, "node name '%s' is already taken",
+        hc_error_set(&err, HC_E(CONFLICT), "node name '%s' is already taken",
                      hc_json_str(body, "name", ""));
         hc_error_hint(&err, "pass --name with another name");
         hc_reply_error(req, &err);

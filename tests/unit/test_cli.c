@@ -877,7 +877,7 @@ static void test_exit_code_mapping(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct hc_error err;
-        hc_error_set(&err, cases[i].status, cases[i].code, "x");
+        hc_error_set_wire(&err, cases[i].status, cases[i].code, "x");
         if (hc_exit_code(&err) != cases[i].want)
             fail_msg("%d %s -> %d, want %d", cases[i].status, cases[i].code, hc_exit_code(&err),
                      cases[i].want);
@@ -981,7 +981,7 @@ static void reply_err(struct hc_request *req, int status, const char *code, cons
                       const char *hint)
 {
     struct hc_error err;
-    hc_error_set(&err, status, code, "%s", msg);
+    hc_error_set_wire(&err, status, code, "%s", msg);
     if (hint)
         hc_error_hint(&err, "%s", hint);
     hc_reply_error(req, &err);

@@ -16,7 +16,7 @@ static void test_set_hint_prefix(void **state)
 {
     struct hc_error err;
     hc_error_clear(&err);
-    assert_int_equal(hc_error_set(&err, 409, HC_ERR_CONFLICT, "operation '%s' already runs", "op-7"),
+    assert_int_equal(hc_error_set(&err, HC_E(CONFLICT), "operation '%s' already runs", "op-7"),
                      -1);
     assert_int_equal(err.status, 409);
     assert_string_equal(err.code, "conflict");
@@ -31,13 +31,13 @@ static void test_set_hint_prefix(void **state)
     assert_string_equal(err.hint, "see 'hcctl operation show op-7'");
 
     /* A new set forgets the old hint. */
-    hc_error_set(&err, 404, HC_ERR_NOT_FOUND, "node 'n9' not found");
+    hc_error_set(&err, HC_E(NOT_FOUND), "node 'n9' not found");
     assert_string_equal(err.hint, "");
 
     /* NULL code means internal; NULL err is allowed and still returns -1. */
-    hc_error_set(&err, 500, NULL, "boom");
+    hc_error_set(&err, NULL, "boom");
     assert_string_equal(err.code, HC_ERR_INTERNAL);
-    assert_int_equal(hc_error_set(NULL, 500, HC_ERR_INTERNAL, "x"), -1);
+    assert_int_equal(hc_error_set(NULL, HC_E(INTERNAL), "x"), -1);
     assert_int_equal(hc_error_hint(NULL, "x"), -1);
     assert_int_equal(hc_error_prefix(NULL, "x"), -1);
 
@@ -53,7 +53,7 @@ static void test_long_message_truncated(void **state)
     char big[2000];
     memset(big, 'x', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
-    hc_error_set(&err, 400, HC_ERR_INVALID_ARGUMENT, "%s", big);
+    hc_error_set(&err, HC_E(INVALID_ARGUMENT), "%s", big);
     assert_int_equal(strlen(err.message), sizeof(err.message) - 1);
     hc_error_prefix(&err, "ctx");
     assert_int_equal(strlen(err.message), sizeof(err.message) - 1);
@@ -63,7 +63,7 @@ static void test_long_message_truncated(void **state)
 static void test_to_json_shape(void **state)
 {
     struct hc_error err;
-    hc_error_set(&err, 404, HC_ERR_NOT_FOUND, "node 'n9' not found");
+    hc_error_set(&err, HC_E(NOT_FOUND), "node 'n9' not found");
     hc_error_hint(&err, "see 'hcctl node list'");
     json_t *j = hc_error_to_json(&err);
     char *text = hc_json_dump(j);
@@ -73,7 +73,7 @@ static void test_to_json_shape(void **state)
     json_decref(j);
 
     /* Without a hint the key is absent, not empty. */
-    hc_error_set(&err, 400, HC_ERR_INVALID_JSON, "body is bad");
+    hc_error_set(&err, HC_E(INVALID_JSON), "body is bad");
     j = hc_error_to_json(&err);
     assert_int_equal(json_object_size(j), 1);
     json_t *inner = json_object_get(j, "error");
@@ -93,7 +93,7 @@ static void test_to_json_shape(void **state)
 static void test_from_json_roundtrip(void **state)
 {
     struct hc_error a, b;
-    hc_error_set(&a, 409, HC_ERR_CONFLICT, "operation 'op-1' runs");
+    hc_error_set(&a, HC_E(CONFLICT), "operation 'op-1' runs");
     hc_error_hint(&a, "wait for it");
     json_t *j = hc_error_to_json(&a);
     hc_error_clear(&b);
@@ -104,9 +104,9 @@ static void test_from_json_roundtrip(void **state)
     assert_string_equal(b.hint, a.hint);
     json_decref(j);
 
-    hc_error_set(&a, 500, HC_ERR_DB, "disk full");
+    hc_error_set(&a, HC_E(DB), "disk full");
     j = hc_error_to_json(&a);
-    hc_error_set(&b, 1, "stale", "stale");
+    hc_error_set_wire(&b, 1, "stale", "stale");
     hc_error_hint(&b, "stale hint");
     assert_int_equal(hc_error_from_json(&b, j, 503), 0);
     assert_int_equal(b.status, 503);
@@ -129,7 +129,7 @@ static void test_from_json_rejects_other_bodies(void **state)
         json_t *j = json_loads(bodies[i], 0, NULL);
         assert_non_null(j);
         struct hc_error err;
-        hc_error_set(&err, 7, "untouched", "untouched");
+        hc_error_set_wire(&err, 7, "untouched", "untouched");
         if (hc_error_from_json(&err, j, 500) != -1)
             fail_msg("body %s was taken for an error", bodies[i]);
         assert_string_equal(err.code, "untouched");

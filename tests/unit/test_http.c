@@ -178,7 +178,7 @@ static int before_hook(struct hc_request *req, const struct hc_route *route, voi
         return 0;
     }
     struct hc_error err;
-    hc_error_set(&err, 401, HC_ERR_UNAUTHORIZED, "missing or unknown token");
+    hc_error_set(&err, HC_E(UNAUTHORIZED), "missing or unknown token");
     hc_reply_error(req, &err);
     return 1;
 }

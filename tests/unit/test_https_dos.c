@@ -101,7 +101,7 @@ static int before_hook(struct hc_request *req, const struct hc_route *route, voi
     if (!(route->flags & ROUTE_AUTH) || authorised(hc_req_header(req, "Authorization")))
         return 0;
     struct hc_error err;
-    hc_error_set(&err, 401, HC_ERR_UNAUTHORIZED, "no valid token");
+    hc_error_set(&err, HC_E(UNAUTHORIZED), "no valid token");
     hc_reply_error(req, &err);
     return 1;
 }

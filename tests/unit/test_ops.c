@@ -65,7 +65,7 @@ static enum hc_op_result run_ok(struct hc_op_ctx *ctx, struct hc_error *err)
 static int step_boom(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                      struct hc_error *err)
 {
-    hc_error_set(err, 500, "test_failure", "step boom failed on purpose");
+    hc_error_set_wire(err, 500, "test_failure", "step boom failed on purpose");
     return hc_error_hint(err, "nothing to do, it is a test");
 }
 

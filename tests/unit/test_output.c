@@ -186,7 +186,7 @@ static void test_json_mode_one_document(void **state)
     hc_output_render(&c.o, view, doc);
     /* A later error must not add a second document to stdout (stderr still gets it). */
     struct hc_error err;
-    hc_error_set(&err, 500, "internal", "something broke");
+    hc_error_set(&err, HC_E(INTERNAL), "something broke");
     hc_output_error(&c.o, &err, NULL);
     capture_sync(&c);
     json_error_t jerr;
@@ -207,7 +207,7 @@ static void test_json_error_shape(void **state)
     capture_open(&c);
     c.o.json = 1;
     struct hc_error err;
-    hc_error_set(&err, 409, "conflict", "operation 'op-1' is running");
+    hc_error_set(&err, HC_E(CONFLICT), "operation 'op-1' is running");
     hc_error_hint(&err, "wait for it");
     json_t *extra = json_pack("{s:{s:s}}", "operation", "id", "op-2");
     hc_output_error(&c.o, &err, extra);
@@ -233,7 +233,7 @@ static void test_text_error_stderr_only(void **state)
     struct capture c;
     capture_open(&c);
     struct hc_error err;
-    hc_error_set(&err, 404, "not_found", "node 'n9' not found");
+    hc_error_set(&err, HC_E(NOT_FOUND), "node 'n9' not found");
     hc_output_error(&c.o, &err, NULL);
     capture_sync(&c);
     assert_int_equal(c.out_len, 0);
@@ -404,7 +404,7 @@ static void test_control_chars_escaped(void **state)
 
     /* Errors on stderr too (an agent's message relayed by the controller). */
     struct hc_error err = {0};
-    hc_error_set(&err, 502, "agent_error", "agent said " HOSTILE);
+    hc_error_set(&err, HC_E(AGENT_ERROR), "agent said " HOSTILE);
     hc_error_hint(&err, "hint " HOSTILE);
     hc_output_error(&c.o, &err, NULL);
     hc_output_info(&c.o, "node %s", HOSTILE);

@@ -340,7 +340,7 @@ static void test_poller_stale_failure_is_ignored(void **state)
     int64_t id = hc_json_int(row, "id", 0);
     json_decref(row);
     struct hc_http_call stale = {.ok = 0, .elapsed_ms = 500};
-    hc_error_set(&stale.err, 0, HC_ERR_UNREACHABLE, "connection refused");
+    hc_error_set_transport(&stale.err, HC_E(UNREACHABLE), "connection refused");
     assert_int_equal(hc_poller_record(f->db, id, "n1", &stale, NULL, now, &err), 0);
     row = node_row(f, "n1");
     assert_string_equal(hc_json_str(row, "health", ""), "reachable");
@@ -348,7 +348,7 @@ static void test_poller_stale_failure_is_ignored(void **state)
     assert_int_equal(health_events(f, "n1"), 0);
     /* sent after the last answer: it counts */
     struct hc_http_call fresh = {.ok = 0, .elapsed_ms = 50};
-    hc_error_set(&fresh.err, 0, HC_ERR_UNREACHABLE, "connection refused");
+    hc_error_set_transport(&fresh.err, HC_E(UNREACHABLE), "connection refused");
     assert_int_equal(hc_poller_record(f->db, id, "n1", &fresh, NULL, now, &err), 0);
     row = node_row(f, "n1");
     assert_string_equal(hc_json_str(row, "health", ""), "unreachable");
