@@ -22,13 +22,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/constants.h"
 #include "cli/exit_codes.h"
 #include "cli/groups.h"
 #include "common/json_util.h"
 #include "common/util.h"
 
-#define NET_MIN_MTU 68
-#define NET_MAX_MTU 65535
 #define MATRIX_MAX_NODES 64 /* wider matrices are unreadable: the pairs list says it all */
 
 /* --- helpers -------------------------------------------------------------------------------- */
@@ -358,7 +357,7 @@ static int cmd_check(struct hc_cmd_ctx *ctx)
 {
     int64_t mtu = hc_cmd_opt_int(ctx, "mtu");
     int rc = HC_EXIT_OK;
-    if (hc_cmd_opt_set(ctx, "mtu") && (mtu < NET_MIN_MTU || mtu > NET_MAX_MTU))
+    if (hc_cmd_opt_set(ctx, "mtu") && (mtu < HC_MTU_MIN || mtu > HC_MTU_MAX))
         return hc_cmd_usage(ctx, "an MTU is 68 to 65535 bytes, e.g. 9000", "invalid --mtu %lld",
                             (long long)mtu);
     json_t *body = json_object(), *nodes = nodes_option(ctx);
@@ -401,8 +400,8 @@ static int parse_mtu(const char *text, int *out)
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
-    if (!*text || *end || errno || text[0] == '-' || text[0] == '+' || v < NET_MIN_MTU ||
-        v > NET_MAX_MTU)
+    if (!*text || *end || errno || text[0] == '-' || text[0] == '+' || v < HC_MTU_MIN ||
+        v > HC_MTU_MAX)
         return -1;
     *out = (int)v;
     return 0;

@@ -8,10 +8,10 @@
 #include <event2/event.h>
 #include <stdint.h>
 
+#include "common/constants.h"
 #include "common/error.h"
 #include "common/stop.h"
 
-#define HC_CONTROLLER_DEFAULT_PORT 7443
 #define HC_CONTROLLER_DEFAULT_POLL_MS 2000
 #define HC_CONTROLLER_DEFAULT_WORKERS 4
 

@@ -19,9 +19,9 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "common/constants.h"
 #include "common/error.h"
 
-#define HC_AGENT_DEFAULT_PORT 7444
 #define HC_AGENT_DEFAULT_LISTEN "0.0.0.0:7444"
 
 #define HC_AGENT_FILE_KEY "agent.key"

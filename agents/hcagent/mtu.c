@@ -89,8 +89,8 @@ static int link_cb(const struct nlmsghdr *nlh, void *data)
     link->max_mtu = tb[IFLA_MAX_MTU] ? (int)mnl_attr_get_u32(tb[IFLA_MAX_MTU]) : 0;
     if (link->min_mtu < HC_MTU_MIN)
         link->min_mtu = HC_MTU_MIN;
-    if (link->max_mtu <= 0 || link->max_mtu > 65535)
-        link->max_mtu = 65535;
+    if (link->max_mtu <= 0 || link->max_mtu > HC_MTU_MAX)
+        link->max_mtu = HC_MTU_MAX;
     return MNL_CB_OK;
 }
 

@@ -21,9 +21,9 @@
 #include <net/if.h>
 #include <stdint.h>
 
+#include "common/constants.h"
 #include "common/error.h"
 
-#define HC_MTU_MIN 68
 #define HC_MTU_STATE_FILE "mtu-state.json"
 #define HC_MTU_MIN_REVERT_MS 100
 #define HC_MTU_MAX_REVERT_MS (24LL * 3600 * 1000)

@@ -480,7 +480,7 @@ int hc_agent_net_start_responder(struct hc_agent *agent, struct hc_error *err)
         return hc_error_set(err, HC_E(INTERNAL), "agent has no network state");
     if (ctx->responder)
         return 0;
-    ctx->responder = hc_probe_responder_new(ctx->base, NULL, HC_PROBE_PORT, err);
+    ctx->responder = hc_probe_responder_new(ctx->base, NULL, HC_PORT_PROBE, err);
     if (!ctx->responder)
         return -1;
     HC_INFO("probe responder listening on udp port %d", hc_probe_responder_port(ctx->responder));

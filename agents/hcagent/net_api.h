@@ -17,7 +17,7 @@
  * earlier run, on base) and the worker threads of probes and benches. -1 with err. */
 int hc_agent_net_routes(struct hc_agent *agent, struct hc_http_server *srv, struct event_base *base,
                         struct hc_error *err);
-/* Starts the UDP probe responder on HC_PROBE_PORT, all addresses. -1 with err. */
+/* Starts the UDP probe responder on HC_PORT_PROBE, all addresses. -1 with err. */
 int hc_agent_net_start_responder(struct hc_agent *agent, struct hc_error *err);
 /* Stops the responder, cancels running probes and benches (killing their children), answers
  * their pending requests and frees the network state. Call before the HTTP server is freed.

@@ -70,7 +70,7 @@ int hc_net_cmd_probe_responder(int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *listen = NULL;
-    int port = HC_PROBE_PORT, c;
+    int port = HC_PORT_PROBE, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (c == 'l')

@@ -77,7 +77,7 @@ static int set_int_opt(int fd, int level, int name, int value)
 
 int hc_probe_packet_parse(const uint8_t *buf, size_t len, struct hc_probe_packet *out)
 {
-    if (!buf || len < 8 || len > HC_PROBE_MAX_SIZE - HC_PROBE_HEADER)
+    if (!buf || len < 8 || len > HC_PROBE_MAX_SIZE - HC_IPV4_UDP_HEADERS)
         return -1;
     int marked = len >= HC_PROBE_V2_HEADER && memcmp(buf + 8, HC_PROBE_V2_MARK, 4) == 0;
     if (memcmp(buf, HC_PROBE_MAGIC, 4) == 0)
@@ -186,7 +186,7 @@ static const struct in_pktinfo *find_pktinfo(struct msghdr *msg)
 /* Only probes are answered, never replies, and only probes sent to one of our unicast addresses:
  * for a broadcast the kernel's "specific destination" (our interface address) differs from the
  * header's destination, and answering broadcasts would turn the responder into an amplifier.
- * Nothing from a responder's port (HC_PROBE_PORT, or ours) is answered: probers send from
+ * Nothing from a responder's port (HC_PORT_PROBE, or ours) is answered: probers send from
  * ephemeral ports, so such a datagram is an echo (of a version 1 probe, which carries no reply
  * mark) or forged to start a ping-pong. Privileged ports are refused too: no loops with the
  * echo or chargen services, nor answers aimed at DNS or NTP servers; and sources that cannot be
@@ -198,7 +198,7 @@ static int is_echoable(const struct hc_probe_responder *r, size_t n, const struc
         peer->sin_family != AF_INET)
         return 0;
     int port = ntohs(peer->sin_port);
-    if (port < 1024 || port == HC_PROBE_PORT || port == r->port)
+    if (port < 1024 || port == HC_PORT_PROBE || port == r->port)
         return 0;
     /* a source no prober has: "this network" (an answer would come back to us), multicast,
      * broadcast */
@@ -233,7 +233,7 @@ static void responder_echo(struct hc_probe_responder *r, size_t len, struct sock
         /* EMSGSIZE: the way back is narrower than the probe; the prober sees the loss. */
         char addr[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &peer->sin_addr, addr, sizeof(addr));
-        HC_DEBUG("probe responder: cannot echo %zu bytes to %s: %s", len + HC_PROBE_HEADER, addr,
+        HC_DEBUG("probe responder: cannot echo %zu bytes to %s: %s", len + HC_IPV4_UDP_HEADERS, addr,
                  strerror(errno));
         return;
     }
@@ -312,7 +312,7 @@ struct hc_probe_responder *hc_probe_responder_new(struct event_base *base, const
         hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
     }
-    r->fd = responder_socket(addr, port == 0 ? HC_PROBE_PORT : port < 0 ? 0 : port, err);
+    r->fd = responder_socket(addr, port == 0 ? HC_PORT_PROBE : port < 0 ? 0 : port, err);
     if (r->fd < 0)
         goto fail;
     struct sockaddr_in sin;
@@ -571,7 +571,7 @@ static void send_slot(struct prober *p, struct tstate *ts, int idx)
 {
     struct slot *s = &ts->slots[idx];
     uint32_t seq = htonl(((uint32_t)ts->round << 16) | ((uint32_t)idx << 8) | (uint32_t)s->sent);
-    size_t len = (size_t)(s->size - HC_PROBE_HEADER);
+    size_t len = (size_t)(s->size - HC_IPV4_UDP_HEADERS);
     memcpy(p->buf, HC_PROBE_MAGIC, 4);
     memcpy(p->buf + 4, &seq, 4);
     /* The version 2 mark where it fits (a current responder then answers "HCR1"); in the
@@ -637,7 +637,7 @@ static void read_replies(struct prober *p, struct tstate *ts)
         if ((seq >> 16) != ts->round || idx >= (unsigned)ts->nslots)
             continue; /* an echo from an earlier round */
         struct slot *s = &ts->slots[idx];
-        if (n != s->size - HC_PROBE_HEADER || attempt >= (unsigned)s->sent || s->state == SLOT_OK)
+        if (n != s->size - HC_IPV4_UDP_HEADERS || attempt >= (unsigned)s->sent || s->state == SLOT_OK)
             continue;
         s->state = SLOT_OK;
         s->rtt_ms = (double)(mono_us() - s->sent_us[attempt]) / 1000.0;
@@ -920,7 +920,7 @@ cleanup:
 static int prober_init(struct prober *p, const struct hc_probe_options *opt, struct hc_error *err)
 {
     memset(p, 0, sizeof(*p));
-    p->port = opt->port > 0 ? opt->port : HC_PROBE_PORT;
+    p->port = opt->port > 0 ? opt->port : HC_PORT_PROBE;
     p->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : HC_PROBE_DEFAULT_TIMEOUT_MS;
     p->attempts = opt->attempts > 0 ? opt->attempts : HC_PROBE_DEFAULT_ATTEMPTS;
     if (p->attempts > MAX_ATTEMPTS)

@@ -26,15 +26,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/constants.h"
 #include "common/error.h"
 #include "common/stop.h"
 
-#define HC_PROBE_PORT 7445
 #define HC_PROBE_MAGIC "HCP1"       /* a probe (any version) */
 #define HC_PROBE_REPLY_MAGIC "HCR1" /* a version 2 reply: never answered */
 #define HC_PROBE_V2_MARK "HCV2"     /* at offset 8 of a version 2 packet */
 #define HC_PROBE_V2_HEADER 12       /* magic + sequence number + mark */
-#define HC_PROBE_HEADER 28          /* IPv4 header (20) + UDP header (8) */
 #define HC_PROBE_MIN_SIZE 36        /* header + magic + sequence number */
 #define HC_PROBE_MAX_SIZE 65535
 #define HC_PROBE_SMALL_SIZE 576 /* every IPv4 path carries it: tells loss of big frames apart */
@@ -80,7 +79,7 @@ int hc_probe_packet_parse(const uint8_t *buf, size_t len, struct hc_probe_packet
 #define HC_PROBE_RATE_SOURCES 1024
 
 struct hc_probe_responder;
-/* Binds addr:port (addr NULL: all addresses; port 0: HC_PROBE_PORT, -1: any free port, for
+/* Binds addr:port (addr NULL: all addresses; port 0: HC_PORT_PROBE, -1: any free port, for
  * tests) and answers probes from the event loop of base. NULL with err (e.g. the port is in
  * use). Free with hc_probe_responder_free, before base. */
 struct hc_probe_responder *hc_probe_responder_new(struct event_base *base, const char *addr,
@@ -120,7 +119,7 @@ struct hc_probe_target {
 
 struct hc_probe_options {
     struct in_addr source; /* INADDR_ANY: the route's source address */
-    int port;              /* 0: HC_PROBE_PORT */
+    int port;              /* 0: HC_PORT_PROBE */
     /* How long one probe size waits for its echo; it is sent `attempts` times, evenly spread
      * over that time. A request takes about timeout_ms when all targets pass or fail at once,
      * plus timeout_ms per search round (3 to 5) for a blackhole. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/constants.h"
 #include "common/json_util.h"
 #include "common/ssh_target.h"
 #include "common/util.h"
@@ -65,7 +66,7 @@ static json_t *bootstrap_params(const json_t *body, int create, struct hc_error 
         return NULL;
     }
     if (check_file(body, "ssh_key", err) < 0 || check_file(body, "known_hosts", err) < 0 ||
-        hc_api_body_int(body, "mtu", 68, 65535, 0, NULL, err) < 0 ||
+        hc_api_body_int(body, "mtu", HC_MTU_MIN, HC_MTU_MAX, 0, NULL, err) < 0 ||
         hc_api_body_int(body, "parallel", 1, HC_BOOTSTRAP_MAX_PARALLEL, 0, NULL, err) < 0 ||
         hc_api_body_int(body, "join_timeout_seconds", 1, 3600, 0, NULL, err) < 0)
         return NULL;

@@ -93,7 +93,7 @@ void hc_res_net_check(struct hc_request *req, void *arg)
         return;
     /* A check proves pairs: one named node has none (the whole cluster may have one node: then
      * the result says there is nothing to check). */
-    if (hc_api_body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, 0, NULL, &err) < 0 ||
+    if (hc_api_body_int(body, "mtu", HC_MTU_MIN, HC_MTU_MAX, 0, NULL, &err) < 0 ||
         body_nodes(api->db, body, 2, &err) < 0) {
         json_decref(body);
         hc_reply_error(req, &err);
@@ -113,9 +113,9 @@ void hc_res_net_mtu(struct hc_request *req, void *arg)
         return;
     if (!json_is_integer(json_object_get(body, "mtu"))) {
         hc_error_set(&err, HC_E(INVALID_ARGUMENT), "'mtu' must be an integer from %d to %d",
-                     HC_NET_MIN_MTU, HC_NET_MAX_MTU);
+                     HC_MTU_MIN, HC_MTU_MAX);
         hc_error_hint(&err, "e.g. {\"mtu\": 9000}");
-    } else if (hc_api_body_int(body, "mtu", HC_NET_MIN_MTU, HC_NET_MAX_MTU, 0, NULL, &err) == 0) {
+    } else if (hc_api_body_int(body, "mtu", HC_MTU_MIN, HC_MTU_MAX, 0, NULL, &err) == 0) {
         hc_api_body_int(body, "confirm_timeout_ms", CONFIRM_MIN_MS, CONFIRM_MAX_MS, 0, NULL, &err);
     }
     if (err.code[0]) {

@@ -276,7 +276,7 @@ static int check_membership(struct boot_host *h, struct hc_error *err)
 static char *join_config(const struct boot_host *h, const char *token_path)
 {
     char listen[300];
-    snprintf(listen, sizeof(listen), "%s:%d", h->target.host, HC_AGENT_PORT);
+    snprintf(listen, sizeof(listen), "%s:%d", h->target.host, HC_PORT_AGENT);
     json_t *conf = json_pack("{s:s, s:s, s:s, s:s, s:s}", "controller", h->job->controller_url,
                              "name", h->name, "listen", listen, "token_file", token_path,
                              "data_dir", HC_REMOTE_AGENT_DATA);

@@ -16,12 +16,12 @@
 
 #include <stddef.h>
 
+#include "common/constants.h"
 #include "common/error.h"
 #include "controller/controller.h"
 
 #define HC_BOOTSTRAP_DEFAULT_PARALLEL 16
 #define HC_BOOTSTRAP_MAX_PARALLEL 64
-#define HC_AGENT_PORT 7444
 #define HC_REMOTE_AGENT_ROOT "/opt/hcctl/agent"
 #define HC_REMOTE_AGENT_ETC "/etc/hcctl/agent"
 #define HC_REMOTE_AGENT_DATA "/var/lib/hcctl/agent"

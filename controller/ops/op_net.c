@@ -610,7 +610,7 @@ static int job_init(struct mtu_job *j, struct hc_error *err)
     j->mtu = (int)hc_json_int(p, "mtu", 0);
     j->confirm_ms = hc_json_int(p, "confirm_timeout_ms", MTU_DEFAULT_CONFIRM_MS);
     j->call_ms = hc_agent_timeout_ms(hc_op_controller(j->ctx));
-    if (j->mtu < HC_NET_MIN_MTU || j->mtu > HC_NET_MAX_MTU)
+    if (j->mtu < HC_MTU_MIN || j->mtu > HC_MTU_MAX)
         return hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid MTU %d", j->mtu);
     if (!(j->client = hc_agent_client_new(hc_op_controller(j->ctx), hc_op_db(j->ctx), err)) ||
         hc_net_gather(j->db, NULL, &j->chk, err) < 0 || job_state(j, err) < 0)

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/constants.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -59,12 +60,10 @@ struct poller_verdict {
 
 /* --- UDP echo probes: the MTU stall ---------------------------------------------------------- */
 
-#define POLLER_ECHO_PORT 7445    /* the agents' probe responder (agents/hcagent/probe.h) */
 #define POLLER_ECHO_MAGIC "HCP1" /* + 4-byte sequence number, network order */
 #define POLLER_ECHO_SMALL 64     /* IPv4 packet size of the small probe */
 #define POLLER_ECHO_BIG_MIN 1280 /* a smaller path MTU leaves nothing to tell apart */
 #define POLLER_ECHO_MAX 65535
-#define POLLER_ECHO_HEADERS 28   /* IPv4 + UDP: payload = size - 28 */
 #define POLLER_ECHO_KINDS 3      /* per node: one small probe, two big ones */
 #define POLLER_ECHO_WAIT_MS 200  /* after the fan-out, only for echoes a verdict depends on */
 
@@ -95,7 +94,7 @@ static int poller_echo_socket(void)
 /* The MTU of the controller's route toward addr (its PMTU cache included), 0 when unknown. */
 static int poller_route_mtu(struct in_addr addr)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(POLLER_ECHO_PORT),
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(HC_PORT_PROBE),
                              .sin_addr = addr};
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
     socklen_t len = sizeof(mtu);
@@ -110,12 +109,12 @@ static int poller_route_mtu(struct in_addr addr)
 
 static int poller_echo_send1(struct hc_poller *p, struct in_addr addr, uint32_t seq, int size)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(POLLER_ECHO_PORT),
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(HC_PORT_PROBE),
                              .sin_addr = addr};
     uint32_t net = htonl(seq);
     memcpy(p->echo_buf, POLLER_ECHO_MAGIC, 4);
     memcpy(p->echo_buf + 4, &net, 4);
-    return sendto(p->echo_fd, p->echo_buf, (size_t)(size - POLLER_ECHO_HEADERS), MSG_DONTWAIT,
+    return sendto(p->echo_fd, p->echo_buf, (size_t)(size - HC_IPV4_UDP_HEADERS), MSG_DONTWAIT,
                   (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -1 : 0;
 }
 
@@ -155,7 +154,7 @@ static void poller_echo_drain(struct hc_poller *p, struct poller_echo *echo, siz
         int big = off % POLLER_ECHO_KINDS != 0;
         int size = big ? e->big_size : POLLER_ECHO_SMALL;
         if (!e->valid || from.sin_addr.s_addr != e->addr.s_addr ||
-            len != size - POLLER_ECHO_HEADERS)
+            len != size - HC_IPV4_UDP_HEADERS)
             continue;
         if (big)
             e->big_ok = 1;

@@ -310,7 +310,7 @@ json_t *hc_net_result_json(const struct hc_net_check *c)
     }
     passed &= failed == 0;
     return json_pack("{s:i, s:i, s:s, s:b, s:{s:i, s:i, s:i}, s:o, s:o, s:o}", "mtu", c->mtu,
-                     "payload_bytes", c->mtu - HC_NET_IP_UDP_HEADERS, "mtu_source",
+                     "payload_bytes", c->mtu - HC_IPV4_UDP_HEADERS, "mtu_source",
                      c->mtu_source ? c->mtu_source : "option", "passed", passed, "summary",
                      "nodes", (int)c->nnodes, "pairs", (int)c->npairs, "pairs_failed",
                      (int)failed, "nodes", nodes, "pairs", pairs, "findings", findings);

@@ -15,15 +15,12 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "common/constants.h"
 #include "common/error.h"
 #include "db/db.h"
 
 #define HC_NET_DEFAULT_MTU 9000         /* check-jumbo without --mtu and without a cluster MTU */
-#define HC_NET_MIN_MTU 68               /* IPv4's minimum */
-#define HC_NET_MAX_MTU 65535            /* the largest IPv4 packet */
 #define HC_NET_PROBE_TIMEOUT_MS 500     /* per probe: far above any LAN round trip */
-#define HC_NET_ECHO_PORT 7445           /* the agents' UDP echo responder */
-#define HC_NET_IP_UDP_HEADERS 28        /* IPv4 (20) + UDP or ICMP (8): payload = size - 28 */
 #define HC_NET_MAX_PARALLEL 256         /* agent calls in flight at once */
 
 /* One node's storage side, as recorded by the poller and refreshed by the check itself. */

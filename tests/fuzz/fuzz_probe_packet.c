@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (hc_probe_packet_parse(data, size, &p) < 0)
         return 0;
     uint32_t seq;
-    if (size < 8 || size > HC_PROBE_MAX_SIZE - HC_PROBE_HEADER || p.length != size)
+    if (size < 8 || size > HC_PROBE_MAX_SIZE - HC_IPV4_UDP_HEADERS || p.length != size)
         fuzz_die("accepted a packet of %zu bytes", size);
     memcpy(&seq, data + 4, 4);
     if (p.seq != ntohl(seq))

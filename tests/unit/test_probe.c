@@ -108,7 +108,7 @@ static int enter_ns(const char *name)
     return rc;
 }
 
-/* A responder on HC_PROBE_PORT in namespace name (NULL: A), in a child that dies with us. */
+/* A responder on HC_PORT_PROBE in namespace name (NULL: A), in a child that dies with us. */
 static int start_responder(const char *name)
 {
     int ready[2];
@@ -243,7 +243,7 @@ static void test_reply_from_probed_address(void **state)
     assert_int_equal(t.result, HC_PROBE_OK);
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(HC_PROBE_PORT)};
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(HC_PORT_PROBE)};
     inet_pton(AF_INET, "198.18.100.5", &to.sin_addr);
     char msg[100] = "HCP1\0\0\0\1", reply[200];
     assert_int_equal(sendto(fd, msg, sizeof(msg), 0, (struct sockaddr *)&to, sizeof(to)),
@@ -305,7 +305,7 @@ static void test_unreachable(void **state)
     assert_non_null(strstr(t.detail, "no echo for 576 bytes"));
     /* B is there, but nothing listens on that port: ICMP port unreachable. */
     struct hc_error err = {0};
-    struct hc_probe_options opt = {.timeout_ms = 300, .search = 1, .port = HC_PROBE_PORT + 1};
+    struct hc_probe_options opt = {.timeout_ms = 300, .search = 1, .port = HC_PORT_PROBE + 1};
     target(&t, "198.18.100.2", 9000);
     assert_int_equal(hc_probe_run(&opt, &t, 1, &err), 0);
     assert_int_equal(t.result, HC_PROBE_UNREACHABLE);
@@ -481,7 +481,7 @@ static void test_spoofed_v1_probe_from_responder_port(void **state)
     unsigned char msg[64] = "HCP1\0\0\0\7";
     assert_int_equal(send_spoofed("127.0.0.2", port, "127.0.0.3", port, msg, sizeof(msg)), 0);
     /* and from 7445 to a responder elsewhere, and from a privileged port (echo, chargen) */
-    assert_int_equal(send_spoofed("127.0.0.2", HC_PROBE_PORT, "127.0.0.3", port, msg, 8), 0);
+    assert_int_equal(send_spoofed("127.0.0.2", HC_PORT_PROBE, "127.0.0.3", port, msg, 8), 0);
     assert_int_equal(send_spoofed("127.0.0.2", 19, "127.0.0.3", port, msg, 8), 0);
     /* and from addresses no prober has: broadcast, multicast (a raw socket cannot send from
      * 0.0.0.0: the kernel fills in a local address) */
@@ -500,7 +500,7 @@ static void test_reply_marking_and_v1_compat(void **state)
     NEED_NETNS();
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(HC_PROBE_PORT)};
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(HC_PORT_PROBE)};
     inet_pton(AF_INET, "198.18.100.2", &to.sin_addr);
     struct pollfd pfd = {fd, POLLIN, 0};
     unsigned char v2[200] = "HCP1\0\0\1\2HCV2", v1[8] = "HCP1\0\0\1\3", reply[300];
@@ -666,8 +666,8 @@ static void test_packet_parse(void **state)
     assert_int_equal(hc_probe_packet_parse(NULL, 8, &p), -1);
     static uint8_t huge[HC_PROBE_MAX_SIZE];
     memcpy(huge, "HCP1", 4);
-    assert_int_equal(hc_probe_packet_parse(huge, HC_PROBE_MAX_SIZE - HC_PROBE_HEADER, &p), 0);
-    assert_int_equal(hc_probe_packet_parse(huge, HC_PROBE_MAX_SIZE - HC_PROBE_HEADER + 1, &p), -1);
+    assert_int_equal(hc_probe_packet_parse(huge, HC_PROBE_MAX_SIZE - HC_IPV4_UDP_HEADERS, &p), 0);
+    assert_int_equal(hc_probe_packet_parse(huge, HC_PROBE_MAX_SIZE - HC_IPV4_UDP_HEADERS + 1, &p), -1);
 }
 
 static void test_verdict_names(void **state)
