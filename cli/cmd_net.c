@@ -22,10 +22,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/constants.h"
 #include "cli/exit_codes.h"
 #include "cli/groups.h"
+#include "common/constants.h"
 #include "common/json_util.h"
+#include "common/op_state.h"
 #include "common/util.h"
 
 #define MATRIX_MAX_NODES 64 /* wider matrices are unreadable: the pairs list says it all */
@@ -58,7 +59,7 @@ static json_t *nodes_option(struct hc_cmd_ctx *ctx)
 
 static int op_terminal(const char *state)
 {
-    return !strcmp(state, "succeeded") || !strcmp(state, "failed") || !strcmp(state, "aborted");
+    return hc_op_state_terminal(state);
 }
 
 /* POSTs body to path and waits for the operation's result (GET /v1/operations/ID/result).

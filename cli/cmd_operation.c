@@ -13,13 +13,13 @@
 #include "cli/groups.h"
 #include "cli/progress.h"
 #include "common/json_util.h"
+#include "common/op_state.h"
 #include "common/util.h"
 
 #define POLL_MIN_MS 250
 #define POLL_MAX_MS 1000
 
-static const char *const op_states[] = {"pending",   "running", "paused",
-                                        "succeeded", "failed",  "aborted", NULL};
+static const char *const *const op_states = hc_op_state_names;
 
 /* {"node","step"} -> "step 'leave' on n2". */
 static void fmt_progress(const struct hc_output *o, const json_t *v, char *buf, size_t len,
@@ -104,8 +104,7 @@ static int cmd_show(struct hc_cmd_ctx *ctx)
 
 static int op_terminal(const char *state)
 {
-    return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-           strcmp(state, "aborted") == 0;
+    return hc_op_state_terminal(state);
 }
 
 /* "op-1 running: step 'leave' on n2 (waiting on agent n2 to answer)". */

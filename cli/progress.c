@@ -11,6 +11,7 @@
 
 #include "cli/output.h"
 #include "common/json_util.h"
+#include "common/op_state.h"
 #include "common/util.h"
 
 #define PROGRESS_MAX_ROWS 20 /* node rows in a live frame; older ones are summed up */
@@ -75,8 +76,7 @@ int hc_progress_tty(FILE *f, int *width)
 
 static int terminal_state(const char *state)
 {
-    return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-           strcmp(state, "aborted") == 0 || strcmp(state, "skipped") == 0;
+    return hc_op_step_terminal(state);
 }
 
 static int64_t time_of(const json_t *obj, const char *key)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/json_util.h"
+#include "common/op_state.h"
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/state/nodes.h"
@@ -164,8 +165,7 @@ static int render_db(FILE *f, struct hc_db *db, struct hc_error *err)
     static const char *const health[] = {"reachable", "unreachable", "stalled", "unknown", NULL};
     static const char *const states[] = {"joined", "removing", NULL};
     static const char *const maint[] = {"none", NULL};
-    static const char *const ops[] = {"pending", "running", "paused", "succeeded",
-                                      "failed",  "aborted", NULL};
+    const char *const *ops = hc_op_state_names;
     return gauge_by(f, "hcctld_nodes", "Nodes by health as last polled.", "health",
                     hc_nodes_count_by(db, "health", err), health) < 0 ||
                    gauge_by(f, "hcctld_nodes_by_state", "Nodes by membership state.", "state",

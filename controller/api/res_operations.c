@@ -6,11 +6,10 @@
  */
 #include <string.h>
 
+#include "common/op_state.h"
 #include "controller/api/api.h"
 #include "controller/ops/ops.h"
 
-static const char *const op_states[] = {"pending",   "running", "paused",
-                                        "succeeded", "failed",  "aborted"};
 
 json_t *hc_res_operation_body(struct hc_db *db, const char *id, struct hc_error *err)
 {
@@ -38,10 +37,7 @@ void hc_res_operation_submit(struct hc_request *req, struct hc_api *api, const c
 
 static int state_valid(const char *state)
 {
-    for (size_t i = 0; i < sizeof(op_states) / sizeof(op_states[0]); i++)
-        if (strcmp(state, op_states[i]) == 0)
-            return 1;
-    return 0;
+    return hc_op_state_parse(state) >= 0;
 }
 
 void hc_res_ops_list(struct hc_request *req, void *arg)

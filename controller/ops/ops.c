@@ -23,6 +23,7 @@
 
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/op_state.h"
 #include "common/util.h"
 #include "controller/state/events.h"
 #include "controller/ops/test_hooks.h"
@@ -62,19 +63,12 @@ const struct hc_op_kind *hc_ops_kind(const char *name)
 
 static int ops_terminal(const char *state)
 {
-    return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-           strcmp(state, "aborted") == 0;
+    return hc_op_state_terminal(state);
 }
 
 static int ops_state_valid(const char *state)
 {
-    static const char *const states[] = {"pending",   "running", "paused",
-                                         "succeeded", "failed",  "aborted"};
-    for (size_t i = 0; i < HC_ARRAY_LEN(states); i++) {
-        if (strcmp(state, states[i]) == 0)
-            return 1;
-    }
-    return 0;
+    return hc_op_state_parse(state) >= 0;
 }
 
 /* The one row of a query, as a new reference; NULL with err (404 when absent and what given). */
