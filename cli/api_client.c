@@ -57,11 +57,10 @@ static int check_settings(const struct hc_cli_config *cfg, struct hc_error *err)
     }
     if (cfg->ca_file && access(cfg->ca_file, R_OK) != 0) {
         const char *why = strerror(errno);
-        hc_error_set(err, HC_E(IO), "cannot read the CA file '%s' (from %s): %s",
-                     cfg->ca_file,
-                     setting_source(cfg->ca_from, "--ca", "HCCTL_CA_FILE", cfg->path, from,
-                                    sizeof(from)),
-                     why);
+        hc_error_set(
+            err, HC_E(IO), "cannot read the CA file '%s' (from %s): %s", cfg->ca_file,
+            setting_source(cfg->ca_from, "--ca", "HCCTL_CA_FILE", cfg->path, from, sizeof(from)),
+            why);
         return hc_error_hint(err, "pass the cluster's CA certificate (`hcctld init` wrote it to "
                                   "DATA_DIR/ca.pem), or give no CA file to use \"ca_pem\" from "
                                   "the config file");
@@ -75,7 +74,7 @@ static int check_settings(const struct hc_cli_config *cfg, struct hc_error *err)
 #define HC_API_MAX_JSON_VALUES (1u << 20)
 
 struct hc_api_client *hc_api_client_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
-                          struct hc_error *err)
+                                        struct hc_error *err)
 {
     if (check_settings(cfg, err) < 0)
         return NULL;
@@ -128,20 +127,24 @@ static void transport_error(const struct hc_api_client *api, struct hc_error *er
         hc_error_hint(err, "no answer of hcctld is that large: is %s really the controller?",
                       api->url);
     else if (strcmp(err->code, HC_ERR_TIMEOUT) == 0)
-        hc_error_hint(err, "the controller at %s did not answer within %lld ms; raise --timeout "
-                           "or check the network path (an MTU blackhole looks like this)",
+        hc_error_hint(err,
+                      "the controller at %s did not answer within %lld ms; raise --timeout "
+                      "or check the network path (an MTU blackhole looks like this)",
                       api->url, (long long)api->timeout_ms);
     else if (strcmp(err->code, HC_ERR_TLS) == 0 && strstr(err->message, "pinned public key"))
-        hc_error_hint(err, "the server at %s is not the controller this config pins "
-                           "(\"controller_pin\" in the config file, HCCTL_CONTROLLER_PIN); if the "
-                           "controller's key really changed, take the new config from "
-                           "'hcctld init'", api->url);
+        hc_error_hint(err,
+                      "the server at %s is not the controller this config pins "
+                      "(\"controller_pin\" in the config file, HCCTL_CONTROLLER_PIN); if the "
+                      "controller's key really changed, take the new config from "
+                      "'hcctld init'",
+                      api->url);
     else if (strcmp(err->code, HC_ERR_TLS) == 0)
         hc_error_hint(err, "check the controller's CA: --ca FILE, HCCTL_CA_FILE or \"ca_pem\" in "
                            "the config file");
     else
-        hc_error_hint(err, "is hcctld running at %s? set the address with --controller or "
-                           "HCCTL_CONTROLLER",
+        hc_error_hint(err,
+                      "is hcctld running at %s? set the address with --controller or "
+                      "HCCTL_CONTROLLER",
                       api->url);
 }
 
@@ -152,15 +155,18 @@ static void http_error(const struct hc_api_client *api, const char *method, cons
     static const struct {
         long status;
         const char *code;
-    } codes[] = {{401, HC_ERR_UNAUTHORIZED}, {403, HC_ERR_FORBIDDEN}, {404, HC_ERR_NOT_FOUND},
-                 {409, HC_ERR_CONFLICT},     {400, HC_ERR_INVALID_ARGUMENT}};
+    } codes[] = {{401, HC_ERR_UNAUTHORIZED},
+                 {403, HC_ERR_FORBIDDEN},
+                 {404, HC_ERR_NOT_FOUND},
+                 {409, HC_ERR_CONFLICT},
+                 {400, HC_ERR_INVALID_ARGUMENT}};
     if (hc_error_from_json(err, resp->body, (int)resp->status) < 0) {
         const char *code = HC_ERR_INTERNAL;
         for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
             if (codes[i].status == resp->status)
                 code = codes[i].code;
-        hc_error_set_wire(err, (int)resp->status, code, "%s %s: controller answered HTTP %ld", method,
-                     path, resp->status);
+        hc_error_set_wire(err, (int)resp->status, code, "%s %s: controller answered HTTP %ld",
+                          method, path, resp->status);
     }
     if (err->hint[0])
         return;
@@ -193,12 +199,12 @@ static json_t *api_call(struct hc_api_client *api, const char *method, const cha
     int rc;
     snprintf(url, sizeof(url), "%s%s", api->url, path);
     if (raw)
-        rc = hc_http_request_raw(api->http, method, url, api->token, raw->data, raw->len,
-                                 raw->content_type, raw->headers, (long)api->timeout_ms, &resp,
-                                 err);
+        rc =
+            hc_http_request_raw(api->http, method, url, api->token, raw->data, raw->len,
+                                raw->content_type, raw->headers, (long)api->timeout_ms, &resp, err);
     else
-        rc = hc_http_request(api->http, method, url, api->token, body, (long)api->timeout_ms,
-                             &resp, err);
+        rc = hc_http_request(api->http, method, url, api->token, body, (long)api->timeout_ms, &resp,
+                             err);
     if (rc < 0) {
         transport_error(api, err);
         goto cleanup;
@@ -215,7 +221,7 @@ static json_t *api_call(struct hc_api_client *api, const char *method, const cha
         out = json_object();
     else
         hc_error_set_wire(err, (int)resp.status, HC_ERR_INVALID_JSON,
-                     "%s %s: the controller's answer is not JSON", method, path);
+                          "%s %s: the controller's answer is not JSON", method, path);
 cleanup:
     hc_http_response_clear(&resp);
     return out;
@@ -229,8 +235,7 @@ json_t *hc_api_client_call(struct hc_api_client *api, const char *method, const 
 
 json_t *hc_api_client_call_raw(struct hc_api_client *api, const char *method, const char *path,
                                const void *data, size_t len, const char *content_type,
-                               const char *const *headers, long *http_status,
-                               struct hc_error *err)
+                               const char *const *headers, long *http_status, struct hc_error *err)
 {
     struct raw_body raw = {data, len, content_type, headers};
     return api_call(api, method, path, NULL, &raw, http_status, err);
@@ -242,7 +247,7 @@ json_t *hc_api_client_get(struct hc_api_client *api, const char *path, struct hc
 }
 
 json_t *hc_api_client_post(struct hc_api_client *api, const char *path, const json_t *body,
-                    struct hc_error *err)
+                           struct hc_error *err)
 {
     return hc_api_client_call(api, "POST", path, body, NULL, err);
 }
@@ -281,7 +286,7 @@ int hc_api_client_query_add(char *path, size_t len, const char *key, const char 
     size_t used = strlen(path);
     if (hc_api_client_escape(value, escaped, sizeof(escaped)) < 0)
         return -1;
-    int n = snprintf(path + used, len - used, "%c%s=%s", strchr(path, '?') ? '&' : '?', key,
-                     escaped);
+    int n =
+        snprintf(path + used, len - used, "%c%s=%s", strchr(path, '?') ? '&' : '?', key, escaped);
     return n < 0 || (size_t)n >= len - used ? -1 : 0;
 }

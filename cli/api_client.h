@@ -20,23 +20,22 @@ struct hc_api_client;
 /* Needs cfg->controller (else a usage error naming the three ways to set it). timeout_ms bounds
  * each request. cfg is copied. Returns NULL with err. Caller frees with hc_api_client_free. */
 struct hc_api_client *hc_api_client_new(const struct hc_cli_config *cfg, int64_t timeout_ms,
-                          struct hc_error *err);
+                                        struct hc_error *err);
 void hc_api_client_free(struct hc_api_client *api);
 
-/* path starts with "/v1/" and is already escaped (hc_api_client_escape). body may be NULL. Returns a
- * new reference to the response body (an empty object when the body was empty) or NULL with
- * err. http_status (may be NULL) receives the HTTP status whenever one arrived. */
-json_t *hc_api_client_call(struct hc_api_client *api, const char *method, const char *path, const json_t *body,
-                    long *http_status, struct hc_error *err);
+/* path starts with "/v1/" and is already escaped (hc_api_client_escape). body may be NULL. Returns
+ * a new reference to the response body (an empty object when the body was empty) or NULL with err.
+ * http_status (may be NULL) receives the HTTP status whenever one arrived. */
+json_t *hc_api_client_call(struct hc_api_client *api, const char *method, const char *path,
+                           const json_t *body, long *http_status, struct hc_error *err);
 /* Same, sending len bytes of data as the body with content_type and extra "Name: value" header
  * lines (NULL-terminated, may be NULL): uploads. */
 json_t *hc_api_client_call_raw(struct hc_api_client *api, const char *method, const char *path,
                                const void *data, size_t len, const char *content_type,
-                               const char *const *headers, long *http_status,
-                               struct hc_error *err);
+                               const char *const *headers, long *http_status, struct hc_error *err);
 json_t *hc_api_client_get(struct hc_api_client *api, const char *path, struct hc_error *err);
 json_t *hc_api_client_post(struct hc_api_client *api, const char *path, const json_t *body,
-                    struct hc_error *err);
+                           struct hc_error *err);
 json_t *hc_api_client_delete(struct hc_api_client *api, const char *path, struct hc_error *err);
 
 /* The controller URL in use. */

@@ -19,31 +19,59 @@
 static const char *const output_choices[] = {"text", "json", NULL};
 
 const struct hc_cmd_opt hc_cmd_global_opts[] = {
-    {.name = "controller", .type = HC_OPT_STRING,
-     .help = "controller URL (else HCCTL_CONTROLLER, else the config file)", .value_name = "URL"},
-    {.name = "token", .type = HC_OPT_STRING,
-     .help = "API bearer token (else HCCTL_TOKEN, else the config file)", .value_name = "TOKEN"},
-    {.name = "output", .short_name = 'o', .type = HC_OPT_STRING, .help = "output format",
-     .value_name = "FORMAT", .completer = HC_COMPLETE_CHOICES, .def = "text",
+    {.name = "controller",
+     .type = HC_OPT_STRING,
+     .help = "controller URL (else HCCTL_CONTROLLER, else the config file)",
+     .value_name = "URL"},
+    {.name = "token",
+     .type = HC_OPT_STRING,
+     .help = "API bearer token (else HCCTL_TOKEN, else the config file)",
+     .value_name = "TOKEN"},
+    {.name = "output",
+     .short_name = 'o',
+     .type = HC_OPT_STRING,
+     .help = "output format",
+     .value_name = "FORMAT",
+     .completer = HC_COMPLETE_CHOICES,
+     .def = "text",
      .choices = output_choices},
-    {.name = "quiet", .short_name = 'q', .type = HC_OPT_BOOL,
+    {.name = "quiet",
+     .short_name = 'q',
+     .type = HC_OPT_BOOL,
      .help = "no progress or chatter on stderr"},
-    {.name = "no-color", .type = HC_OPT_BOOL,
+    {.name = "no-color",
+     .type = HC_OPT_BOOL,
      .help = "never color the output (NO_COLOR does the same)"},
-    {.name = "yes", .short_name = 'y', .type = HC_OPT_BOOL,
+    {.name = "yes",
+     .short_name = 'y',
+     .type = HC_OPT_BOOL,
      .help = "confirm disruptive commands without asking"},
-    {.name = "ca", .type = HC_OPT_STRING,
+    {.name = "ca",
+     .type = HC_OPT_STRING,
      .help = "CA certificate file of the controller (else HCCTL_CA_FILE, else the config file)",
-     .value_name = "FILE", .completer = HC_COMPLETE_FILE},
-    {.name = "timeout", .type = HC_OPT_DURATION,
-     .help = "timeout of each request to the controller", .value_name = "DUR", .def = "30s"},
+     .value_name = "FILE",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "timeout",
+     .type = HC_OPT_DURATION,
+     .help = "timeout of each request to the controller",
+     .value_name = "DUR",
+     .def = "30s"},
     {.name = "help", .short_name = 'h', .type = HC_OPT_BOOL, .help = "show help and exit"},
     {.name = NULL},
 };
 
-enum { G_CONTROLLER, G_TOKEN, G_OUTPUT, G_QUIET, G_NO_COLOR, G_YES, G_CA, G_TIMEOUT, G_HELP,
-       G_COUNT };
-
+enum {
+    G_CONTROLLER,
+    G_TOKEN,
+    G_OUTPUT,
+    G_QUIET,
+    G_NO_COLOR,
+    G_YES,
+    G_CA,
+    G_TIMEOUT,
+    G_HELP,
+    G_COUNT
+};
 
 static size_t opts_count(const struct hc_cmd_opt *opts)
 {
@@ -126,8 +154,8 @@ static int parse_verb(struct hc_cmd_ctx *ctx, struct hc_walk *w, int argc, char 
 }
 
 /* Everything up to the handler. Returns 1 when help was printed, 0 to run, -1 on error. */
-static int parse_line(struct hc_cmd_ctx *ctx, struct hc_walk *w, struct hc_opt_val *gvals,
-                      int argc, char **argv, int out_tty, struct hc_error *err)
+static int parse_line(struct hc_cmd_ctx *ctx, struct hc_walk *w, struct hc_opt_val *gvals, int argc,
+                      char **argv, int out_tty, struct hc_error *err)
 {
     struct parse p = {ctx, gvals, err};
     int i = 1;
@@ -158,8 +186,7 @@ static int parse_line(struct hc_cmd_ctx *ctx, struct hc_walk *w, struct hc_opt_v
         hc_cmd_help_verb(ctx->out.out, ctx->group, ctx->verb);
         return 1;
     }
-    return hc_cmdline_check("hcctl", ctx->group, ctx->verb, ctx->vals, ctx->argc, ctx->argv,
-                            err);
+    return hc_cmdline_check("hcctl", ctx->group, ctx->verb, ctx->vals, ctx->argc, ctx->argv, err);
 }
 
 /* ---------------------------------------------------------------- -o json on usage errors */
@@ -178,8 +205,11 @@ static int note_output(struct hc_walk *w, const struct hc_cmd_opt *o, const char
 static int line_wants_json(const struct hc_cmd_group *const *groups, int argc, char **argv)
 {
     int json = 0, i = 1;
-    struct hc_walk w = {.groups = groups, .globals = hc_cmd_global_opts, .on_option = note_output,
-                        .arg = &json, .keep_going = 1};
+    struct hc_walk w = {.groups = groups,
+                        .globals = hc_cmd_global_opts,
+                        .on_option = note_output,
+                        .arg = &json,
+                        .keep_going = 1};
     hc_walk_set(&w, NULL);
     if (hc_walk_options(&w, 1, argc, argv, &i) < 0)
         goto done;

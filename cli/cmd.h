@@ -51,7 +51,7 @@ struct hc_cmd_ctx {
     struct hc_output out;
     FILE *in;
     int in_tty;
-    int argc;    /* positional arguments after the verb */
+    int argc; /* positional arguments after the verb */
     char **argv;
     struct hc_opt_val *vals; /* parallel to verb->opts */
     struct hc_cli_config config;
@@ -101,8 +101,8 @@ void hc_cmd_help_top(FILE *f, const struct hc_cmd_group *const *groups);
 void hc_cmd_help_group(FILE *f, const struct hc_cmd_group *group);
 void hc_cmd_help_verb(FILE *f, const struct hc_cmd_group *group, const struct hc_cmd_verb *verb);
 /* One usage line ("hcctl node show NODE [OPTIONS]") into buf. */
-void hc_cmd_usage_line(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
-                       char *buf, size_t len);
+void hc_cmd_usage_line(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb, char *buf,
+                       size_t len);
 
 /* Validates every table (help present, no duplicate names, min <= max, required options
  * documented, defaults and choices consistent). Writes one line per problem to report (may be

@@ -45,14 +45,13 @@ static json_t *bootstrap_body(struct hc_cmd_ctx *ctx, const char *name, const ch
     return body;
 }
 
-int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const *nodes,
-                     size_t n)
+int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const *nodes, size_t n)
 {
     struct hc_error err = {0};
     int64_t mtu = hc_cmd_opt_int(ctx, "mtu"), parallel = hc_cmd_opt_int(ctx, "parallel");
     if (hc_cmd_opt_set(ctx, "mtu") && (mtu < 68 || mtu > 65535))
-        return hc_cmd_usage(ctx, "an MTU is 68 to 65535 bytes, e.g. 9000",
-                            "invalid --mtu %lld", (long long)mtu);
+        return hc_cmd_usage(ctx, "an MTU is 68 to 65535 bytes, e.g. 9000", "invalid --mtu %lld",
+                            (long long)mtu);
     if (parallel < 1 || parallel > 64)
         return hc_cmd_usage(ctx, "1 to 64", "invalid --parallel %lld", (long long)parallel);
     for (size_t i = 0; i < n; i++) {

@@ -23,9 +23,9 @@ static int cmd_join_token(struct hc_cmd_ctx *ctx)
     if (ttl_ms > JOIN_TTL_MAX_MS)
         return hc_cmd_usage(ctx, "for example --ttl 1d; a new token can be created at any time",
                             "--ttl must be at most " JOIN_TTL_MAX " (the controller's limit)");
-    json_t *body = json_pack("{s:I, s:s?, s:s?}", "ttl_seconds", (json_int_t)(ttl_ms / 1000),
-                             "address", hc_cmd_opt_str(ctx, "address"), "name",
-                             hc_cmd_opt_str(ctx, "name"));
+    json_t *body =
+        json_pack("{s:I, s:s?, s:s?}", "ttl_seconds", (json_int_t)(ttl_ms / 1000), "address",
+                  hc_cmd_opt_str(ctx, "address"), "name", hc_cmd_opt_str(ctx, "name"));
     json_t *doc = hc_cmd_request(ctx, "POST", "/v1/join-tokens", body, &err);
     json_decref(body);
     if (!doc)
@@ -35,8 +35,9 @@ static int cmd_join_token(struct hc_cmd_ctx *ctx)
     } else {
         /* The token alone on stdout, so that TOKEN=$(hcctl cluster join-token) works. */
         fprintf(ctx->out.out, "%s\n", json_string_value(json_object_get(doc, "token")));
-        hc_output_info(&ctx->out, "join token '%s' expires at %s; use it once, on the new node: "
-                                  "HCAGENT_TOKEN=... hcagent join --controller URL --data-dir DIR",
+        hc_output_info(&ctx->out,
+                       "join token '%s' expires at %s; use it once, on the new node: "
+                       "HCAGENT_TOKEN=... hcagent join --controller URL --data-dir DIR",
                        hc_json_str(doc, "id", "?"), hc_json_str(doc, "expires_at", "?"));
     }
     json_decref(doc);
@@ -122,8 +123,8 @@ static json_t *show_document(struct hc_cmd_ctx *ctx, struct hc_error *err)
         json_t *controller = json_pack("{s:s, s:O, s:O}", "url", hc_api_client_url(ctx->api),
                                        "version", hc_output_lookup(cl, "controller.version"),
                                        "ca_fingerprint", json_object_get(ca, "ca_fingerprint"));
-        doc = json_pack("{s:O, s:o, s:O}", "cluster", json_object_get(cl, "cluster"),
-                        "controller", controller, "nodes", json_object_get(cl, "nodes"));
+        doc = json_pack("{s:O, s:o, s:O}", "cluster", json_object_get(cl, "cluster"), "controller",
+                        controller, "nodes", json_object_get(cl, "nodes"));
     }
     if (ca && !doc)
         hc_error_set(err, HC_E(INVALID_JSON), "GET /v1/cluster: unexpected answer");
@@ -151,7 +152,9 @@ static int cmd_create(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt create_opts[] = {
-    {.name = "node", .type = HC_OPT_LIST, .required = 1,
+    {.name = "node",
+     .type = HC_OPT_LIST,
+     .required = 1,
      .help = "a host to bring in over SSH (repeat for each node)",
      .value_name = "[USER@]HOST[:PORT]"},
     HC_BOOTSTRAP_OPTS,
@@ -159,31 +162,44 @@ static const struct hc_cmd_opt create_opts[] = {
 };
 
 static const struct hc_cmd_opt join_token_opts[] = {
-    {.name = "ttl", .type = HC_OPT_DURATION,
-     .help = "how long the token stays valid (1s to " JOIN_TTL_MAX ")", .value_name = "DUR",
+    {.name = "ttl",
+     .type = HC_OPT_DURATION,
+     .help = "how long the token stays valid (1s to " JOIN_TTL_MAX ")",
+     .value_name = "DUR",
      .def = "1h"},
-    {.name = "address", .type = HC_OPT_STRING,
+    {.name = "address",
+     .type = HC_OPT_STRING,
      .help =
          "the address the node's certificate will name (default: the address the join comes from, "
          "e.g. behind NAT give the agent's own)",
      .value_name = "ADDR"},
-    {.name = "name", .type = HC_OPT_STRING, .help = "the only node name the token may enroll",
+    {.name = "name",
+     .type = HC_OPT_STRING,
+     .help = "the only node name the token may enroll",
      .value_name = "NODE"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb cluster_verbs[] = {
-    {.name = "create", .handler = cmd_create, .opts = create_opts, .min_args = 1, .max_args = 1,
+    {.name = "create",
+     .handler = cmd_create,
+     .opts = create_opts,
+     .min_args = 1,
+     .max_args = 1,
      .summary =
          "name the cluster and bring its first nodes in over SSH (agents pushed and enrolled)",
      .usage = "NAME"},
-    {.name = "join-token", .handler = cmd_join_token, .opts = join_token_opts,
+    {.name = "join-token",
+     .handler = cmd_join_token,
+     .opts = join_token_opts,
      .summary = "create a one-time token with which a new node joins (hcagent join)"},
-    {.name = "status", .handler = cmd_status,
+    {.name = "status",
+     .handler = cmd_status,
      .summary = "show the cluster, node health counts, active operations and the controller"},
-    {.name = "show", .handler = cmd_show,
-     .summary =
-         "show the cluster's settings: name, id, MTU, created, controller URL, CA fingerprint, nodes"},
+    {.name = "show",
+     .handler = cmd_show,
+     .summary = "show the cluster's settings: name, id, MTU, created, controller URL, CA "
+                "fingerprint, nodes"},
     {.name = NULL},
 };
 

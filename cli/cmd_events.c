@@ -20,14 +20,10 @@
 #define FOLLOW_POLL_MS 1000
 
 static const struct hc_col event_cols[] = {
-    {"ID", "id", NULL},
-    {"TIME", "ts", NULL}, /* raw RFC 3339: an age in a log line is stale a second later */
-    {"TYPE", "type", NULL},
-    {"NODE", "node", NULL},
-    {"OPERATION", "op_id", NULL},
-    {"ACTOR", "actor", NULL},
-    {"MESSAGE", "message", NULL},
-    {NULL, NULL, NULL},
+    {"ID", "id", NULL},       {"TIME", "ts", NULL}, /* raw RFC 3339: an age in a log line is stale a
+                                                       second later */
+    {"TYPE", "type", NULL},   {"NODE", "node", NULL},       {"OPERATION", "op_id", NULL},
+    {"ACTOR", "actor", NULL}, {"MESSAGE", "message", NULL}, {NULL, NULL, NULL},
 };
 
 static const struct hc_section events_view[] = {
@@ -85,8 +81,7 @@ static void follow_print(struct hc_cmd_ctx *ctx, struct follow *f, const json_t 
     if (ctx->out.json) {
         size_t i;
         json_t *ev;
-        json_array_foreach(events, i, ev)
-            hc_output_json(&ctx->out, ev);
+        json_array_foreach(events, i, ev) hc_output_json(&ctx->out, ev);
         return;
     }
     if (f->header || json_array_size(events) > 0) {
@@ -212,25 +207,39 @@ static int cmd_events(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt events_opts[] = {
-    {.name = "since", .type = HC_OPT_INT,
+    {.name = "since",
+     .type = HC_OPT_INT,
      .help = "the events after this event id, oldest first (default: the newest events)",
      .value_name = "ID"},
-    {.name = "before", .type = HC_OPT_INT, .help = "only events before this event id (pages back)",
+    {.name = "before",
+     .type = HC_OPT_INT,
+     .help = "only events before this event id (pages back)",
      .value_name = "ID"},
-    {.name = "limit", .type = HC_OPT_INT,
-     .help = "at most this many events (1-1000; with --follow, per request)", .value_name = "N",
+    {.name = "limit",
+     .type = HC_OPT_INT,
+     .help = "at most this many events (1-1000; with --follow, per request)",
+     .value_name = "N",
      .def = "100"},
-    {.name = "type", .type = HC_OPT_STRING,
-     .help = "only events of this type (node.joined, api.call, ...)", .value_name = "TYPE"},
-    {.name = "node", .type = HC_OPT_STRING, .help = "only events about this node",
-     .value_name = "NODE", .completer = HC_COMPLETE_NODE},
-    {.name = "follow", .short_name = 'f', .type = HC_OPT_BOOL,
+    {.name = "type",
+     .type = HC_OPT_STRING,
+     .help = "only events of this type (node.joined, api.call, ...)",
+     .value_name = "TYPE"},
+    {.name = "node",
+     .type = HC_OPT_STRING,
+     .help = "only events about this node",
+     .value_name = "NODE",
+     .completer = HC_COMPLETE_NODE},
+    {.name = "follow",
+     .short_name = 'f',
+     .type = HC_OPT_BOOL,
      .help = "keep printing new events until interrupted (Ctrl-C)"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb events_verbs[] = {
-    {.name = "events", .handler = cmd_events, .opts = events_opts,
+    {.name = "events",
+     .handler = cmd_events,
+     .opts = events_opts,
      .summary = "show the newest events of the log (or those after --since), oldest first"},
     {.name = NULL},
 };

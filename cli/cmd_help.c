@@ -11,8 +11,8 @@
 #include "cli/help.h"
 #include "common/util.h"
 
-void hc_cmd_usage_line(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb,
-                       char *buf, size_t len)
+void hc_cmd_usage_line(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb, char *buf,
+                       size_t len)
 {
     hc_cmdline_usage_line("hcctl", group, verb, buf, len);
 }
@@ -229,9 +229,12 @@ static int cmd_help(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb help_verbs[] = {
-    {.name = "help", .handler = cmd_help, .max_args = 2,
+    {.name = "help",
+     .handler = cmd_help,
+     .max_args = 2,
      .summary = "help on a group, a verb ('help node show') or a topic ('help exit-codes')",
-     .usage = "[GROUP [VERB] | TOPIC]", .flags = HC_CMD_OFFLINE,
+     .usage = "[GROUP [VERB] | TOPIC]",
+     .flags = HC_CMD_OFFLINE,
      .arg_completer = HC_COMPLETE_TOPIC},
     {.name = NULL},
 };

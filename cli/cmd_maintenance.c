@@ -45,8 +45,8 @@ static int cmd_exit(struct hc_cmd_ctx *ctx)
     if (hc_cmd_path(path, sizeof(path), "/v1/nodes/", node) < 0)
         return hc_cmd_usage(ctx, NULL, "node name too long");
     snprintf(path + strlen(path), sizeof(path) - strlen(path), "/maintenance");
-    json_t *body = json_pack("{s:I}", "timeout_seconds",
-                             (json_int_t)(hc_cmd_opt_ms(ctx, "timeout") / 1000));
+    json_t *body =
+        json_pack("{s:I}", "timeout_seconds", (json_int_t)(hc_cmd_opt_ms(ctx, "timeout") / 1000));
     json_t *doc = hc_cmd_request(ctx, "DELETE", path, body, &err);
     json_decref(body);
     if (!doc)
@@ -80,31 +80,56 @@ static int cmd_status(struct hc_cmd_ctx *ctx)
 static const char *const modes[] = {"ensure-accessibility", "full", "none", NULL};
 
 static const struct hc_cmd_opt enter_opts[] = {
-    {.name = "mode", .type = HC_OPT_STRING, .help = "how the data stays safe", .value_name = "MODE",
-     .completer = HC_COMPLETE_CHOICES, .def = "ensure-accessibility", .choices = modes},
-    {.name = "force", .type = HC_OPT_BOOL,
+    {.name = "mode",
+     .type = HC_OPT_STRING,
+     .help = "how the data stays safe",
+     .value_name = "MODE",
+     .completer = HC_COMPLETE_CHOICES,
+     .def = "ensure-accessibility",
+     .choices = modes},
+    {.name = "force",
+     .type = HC_OPT_BOOL,
      .help = "with --mode none: skip the service's ok-to-stop"},
-    {.name = "timeout", .type = HC_OPT_DURATION,
-     .help = "bound on every wait (drain, health, resync)", .value_name = "DUR", .def = "5m"},
-    {.name = "no-wait", .type = HC_OPT_BOOL,
+    {.name = "timeout",
+     .type = HC_OPT_DURATION,
+     .help = "bound on every wait (drain, health, resync)",
+     .value_name = "DUR",
+     .def = "5m"},
+    {.name = "no-wait",
+     .type = HC_OPT_BOOL,
      .help = "return once the operation is accepted (prints its id)"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt exit_opts[] = {
-    {.name = "timeout", .type = HC_OPT_DURATION, .help = "bound on every wait (health, resync)",
-     .value_name = "DUR", .def = "5m"},
-    {.name = "no-wait", .type = HC_OPT_BOOL,
+    {.name = "timeout",
+     .type = HC_OPT_DURATION,
+     .help = "bound on every wait (health, resync)",
+     .value_name = "DUR",
+     .def = "5m"},
+    {.name = "no-wait",
+     .type = HC_OPT_BOOL,
      .help = "return once the operation is accepted (prints its id)"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb maintenance_verbs[] = {
-    {.name = "enter", .handler = cmd_enter, .opts = enter_opts, .min_args = 1, .max_args = 1,
+    {.name = "enter",
+     .handler = cmd_enter,
+     .opts = enter_opts,
+     .min_args = 1,
+     .max_args = 1,
      .summary = "drain and stop a node's storage service (disruptive: asks, or needs --yes)",
-     .usage = "NODE", .flags = HC_CMD_DISRUPTIVE, .arg_completer = HC_COMPLETE_NODE},
-    {.name = "exit", .handler = cmd_exit, .opts = exit_opts, .min_args = 1, .max_args = 1,
-     .summary = "restart the service and wait until it is resynced", .usage = "NODE",
+     .usage = "NODE",
+     .flags = HC_CMD_DISRUPTIVE,
+     .arg_completer = HC_COMPLETE_NODE},
+    {.name = "exit",
+     .handler = cmd_exit,
+     .opts = exit_opts,
+     .min_args = 1,
+     .max_args = 1,
+     .summary = "restart the service and wait until it is resynced",
+     .usage = "NODE",
      .arg_completer = HC_COMPLETE_NODE},
     {.name = "status", .handler = cmd_status, .summary = "every node's maintenance state"},
     {.name = NULL},

@@ -108,9 +108,10 @@ static int op_failed(struct hc_cmd_ctx *ctx, const json_t *doc)
 {
     const json_t *op = json_object_get(doc, "operation"), *oe = json_object_get(op, "error");
     struct hc_error err = {0};
-    hc_error_set_wire(&err, 0, hc_json_str(oe, "code", "operation_failed"), "operation %s (%s) %s: %s",
-                 hc_json_str(op, "id", "?"), hc_json_str(op, "kind", "?"),
-                 hc_json_str(op, "state", "?"), hc_json_str(oe, "message", "no reason given"));
+    hc_error_set_wire(&err, 0, hc_json_str(oe, "code", "operation_failed"),
+                      "operation %s (%s) %s: %s", hc_json_str(op, "id", "?"),
+                      hc_json_str(op, "kind", "?"), hc_json_str(op, "state", "?"),
+                      hc_json_str(oe, "message", "no reason given"));
     if (hc_json_str(oe, "hint", NULL))
         hc_error_hint(&err, "%s", hc_json_str(oe, "hint", ""));
     hc_cmd_fail(ctx, &err, NULL);
@@ -178,9 +179,9 @@ static json_t *show_row(const json_t *n, int mtu)
     char on[160] = "-";
     int master_ok = !json_is_integer(mm) || mtu <= 0 || json_integer_value(mm) >= mtu;
     int port_ok = !json_is_integer(pm) || mtu <= 0 || json_integer_value(pm) >= mtu;
-    json_object_set_new(row, "mtu_text", mtu_cell(json_object_get(n, "mtu"),
-                                                  !json_is_false(json_object_get(n, "mtu_matches")),
-                                                  mtu));
+    json_object_set_new(row, "mtu_text",
+                        mtu_cell(json_object_get(n, "mtu"),
+                                 !json_is_false(json_object_get(n, "mtu_matches")), mtu));
     if (hc_json_str(n, "master", NULL))
         snprintf(on, sizeof(on), "%s mtu %lld%s", hc_json_str(n, "master", ""),
                  (long long)json_integer_value(mm), master_ok ? "" : " !");
@@ -231,14 +232,10 @@ static int cmd_show(struct hc_cmd_ctx *ctx)
 /* --- net check-jumbo ------------------------------------------------------------------------ */
 
 static const struct hc_col check_node_cols[] = {
-    {"NODE", "name", NULL},
-    {"INTERFACE", "interface", NULL},
-    {"ADDRESS", "address", NULL},
-    {"MTU", "mtu_text", fmt_flagged},
-    {"STATE", "state", NULL},
-    {"ON", "master", NULL},
-    {"OK", "ok", fmt_yes_no},
-    {NULL, NULL, NULL},
+    {"NODE", "name", NULL},       {"INTERFACE", "interface", NULL},
+    {"ADDRESS", "address", NULL}, {"MTU", "mtu_text", fmt_flagged},
+    {"STATE", "state", NULL},     {"ON", "master", NULL},
+    {"OK", "ok", fmt_yes_no},     {NULL, NULL, NULL},
 };
 
 /* "ok", "blackhole 1504", "frag_needed 1500", "unreachable", "not_probed". */
@@ -261,7 +258,7 @@ static void print_matrix(struct hc_cmd_ctx *ctx, const json_t *res)
     if (n < 2 || n > MATRIX_MAX_NODES)
         return;
     struct hc_col *cols = calloc(n + 2, sizeof(*cols));
-    char (*keys)[8] = calloc(n, sizeof(*keys));
+    char(*keys)[8] = calloc(n, sizeof(*keys));
     json_t *rows = json_array();
     cols[0] = (struct hc_col){"FROM \\ TO", "from", NULL};
     for (i = 0; i < n; i++) {
@@ -331,13 +328,16 @@ static void print_check(struct hc_cmd_ctx *ctx, const json_t *res)
     json_t *rows = json_array();
     size_t i;
     if (hc_json_int(sum, "pairs", 0) == 0)
-        fprintf(ctx->out.out, "Jumbo frame check at MTU %d: %lld node(s), no pair of nodes to "
-                "probe: nothing to check%s\n\n", mtu, (long long)hc_json_int(sum, "nodes", 0),
+        fprintf(ctx->out.out,
+                "Jumbo frame check at MTU %d: %lld node(s), no pair of nodes to "
+                "probe: nothing to check%s\n\n",
+                mtu, (long long)hc_json_int(sum, "nodes", 0),
                 hc_json_bool(res, "passed", 0) ? "" : " (FAILED: see the findings)");
     else
-        fprintf(ctx->out.out, "Jumbo frame check at MTU %d (DF probes of %d bytes, payload %lld): "
-                "%lld node(s), %lld directed pair(s), %lld failing: %s\n\n", mtu, mtu,
-                (long long)hc_json_int(res, "payload_bytes", 0),
+        fprintf(ctx->out.out,
+                "Jumbo frame check at MTU %d (DF probes of %d bytes, payload %lld): "
+                "%lld node(s), %lld directed pair(s), %lld failing: %s\n\n",
+                mtu, mtu, (long long)hc_json_int(res, "payload_bytes", 0),
                 (long long)hc_json_int(sum, "nodes", 0), (long long)hc_json_int(sum, "pairs", 0),
                 (long long)hc_json_int(sum, "pairs_failed", 0),
                 hc_json_bool(res, "passed", 0) ? "PASSED" : "FAILED");
@@ -366,8 +366,10 @@ static int cmd_check(struct hc_cmd_ctx *ctx)
         /* One node has no pair to prove: passing it would be a vacuous "proof". */
         json_decref(nodes);
         json_decref(body);
-        return hc_cmd_usage(ctx, "a check proves pairs of nodes: e.g. --nodes n1,n2, or leave "
-                            "--nodes out for every node", "--nodes needs at least two nodes");
+        return hc_cmd_usage(ctx,
+                            "a check proves pairs of nodes: e.g. --nodes n1,n2, or leave "
+                            "--nodes out for every node",
+                            "--nodes needs at least two nodes");
     }
     if (hc_cmd_opt_set(ctx, "mtu"))
         json_object_set_new(body, "mtu", json_integer(mtu));
@@ -409,12 +411,8 @@ static int parse_mtu(const char *text, int *out)
 }
 
 static const struct hc_col change_cols[] = {
-    {"NODE", "node", NULL},
-    {"INTERFACE", "interface", NULL},
-    {"BEFORE", "previous_mtu", NULL},
-    {"MTU", "mtu", NULL},
-    {"RESULT", "state", NULL},
-    {NULL, NULL, NULL},
+    {"NODE", "node", NULL}, {"INTERFACE", "interface", NULL}, {"BEFORE", "previous_mtu", NULL},
+    {"MTU", "mtu", NULL},   {"RESULT", "state", NULL},        {NULL, NULL, NULL},
 };
 
 /* After a successful set-mtu (text mode): what happened on each node. */
@@ -458,8 +456,7 @@ static int cmd_set_mtu(struct hc_cmd_ctx *ctx)
     if (!doc)
         return hc_cmd_fail(ctx, &err, NULL);
     const char *id = hc_json_str(json_object_get(doc, "operation"), "id", "");
-    rc = hc_cmd_follow(ctx, doc, hc_cmd_opt_ms(ctx, "timeout"), "setting MTU %d node by node",
-                       mtu);
+    rc = hc_cmd_follow(ctx, doc, hc_cmd_opt_ms(ctx, "timeout"), "setting MTU %d node by node", mtu);
     if (rc == HC_EXIT_OK && !ctx->out.json && !hc_cmd_opt_bool(ctx, "no-wait"))
         print_changes(ctx, id);
     json_decref(doc);
@@ -538,50 +535,81 @@ static int cmd_bench(struct hc_cmd_ctx *ctx)
 /* --- the table ------------------------------------------------------------------------------ */
 
 static const struct hc_cmd_opt check_opts[] = {
-    {.name = "mtu", .type = HC_OPT_INT, .help = "MTU to prove (default: the cluster's, else 9000)",
+    {.name = "mtu",
+     .type = HC_OPT_INT,
+     .help = "MTU to prove (default: the cluster's, else 9000)",
      .value_name = "N"},
-    {.name = "nodes", .type = HC_OPT_LIST,
+    {.name = "nodes",
+     .type = HC_OPT_LIST,
      .help = "only these nodes, at least two (comma-separated, or repeated)",
-     .value_name = "A,B,...", .completer = HC_COMPLETE_NODE},
-    {.name = "timeout", .type = HC_OPT_DURATION, .help = "how long to wait for the result",
-     .value_name = "DUR", .def = "2m"},
+     .value_name = "A,B,...",
+     .completer = HC_COMPLETE_NODE},
+    {.name = "timeout",
+     .type = HC_OPT_DURATION,
+     .help = "how long to wait for the result",
+     .value_name = "DUR",
+     .def = "2m"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt set_mtu_opts[] = {
-    {.name = "confirm-timeout", .type = HC_OPT_DURATION,
+    {.name = "confirm-timeout",
+     .type = HC_OPT_DURATION,
      .help = "how long each agent keeps a change unconfirmed before reverting it by itself",
-     .value_name = "DUR", .def = "30s"},
-    {.name = "no-wait", .type = HC_OPT_BOOL,
+     .value_name = "DUR",
+     .def = "30s"},
+    {.name = "no-wait",
+     .type = HC_OPT_BOOL,
      .help = "return once the operation is accepted (prints its id)"},
-    {.name = "timeout", .type = HC_OPT_DURATION,
-     .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "30m"},
+    {.name = "timeout",
+     .type = HC_OPT_DURATION,
+     .help = "how long to wait for the operation to end",
+     .value_name = "DUR",
+     .def = "30m"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt bench_opts[] = {
-    {.name = "nodes", .type = HC_OPT_LIST,
-     .help = "measure between these nodes (default: a ring over all)", .value_name = "A,B,...",
+    {.name = "nodes",
+     .type = HC_OPT_LIST,
+     .help = "measure between these nodes (default: a ring over all)",
+     .value_name = "A,B,...",
      .completer = HC_COMPLETE_NODE},
-    {.name = "duration", .type = HC_OPT_DURATION, .help = "length of each measurement",
-     .value_name = "DUR", .def = "3s"},
-    {.name = "timeout", .type = HC_OPT_DURATION, .help = "how long to wait for all measurements",
-     .value_name = "DUR", .def = "10m"},
+    {.name = "duration",
+     .type = HC_OPT_DURATION,
+     .help = "length of each measurement",
+     .value_name = "DUR",
+     .def = "3s"},
+    {.name = "timeout",
+     .type = HC_OPT_DURATION,
+     .help = "how long to wait for all measurements",
+     .value_name = "DUR",
+     .def = "10m"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb net_verbs[] = {
-    {.name = "show", .handler = cmd_show,
+    {.name = "show",
+     .handler = cmd_show,
      .summary =
          "per node: storage interface, MTU, state, addresses and the bridge or bond it hangs on"},
-    {.name = "check-jumbo", .handler = cmd_check, .opts = check_opts,
+    {.name = "check-jumbo",
+     .handler = cmd_check,
+     .opts = check_opts,
      .summary =
          "probe every directed pair at the MTU; exit 0 when all pass, 4 when anything fails"},
-    {.name = "set-mtu", .handler = cmd_set_mtu, .opts = set_mtu_opts, .min_args = 1, .max_args = 1,
+    {.name = "set-mtu",
+     .handler = cmd_set_mtu,
+     .opts = set_mtu_opts,
+     .min_args = 1,
+     .max_args = 1,
      .summary =
          "set the storage MTU node by node, each change confirmed after re-probing (disruptive)",
-     .usage = "MTU", .flags = HC_CMD_DISRUPTIVE},
-    {.name = "bench", .handler = cmd_bench, .opts = bench_opts,
+     .usage = "MTU",
+     .flags = HC_CMD_DISRUPTIVE},
+    {.name = "bench",
+     .handler = cmd_bench,
+     .opts = bench_opts,
      .summary = "TCP throughput between nodes at the current MTU"},
     {.name = NULL},
 };

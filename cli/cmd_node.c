@@ -125,8 +125,10 @@ static int cmd_remove(struct hc_cmd_ctx *ctx)
         return hc_cmd_fail(ctx, &err, NULL);
     const char *id = hc_json_str(json_object_get(doc, "operation"), "id", NULL);
     if (!id) {
-        hc_error_set(&err, HC_E(INTERNAL), "removing node '%s': the controller's answer "
-                                               "names no operation", name);
+        hc_error_set(&err, HC_E(INTERNAL),
+                     "removing node '%s': the controller's answer "
+                     "names no operation",
+                     name);
         rc = hc_cmd_fail(ctx, &err, NULL);
     } else {
         rc = hc_cmd_follow(ctx, doc, hc_cmd_opt_ms(ctx, "timeout"), "removing node '%s'", name);
@@ -148,30 +150,52 @@ static const struct hc_cmd_opt add_opts[] = {
 };
 
 static const struct hc_cmd_opt remove_opts[] = {
-    {.name = "force", .type = HC_OPT_BOOL,
+    {.name = "force",
+     .type = HC_OPT_BOOL,
      .help = "skip the availability budget and the service's ok-to-stop"},
-    {.name = "reason", .type = HC_OPT_STRING, .help = "why --force (required with it; recorded)",
+    {.name = "reason",
+     .type = HC_OPT_STRING,
+     .help = "why --force (required with it; recorded)",
      .value_name = "TEXT"},
-    {.name = "purge", .type = HC_OPT_BOOL,
+    {.name = "purge",
+     .type = HC_OPT_BOOL,
      .help = "delete the service's data on the node too (kept by default)"},
-    {.name = "no-wait", .type = HC_OPT_BOOL,
+    {.name = "no-wait",
+     .type = HC_OPT_BOOL,
      .help = "return once the operation is accepted (prints its id)"},
-    {.name = "timeout", .type = HC_OPT_DURATION,
-     .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "10m"},
+    {.name = "timeout",
+     .type = HC_OPT_DURATION,
+     .help = "how long to wait for the operation to end",
+     .value_name = "DUR",
+     .def = "10m"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb node_verbs[] = {
     {.name = "list", .handler = cmd_list, .summary = "list the nodes with their health"},
-    {.name = "show", .handler = cmd_show, .min_args = 1, .max_args = 1,
-     .summary = "show one node and its network interfaces", .usage = "NODE",
+    {.name = "show",
+     .handler = cmd_show,
+     .min_args = 1,
+     .max_args = 1,
+     .summary = "show one node and its network interfaces",
+     .usage = "NODE",
      .arg_completer = HC_COMPLETE_NODE},
-    {.name = "add", .handler = cmd_add, .opts = add_opts, .min_args = 1, .max_args = HC_ARGS_MANY,
+    {.name = "add",
+     .handler = cmd_add,
+     .opts = add_opts,
+     .min_args = 1,
+     .max_args = HC_ARGS_MANY,
      .summary = "bring hosts in over SSH: push, enroll and start the agent on each",
      .usage = "[USER@]HOST[:PORT]..."},
-    {.name = "remove", .handler = cmd_remove, .opts = remove_opts, .min_args = 1, .max_args = 1,
+    {.name = "remove",
+     .handler = cmd_remove,
+     .opts = remove_opts,
+     .min_args = 1,
+     .max_args = 1,
      .summary = "remove a node from the cluster (disruptive: asks, or needs --yes)",
-     .usage = "NODE", .flags = HC_CMD_DISRUPTIVE, .arg_completer = HC_COMPLETE_NODE},
+     .usage = "NODE",
+     .flags = HC_CMD_DISRUPTIVE,
+     .arg_completer = HC_COMPLETE_NODE},
     {.name = NULL},
 };
 

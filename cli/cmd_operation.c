@@ -114,10 +114,9 @@ static void progress_line(const json_t *op, char *buf, size_t len)
     enum hc_color unused;
     const char *waiting = hc_json_str(op, "waiting_on", NULL);
     fmt_progress(NULL, json_object_get(op, "progress"), where, sizeof(where), &unused);
-    snprintf(buf, len, "%s %s%s%s%s%s%s", hc_json_str(op, "id", "?"),
-             hc_json_str(op, "state", "?"), strcmp(where, "-") ? ": " : "",
-             strcmp(where, "-") ? where : "", waiting ? " (waiting on " : "",
-             waiting ? waiting : "", waiting ? ")" : "");
+    snprintf(buf, len, "%s %s%s%s%s%s%s", hc_json_str(op, "id", "?"), hc_json_str(op, "state", "?"),
+             strcmp(where, "-") ? ": " : "", strcmp(where, "-") ? where : "",
+             waiting ? " (waiting on " : "", waiting ? waiting : "", waiting ? ")" : "");
 }
 
 static void sleep_ms(int64_t ms)
@@ -142,9 +141,9 @@ static int op_finished(struct hc_cmd_ctx *ctx, const json_t *doc)
     }
     const char *message = hc_json_str(oerr, "message", NULL);
     const char *hint = hc_json_str(oerr, "hint", NULL);
-    hc_error_set_wire(&err, 0, hc_json_str(oerr, "code", "operation_failed"), "operation %s (%s) %s%s%s",
-                 id, hc_json_str(op, "kind", "?"), state, message ? ": " : "",
-                 message ? message : "");
+    hc_error_set_wire(&err, 0, hc_json_str(oerr, "code", "operation_failed"),
+                      "operation %s (%s) %s%s%s", id, hc_json_str(op, "kind", "?"), state,
+                      message ? ": " : "", message ? message : "");
     if (hint)
         hc_error_hint(&err, "%s", hint);
     else
@@ -166,8 +165,10 @@ static int op_timed_out(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_
         hc_output_duration(timeout_ms / 1000, span, sizeof(span));
     hc_error_set(&err, HC_E(TIMEOUT), "operation %s did not end within %s%s%s", id, span,
                  line[0] ? "; last seen: " : "", line);
-    hc_error_hint(&err, "it goes on in the controller: 'hcctl operation wait %s' to keep "
-                        "waiting, 'hcctl operation show %s' for its steps", id, id);
+    hc_error_hint(&err,
+                  "it goes on in the controller: 'hcctl operation wait %s' to keep "
+                  "waiting, 'hcctl operation show %s' for its steps",
+                  id, id);
     return hc_cmd_fail(ctx, &err, last);
 }
 
@@ -190,18 +191,20 @@ static struct hc_progress *progress_start(struct hc_cmd_ctx *ctx)
     int width = 0, out_fd = fileno(ctx->out.out);
     if (ctx->out.quiet)
         return NULL;
-    int live = !ctx->out.json && out_fd >= 0 && isatty(out_fd) &&
-               hc_progress_tty(ctx->out.err, &width);
+    int live =
+        !ctx->out.json && out_fd >= 0 && isatty(out_fd) && hc_progress_tty(ctx->out.err, &width);
     return hc_progress_new(ctx->out.err, live, width, hc_now_ms());
 }
 
-int hc_cmd_follow(struct hc_cmd_ctx *ctx, const json_t *doc, int64_t timeout_ms,
-                  const char *fmt, ...)
+int hc_cmd_follow(struct hc_cmd_ctx *ctx, const json_t *doc, int64_t timeout_ms, const char *fmt,
+                  ...)
 {
     const char *id = hc_json_str(json_object_get(doc, "operation"), "id", "");
     if (hc_cmd_opt_bool(ctx, "no-wait")) {
-        hc_output_info(&ctx->out, "operation %s started; follow it with 'hcctl operation wait "
-                                  "%s'", id, id);
+        hc_output_info(&ctx->out,
+                       "operation %s started; follow it with 'hcctl operation wait "
+                       "%s'",
+                       id, id);
         if (ctx->out.json)
             hc_output_json(&ctx->out, doc);
         else
@@ -274,26 +277,44 @@ static int cmd_wait(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt list_opts[] = {
-    {.name = "state", .type = HC_OPT_STRING, .help = "only operations in this state",
-     .value_name = "STATE", .completer = HC_COMPLETE_CHOICES, .choices = op_states},
+    {.name = "state",
+     .type = HC_OPT_STRING,
+     .help = "only operations in this state",
+     .value_name = "STATE",
+     .completer = HC_COMPLETE_CHOICES,
+     .choices = op_states},
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt wait_opts[] = {
-    {.name = "timeout", .type = HC_OPT_DURATION,
-     .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "10m"},
+    {.name = "timeout",
+     .type = HC_OPT_DURATION,
+     .help = "how long to wait for the operation to end",
+     .value_name = "DUR",
+     .def = "10m"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb operation_verbs[] = {
-    {.name = "list", .handler = cmd_list, .opts = list_opts,
+    {.name = "list",
+     .handler = cmd_list,
+     .opts = list_opts,
      .summary = "list operations, newest first"},
-    {.name = "show", .handler = cmd_show, .min_args = 1, .max_args = 1,
-     .summary = "show one operation and its steps", .usage = "ID",
+    {.name = "show",
+     .handler = cmd_show,
+     .min_args = 1,
+     .max_args = 1,
+     .summary = "show one operation and its steps",
+     .usage = "ID",
      .arg_completer = HC_COMPLETE_OPERATION},
-    {.name = "wait", .handler = cmd_wait, .opts = wait_opts, .min_args = 1, .max_args = 1,
+    {.name = "wait",
+     .handler = cmd_wait,
+     .opts = wait_opts,
+     .min_args = 1,
+     .max_args = 1,
      .summary = "wait until an operation ends (exit 0 succeeded, 1 failed or aborted, 6 timed out)",
-     .usage = "ID", .arg_completer = HC_COMPLETE_OPERATION},
+     .usage = "ID",
+     .arg_completer = HC_COMPLETE_OPERATION},
     {.name = NULL},
 };
 

@@ -69,8 +69,10 @@ static void check_opt(struct checker *c, const char *where, const struct hc_cmd_
         problem(c, "%s --%s: no help text", where, o->name);
     if (o->type == HC_OPT_BOOL &&
         (o->value_name || o->required || o->def || o->choices || o->completer))
-        problem(c, "%s --%s: a flag takes no value name, default, choices, completer, and "
-                   "cannot be required", where, o->name);
+        problem(c,
+                "%s --%s: a flag takes no value name, default, choices, completer, and "
+                "cannot be required",
+                where, o->name);
     if (o->type != HC_OPT_BOOL && empty(o->value_name))
         problem(c, "%s --%s: takes a value but has no value name", where, o->name);
     if (o->choices && o->type != HC_OPT_STRING)
@@ -118,8 +120,7 @@ static void check_default_verb(struct checker *c, const char *where, const struc
         problem(c, "%s: a default verb takes no positional arguments", where);
 }
 
-static void check_verb(struct checker *c, const struct hc_cmd_group *g,
-                       const struct hc_cmd_verb *v)
+static void check_verb(struct checker *c, const struct hc_cmd_group *g, const struct hc_cmd_verb *v)
 {
     char where[128];
     c->verbs++;
@@ -188,8 +189,8 @@ static int cmd_self_test(struct hc_cmd_ctx *ctx)
     free(text);
     while (ctx->groups[groups])
         groups++;
-    json_t *doc = json_pack("{s:b, s:i, s:o}", "ok", problems == 0, "groups", (int)groups,
-                            "problems", list);
+    json_t *doc =
+        json_pack("{s:b, s:i, s:o}", "ok", problems == 0, "groups", (int)groups, "problems", list);
     if (ctx->out.json) {
         hc_output_json(&ctx->out, doc);
     } else {
@@ -203,7 +204,8 @@ static int cmd_self_test(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb self_test_verbs[] = {
-    {.name = "self-test", .handler = cmd_self_test,
+    {.name = "self-test",
+     .handler = cmd_self_test,
      .summary = "validate every command table (for developers)",
      .flags = HC_CMD_HIDDEN | HC_CMD_OFFLINE},
     {.name = NULL},

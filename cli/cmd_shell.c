@@ -365,8 +365,7 @@ static int readline_setup(struct shell *sh)
 {
     struct hc_error err = {0};
     if (pipe2(sigint_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-        hc_error_set(&err, HC_E(INTERNAL), "cannot set up the shell: pipe: %s",
-                     strerror(errno));
+        hc_error_set(&err, HC_E(INTERNAL), "cannot set up the shell: pipe: %s", strerror(errno));
         return hc_cmd_fail(sh->ctx, &err, NULL);
     }
     rl_readline_name = "hcctl";
@@ -433,7 +432,8 @@ static int cmd_shell(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb shell_verbs[] = {
-    {.name = "shell", .handler = cmd_shell,
+    {.name = "shell",
+     .handler = cmd_shell,
      .summary = "an interactive shell: history, TAB completion (node names too), 'help', 'exit'",
      .flags = HC_CMD_OFFLINE},
     {.name = NULL},

@@ -61,10 +61,10 @@ static int cmd_create(struct hc_cmd_ctx *ctx)
     if (hc_cmd_opt_set(ctx, "ttl") && hc_cmd_opt_ms(ctx, "ttl") < 1000)
         return hc_cmd_usage(ctx, "for example --ttl 90d", "--ttl must be at least 1s");
     json_int_t ttl = ttl_seconds(ctx);
-    json_t *body = ttl ? json_pack("{s:s, s:s, s:I}", "name", ctx->argv[0], "role",
-                                   hc_cmd_opt_str(ctx, "role"), "ttl_seconds", ttl)
-                       : json_pack("{s:s, s:s}", "name", ctx->argv[0], "role",
-                                   hc_cmd_opt_str(ctx, "role"));
+    json_t *body =
+        ttl ? json_pack("{s:s, s:s, s:I}", "name", ctx->argv[0], "role",
+                        hc_cmd_opt_str(ctx, "role"), "ttl_seconds", ttl)
+            : json_pack("{s:s, s:s}", "name", ctx->argv[0], "role", hc_cmd_opt_str(ctx, "role"));
     json_t *doc = hc_cmd_request(ctx, "POST", "/v1/tokens", body, &err);
     json_decref(body);
     if (!doc)
@@ -137,28 +137,51 @@ static int cmd_rotate(struct hc_cmd_ctx *ctx)
 static const char *const roles[] = {"admin", "readonly", NULL};
 
 static const struct hc_cmd_opt create_opts[] = {
-    {.name = "role", .type = HC_OPT_STRING, .help = "what the token may do", .value_name = "ROLE",
-     .completer = HC_COMPLETE_CHOICES, .def = "readonly", .choices = roles},
-    {.name = "ttl", .type = HC_OPT_DURATION,
-     .help = "how long it stays valid (default: until revoked)", .value_name = "DUR"},
+    {.name = "role",
+     .type = HC_OPT_STRING,
+     .help = "what the token may do",
+     .value_name = "ROLE",
+     .completer = HC_COMPLETE_CHOICES,
+     .def = "readonly",
+     .choices = roles},
+    {.name = "ttl",
+     .type = HC_OPT_DURATION,
+     .help = "how long it stays valid (default: until revoked)",
+     .value_name = "DUR"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt rotate_opts[] = {
-    {.name = "ttl", .type = HC_OPT_DURATION, .help = "a new life (default: as long as the old one)",
+    {.name = "ttl",
+     .type = HC_OPT_DURATION,
+     .help = "a new life (default: as long as the old one)",
      .value_name = "DUR"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb token_verbs[] = {
-    {.name = "list", .handler = cmd_list,
+    {.name = "list",
+     .handler = cmd_list,
      .summary = "list the API and join tokens (never their secrets)"},
-    {.name = "create", .handler = cmd_create, .opts = create_opts, .min_args = 1, .max_args = 1,
-     .summary = "create an API token and print it once", .usage = "NAME"},
-    {.name = "revoke", .handler = cmd_revoke, .min_args = 1, .max_args = 1,
+    {.name = "create",
+     .handler = cmd_create,
+     .opts = create_opts,
+     .min_args = 1,
+     .max_args = 1,
+     .summary = "create an API token and print it once",
+     .usage = "NAME"},
+    {.name = "revoke",
+     .handler = cmd_revoke,
+     .min_args = 1,
+     .max_args = 1,
      .summary = "revoke a token by id or name (asks, or needs --yes; never the last admin token)",
-     .usage = "ID|NAME", .flags = HC_CMD_DISRUPTIVE},
-    {.name = "rotate", .handler = cmd_rotate, .opts = rotate_opts, .min_args = 1, .max_args = 1,
+     .usage = "ID|NAME",
+     .flags = HC_CMD_DISRUPTIVE},
+    {.name = "rotate",
+     .handler = cmd_rotate,
+     .opts = rotate_opts,
+     .min_args = 1,
+     .max_args = 1,
      .summary =
          "give a token a new secret (the old one stops working; this hcctl's config follows)",
      .usage = "ID|NAME"},

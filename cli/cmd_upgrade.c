@@ -12,10 +12,8 @@
 #include "common/json_util.h"
 
 static const struct hc_col plan_cols[] = {
-    {"NODE", "name", NULL},
-    {"FROM", "from_version", NULL},
-    {"ACTION", "action", NULL},
-    {"STEPS", "steps", NULL},
+    {"NODE", "name", NULL},     {"FROM", "from_version", NULL},
+    {"ACTION", "action", NULL}, {"STEPS", "steps", NULL},
     {NULL, NULL, NULL},
 };
 
@@ -25,8 +23,7 @@ static const struct hc_section plan_view[] = {
                              {"Min upgrade from", "min_upgrade_from", NULL},
                              {"Max unavailable", "max_unavailable", NULL},
                              {NULL, NULL, NULL}}},
-    {HC_SECTION_TABLE, "Plan (in this order; nothing is changed by --dry-run)", "nodes",
-     plan_cols},
+    {HC_SECTION_TABLE, "Plan (in this order; nothing is changed by --dry-run)", "nodes", plan_cols},
     {0, NULL, NULL, NULL},
 };
 
@@ -40,13 +37,14 @@ static int cmd_rolling(struct hc_cmd_ctx *ctx)
     if (maxu < 1)
         return hc_cmd_usage(ctx, "at least 1", "invalid --max-unavailable %lld", (long long)maxu);
     int dry = hc_cmd_opt_bool(ctx, "dry-run");
-    json_t *body = json_pack("{s:s, s:I, s:I, s:b}", "to_version", hc_cmd_opt_str(ctx, "to"),
-                             "max_unavailable", (json_int_t)maxu, "node_timeout_seconds",
-                             (json_int_t)(hc_cmd_opt_ms(ctx, "node-timeout") / 1000), "dry_run",
-                             dry);
-    if (!dry && hc_cmd_confirm(ctx, &err, "upgrade the storage software on every node to %s, "
-                               "%lld node(s) at a time", hc_cmd_opt_str(ctx, "to"),
-                               (long long)maxu) < 0) {
+    json_t *body =
+        json_pack("{s:s, s:I, s:I, s:b}", "to_version", hc_cmd_opt_str(ctx, "to"),
+                  "max_unavailable", (json_int_t)maxu, "node_timeout_seconds",
+                  (json_int_t)(hc_cmd_opt_ms(ctx, "node-timeout") / 1000), "dry_run", dry);
+    if (!dry && hc_cmd_confirm(ctx, &err,
+                               "upgrade the storage software on every node to %s, "
+                               "%lld node(s) at a time",
+                               hc_cmd_opt_str(ctx, "to"), (long long)maxu) < 0) {
         json_decref(body);
         return hc_cmd_fail(ctx, &err, NULL);
     }
@@ -68,12 +66,8 @@ static int cmd_rolling(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_col status_nodes[] = {
-    {"NODE", "name", NULL},
-    {"FROM", "from_version", NULL},
-    {"TO", "to_version", NULL},
-    {"STATE", "state", hc_fmt_state},
-    {"STEP", "step", NULL},
-    {NULL, NULL, NULL},
+    {"NODE", "name", NULL},           {"FROM", "from_version", NULL}, {"TO", "to_version", NULL},
+    {"STATE", "state", hc_fmt_state}, {"STEP", "step", NULL},         {NULL, NULL, NULL},
 };
 
 static const struct hc_section status_view[] = {
@@ -160,35 +154,55 @@ static int cmd_abort(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt rolling_opts[] = {
-    {.name = "rolling", .type = HC_OPT_BOOL,
+    {.name = "rolling",
+     .type = HC_OPT_BOOL,
      .help = "one node (or N) at a time, never more than the data tolerates"},
-    {.name = "to", .type = HC_OPT_STRING, .required = 1,
-     .help = "the uploaded version to run everywhere", .value_name = "VERSION",
+    {.name = "to",
+     .type = HC_OPT_STRING,
+     .required = 1,
+     .help = "the uploaded version to run everywhere",
+     .value_name = "VERSION",
      .completer = HC_COMPLETE_BUNDLE},
-    {.name = "max-unavailable", .type = HC_OPT_INT,
-     .help = "nodes down at once, counting those already down", .value_name = "N", .def = "1"},
-    {.name = "node-timeout", .type = HC_OPT_DURATION,
-     .help = "how long each wait on one node may take", .value_name = "DUR", .def = "5m"},
-    {.name = "dry-run", .type = HC_OPT_BOOL,
+    {.name = "max-unavailable",
+     .type = HC_OPT_INT,
+     .help = "nodes down at once, counting those already down",
+     .value_name = "N",
+     .def = "1"},
+    {.name = "node-timeout",
+     .type = HC_OPT_DURATION,
+     .help = "how long each wait on one node may take",
+     .value_name = "DUR",
+     .def = "5m"},
+    {.name = "dry-run",
+     .type = HC_OPT_BOOL,
      .help = "print the ordered steps per node and change nothing"},
-    {.name = "no-wait", .type = HC_OPT_BOOL,
+    {.name = "no-wait",
+     .type = HC_OPT_BOOL,
      .help = "return once the operation is accepted (prints its id)"},
-    {.name = "timeout", .type = HC_OPT_DURATION, .help = "how long to follow the operation",
-     .value_name = "DUR", .def = "2h"},
+    {.name = "timeout",
+     .type = HC_OPT_DURATION,
+     .help = "how long to follow the operation",
+     .value_name = "DUR",
+     .def = "2h"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb upgrade_verbs[] = {
     /* the group's default verb, typed as its usage: "hcctl upgrade --rolling --to V" */
-    {.name = "upgrade", .handler = cmd_rolling, .opts = rolling_opts,
-     .summary =
-         "upgrade every node to an uploaded version, N at a time (disruptive: asks, or needs --yes)",
-     .usage = "--rolling", .flags = HC_CMD_DISRUPTIVE},
+    {.name = "upgrade",
+     .handler = cmd_rolling,
+     .opts = rolling_opts,
+     .summary = "upgrade every node to an uploaded version, N at a time (disruptive: asks, or "
+                "needs --yes)",
+     .usage = "--rolling",
+     .flags = HC_CMD_DISRUPTIVE},
     {.name = "status", .handler = cmd_status, .summary = "the latest upgrade, node by node"},
     {.name = "pause", .handler = cmd_pause, .summary = "pause at the next safe point"},
     {.name = "resume", .handler = cmd_resume, .summary = "carry on a paused upgrade"},
-    {.name = "abort", .handler = cmd_abort,
-     .summary = "stop; every node is left on a working version", .flags = HC_CMD_DISRUPTIVE},
+    {.name = "abort",
+     .handler = cmd_abort,
+     .summary = "stop; every node is left on a working version",
+     .flags = HC_CMD_DISRUPTIVE},
     {.name = NULL},
 };
 

@@ -430,8 +430,7 @@ int hc_shell_split(const char *line, int partial, char ***words, int *open_word,
     if (rc < 0)
         goto fail;
     if (quote && !partial) {
-        hc_error_set(err, HC_E(USAGE), "unterminated %s quote",
-                     quote == '"' ? "double" : "single");
+        hc_error_set(err, HC_E(USAGE), "unterminated %s quote", quote == '"' ? "double" : "single");
         hc_error_hint(err, "close the quote, or escape it with a backslash");
         goto fail;
     }

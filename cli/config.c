@@ -19,8 +19,9 @@ int hc_cli_config_path(char *buf, size_t len, struct hc_error *err)
     else if (home && home[0])
         snprintf(buf, len, "%s/.config/hcctl/config.json", home);
     else
-        return hc_error_set(err, HC_E(IO),
-                            "cannot locate the config file: neither XDG_CONFIG_HOME nor HOME is set");
+        return hc_error_set(
+            err, HC_E(IO),
+            "cannot locate the config file: neither XDG_CONFIG_HOME nor HOME is set");
     return 0;
 }
 
@@ -72,8 +73,8 @@ static int read_file(const char *path, json_t **out, struct hc_error *err)
 }
 
 /* Copies string member key into *dst unless *dst is already set. */
-static int take_file(json_t *doc, const char *key, const char *path, char **dst,
-                     const char **from, struct hc_error *err)
+static int take_file(json_t *doc, const char *key, const char *path, char **dst, const char **from,
+                     struct hc_error *err)
 {
     json_t *v = json_object_get(doc, key);
     if (*dst || !v || json_is_null(v))

@@ -22,7 +22,7 @@ struct hc_cli_config {
     char *ca_file;    /* CA file from --ca or HCCTL_CA_FILE; NULL: unset */
     char *ca_pem;     /* CA PEM text from the config file; used only when ca_file is NULL */
     char *controller_pin; /* the controller's key pin; NULL: only the CA is checked */
-    char path[1024];  /* the config file consulted ("" when it was not needed) */
+    char path[1024];      /* the config file consulted ("" when it was not needed) */
     /* Where each setting came from: "flag", "env", "config" or NULL (unset). */
     const char *controller_from, *token_from, *ca_from;
 };

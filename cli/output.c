@@ -126,8 +126,8 @@ void hc_output_duration(int64_t seconds, char *buf, size_t len)
         if (seconds < units[i].secs && units[i].secs > 1)
             continue;
         int64_t major = seconds / units[i].secs;
-        int64_t rest = i + 1 < HC_ARRAY_LEN(units) ? (seconds % units[i].secs) / units[i + 1].secs
-                                                   : 0;
+        int64_t rest =
+            i + 1 < HC_ARRAY_LEN(units) ? (seconds % units[i].secs) / units[i + 1].secs : 0;
         if (rest)
             snprintf(buf, len, "%lld%c%lld%c", (long long)major, units[i].unit, (long long)rest,
                      units[i + 1].unit);
@@ -144,7 +144,8 @@ static void text_compound(const json_t *v, char *buf, size_t len)
         size_t i, used = 0;
         json_t *item;
         buf[0] = '\0';
-        json_array_foreach(v, i, item) {
+        json_array_foreach(v, i, item)
+        {
             char one[CELL_MAX];
             enum hc_color unused;
             hc_fmt_text(NULL, item, one, sizeof(one), &unused);
@@ -276,8 +277,8 @@ void hc_fmt_error(const struct hc_output *o, const json_t *v, char *buf, size_t 
  * overrides and isolates that reorder what is displayed. */
 static int cp_hostile(uint32_t cp)
 {
-    return cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 ||
-           cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+    return cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
 char *hc_output_sanitize(const char *text, int flatten)
@@ -297,7 +298,8 @@ char *hc_output_sanitize(const char *text, int flatten)
             *w++ = ' '; /* one cell is one line: a newline would break the table */
             s++;
         } else if (cp_hostile(cp)) {
-            w += cp < 0x80 ? sprintf(w, "\\x%02x", (unsigned)cp) : sprintf(w, "\\u%04x", (unsigned)cp);
+            w += cp < 0x80 ? sprintf(w, "\\x%02x", (unsigned)cp)
+                           : sprintf(w, "\\u%04x", (unsigned)cp);
             s += n;
         } else {
             memcpy(w, s, n);

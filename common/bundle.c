@@ -144,9 +144,9 @@ int hc_bundle_keys_load_dir(struct hc_bundle_keys *keys, const char *dir, struct
     struct dirent **list = NULL;
     int n = scandir(dir, &list, pem_filter, alphasort), rc = 0;
     if (n < 0)
-        return errno == ENOENT ? 0
-                               : hc_error_set(err, HC_E(IO), "cannot read '%s': %s", dir,
-                                              strerror(errno));
+        return errno == ENOENT
+                   ? 0
+                   : hc_error_set(err, HC_E(IO), "cannot read '%s': %s", dir, strerror(errno));
     for (int i = 0; i < n; i++) {
         char *path = hc_path_join(dir, list[i]->d_name);
         if (rc == 0 && (!path || hc_bundle_keys_add_file(keys, path, err) < 0))
@@ -485,8 +485,8 @@ static int read_manifest(struct hc_bundle *b, struct archive *a, struct archive_
 {
     la_int64_t size = archive_entry_size(e);
     if (size <= 0 || size > HC_BUNDLE_MANIFEST_MAX)
-        return hc_error_set(err, HC_E(BUNDLE_MANIFEST),
-                            "manifest.json must hold 1 to %d bytes", HC_BUNDLE_MANIFEST_MAX);
+        return hc_error_set(err, HC_E(BUNDLE_MANIFEST), "manifest.json must hold 1 to %d bytes",
+                            HC_BUNDLE_MANIFEST_MAX);
     char *text = malloc((size_t)size);
     if (!text)
         return hc_error_set(err, HC_E(INTERNAL), "out of memory");
@@ -543,8 +543,8 @@ static int scan_entry(struct hc_bundle *b, struct archive *a, struct archive_ent
     if (type == AE_IFREG && !hard && archive_entry_size(e) > 0)
         b->info.unpacked_bytes += (uint64_t)archive_entry_size(e);
     if (b->info.unpacked_bytes > HC_BUNDLE_MAX_UNPACKED)
-        return hc_error_set(err, HC_E(BUNDLE_TOO_LARGE),
-                            "bundle unpacks to more than %llu bytes", HC_BUNDLE_MAX_UNPACKED);
+        return hc_error_set(err, HC_E(BUNDLE_TOO_LARGE), "bundle unpacks to more than %llu bytes",
+                            HC_BUNDLE_MAX_UNPACKED);
     json_object_set_new(b->files, path, json_integer((json_int_t)(type | archive_entry_perm(e))));
     if (type == AE_IFLNK && !hard)
         json_object_set_new(b->links, path, json_string(archive_entry_symlink(e)));
@@ -839,8 +839,7 @@ static int extract_all(const struct hc_bundle *b, const char *root, struct hc_er
         if (archive_entry_size(e) > 0 && copy_data(in, out, err) < 0)
             goto cleanup;
         if (archive_write_finish_entry(out) != ARCHIVE_OK) {
-            hc_error_set(err, HC_E(IO), "cannot finish bundle file: %s",
-                         archive_error_string(out));
+            hc_error_set(err, HC_E(IO), "cannot finish bundle file: %s", archive_error_string(out));
             goto cleanup;
         }
     }
@@ -849,8 +848,7 @@ static int extract_all(const struct hc_bundle *b, const char *root, struct hc_er
         goto cleanup;
     }
     if (archive_write_close(out) != ARCHIVE_OK) {
-        hc_error_set(err, HC_E(IO), "cannot finish extraction: %s",
-                     archive_error_string(out));
+        hc_error_set(err, HC_E(IO), "cannot finish extraction: %s", archive_error_string(out));
         goto cleanup;
     }
     rc = 0;

@@ -151,13 +151,11 @@ static int write_entry(struct archive *disk, struct archive *w, struct archive_e
     if (strcmp(path, dir) == 0)
         return 0;
     if (strncmp(path, dir, dlen) != 0 || path[dlen] != '/')
-        return hc_error_set(err, HC_E(INTERNAL), "unexpected path '%s' under '%s'", path,
-                            dir);
+        return hc_error_set(err, HC_E(INTERNAL), "unexpected path '%s' under '%s'", path, dir);
     const char *rel = path + dlen + 1;
     mode_t type = archive_entry_filetype(e);
     if (strcmp(rel, HC_BUNDLE_MANIFEST) == 0)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'%s' already holds a manifest.json",
-                            dir);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'%s' already holds a manifest.json", dir);
     if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
         return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "cannot bundle '%s': not a regular file, directory or link", path);

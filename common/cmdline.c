@@ -672,10 +672,12 @@ static int write_man(const struct hc_cmdline_prog *prog, const char *path, struc
 {
     FILE *f = path ? fopen(path, "w") : stdout;
     if (!f)
-        return hc_error_set_transport(err, HC_E(IO), "cannot write '%s': %s", path, strerror(errno));
+        return hc_error_set_transport(err, HC_E(IO), "cannot write '%s': %s", path,
+                                      strerror(errno));
     hc_cmdline_man(f, prog);
     if (path && fclose(f) != 0)
-        return hc_error_set_transport(err, HC_E(IO), "cannot write '%s': %s", path, strerror(errno));
+        return hc_error_set_transport(err, HC_E(IO), "cannot write '%s': %s", path,
+                                      strerror(errno));
     return 1;
 }
 

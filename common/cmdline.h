@@ -192,7 +192,8 @@ int hc_cmdline_store(const struct hc_cmd_opt *opt, struct hc_opt_val *val, const
  * the hint when there is no suggestion ("see 'hcctl --help'"). Returns -1. */
 int hc_walk_error(const struct hc_walk *w, char *const *words, const char *where,
                   struct hc_error *err);
-/* Fills err with a usage error (code HC_CLI_ERR_USAGE, the table's USAGE row; hint may be NULL); returns -1. */
+/* Fills err with a usage error (code HC_CLI_ERR_USAGE, the table's USAGE row; hint may be NULL);
+ * returns -1. */
 int hc_cmdline_usage_error(struct hc_error *err, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

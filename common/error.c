@@ -123,13 +123,13 @@ int hc_error_from_json(struct hc_error *err, const json_t *body, int status)
     return 0;
 }
 
-#define HC_CODE_ROW_INIT(id, wire_, status_, exit_answer_, exit_op_, meaning_)                  \
-    [HC_CODE_##id] = {.name = #id,                                                            \
-                        .wire = wire_,                                                            \
-                        .status = status_,                                                        \
-                        .exit_answer = exit_answer_,                                              \
-                        .exit_op = exit_op_,                                                      \
-                        .meaning = meaning_},
+#define HC_CODE_ROW_INIT(id, wire_, status_, exit_answer_, exit_op_, meaning_)                     \
+    [HC_CODE_##id] = {.name = #id,                                                                 \
+                      .wire = wire_,                                                               \
+                      .status = status_,                                                           \
+                      .exit_answer = exit_answer_,                                                 \
+                      .exit_op = exit_op_,                                                         \
+                      .meaning = meaning_},
 const struct hc_code hc_codes[HC_CODE_COUNT] = {HC_ERROR_CODES(HC_CODE_ROW_INIT)};
 #undef HC_CODE_ROW_INIT
 

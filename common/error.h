@@ -27,7 +27,8 @@ struct hc_error {
  * hand-picked status (the old signature) does not build. */
 int hc_error_set(struct hc_error *err, const struct hc_code *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-#define HC_CODE_ROW(c) _Generic((c), const struct hc_code *: (c), struct hc_code *: (c), void *: (c))
+#define HC_CODE_ROW(c)                                                                             \
+    _Generic((c), const struct hc_code * : (c), struct hc_code * : (c), void * : (c))
 #define hc_error_set(err, code, ...) hc_error_set((err), HC_CODE_ROW(code), __VA_ARGS__)
 /* The same for an error that is no HTTP answer (a request that never got one: refused
  * connection, TLS failure, transport timeout): status 0, so a caller tells "no answer" from
@@ -42,7 +43,8 @@ int hc_error_set_wire(struct hc_error *err, int status, const char *wire, const 
 /* Sets the hint of an already filled error; returns -1. */
 int hc_error_hint(struct hc_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prefixes the message with context ("reading config: " + old message); returns -1. */
-int hc_error_prefix(struct hc_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int hc_error_prefix(struct hc_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void hc_error_clear(struct hc_error *err);
 
 /* New reference to {"error":{"code","message","hint"?}}. Caller owns it. */

@@ -14,8 +14,8 @@
 #include "common/https_client.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,7 +94,7 @@ static int hc_client_check_file(const char *what, const char *path, struct hc_er
 {
     if (path && access(path, R_OK) != 0)
         return hc_error_set_transport(err, HC_E(IO), "cannot read %s '%s': %s", what, path,
-                            strerror(errno));
+                                      strerror(errno));
     return 0;
 }
 
@@ -113,7 +113,8 @@ static int hc_client_copy_config(struct hc_http_client *c, const struct hc_tls_c
         hc_strdup_opt(&c->crl_file, tls->crl_file) != 0 ||
         hc_strdup_opt(&c->pinned_pubkey, tls->pinned_pubkey) != 0 ||
         (tls->source_address && asprintf(&c->source_address, "host!%s", tls->source_address) < 0))
-        return hc_error_set_transport(err, HC_E(INTERNAL), "cannot create https client: out of memory");
+        return hc_error_set_transport(err, HC_E(INTERNAL),
+                                      "cannot create https client: out of memory");
     c->insecure = tls->insecure;
     c->connect_timeout_ms =
         tls->connect_timeout_ms > 0 ? tls->connect_timeout_ms : HC_HTTP_DEFAULT_CONNECT_MS;
@@ -188,7 +189,7 @@ struct hc_http_client *hc_http_client_new(const struct hc_tls_client_config *tls
     pthread_once(&hc_curl_once, hc_curl_global_init);
     if (hc_curl_init_rc != CURLE_OK) {
         hc_error_set_transport(err, HC_E(INTERNAL), "cannot initialise libcurl: %s",
-                     curl_easy_strerror(hc_curl_init_rc));
+                               curl_easy_strerror(hc_curl_init_rc));
         return NULL;
     }
     struct hc_http_client *c = calloc(1, sizeof(*c));
@@ -331,8 +332,8 @@ static int hc_call_set_headers(struct hc_call_ctx *ctx)
                  call->content_type ? call->content_type : "application/octet-stream");
         rc |= hc_call_add_header(ctx, ctype);
     } else {
-        rc |= hc_call_add_header(ctx, ctx->body ? "Content-Type: application/json"
-                                                : "Content-Type:");
+        rc |=
+            hc_call_add_header(ctx, ctx->body ? "Content-Type: application/json" : "Content-Type:");
     }
     for (size_t i = 0; call->headers && call->headers[i]; i++)
         rc |= hc_call_add_header(ctx, call->headers[i]);
@@ -385,7 +386,8 @@ static void hc_call_release(struct hc_http_client *c, struct hc_call_ctx *ctx)
 }
 
 /* Prepares and adds the easy handle. On failure the call is finished with its error. */
-static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx, struct hc_http_call *call)
+static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx,
+                         struct hc_http_call *call)
 {
     ctx->call = call;
     ctx->max_response = c->max_response;
@@ -397,7 +399,8 @@ static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx, stru
         goto fail;
     }
     if (call->body && !call->raw_body && !(ctx->body = hc_json_dump(call->body))) {
-        hc_error_set_transport(&call->err, HC_E(INTERNAL), "cannot serialise body for '%s'", call->url);
+        hc_error_set_transport(&call->err, HC_E(INTERNAL), "cannot serialise body for '%s'",
+                               call->url);
         goto fail;
     }
     char pin[128];
@@ -406,7 +409,8 @@ static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx, stru
     if (!(ctx->easy = curl_easy_init()) || hc_call_configure(c, ctx) != 0 ||
         (c->pinner && curl_easy_setopt(ctx->easy, CURLOPT_PINNEDPUBLICKEY, pin) != CURLE_OK) ||
         curl_multi_add_handle(c->multi, ctx->easy) != CURLM_OK) {
-        hc_error_set_transport(&call->err, HC_E(INTERNAL), "cannot prepare request to '%s'", call->url);
+        hc_error_set_transport(&call->err, HC_E(INTERNAL), "cannot prepare request to '%s'",
+                               call->url);
         goto fail;
     }
     return 0;
@@ -497,11 +501,12 @@ static void hc_call_timeout_error(struct hc_call_ctx *ctx, struct hc_error *err)
     long took = (long)(hc_mono_ms() - ctx->started_ms);
     curl_easy_getinfo(ctx->easy, CURLINFO_APPCONNECT_TIME_T, &tls_us);
     if (tls_us == 0)
-        hc_error_set_transport(err, HC_E(TIMEOUT), "cannot reach '%s': connection timed out after %ld ms",
-                     url, took < ctx->timeout_ms ? took : ctx->timeout_ms);
+        hc_error_set_transport(err, HC_E(TIMEOUT),
+                               "cannot reach '%s': connection timed out after %ld ms", url,
+                               took < ctx->timeout_ms ? took : ctx->timeout_ms);
     else
         hc_error_set_transport(err, HC_E(TIMEOUT), "no answer from '%s' within %ld ms", url,
-                     ctx->timeout_ms);
+                               ctx->timeout_ms);
     hc_error_hint(err, "the peer is down or overloaded, or large packets to it vanish (an MTU "
                        "blackhole: try 'hcctl net check-jumbo')");
 }
@@ -511,7 +516,8 @@ static void hc_call_too_large(struct hc_call_ctx *ctx, struct hc_error *err)
     if (ctx->too_large == 2)
         hc_error_set(err, HC_E(RESPONSE_TOO_LARGE),
                      "the answer from '%s' holds more than %zu JSON values (the limit); "
-                     "refused unparsed", ctx->call->url, ctx->max_json_values);
+                     "refused unparsed",
+                     ctx->call->url, ctx->max_json_values);
     else
         hc_error_set(err, HC_E(RESPONSE_TOO_LARGE),
                      "the answer from '%s' exceeds the limit of %zu bytes; transfer aborted",
@@ -531,7 +537,7 @@ static void hc_call_error(struct hc_call_ctx *ctx, CURLcode rc, struct hc_error 
     if (rc == CURLE_COULDNT_CONNECT && os_errno) {
         snprintf(detail, sizeof(detail), "%s", strerror((int)os_errno));
         hc_error_set_transport(err, HC_E(UNREACHABLE), "cannot reach '%s': %s", url,
-                     hc_lower_first(detail));
+                               hc_lower_first(detail));
     } else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) {
         hc_error_set_transport(err, HC_E(UNREACHABLE), "cannot reach '%s': %s", url, detail);
     } else if (rc == CURLE_OPERATION_TIMEDOUT) {
@@ -594,7 +600,8 @@ static void hc_call_finish(struct hc_http_client *c, struct hc_call_ctx *ctx, CU
         return;
     }
     if (!ctx->buf && !(ctx->buf = calloc(1, 1))) {
-        hc_error_set_transport(&call->err, HC_E(INTERNAL), "cannot store response from '%s'", call->url);
+        hc_error_set_transport(&call->err, HC_E(INTERNAL), "cannot store response from '%s'",
+                               call->url);
         hc_call_release(c, ctx);
         return;
     }
@@ -639,7 +646,7 @@ static void hc_fanout_abort(struct hc_http_client *c, struct hc_call_ctx *ctxs,
         if (calls[i].ok || calls[i].err.code[0])
             continue;
         hc_error_set_transport(&calls[i].err, HC_E(INTERNAL), "request to '%s' failed: %s",
-                     calls[i].url, curl_multi_strerror(mc));
+                               calls[i].url, curl_multi_strerror(mc));
         if (ctxs[i].easy)
             hc_call_release(c, &ctxs[i]);
     }
@@ -663,7 +670,8 @@ size_t hc_http_fanout(struct hc_http_client *c, struct hc_http_call *calls, size
     if (hc_client_crl_refresh(c) == 0)
         ctxs = n ? calloc(n, sizeof(*ctxs)) : NULL;
     for (size_t i = 0; n && !ctxs && i < n; i++)
-        hc_error_set_transport(&calls[i].err, HC_E(INTERNAL), "cannot start request: out of memory");
+        hc_error_set_transport(&calls[i].err, HC_E(INTERNAL),
+                               "cannot start request: out of memory");
     if (max_parallel == 0 || max_parallel > n)
         max_parallel = n;
     size_t next = 0, running = 0, ok = 0;
@@ -716,9 +724,9 @@ int hc_http_request(struct hc_http_client *c, const char *method, const char *ur
 }
 
 int hc_http_request_raw(struct hc_http_client *c, const char *method, const char *url,
-                        const char *bearer, const void *data, size_t len,
-                        const char *content_type, const char *const *headers, long timeout_ms,
-                        struct hc_http_response *resp, struct hc_error *err)
+                        const char *bearer, const void *data, size_t len, const char *content_type,
+                        const char *const *headers, long timeout_ms, struct hc_http_response *resp,
+                        struct hc_error *err)
 {
     struct hc_http_call call = {.method = method,
                                 .url = url,

@@ -16,24 +16,24 @@
 #include "common/error.h"
 
 struct hc_tls_client_config {
-    const char *ca_file;      /* trust anchors; or ca_pem */
-    const char *ca_pem;       /* PEM text of the CA (used when ca_file is NULL) */
-    const char *cert_file;    /* client certificate for mutual TLS, or NULL */
-    const char *key_file;     /* its key */
-    const char *crl_file;     /* PEM CRL of the CA, or NULL: the peer's certificate must not be
-                                 listed in it. The file must exist; it is read for every new
-                                 connection, and a client that sees it replaced (or removed)
-                                 drops its kept-alive connections and TLS sessions first, so a
-                                 revocation also ends connections verified before it */
-    int insecure;             /* skip peer verification: only to fetch a CA that is then pinned
-                                 by fingerprint (join), never for anything else */
-    long connect_timeout_ms;  /* default 3000 */
-    const char *pinned_pubkey; /* "sha256//BASE64[;sha256//...]": the peer's public key must be
-                                  one of these (on top of the CA check), or NULL */
+    const char *ca_file;        /* trust anchors; or ca_pem */
+    const char *ca_pem;         /* PEM text of the CA (used when ca_file is NULL) */
+    const char *cert_file;      /* client certificate for mutual TLS, or NULL */
+    const char *key_file;       /* its key */
+    const char *crl_file;       /* PEM CRL of the CA, or NULL: the peer's certificate must not be
+                                   listed in it. The file must exist; it is read for every new
+                                   connection, and a client that sees it replaced (or removed)
+                                   drops its kept-alive connections and TLS sessions first, so a
+                                   revocation also ends connections verified before it */
+    int insecure;               /* skip peer verification: only to fetch a CA that is then pinned
+                                   by fingerprint (join), never for anything else */
+    long connect_timeout_ms;    /* default 3000 */
+    const char *pinned_pubkey;  /* "sha256//BASE64[;sha256//...]": the peer's public key must be
+                                   one of these (on top of the CA check), or NULL */
     const char *source_address; /* local address every connection is made from, or NULL */
-    size_t max_response;      /* bytes of one answer's body; 0: HC_HTTP_DEFAULT_MAX_RESPONSE */
-    size_t max_json_values;   /* JSON values in one answer, an array counting 2 and an object
-                                 8 (what they cost jansson); 0: max_response / 16 */
+    size_t max_response;        /* bytes of one answer's body; 0: HC_HTTP_DEFAULT_MAX_RESPONSE */
+    size_t max_json_values;     /* JSON values in one answer, an array counting 2 and an object
+                                   8 (what they cost jansson); 0: max_response / 16 */
 };
 
 /*
@@ -50,10 +50,10 @@ struct hc_tls_client_config {
 #define HC_HTTP_DEFAULT_MAX_RESPONSE (2u * 1024 * 1024)
 
 struct hc_http_response {
-    long status;   /* HTTP status */
-    char *raw;     /* body bytes, NUL-terminated */
+    long status; /* HTTP status */
+    char *raw;   /* body bytes, NUL-terminated */
     size_t raw_len;
-    json_t *body;  /* parsed body when it is JSON, else NULL */
+    json_t *body; /* parsed body when it is JSON, else NULL */
 };
 void hc_http_response_clear(struct hc_http_response *resp);
 
@@ -82,9 +82,9 @@ int hc_http_request(struct hc_http_client *c, const char *method, const char *ur
 /* Like hc_http_request, but sends len bytes of data as the body (see raw_body below) with
  * optional extra header lines. */
 int hc_http_request_raw(struct hc_http_client *c, const char *method, const char *url,
-                        const char *bearer, const void *data, size_t len,
-                        const char *content_type, const char *const *headers, long timeout_ms,
-                        struct hc_http_response *resp, struct hc_error *err);
+                        const char *bearer, const void *data, size_t len, const char *content_type,
+                        const char *const *headers, long timeout_ms, struct hc_http_response *resp,
+                        struct hc_error *err);
 
 /* A call in a fan-out: the caller fills the inputs, hc_http_fanout fills the outputs. */
 struct hc_http_call {

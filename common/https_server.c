@@ -39,8 +39,9 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <event2/util.h>
+#include <malloc.h>
 #include <netinet/in.h>
-#include <sys/queue.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -48,9 +49,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <netinet/tcp.h>
-#include <malloc.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -340,8 +340,7 @@ const struct hc_route *hc_router_match(const struct hc_router *r, const char *me
         hc_error_set(err, HC_E(NOT_FOUND), "endpoint '%s' not found", path);
         return NULL;
     }
-    hc_error_set(err, HC_E(METHOD_NOT_ALLOWED), "method '%s' not allowed on '%s'", method,
-                 path);
+    hc_error_set(err, HC_E(METHOD_NOT_ALLOWED), "method '%s' not allowed on '%s'", method, path);
     hc_error_hint(err, "allowed: %s", allowed);
     return NULL;
 }
@@ -725,8 +724,7 @@ static void hc_conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
     if (conn->requests && conn->phase == HC_CONN_HEAD && !conn->lines && !conn->len) {
         /* A kept-alive connection with nothing sent since its last reply: routine. */
         HC_DEBUG("closing an idle kept-alive connection after %d ms", srv->deadline_ms);
-    } else if (hc_ratelog_admit(&srv->log_deadline,
-                                "connections closed at the request deadline")) {
+    } else if (hc_ratelog_admit(&srv->log_deadline, "connections closed at the request deadline")) {
         char peer[64];
         SSL *ssl = bufferevent_openssl_get_ssl(conn->bev);
         hc_conn_peer(conn, peer, sizeof(peer));
@@ -863,8 +861,8 @@ static void hc_listener_error_cb(struct evconnlistener *lev, void *ptr)
     struct timeval tv = {l->backoff_ms / 1000, (l->backoff_ms % 1000) * 1000};
     evtimer_add(l->retry, &tv);
     if (hc_ratelog_admit(&srv->log_accept, "accept errors"))
-        HC_WARN("cannot accept connections on %s: %s (%d open); not accepting for %d ms",
-                l->addr, evutil_socket_error_to_string(e), srv->nconns, l->backoff_ms);
+        HC_WARN("cannot accept connections on %s: %s (%d open); not accepting for %d ms", l->addr,
+                evutil_socket_error_to_string(e), srv->nconns, l->backoff_ms);
 }
 
 static void hc_servers_register(struct hc_http_server *srv, int add)
@@ -888,15 +886,24 @@ static void hc_servers_register(struct hc_http_server *srv, int add)
 static const char *hc_method_name(enum evhttp_cmd_type cmd)
 {
     switch (cmd) {
-    case EVHTTP_REQ_GET: return "GET";
-    case EVHTTP_REQ_POST: return "POST";
-    case EVHTTP_REQ_HEAD: return "HEAD";
-    case EVHTTP_REQ_PUT: return "PUT";
-    case EVHTTP_REQ_DELETE: return "DELETE";
-    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
-    case EVHTTP_REQ_TRACE: return "TRACE";
-    case EVHTTP_REQ_CONNECT: return "CONNECT";
-    case EVHTTP_REQ_PATCH: return "PATCH";
+    case EVHTTP_REQ_GET:
+        return "GET";
+    case EVHTTP_REQ_POST:
+        return "POST";
+    case EVHTTP_REQ_HEAD:
+        return "HEAD";
+    case EVHTTP_REQ_PUT:
+        return "PUT";
+    case EVHTTP_REQ_DELETE:
+        return "DELETE";
+    case EVHTTP_REQ_OPTIONS:
+        return "OPTIONS";
+    case EVHTTP_REQ_TRACE:
+        return "TRACE";
+    case EVHTTP_REQ_CONNECT:
+        return "CONNECT";
+    case EVHTTP_REQ_PATCH:
+        return "PATCH";
     }
     return "UNKNOWN";
 }
@@ -1087,7 +1094,8 @@ void *hc_req_user(const struct hc_request *req)
  * its request at any time, and the hook may still want the request's headers. */
 void hc_reply_json(struct hc_request *req, int status, json_t *body)
 {
-    static const char fallback[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+    static const char fallback[] =
+        "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
     if (req->replied) {
         json_decref(body);
         return;
@@ -1304,8 +1312,8 @@ int hc_http_server_listen(struct hc_http_server *srv, const char *addr, int port
         if (l->retry)
             event_free(l->retry);
         evconnlistener_free(lev);
-        return hc_error_set(err, HC_E(INTERNAL), "cannot listen on '%s:%d': out of memory",
-                            addr, port);
+        return hc_error_set(err, HC_E(INTERNAL), "cannot listen on '%s:%d': out of memory", addr,
+                            port);
     }
     l->lev = lev;
     snprintf(l->addr, sizeof(l->addr), "%s:%d", addr, port);

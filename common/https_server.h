@@ -29,10 +29,10 @@
 #define HC_HTTP_DEFAULT_DEADLINE_MS 10000
 
 struct hc_tls_server_config {
-    const char *cert_file;          /* PEM chain for the server */
-    const char *key_file;           /* PEM private key */
-    const char *client_ca_file;     /* NULL: no client certs; else mutual TLS against this CA */
-    const char *required_client_cn; /* NULL: any cert from client_ca_file; else CN must equal */
+    const char *cert_file;           /* PEM chain for the server */
+    const char *key_file;            /* PEM private key */
+    const char *client_ca_file;      /* NULL: no client certs; else mutual TLS against this CA */
+    const char *required_client_cn;  /* NULL: any cert from client_ca_file; else CN must equal */
     const char *required_client_pin; /* NULL: no pin; else the client certificate's public key
                                         must have this hc_pki_cert_pin ("sha256//BASE64") */
 };

@@ -5,9 +5,9 @@
 #include <string.h>
 
 const char *const hc_op_state_names[HC_OP_STATE_COUNT + 1] = {
-    [HC_OP_STATE_PENDING] = "pending",     [HC_OP_STATE_RUNNING] = "running",
-    [HC_OP_STATE_PAUSED] = "paused",       [HC_OP_STATE_SUCCEEDED] = "succeeded",
-    [HC_OP_STATE_FAILED] = "failed",       [HC_OP_STATE_ABORTED] = "aborted",
+    [HC_OP_STATE_PENDING] = "pending", [HC_OP_STATE_RUNNING] = "running",
+    [HC_OP_STATE_PAUSED] = "paused",   [HC_OP_STATE_SUCCEEDED] = "succeeded",
+    [HC_OP_STATE_FAILED] = "failed",   [HC_OP_STATE_ABORTED] = "aborted",
     [HC_OP_STATE_COUNT] = NULL,
 };
 

@@ -314,8 +314,7 @@ X509_REQ *hc_pki_csr_from_pem(const char *pem, struct hc_error *err)
     }
     EVP_PKEY *pk = X509_REQ_get0_pubkey(req);
     if (!pk || X509_REQ_verify(req, pk) != 1) {
-        ossl_fail(err, HC_E(INVALID_ARGUMENT),
-                  "certificate request signature does not verify");
+        ossl_fail(err, HC_E(INVALID_ARGUMENT), "certificate request signature does not verify");
         goto fail;
     }
     if (!key_type_ok(pk)) {
@@ -597,8 +596,7 @@ int hc_pki_crl_save(X509_CRL *crl, const char *path, struct hc_error *err)
 {
     char *pem = hc_pki_crl_to_pem(crl);
     if (!pem)
-        return hc_error_set(err, HC_E(INTERNAL), "cannot encode revocation list for '%s'",
-                            path);
+        return hc_error_set(err, HC_E(INTERNAL), "cannot encode revocation list for '%s'", path);
     int rc = hc_file_write_atomic(path, pem, strlen(pem), 0644, err);
     free(pem);
     return rc;

@@ -30,8 +30,8 @@ struct hc_cert_spec {
     const char *cn;
     const char *const *sans; /* DNS names or IP literals; IPs become iPAddress SANs */
     size_t nsans;
-    int server_auth;         /* EKU serverAuth */
-    int client_auth;         /* EKU clientAuth */
+    int server_auth; /* EKU serverAuth */
+    int client_auth; /* EKU clientAuth */
     int days;
 };
 /* Issues a certificate for pubkey signed by the CA. serial_hex (33 bytes) receives the random

@@ -164,8 +164,7 @@ int hc_file_tmp_open(const char *path, int mode, char *tmp, size_t len, struct h
     if (fchmod(fd, (mode_t)mode & 07777) < 0) {
         int e = errno;
         hc_file_tmp_abort(fd, tmp);
-        return hc_error_set(err, HC_E(IO), "cannot set the mode of '%s': %s", tmp,
-                            strerror(e));
+        return hc_error_set(err, HC_E(IO), "cannot set the mode of '%s': %s", tmp, strerror(e));
     }
     return fd;
 }

@@ -21,11 +21,11 @@ struct hc_poller;
 struct hc_controller {
     char data_dir[1024];
     char db_path[1100];
-    char ca_file[1100];      /* DIR/ca.pem */
-    char ca_key_file[1100];  /* DIR/ca.key */
-    char server_cert[1100];  /* DIR/server.pem */
-    char server_key[1100];   /* DIR/server.key */
-    char client_cert[1100];  /* DIR/client.pem: the controller's identity toward agents */
+    char ca_file[1100];     /* DIR/ca.pem */
+    char ca_key_file[1100]; /* DIR/ca.key */
+    char server_cert[1100]; /* DIR/server.pem */
+    char server_key[1100];  /* DIR/server.key */
+    char client_cert[1100]; /* DIR/client.pem: the controller's identity toward agents */
     char client_key[1100];
     char listen_host[256];
     int listen_port;
@@ -36,7 +36,7 @@ struct hc_controller {
     int64_t agent_timeout_ms; /* per request to an agent; below the poll interval */
     int workers;
     int64_t started_mono_ms;
-    struct event_base *base;  /* the API thread's loop */
+    struct event_base *base; /* the API thread's loop */
     struct hc_ops_pool *ops;
     struct hc_poller *poller;
     struct hc_stop stopping; /* set on the API thread (SIGTERM/SIGINT), read by every thread */

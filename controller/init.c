@@ -12,11 +12,11 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <openssl/x509v3.h>
 #include <unistd.h>
 
 #include "common/json_util.h"
@@ -81,7 +81,8 @@ int hc_controller_check_advertise(const struct hc_controller *ctl, struct hc_err
         return 0;
     hc_error_set(err, HC_E(INVALID_ARGUMENT),
                  "--advertise %s: the controller's certificate does not name that address, so "
-                 "agents would refuse it", host);
+                 "agents would refuse it",
+                 host);
     return hc_error_hint(err, "advertise an address given to 'hcctld init' (--listen, --advertise "
                               "or --san)");
 }
@@ -93,7 +94,8 @@ int hc_controller_url(const struct hc_controller *ctl, char *buf, size_t len, st
     if (is_wildcard(host)) {
         hc_error_set(err, HC_E(PREFLIGHT_FAILED),
                      "the controller listens on %s and advertises no address: nodes cannot be "
-                     "told where to reach it", host[0] ? host : "every address");
+                     "told where to reach it",
+                     host[0] ? host : "every address");
         return hc_error_hint(err, "give hcctld an address the nodes reach: 'hcctld run "
                                   "--advertise ADDR:PORT' (or --listen ADDR:PORT)");
     }
@@ -131,8 +133,7 @@ static int check_fresh(struct init_state *s, struct hc_error *err)
     if (!file_exists(json_path) && !file_exists(s->ctl.db_path))
         return 0;
     if (!s->opts->force) {
-        hc_error_set(err, HC_E(CONFLICT), "data dir '%s' is already initialised",
-                     s->ctl.data_dir);
+        hc_error_set(err, HC_E(CONFLICT), "data dir '%s' is already initialised", s->ctl.data_dir);
         return hc_error_hint(err, "pass --force to start over (this destroys the cluster's state)");
     }
     static const char *const suffixes[] = {"", "-wal", "-shm"};
@@ -143,8 +144,7 @@ static int check_fresh(struct init_state *s, struct hc_error *err)
             return hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", p, strerror(errno));
     }
     if (unlink(json_path) < 0 && errno != ENOENT)
-        return hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", json_path,
-                            strerror(errno));
+        return hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", json_path, strerror(errno));
     return 0;
 }
 
@@ -332,8 +332,8 @@ static int write_cli_config(struct init_state *s, struct hc_error *err)
     snprintf(bak, sizeof(bak), "%s.bak", res->cli_config);
     if (access(res->cli_config, F_OK) == 0) {
         if (rename(res->cli_config, bak) < 0)
-            return hc_error_set(err, HC_E(IO), "cannot keep the old CLI config as '%s': %s",
-                                bak, strerror(errno));
+            return hc_error_set(err, HC_E(IO), "cannot keep the old CLI config as '%s': %s", bak,
+                                strerror(errno));
         res->cli_config_kept = 1;
     }
     char pin[HC_PKI_PIN_LEN];
@@ -376,8 +376,7 @@ static int check_options(struct init_state *s, struct hc_error *err)
                            &s->port, err) < 0)
         return -1;
     if (s->port < 1 || s->port > 65535)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "listen port %d is out of range",
-                            s->port);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "listen port %d is out of range", s->port);
     if (o->advertise && hc_controller_parse_advertise(o->advertise, s->adv_host,
                                                       sizeof(s->adv_host), &s->adv_port, err) < 0)
         return -1;
@@ -386,8 +385,7 @@ static int check_options(struct init_state *s, struct hc_error *err)
                             MAX_SANS - 3);
     const char *name = o->cluster_name ? o->cluster_name : HC_INIT_DEFAULT_CLUSTER_NAME;
     if (!*name || strlen(name) > 63)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
-                            "cluster name must be 1-63 characters");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "cluster name must be 1-63 characters");
     return check_trust_keys(o, err);
 }
 

@@ -24,9 +24,9 @@ struct hc_init_options {
     const char *advertise;   /* ADDR:PORT nodes and the CLI use; NULL: the listen address */
     const char *const *sans; /* extra server certificate names (DNS names or IPs) */
     size_t nsans;
-    const char *cluster_name; /* NULL for HC_INIT_DEFAULT_CLUSTER_NAME */
-    const char *cli_config;   /* NULL for the default path (hc_init_cli_config_path) */
-    int force;                /* start over in an initialised directory */
+    const char *cluster_name;      /* NULL for HC_INIT_DEFAULT_CLUSTER_NAME */
+    const char *cli_config;        /* NULL for the default path (hc_init_cli_config_path) */
+    int force;                     /* start over in an initialised directory */
     const char *const *trust_keys; /* Ed25519 public keys (PEM files) trusted to sign bundles */
     size_t ntrust_keys;
     int64_t admin_token_ttl_ms; /* the first admin token's life; 0: until revoked */

@@ -5,9 +5,9 @@
  * is the table at the end of this file, read by the shared engine (common/cmdline.h), which
  * also generates --help and the man page.
  */
+#include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -24,10 +24,10 @@
 #include "controller/api/api.h"
 #include "controller/api/auth.h"
 #include "controller/controller.h"
-#include "controller/state/events.h"
 #include "controller/init.h"
 #include "controller/ops/ops.h"
 #include "controller/remote/poller.h"
+#include "controller/state/events.h"
 #include "db/db.h"
 
 #define EXIT_USAGE 2
@@ -73,8 +73,7 @@ static int cmd_init(struct hc_cmd_ctx *ctx)
         return hc_cmdline_usage(cl, "too many --trust-key values (max %d)", MAX_TRUST_KEYS);
     if (ttl) {
         struct hc_error terr = {0};
-        if (hc_duration_parse(ttl, &o.admin_token_ttl_ms, &terr) < 0 ||
-            o.admin_token_ttl_ms < 1000)
+        if (hc_duration_parse(ttl, &o.admin_token_ttl_ms, &terr) < 0 || o.admin_token_ttl_ms < 1000)
             return hc_cmdline_usage(cl, "invalid --admin-token-ttl '%s'", ttl);
     }
     struct hc_init_result res;
@@ -333,78 +332,130 @@ static int cmd_version(struct hc_cmd_ctx *ctx)
 /* ---------------------------------------------------------------- the command line */
 
 static const struct hc_cmd_opt init_opts[] = {
-    {.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+    {.name = "data-dir",
+     .type = HC_OPT_STRING,
+     .required = 1,
+     .value_name = "DIR",
      .help = "the controller's data directory (created; must not hold a controller yet)",
      .completer = HC_COMPLETE_FILE},
-    {.name = "listen", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+    {.name = "listen",
+     .type = HC_OPT_STRING,
+     .value_name = "ADDR:PORT",
      .help = "address the API listens on (default " HC_INIT_DEFAULT_LISTEN ")"},
-    {.name = "advertise", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+    {.name = "advertise",
+     .type = HC_OPT_STRING,
+     .value_name = "ADDR:PORT",
      .help = "address agents and hcctl reach the API at (default: --listen)"},
-    {.name = "san", .type = HC_OPT_LIST, .value_name = "NAME",
+    {.name = "san",
+     .type = HC_OPT_LIST,
+     .value_name = "NAME",
      .help = "extra DNS name or IP address in the API certificate (repeatable)"},
-    {.name = "cluster-name", .type = HC_OPT_STRING, .value_name = "NAME",
+    {.name = "cluster-name",
+     .type = HC_OPT_STRING,
+     .value_name = "NAME",
      .help = "the cluster's name (default " HC_INIT_DEFAULT_CLUSTER_NAME ")"},
-    {.name = "cli-config", .type = HC_OPT_STRING, .value_name = "PATH",
+    {.name = "cli-config",
+     .type = HC_OPT_STRING,
+     .value_name = "PATH",
      .help = "where to write hcctl's config (default: $XDG_CONFIG_HOME/hcctl/config.json)",
      .completer = HC_COMPLETE_FILE},
-    {.name = "force", .type = HC_OPT_BOOL,
+    {.name = "force",
+     .type = HC_OPT_BOOL,
      .help = "start over in an initialised directory (a CLI config there is kept as .bak)"},
-    {.name = "trust-key", .type = HC_OPT_LIST, .value_name = "FILE",
+    {.name = "trust-key",
+     .type = HC_OPT_LIST,
+     .value_name = "FILE",
      .help = "Ed25519 public key (PEM) that signs bundles (repeatable)",
      .completer = HC_COMPLETE_FILE},
-    {.name = "admin-token-ttl", .type = HC_OPT_STRING, .value_name = "DUR",
+    {.name = "admin-token-ttl",
+     .type = HC_OPT_STRING,
+     .value_name = "DUR",
      .help = "lifetime of the admin token (default: it never expires)"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt token_create_opts[] = {
-    {.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
-     .help = "the controller's data directory", .completer = HC_COMPLETE_FILE},
-    {.name = "name", .type = HC_OPT_STRING, .required = 1, .value_name = "NAME",
+    {.name = "data-dir",
+     .type = HC_OPT_STRING,
+     .required = 1,
+     .value_name = "DIR",
+     .help = "the controller's data directory",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "name",
+     .type = HC_OPT_STRING,
+     .required = 1,
+     .value_name = "NAME",
      .help = "the token's name (unique)"},
-    {.name = "role", .type = HC_OPT_STRING, .value_name = "ROLE",
+    {.name = "role",
+     .type = HC_OPT_STRING,
+     .value_name = "ROLE",
      .help = "what the token may do: " HC_AUTH_ROLE_ADMIN " or " HC_AUTH_ROLE_READONLY,
      .def = HC_AUTH_ROLE_ADMIN},
-    {.name = "ttl", .type = HC_OPT_STRING, .value_name = "DUR",
+    {.name = "ttl",
+     .type = HC_OPT_STRING,
+     .value_name = "DUR",
      .help = "lifetime of the token (default: it never expires)"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt run_opts[] = {
-    {.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+    {.name = "data-dir",
+     .type = HC_OPT_STRING,
+     .required = 1,
+     .value_name = "DIR",
      .help = "the controller's data directory (made by 'hcctld init')",
      .completer = HC_COMPLETE_FILE},
-    {.name = "listen", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+    {.name = "listen",
+     .type = HC_OPT_STRING,
+     .value_name = "ADDR:PORT",
      .help = "address the API listens on (default: the one init stored)"},
-    {.name = "advertise", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+    {.name = "advertise",
+     .type = HC_OPT_STRING,
+     .value_name = "ADDR:PORT",
      .help = "address agents and hcctl reach the API at (default: the one init stored)"},
-    {.name = "poll-interval", .type = HC_OPT_STRING, .value_name = "DUR",
+    {.name = "poll-interval",
+     .type = HC_OPT_STRING,
+     .value_name = "DUR",
      .help = "how often the poller asks every agent for its state (default 2s)"},
-    {.name = "workers", .type = HC_OPT_STRING, .value_name = "N",
+    {.name = "workers",
+     .type = HC_OPT_STRING,
+     .value_name = "N",
      .help = "operation worker threads, 1 to 64 (default 4)"},
-    {.name = "log-level", .type = HC_OPT_STRING, .value_name = "LEVEL",
+    {.name = "log-level",
+     .type = HC_OPT_STRING,
+     .value_name = "LEVEL",
      .help = "debug, info, warn or error (default info)"},
-    {.name = "max-connections", .type = HC_OPT_STRING, .value_name = "N",
+    {.name = "max-connections",
+     .type = HC_OPT_STRING,
+     .value_name = "N",
      .help = "API connections at once, 1 to 65536 (default 512)"},
-    {.name = "request-deadline", .type = HC_OPT_STRING, .value_name = "DUR",
+    {.name = "request-deadline",
+     .type = HC_OPT_STRING,
+     .value_name = "DUR",
      .help = "time a client has to send one whole request"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb init_verbs[] = {
-    {.name = "init", .handler = cmd_init, .opts = init_opts,
+    {.name = "init",
+     .handler = cmd_init,
+     .opts = init_opts,
      .summary = "set up a data directory: CA, API certificate, database, admin token, CLI config"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb token_verbs[] = {
-    {.name = "create", .handler = cmd_token_create, .opts = token_create_opts,
+    {.name = "create",
+     .handler = cmd_token_create,
+     .opts = token_create_opts,
      .summary = "mint an API token and print it (shown once)"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb run_verbs[] = {
-    {.name = "run", .handler = cmd_run, .opts = run_opts,
+    {.name = "run",
+     .handler = cmd_run,
+     .opts = run_opts,
      .summary = "serve the API, poll the agents and run operations until SIGTERM or SIGINT"},
     {.name = NULL},
 };
@@ -414,14 +465,14 @@ static const struct hc_cmd_verb version_verbs[] = {
     {.name = NULL},
 };
 
-static const struct hc_cmd_group init_group = {.name = "init", .verbs = init_verbs,
-                                               .flags = HC_GROUP_STANDALONE};
-static const struct hc_cmd_group token_group = {.name = "token", .summary = "API tokens",
-                                                .verbs = token_verbs};
-static const struct hc_cmd_group run_group = {.name = "run", .verbs = run_verbs,
-                                              .flags = HC_GROUP_STANDALONE};
-static const struct hc_cmd_group version_group = {.name = "version", .verbs = version_verbs,
-                                                  .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group init_group = {
+    .name = "init", .verbs = init_verbs, .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group token_group = {
+    .name = "token", .summary = "API tokens", .verbs = token_verbs};
+static const struct hc_cmd_group run_group = {
+    .name = "run", .verbs = run_verbs, .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group version_group = {
+    .name = "version", .verbs = version_verbs, .flags = HC_GROUP_STANDALONE};
 static const struct hc_cmd_group *const groups[] = {&init_group, &token_group, &run_group,
                                                     &version_group, NULL};
 
@@ -429,17 +480,18 @@ static const struct hc_cmd_group *const groups[] = {&init_group, &token_group, &
  * indented by two spaces). */
 static const struct hc_cmdline_text command_texts[] = {
     {.name = "init",
-     .text = "Creates DIR (mode 0700) with the database, the cluster CA, the API server\n"
-             "certificate, the controller's client certificate for agents, controller.json and the\n"
-             "first admin API token (admin.token, mode 0600, also printed once), and writes the\n"
-             "local admin's CLI config ($XDG_CONFIG_HOME/hcctl/config.json, or --cli-config).\n"
-             "--advertise is the address nodes and the CLI are given when the controller listens\n"
-             "on a wildcard; --san adds names or addresses to the server certificate;\n"
-             "--trust-key adds an Ed25519 public key that signs software bundles;\n"
-             "--admin-token-ttl makes the first admin token expire (default: it lasts until\n"
-             "revoked; 'hcctl token rotate admin' renews it); --force starts over in an\n"
-             "initialised directory. The CLI config carries the server key's pin\n"
-             "(controller_pin).\n"},
+     .text =
+         "Creates DIR (mode 0700) with the database, the cluster CA, the API server\n"
+         "certificate, the controller's client certificate for agents, controller.json and the\n"
+         "first admin API token (admin.token, mode 0600, also printed once), and writes the\n"
+         "local admin's CLI config ($XDG_CONFIG_HOME/hcctl/config.json, or --cli-config).\n"
+         "--advertise is the address nodes and the CLI are given when the controller listens\n"
+         "on a wildcard; --san adds names or addresses to the server certificate;\n"
+         "--trust-key adds an Ed25519 public key that signs software bundles;\n"
+         "--admin-token-ttl makes the first admin token expire (default: it lasts until\n"
+         "revoked; 'hcctl token rotate admin' renews it); --force starts over in an\n"
+         "initialised directory. The CLI config carries the server key's pin\n"
+         "(controller_pin).\n"},
     {.name = "token create",
      .text = "Prints a new API token. Roles: admin (everything, the default) and readonly (GET\n"
              "only). --ttl makes it expire. Run on the controller host, it is the way back in\n"

@@ -102,10 +102,10 @@ static int fault_fail(struct hc_db *db, struct hc_error *err, const char *sql)
     int code = atomic_load(&fault_code);
     if (!sqlite3_get_autocommit(db->h))
         sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
-    HC_WARN("test hook: database write %ld ('%s') fails: %s",
-            atomic_load(&fault_writes), sql_excerpt(sql, ex), sqlite3_errstr(code));
-    return hc_error_set(err, HC_E(DB), "cannot run '%s' on database '%s': %s",
-                        sql_excerpt(sql, ex), db->path, sqlite3_errstr(code));
+    HC_WARN("test hook: database write %ld ('%s') fails: %s", atomic_load(&fault_writes),
+            sql_excerpt(sql, ex), sqlite3_errstr(code));
+    return hc_error_set(err, HC_E(DB), "cannot run '%s' on database '%s': %s", sql_excerpt(sql, ex),
+                        db->path, sqlite3_errstr(code));
 }
 
 /* Creates the file ourselves so that it never exists with a wider mode than 0600; SQLite gives
@@ -118,8 +118,7 @@ static int create_private(const char *path, struct hc_error *err)
     if (fd < 0 && errno == EEXIST)
         return 0;
     if (fd < 0)
-        return hc_error_set(err, HC_E(DB), "cannot open database '%s': %s", path,
-                            strerror(errno));
+        return hc_error_set(err, HC_E(DB), "cannot open database '%s': %s", path, strerror(errno));
     int rc = fchmod(fd, 0600); /* open()'s mode went through the umask */
     int saved = errno;
     close(fd);
@@ -165,8 +164,7 @@ static int db_set_wal(struct hc_db *db, struct hc_error *err)
     int ok = mode && (strcmp(mode, "wal") == 0 || strcmp(mode, "memory") == 0);
     json_decref(rows);
     if (!ok)
-        return hc_error_set(err, HC_E(DB), "cannot switch database '%s' to wal mode",
-                            db->path);
+        return hc_error_set(err, HC_E(DB), "cannot switch database '%s' to wal mode", db->path);
     return 0;
 }
 

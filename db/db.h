@@ -34,7 +34,7 @@ int hc_db_latest_version(void);
 
 int hc_db_begin(struct hc_db *db, struct hc_error *err); /* BEGIN IMMEDIATE */
 int hc_db_commit(struct hc_db *db, struct hc_error *err);
-void hc_db_rollback(struct hc_db *db);                  /* safe when no transaction is open */
+void hc_db_rollback(struct hc_db *db); /* safe when no transaction is open */
 int hc_db_exec(struct hc_db *db, const char *sql, struct hc_error *err);
 
 /* Prepares sql; NULL with err (500 db_error naming the statement's first words). */
@@ -46,8 +46,8 @@ int hc_db_error(struct hc_db *db, struct hc_error *err, const char *what);
  * (INTEGER -> integer, REAL -> real, TEXT -> string, NULL -> null; a TEXT column whose name
  * ends in "_json" is parsed into JSON). Binds: fmt is one char per parameter:
  * 's' const char *, 'i' int64_t, 'n' NULL. NULL with err on failure. */
-json_t *hc_db_query_json(struct hc_db *db, struct hc_error *err, const char *sql,
-                         const char *fmt, ...);
+json_t *hc_db_query_json(struct hc_db *db, struct hc_error *err, const char *sql, const char *fmt,
+                         ...);
 /* Same binds; runs a statement that returns no rows. Returns sqlite3_changes() or -1. */
 int hc_db_run(struct hc_db *db, struct hc_error *err, const char *sql, const char *fmt, ...);
 

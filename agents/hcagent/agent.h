@@ -32,13 +32,13 @@
 
 /* The contents of agent.json. */
 struct hc_agent_config {
-    char name[64];        /* node name, also the certificate's CN */
-    char controller[512]; /* controller base URL, no trailing slash */
-    char listen[300];     /* ADDR:PORT the agent API binds */
-    char agent_url[320];  /* URL the controller uses to reach this agent */
-    char controller_pin[64]; /* the controller's server key (hc_pki_cert_pin), given at
-                                enrollment: downloads from the controller pin it; "" in
-                                configurations from before pins */
+    char name[64];                  /* node name, also the certificate's CN */
+    char controller[512];           /* controller base URL, no trailing slash */
+    char listen[300];               /* ADDR:PORT the agent API binds */
+    char agent_url[320];            /* URL the controller uses to reach this agent */
+    char controller_pin[64];        /* the controller's server key (hc_pki_cert_pin), given at
+                                       enrollment: downloads from the controller pin it; "" in
+                                       configurations from before pins */
     char controller_client_pin[64]; /* the controller's client key: the only client the agent
                                        API accepts ("" before pins: the CN alone decides) */
 };

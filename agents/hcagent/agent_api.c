@@ -50,9 +50,9 @@ static void status_route(struct hc_request *req, void *arg)
 {
     struct hc_agent *agent = arg;
     json_int_t uptime = (json_int_t)((hc_mono_ms() - agent->started_ms) / 1000);
-    json_t *body = json_pack("{s:s, s:s, s:s, s:I}", "agent_version", HC_VERSION, "node_name",
-                             agent->cfg.name, "hostname", agent->hostname, "uptime_seconds",
-                             uptime);
+    json_t *body =
+        json_pack("{s:s, s:s, s:s, s:I}", "agent_version", HC_VERSION, "node_name", agent->cfg.name,
+                  "hostname", agent->hostname, "uptime_seconds", uptime);
     hc_agent_software_status(agent->sw, body); /* service, software_version */
     hc_reply_json(req, 200, body);
 }
@@ -125,7 +125,8 @@ static void leave_route(struct hc_request *req, void *arg)
         char name[64];
         if ((purge && !json_is_boolean(purge)) || (keep_as && !keep_name_valid(keep_as))) {
             struct hc_error err = {0};
-            hc_error_set(&err, HC_E(INVALID_ARGUMENT), "leave: 'purge' must be a boolean "
+            hc_error_set(&err, HC_E(INVALID_ARGUMENT),
+                         "leave: 'purge' must be a boolean "
                          "and 'keep_as' 1 to 128 of [A-Za-z0-9._-], not starting with '.'");
             hc_reply_error(req, &err);
             return;
@@ -143,8 +144,9 @@ static void leave_route(struct hc_request *req, void *arg)
         agent->leaving = 1;
         evtimer_add(agent->leave_timer, &tv);
     }
-    hc_reply_json(req, 202, json_pack("{s:b, s:b, s:s?}", "leaving", 1, "purge", agent->purge,
-                                      "service_data", agent->kept[0] ? agent->kept : NULL));
+    hc_reply_json(req, 202,
+                  json_pack("{s:b, s:b, s:s?}", "leaving", 1, "purge", agent->purge, "service_data",
+                            agent->kept[0] ? agent->kept : NULL));
 }
 
 /* After the service has stopped, a node that left keeps nothing of the cluster's but the
@@ -202,8 +204,8 @@ static int agent_routes(struct hc_agent *agent, struct hc_error *err)
         return hc_error_set(err, HC_E(INTERNAL), "cannot register agent API routes");
     if (hc_agent_net_routes(agent, agent->srv, agent->base, err) < 0)
         return -1;
-    if (!(agent->sw = hc_agent_software_new(agent->srv, agent->base, agent->data_dir, &agent->cfg,
-                                            err)))
+    if (!(agent->sw =
+              hc_agent_software_new(agent->srv, agent->base, agent->data_dir, &agent->cfg, err)))
         return -1;
     return 0;
 }
@@ -225,10 +227,9 @@ static int agent_server(struct hc_agent *agent, struct hc_error *err)
                                        .required_client_cn = HC_CONTROLLER_CLIENT_CN,
                                        /* only the controller's own key, whatever else the
                                         * CA may have signed with that CN */
-                                       .required_client_pin =
-                                           agent->cfg.controller_client_pin[0]
-                                               ? agent->cfg.controller_client_pin
-                                               : NULL};
+                                       .required_client_pin = agent->cfg.controller_client_pin[0]
+                                                                  ? agent->cfg.controller_client_pin
+                                                                  : NULL};
     agent->srv = hc_http_server_new(agent->base, &tls, err);
     if (!agent->srv) {
         hc_error_prefix(err, "cannot start the agent API from '%s'", agent->data_dir);

@@ -270,8 +270,7 @@ static int parse_result(const char *text, const char *address, int port,
     json_t *sent = json_object_get(end, "sum_sent");
     json_t *recv = json_object_get(end, "sum_received");
     if (!doc || msg || !json_is_object(recv)) {
-        hc_error_set(err, HC_E(UNREACHABLE), "iperf3 test toward %s:%d failed: %s", address,
-                     port,
+        hc_error_set(err, HC_E(UNREACHABLE), "iperf3 test toward %s:%d failed: %s", address, port,
                      msg   ? msg
                      : doc ? "no result"
                            : "no output (killed by the watchdog?)");

@@ -65,8 +65,8 @@ static int pidfile_busy(const char *path)
 static int redirect_stdio(const char *log_file)
 {
     int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int out = open(log_file ? log_file : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-                   0640);
+    int out =
+        open(log_file ? log_file : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (in < 0 || out < 0)
         return -1;
     dup2(in, STDIN_FILENO);

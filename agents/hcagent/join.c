@@ -24,14 +24,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents/hcagent/privilege.h"
+#include "agents/hcagent/software.h"
 #include "common/https_client.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/pki.h"
 #include "common/token.h"
 #include "common/util.h"
-#include "agents/hcagent/privilege.h"
-#include "agents/hcagent/software.h"
 
 #define JOIN_TIMEOUT_MS 15000
 
@@ -81,8 +81,8 @@ static int source_address(const char *host, const char *port, int family, char *
     struct addrinfo *res = NULL;
     int gai = getaddrinfo(host, port, &hints, &res);
     if (gai != 0)
-        return hc_error_set(err, HC_E(UNREACHABLE), "cannot resolve controller host '%s': %s",
-                            host, gai_strerror(gai));
+        return hc_error_set(err, HC_E(UNREACHABLE), "cannot resolve controller host '%s': %s", host,
+                            gai_strerror(gai));
     int rc = -1, fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
@@ -115,8 +115,8 @@ int hc_join_agent_url(const char *controller, const char *listen, char *out, siz
     if (hc_split_host_port(listen, host, sizeof(host), &port, err) < 0)
         return hc_error_prefix(err, "invalid listen address");
     if (port == 0)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
-                            "listen address '%s' needs a fixed port", listen);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "listen address '%s' needs a fixed port",
+                            listen);
     const char *adv = host;
     int v4_any = strcmp(host, "0.0.0.0") == 0, v6_any = strcmp(host, "::") == 0;
     if (v4_any || v6_any) {
@@ -162,7 +162,7 @@ static int response_error(const struct hc_http_response *resp, const char *what,
 {
     if (hc_error_from_json(err, resp->body, (int)resp->status) < 0)
         hc_error_set_wire(err, (int)resp->status, HC_ERR_INTERNAL, "unexpected HTTP status %ld",
-                     resp->status);
+                          resp->status);
     return hc_error_prefix(err, "%s", what);
 }
 
@@ -220,8 +220,8 @@ static int enroll(struct join *j, json_t **reply, struct hc_error *err)
     int port;
     /* The controller issues the certificate for the address the request comes from (unless the
      * token names one), so connect from the address the agent will listen on. */
-    if (hc_split_host_port(j->cfg.agent_url + strlen("https://"), host, sizeof(host), &port,
-                           err) < 0)
+    if (hc_split_host_port(j->cfg.agent_url + strlen("https://"), host, sizeof(host), &port, err) <
+        0)
         return hc_error_prefix(err, "agent URL '%s'", j->cfg.agent_url);
     struct hc_tls_client_config tls = {.ca_pem = j->ca_pem, .source_address = host};
     struct hc_http_client *client = NULL;
@@ -272,16 +272,17 @@ static int check_enrollment(struct join *j, const json_t *reply, struct hc_error
                 HC_CONTROLLER_CLIENT_CN);
     const char *pin = hc_json_str(reply, "controller_pin", "");
     if (strncmp(pin, "sha256//", 8) != 0 || strlen(pin) >= sizeof(j->cfg.controller_pin))
-        return hc_error_set(err, HC_E(TLS), "controller's enrollment answer has no valid "
-                                                  "controller_pin");
+        return hc_error_set(err, HC_E(TLS),
+                            "controller's enrollment answer has no valid "
+                            "controller_pin");
     snprintf(j->cfg.controller_pin, sizeof(j->cfg.controller_pin), "%s", pin);
     const char *client_pin = hc_json_str(reply, "controller_client_pin", "");
     if (strncmp(client_pin, "sha256//", 8) != 0 ||
         strlen(client_pin) >= sizeof(j->cfg.controller_client_pin))
-        return hc_error_set(err, HC_E(TLS), "controller's enrollment answer has no valid "
-                                                  "controller_client_pin");
-    snprintf(j->cfg.controller_client_pin, sizeof(j->cfg.controller_client_pin), "%s",
-             client_pin);
+        return hc_error_set(err, HC_E(TLS),
+                            "controller's enrollment answer has no valid "
+                            "controller_client_pin");
+    snprintf(j->cfg.controller_client_pin, sizeof(j->cfg.controller_client_pin), "%s", client_pin);
     const json_t *node = json_object_get(reply, "node");
     HC_INFO("enrolled as node '%s' (certificate serial %s)", j->cfg.name,
             hc_json_str(node, "cert_serial", "?"));
@@ -340,8 +341,8 @@ static int prepare_data_dir(const char *dir, int *created, struct hc_error *err)
         return 0;
     }
     if (!S_ISDIR(st.st_mode))
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
-                            "data directory '%s' is not a directory", dir);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "data directory '%s' is not a directory",
+                            dir);
     char *cfg = hc_path_join(dir, HC_AGENT_FILE_CONFIG);
     int enrolled = cfg && access(cfg, F_OK) == 0;
     free(cfg);

@@ -338,39 +338,65 @@ static int cmd_help(struct hc_cmd_ctx *ctx)
 /* ---------------------------------------------------------------- the command line */
 
 #define LOG_LEVEL_OPT                                                                              \
-    {.name = "log-level", .type = HC_OPT_STRING, .value_name = "LEVEL",                            \
-     .help = "debug, info, warn or error (default info)"}
+    {                                                                                              \
+        .name = "log-level", .type = HC_OPT_STRING, .value_name = "LEVEL",                         \
+        .help = "debug, info, warn or error (default info)"                                        \
+    }
 /* --daemon and its companions, and the agent API server's guards. */
 #define DAEMON_OPTS                                                                                \
-    {.name = "daemon", .type = HC_OPT_BOOL,                                                        \
+    {.name = "daemon",                                                                             \
+     .type = HC_OPT_BOOL,                                                                          \
      .help = "detach and run supervised: restarted with backoff if it crashes"},                   \
-    {.name = "pidfile", .type = HC_OPT_STRING, .value_name = "FILE",                               \
-     .help = "with --daemon: the supervisor's pid", .completer = HC_COMPLETE_FILE},                \
-    {.name = "log-file", .type = HC_OPT_STRING, .value_name = "FILE",                              \
-     .help = "with --daemon: where the agent logs (default /dev/null)",                            \
-     .completer = HC_COMPLETE_FILE},                                                               \
-    {.name = "max-connections", .type = HC_OPT_STRING, .value_name = "N",                          \
-     .help = "agent API connections at once (default 64)"},                                        \
-    {.name = "request-deadline", .type = HC_OPT_STRING, .value_name = "DUR",                       \
-     .help = "time for a connection's TLS handshake and request head (and body), from accept "     \
-             "or the previous reply (default 10s)"}
+        {.name = "pidfile",                                                                        \
+         .type = HC_OPT_STRING,                                                                    \
+         .value_name = "FILE",                                                                     \
+         .help = "with --daemon: the supervisor's pid",                                            \
+         .completer = HC_COMPLETE_FILE},                                                           \
+        {.name = "log-file",                                                                       \
+         .type = HC_OPT_STRING,                                                                    \
+         .value_name = "FILE",                                                                     \
+         .help = "with --daemon: where the agent logs (default /dev/null)",                        \
+         .completer = HC_COMPLETE_FILE},                                                           \
+        {.name = "max-connections",                                                                \
+         .type = HC_OPT_STRING,                                                                    \
+         .value_name = "N",                                                                        \
+         .help = "agent API connections at once (default 64)"},                                    \
+    {                                                                                              \
+        .name = "request-deadline", .type = HC_OPT_STRING, .value_name = "DUR",                    \
+        .help = "time for a connection's TLS handshake and request head (and body), from accept "  \
+                "or the previous reply (default 10s)"                                              \
+    }
 
 static const struct hc_cmd_opt join_opts[] = {
-    {.name = "controller", .type = HC_OPT_STRING, .value_name = "URL",
+    {.name = "controller",
+     .type = HC_OPT_STRING,
+     .value_name = "URL",
      .help = "controller API, e.g. https://10.0.0.1:7443"},
-    {.name = "data-dir", .type = HC_OPT_STRING, .value_name = "DIR",
+    {.name = "data-dir",
+     .type = HC_OPT_STRING,
+     .value_name = "DIR",
      .help = "where the agent keeps its key, certificates and config (0700)",
      .completer = HC_COMPLETE_FILE},
-    {.name = "token-file", .type = HC_OPT_STRING, .value_name = "FILE",
+    {.name = "token-file",
+     .type = HC_OPT_STRING,
+     .value_name = "FILE",
      .help = "a file holding the join token (keep it 0600; else HCAGENT_TOKEN)",
      .completer = HC_COMPLETE_FILE},
-    {.name = "token", .type = HC_OPT_LIST, .value_name = "TOKEN",
+    {.name = "token",
+     .type = HC_OPT_LIST,
+     .value_name = "TOKEN",
      .help = "the join token on the command line (visible to other users in ps: avoid)"},
-    {.name = "listen", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+    {.name = "listen",
+     .type = HC_OPT_STRING,
+     .value_name = "ADDR:PORT",
      .help = "address of the agent API (default " HC_AGENT_DEFAULT_LISTEN ")"},
-    {.name = "name", .type = HC_OPT_STRING, .value_name = "NAME",
+    {.name = "name",
+     .type = HC_OPT_STRING,
+     .value_name = "NAME",
      .help = "node name (default: the hostname)"},
-    {.name = "config", .type = HC_OPT_STRING, .value_name = "FILE",
+    {.name = "config",
+     .type = HC_OPT_STRING,
+     .value_name = "FILE",
      .help = "JSON with any of controller, data_dir, listen, name, token_file (what 'hcctl "
              "cluster create' installs); options override it",
      .completer = HC_COMPLETE_FILE},
@@ -380,20 +406,27 @@ static const struct hc_cmd_opt join_opts[] = {
 };
 
 static const struct hc_cmd_opt run_opts[] = {
-    {.name = "data-dir", .type = HC_OPT_STRING, .value_name = "DIR",
-     .help = "the agent's data directory", .completer = HC_COMPLETE_FILE},
+    {.name = "data-dir",
+     .type = HC_OPT_STRING,
+     .value_name = "DIR",
+     .help = "the agent's data directory",
+     .completer = HC_COMPLETE_FILE},
     LOG_LEVEL_OPT,
     DAEMON_OPTS,
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb join_verbs[] = {
-    {.name = "join", .handler = cmd_join, .opts = join_opts,
+    {.name = "join",
+     .handler = cmd_join,
+     .opts = join_opts,
      .summary = "enroll this node with a controller (one-time join token), then serve"},
     {.name = NULL},
 };
 static const struct hc_cmd_verb run_verbs[] = {
-    {.name = "run", .handler = cmd_run, .opts = run_opts,
+    {.name = "run",
+     .handler = cmd_run,
+     .opts = run_opts,
      .summary = "serve the agent API from an enrolled data directory"},
     {.name = NULL},
 };
@@ -412,7 +445,8 @@ static const struct hc_cmd_verb probe_verbs[] = {
     {.name = NULL},
 };
 static const struct hc_cmd_verb probe_responder_verbs[] = {
-    {.name = "probe-responder", .handler = cmd_probe_responder,
+    {.name = "probe-responder",
+     .handler = cmd_probe_responder,
      .flags = HC_CMD_HIDDEN | HC_CMD_RAW},
     {.name = NULL},
 };
@@ -425,14 +459,16 @@ static const struct hc_cmd_verb bench_server_verbs[] = {
     {.name = NULL},
 };
 
-static const struct hc_cmd_group join_group = {.name = "join", .verbs = join_verbs,
-                                               .flags = HC_GROUP_STANDALONE};
-static const struct hc_cmd_group run_group = {.name = "run", .verbs = run_verbs,
-                                              .flags = HC_GROUP_STANDALONE};
-static const struct hc_cmd_group version_group = {.name = "version", .verbs = version_verbs,
-                                                  .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group join_group = {
+    .name = "join", .verbs = join_verbs, .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group run_group = {
+    .name = "run", .verbs = run_verbs, .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group version_group = {
+    .name = "version", .verbs = version_verbs, .flags = HC_GROUP_STANDALONE};
 #define HIDDEN_GROUP(group_name, group_verbs)                                                      \
-    {.name = group_name, .verbs = group_verbs, .flags = HC_GROUP_STANDALONE | HC_CMD_HIDDEN}
+    {                                                                                              \
+        .name = group_name, .verbs = group_verbs, .flags = HC_GROUP_STANDALONE | HC_CMD_HIDDEN     \
+    }
 static const struct hc_cmd_group hidden_groups[] = {
     HIDDEN_GROUP("help", help_verbs),
     HIDDEN_GROUP("probe", probe_verbs),
@@ -441,9 +477,9 @@ static const struct hc_cmd_group hidden_groups[] = {
     HIDDEN_GROUP("__bench-server", bench_server_verbs),
 };
 static const struct hc_cmd_group *const groups[] = {
-    &join_group,       &run_group,        &version_group,    &hidden_groups[0],
-    &hidden_groups[1], &hidden_groups[2], &hidden_groups[3], &hidden_groups[4],
-    NULL,
+    &join_group,       &run_group,        &version_group,
+    &hidden_groups[0], &hidden_groups[1], &hidden_groups[2],
+    &hidden_groups[3], &hidden_groups[4], NULL,
 };
 
 static const struct hc_cmdline_text command_texts[] = {
@@ -459,20 +495,20 @@ static const struct hc_cmdline_text command_texts[] = {
          "  HCAGENT_TOKEN         the environment variable (used when no token option is given)\n"
          "  --token TOKEN         the command line (visible to other users in ps: avoid)\n"},
     {.name = "run",
-     .text =
-         "Serves the agent API with the credentials written by 'hcagent join'. Stops on\n"
-         "SIGTERM or SIGINT, or after the controller asks it to leave the cluster.\n"},
+     .text = "Serves the agent API with the credentials written by 'hcagent join'. Stops on\n"
+             "SIGTERM or SIGINT, or after the controller asks it to leave the cluster.\n"},
     {.name = NULL},
 };
 
 static const struct hc_cmdline_text man_sections[] = {
     {.name = "DESCRIPTION",
-     .text = "One hcagent runs on every node of the cluster. It serves a small HTTPS API that only\n"
-             "the controller, hcctld(8), may call (mutual TLS: a client certificate from the\n"
-             "cluster CA with CN hcctld-client): it reports the node (versions, interfaces, MTUs),\n"
-             "changes the storage interface's MTU with an automatic revert unless confirmed,\n"
-             "answers path-MTU probes on UDP port 7445, runs iperf3 tests, and installs,\n"
-             "supervises and upgrades the storage-node service.\n"},
+     .text =
+         "One hcagent runs on every node of the cluster. It serves a small HTTPS API that only\n"
+         "the controller, hcctld(8), may call (mutual TLS: a client certificate from the\n"
+         "cluster CA with CN hcctld-client): it reports the node (versions, interfaces, MTUs),\n"
+         "changes the storage interface's MTU with an automatic revert unless confirmed,\n"
+         "answers path-MTU probes on UDP port 7445, runs iperf3 tests, and installs,\n"
+         "supervises and upgrades the storage-node service.\n"},
     {.name = "COMMANDS"},
     {.name = "FILES",
      .text = "  DIR/agent.key            the agent's private key (mode 0600)\n"

@@ -1,6 +1,6 @@
 /*
- * MTU changes with a revert timer (agents/hcagent/mtu.h): rtnetlink get/set of one link's MTU, and the
- * commit-confirmed manager whose pending change survives an agent restart.
+ * MTU changes with a revert timer (agents/hcagent/mtu.h): rtnetlink get/set of one link's MTU, and
+ * the commit-confirmed manager whose pending change survives an agent restart.
  *
  * Order of a change, so that a crash at any point still ends in a revert: the pending change is
  * written to the state file first, then the MTU is set, then the timer is armed. A restart finds
@@ -161,8 +161,7 @@ static int flush_write(const char *path, struct hc_error *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        hc_error_set(err, HC_E(IO), "cannot flush the route cache ('%s'): %s", path,
-                     strerror(e));
+        hc_error_set(err, HC_E(IO), "cannot flush the route cache ('%s'): %s", path, strerror(e));
         if (e == EACCES || e == EPERM)
             hc_error_hint(err, "the agent needs CAP_NET_ADMIN in its network namespace");
         return -1;
@@ -188,7 +187,8 @@ static void flush_after_change(const struct hc_mtu_change *c)
     struct hc_error err = {0};
     if (hc_mtu_route_flush(&err) < 0)
         HC_WARN("mtu change %s on %s: %s; path MTUs cached at the old MTU stay until they expire "
-                "(~10 min)", c->change_id, c->interface, err.message);
+                "(~10 min)",
+                c->change_id, c->interface, err.message);
 }
 
 /* ================================================================ manager */
@@ -328,8 +328,8 @@ static int revert_pending(struct hc_mtu_mgr *m, int requested)
             HC_WARN("mtu change %s reverted at the controller's request: %s from %d to %d",
                     c.change_id, c.interface, c.mtu, c.previous_mtu);
         else
-            HC_WARN("mtu change %s not confirmed in time: %s reverted from %d to %d",
-                    c.change_id, c.interface, c.mtu, c.previous_mtu);
+            HC_WARN("mtu change %s not confirmed in time: %s reverted from %d to %d", c.change_id,
+                    c.interface, c.mtu, c.previous_mtu);
         flush_after_change(&c);
     }
     m->last_revert = c;
@@ -355,8 +355,7 @@ int hc_mtu_revert(struct hc_mtu_mgr *m, const char *change_id, struct hc_mtu_cha
         revert_pending(m, 1);
     } else if (!m->has_last_revert || strcmp(r->change_id, change_id) != 0) {
         if (strcmp(m->last_confirmed, change_id) == 0) {
-            hc_error_set(err, HC_E(CONFLICT), "mtu change %s was confirmed: it stays",
-                         change_id);
+            hc_error_set(err, HC_E(CONFLICT), "mtu change %s was confirmed: it stays", change_id);
             return hc_error_hint(err, "set the old MTU back with a new change");
         }
         return hc_error_set(err, HC_E(NOT_FOUND), "mtu change '%s' not found", change_id);
@@ -364,8 +363,10 @@ int hc_mtu_revert(struct hc_mtu_mgr *m, const char *change_id, struct hc_mtu_cha
     if (out)
         *out = *r;
     if (r->revert_error[0])
-        return hc_error_set(err, HC_E(IO), "mtu change %s: %s could not be set back to %d: "
-                            "%s", change_id, r->interface, r->previous_mtu, r->revert_error);
+        return hc_error_set(err, HC_E(IO),
+                            "mtu change %s: %s could not be set back to %d: "
+                            "%s",
+                            change_id, r->interface, r->previous_mtu, r->revert_error);
     return 0;
 }
 
@@ -433,9 +434,9 @@ static int check_apply(struct hc_mtu_mgr *m, const char *ifname, int mtu, int64_
         return hc_error_hint(err, "confirm it or wait for its revert");
     }
     if (revert_after_ms < HC_MTU_MIN_REVERT_MS || revert_after_ms > HC_MTU_MAX_REVERT_MS)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
-                            "revert_after_ms %lld is outside %d..%lld", (long long)revert_after_ms,
-                            HC_MTU_MIN_REVERT_MS, (long long)HC_MTU_MAX_REVERT_MS);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "revert_after_ms %lld is outside %d..%lld",
+                            (long long)revert_after_ms, HC_MTU_MIN_REVERT_MS,
+                            (long long)HC_MTU_MAX_REVERT_MS);
     if (hc_mtu_link_get(ifname, link, err) < 0)
         return -1;
     if (mtu < link->min_mtu || mtu > link->max_mtu)

@@ -191,8 +191,8 @@ static void job_start(struct net_ctx *ctx, struct hc_request *req, struct job *j
     struct hc_error err = {0};
     job->ctx = ctx;
     if (ctx->njobs >= MAX_JOBS) {
-        hc_error_set(&err, HC_E(CONFLICT),
-                     "%d network tests are already running on this agent", ctx->njobs);
+        hc_error_set(&err, HC_E(CONFLICT), "%d network tests are already running on this agent",
+                     ctx->njobs);
         hc_error_hint(&err, "retry when they have finished");
         goto fail;
     }
@@ -373,8 +373,7 @@ static void mtu_set_route(struct hc_request *req, void *arg)
         return;
     }
     if (!json_is_integer(mtu) || !json_is_integer(after)) {
-        hc_error_set(&err, HC_E(INVALID_ARGUMENT),
-                     "mtu and revert_after_ms must be integers");
+        hc_error_set(&err, HC_E(INVALID_ARGUMENT), "mtu and revert_after_ms must be integers");
         hc_reply_error(req, &err);
         return;
     }

@@ -68,8 +68,7 @@ static int nl_dump(struct mnl_socket *nl, int type, size_t hdr_len, mnl_cb_t cb,
     do {
         ssize_t n = mnl_socket_recvfrom(nl, buf, NL_BUF_SIZE);
         if (n < 0) {
-            hc_error_set(err, HC_E(INTERNAL), "cannot read netlink reply: %s",
-                         strerror(errno));
+            hc_error_set(err, HC_E(INTERNAL), "cannot read netlink reply: %s", strerror(errno));
             goto cleanup;
         }
         ret = mnl_cb_run(buf, (size_t)n, seq, portid, cb, data);
@@ -243,8 +242,7 @@ json_t *hc_netinfo_interfaces(struct hc_error *err)
     struct scan scan = {json_array(), json_object()};
     struct mnl_socket *nl = mnl_socket_open(NETLINK_ROUTE);
     if (!nl || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-        hc_error_set(err, HC_E(INTERNAL), "cannot open rtnetlink socket: %s",
-                     strerror(errno));
+        hc_error_set(err, HC_E(INTERNAL), "cannot open rtnetlink socket: %s", strerror(errno));
         goto cleanup;
     }
     if (!scan.list || !scan.by_index) {

@@ -162,8 +162,7 @@ int hc_privilege_restrict_agent(struct hc_error *err)
         return hc_error_set(err, HC_E(INTERNAL), "cannot clear the ambient capabilities: %s",
                             strerror(errno));
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return hc_error_set(err, HC_E(INTERNAL), "cannot set no_new_privs: %s",
-                            strerror(errno));
+        return hc_error_set(err, HC_E(INTERNAL), "cannot set no_new_privs: %s", strerror(errno));
     if (geteuid() == 0 && (prm & HC_AGENT_CAPS) != HC_AGENT_CAPS) {
         char missing[200];
         caps_names(HC_AGENT_CAPS & ~prm, missing, sizeof(missing));
@@ -387,8 +386,8 @@ int hc_privilege_service_dir(const char *dir, const char *const *reach,
     if (open_parent(dir, err) < 0)
         return -1;
     if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-        return hc_error_set(err, HC_E(IO),
-                            "the service's data directory '%s' is not a directory", dir);
+        return hc_error_set(err, HC_E(IO), "the service's data directory '%s' is not a directory",
+                            dir);
     if (st.st_uid != u->uid || st.st_gid != u->gid) {
         if (st.st_uid == geteuid() && chmod(dir, 0700) < 0)
             return hc_error_set(err, HC_E(IO), "cannot chmod '%s': %s", dir, strerror(errno));
@@ -398,8 +397,8 @@ int hc_privilege_service_dir(const char *dir, const char *const *reach,
         if (nftw(dir, hand_over, 32, FTW_PHYS | FTW_DEPTH | FTW_MOUNT) < 0 || walk_failed ||
             lchown(dir, u->uid, u->gid) < 0) {
             int e = walk_failed ? walk_failed : errno;
-            return hc_error_set(err, HC_E(IO), "cannot give '%s' to the service user %s: %s",
-                                dir, u->name, strerror(e));
+            return hc_error_set(err, HC_E(IO), "cannot give '%s' to the service user %s: %s", dir,
+                                u->name, strerror(e));
         }
         HC_INFO("service data '%s' now belongs to the service user %s (was %u:%u)%s", dir, u->name,
                 (unsigned)st.st_uid, (unsigned)st.st_gid,
@@ -431,8 +430,8 @@ int hc_privilege_service_write(const char *dir, const char *name, const void *da
     setfsuid(u.uid);
     int rc;
     if ((uid_t)setfsuid((uid_t)-1) != u.uid || (gid_t)setfsgid((gid_t)-1) != u.gid)
-        rc = hc_error_set(err, HC_E(INTERNAL), "cannot write '%s' as the service user %s",
-                          path, u.name);
+        rc = hc_error_set(err, HC_E(INTERNAL), "cannot write '%s' as the service user %s", path,
+                          u.name);
     else
         rc = hc_file_write_atomic(path, data, len, mode, err);
     setfsuid(old_uid);
@@ -479,9 +478,9 @@ int hc_privilege_service_remove(const char *dir, struct hc_error *err)
     struct hc_service_user u;
     struct stat st;
     if (lstat(dir, &st) < 0)
-        return errno == ENOENT ? 0
-                               : hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", dir,
-                                              strerror(errno));
+        return errno == ENOENT
+                   ? 0
+                   : hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode))
         return hc_error_set(err, HC_E(IO), "'%s' is not a directory", dir);
     if (hc_privilege_service_user(&u, err) < 0)

@@ -233,8 +233,8 @@ static void responder_echo(struct hc_probe_responder *r, size_t len, struct sock
         /* EMSGSIZE: the way back is narrower than the probe; the prober sees the loss. */
         char addr[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &peer->sin_addr, addr, sizeof(addr));
-        HC_DEBUG("probe responder: cannot echo %zu bytes to %s: %s", len + HC_IPV4_UDP_HEADERS, addr,
-                 strerror(errno));
+        HC_DEBUG("probe responder: cannot echo %zu bytes to %s: %s", len + HC_IPV4_UDP_HEADERS,
+                 addr, strerror(errno));
         return;
     }
     r->echoes++;
@@ -637,7 +637,8 @@ static void read_replies(struct prober *p, struct tstate *ts)
         if ((seq >> 16) != ts->round || idx >= (unsigned)ts->nslots)
             continue; /* an echo from an earlier round */
         struct slot *s = &ts->slots[idx];
-        if (n != s->size - HC_IPV4_UDP_HEADERS || attempt >= (unsigned)s->sent || s->state == SLOT_OK)
+        if (n != s->size - HC_IPV4_UDP_HEADERS || attempt >= (unsigned)s->sent ||
+            s->state == SLOT_OK)
             continue;
         s->state = SLOT_OK;
         s->rtt_ms = (double)(mono_us() - s->sent_us[attempt]) / 1000.0;
@@ -803,8 +804,7 @@ static int open_target(const struct prober *p, struct tstate *ts, struct hc_erro
     set_int_opt(fd, SOL_SOCKET, SO_SNDBUF, PROBE_SOCKBUF);
     if (set_int_opt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO) < 0 ||
         set_int_opt(fd, IPPROTO_IP, IP_RECVERR, 1) < 0)
-        return hc_error_set(err, HC_E(IO), "cannot set up a probe socket: %s",
-                            strerror(errno));
+        return hc_error_set(err, HC_E(IO), "cannot set up a probe socket: %s", strerror(errno));
     if (p->source.s_addr != htonl(INADDR_ANY)) {
         struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr = p->source};
         if (bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0)
@@ -945,9 +945,8 @@ int hc_probe_run(const struct hc_probe_options *opt, struct hc_probe_target *tar
     struct prober p;
     for (size_t i = 0; i < n; i++)
         if (targets[i].size < HC_PROBE_MIN_SIZE || targets[i].size > HC_PROBE_MAX_SIZE)
-            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
-                                "probe size %d is outside %d..%d", targets[i].size,
-                                HC_PROBE_MIN_SIZE, HC_PROBE_MAX_SIZE);
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT), "probe size %d is outside %d..%d",
+                                targets[i].size, HC_PROBE_MIN_SIZE, HC_PROBE_MAX_SIZE);
     if (prober_init(&p, opt, err) < 0)
         return -1;
     int rc = 0;

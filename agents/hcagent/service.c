@@ -152,8 +152,8 @@ static void history_trim(struct hc_service *svc)
     for (; drop > 0 && keep; drop--)
         if ((keep = memchr(keep, '\n', len - (size_t)(keep - text))))
             keep++;
-    if (keep && hc_file_write_atomic(svc->history_path, keep, len - (size_t)(keep - text), 0644,
-                                     &err) < 0)
+    if (keep &&
+        hc_file_write_atomic(svc->history_path, keep, len - (size_t)(keep - text), 0644, &err) < 0)
         HC_WARN("cannot trim the service history: %s", err.message);
     else
         svc->history_lines = lines < HISTORY_KEEP ? lines : HISTORY_KEEP;
@@ -169,9 +169,8 @@ static void history(struct hc_service *svc, const char *event, pid_t pid, const 
         char *text = NULL;
         size_t len = 0;
         struct hc_error ignore = {0};
-        svc->history_lines = hc_file_read(svc->history_path, &text, &len, &ignore) == 0
-                                 ? count_lines(text, len)
-                                 : 0;
+        svc->history_lines =
+            hc_file_read(svc->history_path, &text, &len, &ignore) == 0 ? count_lines(text, len) : 0;
         free(text);
     }
     char when[32];
@@ -337,10 +336,10 @@ static int plan_make(struct hc_service *svc, struct spawn_plan *p, struct hc_err
         return hc_error_set(err, HC_E(IO), "cannot prepare '%s': %s", svc->log_path,
                             strerror(errno));
     char stamp[32], line[1600];
-    int len = snprintf(line, sizeof(line), "--- %s hcagent: starting %s %s (%s) as %s\n",
-                       hc_time_format(hc_now_ms(), stamp, sizeof(stamp)),
-                       hc_json_str(svc->manifest, "name", "?"), svc->env.version, p->prog,
-                       p->user.name);
+    int len =
+        snprintf(line, sizeof(line), "--- %s hcagent: starting %s %s (%s) as %s\n",
+                 hc_time_format(hc_now_ms(), stamp, sizeof(stamp)),
+                 hc_json_str(svc->manifest, "name", "?"), svc->env.version, p->prog, p->user.name);
     if (write(p->log, line, (size_t)len) < 0)
         HC_WARN("cannot write '%s': %s", svc->log_path, strerror(errno));
     return 0;
@@ -432,8 +431,7 @@ int hc_service_start(struct hc_service *svc, const json_t *manifest,
                      const struct hc_service_env *env, struct hc_error *err)
 {
     if (svc->pid)
-        return hc_error_set(err, HC_E(CONFLICT), "the service still runs (pid %d)",
-                            (int)svc->pid);
+        return hc_error_set(err, HC_E(CONFLICT), "the service still runs (pid %d)", (int)svc->pid);
     evtimer_del(svc->restart_timer);
     svc->fast_fails = 0;
     if (take_definition(svc, manifest, env, err) < 0)

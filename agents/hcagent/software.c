@@ -140,11 +140,10 @@ static int set_link(const struct hc_agent_software *sw, const char *link, const 
     snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", sw->dir, link);
     if (!target) {
         if (unlink(path) < 0 && errno != ENOENT)
-            return hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", path,
-                                strerror(errno));
-        return hc_dir_sync(sw->dir) < 0 ? hc_error_set(err, HC_E(IO), "cannot sync '%s': %s",
-                                                    sw->dir, strerror(errno))
-                                     : 0;
+            return hc_error_set(err, HC_E(IO), "cannot remove '%s': %s", path, strerror(errno));
+        return hc_dir_sync(sw->dir) < 0
+                   ? hc_error_set(err, HC_E(IO), "cannot sync '%s': %s", sw->dir, strerror(errno))
+                   : 0;
     }
     unlink(tmp);
     if (symlink(target, tmp) < 0 || rename(tmp, path) < 0 || hc_dir_sync(sw->dir) < 0)

@@ -99,7 +99,7 @@ struct hc_agent_sw_stage {
     char sha256[65];             /* expected, "" when not given */
     char sig[HC_BUNDLE_SIG_MAX]; /* signature line, "" to ask the controller */
     char dir[1100], keys_dir[1100], ca_file[1100], controller[512];
-    char controller_pin[64];     /* pinned on downloads from the controller ("" none) */
+    char controller_pin[64]; /* pinned on downloads from the controller ("" none) */
     /* results */
     int failed, already;
     struct hc_error err;

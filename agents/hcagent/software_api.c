@@ -121,8 +121,7 @@ static int stage_parse(struct stage_ctx *c, json_t *body, struct hc_error *err)
         return hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid version '%s'", version);
     const char *url = hc_json_str(body, "url", ""), *sig = hc_json_str(body, "signature", "");
     if (*url && strncmp(url, "https://", 8) != 0)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "url must be https://, not '%s'",
-                            url);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "url must be https://, not '%s'", url);
     if (strlen(url) >= sizeof(c->st.url) || strlen(sig) >= sizeof(c->st.sig) ||
         strlen(hc_json_str(body, "token", "")) >= sizeof(c->st.token))
         return hc_error_set(err, HC_E(INVALID_ARGUMENT), "url, token or signature too long");
@@ -156,8 +155,7 @@ static void stage_route(struct hc_request *req, void *arg)
     if (stage_parse(c, body, &err) < 0)
         goto fail;
     if (sw->staging[0]) {
-        hc_error_set(&err, HC_E(CONFLICT), "a stage of %s is already in progress",
-                     sw->staging);
+        hc_error_set(&err, HC_E(CONFLICT), "a stage of %s is already in progress", sw->staging);
         goto fail;
     }
     if (!(c->d = hc_req_defer(req))) {
@@ -518,9 +516,8 @@ static void peers_route(struct hc_request *req, void *arg)
         return;
     json_t *nodes = json_object_get(body, "nodes");
     int ok = json_is_array(nodes) && json_is_integer(json_object_get(body, "epoch"));
-    json_array_foreach(nodes, i, node)
-        ok = ok && json_is_string(json_object_get(node, "name")) &&
-             json_is_string(json_object_get(node, "host"));
+    json_array_foreach(nodes, i, node) ok = ok && json_is_string(json_object_get(node, "name")) &&
+                                            json_is_string(json_object_get(node, "host"));
     if (!ok) {
         reply_error(req, HC_E(INVALID_ARGUMENT),
                     "expected {\"epoch\": N, \"nodes\": [{\"name\", \"host\"}...]}");
@@ -536,11 +533,12 @@ static void peers_route(struct hc_request *req, void *arg)
         hc_reply_error(req, &err);
     } else {
         hc_log(HC_LOG_INFO, "storage peers: epoch %lld, %zu nodes",
-                    (long long)json_integer_value(json_object_get(body, "epoch")),
-                    json_array_size(nodes));
-        hc_reply_json(req, 200, json_pack("{s:b, s:I, s:I}", "written", 1, "epoch",
-                                          json_integer_value(json_object_get(body, "epoch")),
-                                          "nodes", (json_int_t)json_array_size(nodes)));
+               (long long)json_integer_value(json_object_get(body, "epoch")),
+               json_array_size(nodes));
+        hc_reply_json(req, 200,
+                      json_pack("{s:b, s:I, s:I}", "written", 1, "epoch",
+                                json_integer_value(json_object_get(body, "epoch")), "nodes",
+                                (json_int_t)json_array_size(nodes)));
     }
     free(text);
 }
@@ -558,8 +556,9 @@ static void history_route(struct hc_request *req, void *arg)
         reply_error(req, HC_E(INVALID_ARGUMENT), "since must be epoch milliseconds");
         return;
     }
-    hc_reply_json(req, 200, json_pack("{s:s, s:o}", "node", sw->cfg.name, "events",
-                                      hc_service_history_json(sw->svc, (int64_t)ms)));
+    hc_reply_json(req, 200,
+                  json_pack("{s:s, s:o}", "node", sw->cfg.name, "events",
+                            hc_service_history_json(sw->svc, (int64_t)ms)));
 }
 
 int hc_agent_sw_routes(struct hc_http_server *srv, struct hc_agent_software *sw,
@@ -584,7 +583,7 @@ int hc_agent_sw_routes(struct hc_http_server *srv, struct hc_agent_software *sw,
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
         if (hc_http_server_route(srv, routes[i].method, routes[i].path, 0, routes[i].fn, sw) < 0)
-            return hc_error_set(err, HC_E(INTERNAL), "cannot register %s %s",
-                                routes[i].method, routes[i].path);
+            return hc_error_set(err, HC_E(INTERNAL), "cannot register %s %s", routes[i].method,
+                                routes[i].path);
     return 0;
 }

@@ -130,8 +130,8 @@ struct hcstor_peer *hcstor_peer_by_name(struct hcstor *s, const char *name)
 
 static struct evhttp_connection *conn_new(struct hcstor *s, struct hcstor_peer *p)
 {
-    struct evhttp_connection *c = evhttp_connection_base_new(s->base, NULL, p->host,
-                                                              (ev_uint16_t)p->port);
+    struct evhttp_connection *c =
+        evhttp_connection_base_new(s->base, NULL, p->host, (ev_uint16_t)p->port);
     struct timeval tv = {HCSTOR_PEER_TIMEOUT_MS / 1000, (HCSTOR_PEER_TIMEOUT_MS % 1000) * 1000};
     if (c) {
         evhttp_connection_set_timeout_tv(c, &tv);
@@ -163,9 +163,9 @@ static void peer_seen(struct hcstor_peer *p, enum hcstor_state st, const char *i
         snprintf(p->incarnation, sizeof(p->incarnation), "%s", incarnation);
 }
 
-int hcstor_peer_request(struct hcstor *s, struct evhttp_connection *conn,
-                        enum evhttp_cmd_type type, const char *uri, const void *body,
-                        size_t body_len, const char *version_header,
+int hcstor_peer_request(struct hcstor *s, struct evhttp_connection *conn, enum evhttp_cmd_type type,
+                        const char *uri, const void *body, size_t body_len,
+                        const char *version_header,
                         void (*cb)(struct evhttp_request *res, void *arg), void *arg)
 {
     struct evhttp_request *req = conn ? evhttp_request_new(cb, arg) : NULL;
@@ -285,7 +285,8 @@ static void after_resync_request(struct hcstor *s, struct hcstor_peer *p,
     }
 }
 
-static void after_probe(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
+static void after_probe(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res,
+                        int64_t sent_ms)
 {
     p->probing = 0;
     if (!res) {
@@ -324,7 +325,8 @@ void hcstor_probe_all(struct hcstor *s, void (*done)(struct hcstor *s, void *arg
     batch_step(s, b);
 }
 
-static void after_announce(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
+static void after_announce(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res,
+                           int64_t sent_ms)
 {
     if (!res)
         hcstor_peer_mark_down(s, p);
@@ -403,8 +405,8 @@ static void fetch_done(struct evhttp_request *res, void *arg)
     struct fetch *f = arg;
     struct hcstor *s = f->s;
     struct hcstor_peer *p = hcstor_peer_by_name(s, f->peer);
-    const char *vh = res ? evhttp_find_header(evhttp_request_get_input_headers(res),
-                                              "X-Hcstor-Version") : NULL;
+    const char *vh =
+        res ? evhttp_find_header(evhttp_request_get_input_headers(res), "X-Hcstor-Version") : NULL;
     int64_t v = vh ? strtoll(vh, NULL, 10) : 0;
     char why[300];
     s->fetching--;
@@ -453,7 +455,8 @@ static void fetch_next(struct hcstor *s)
     }
 }
 
-static void after_list(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
+static void after_list(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res,
+                       int64_t sent_ms)
 {
     json_t *j, *item;
     size_t i, queued = 0;
@@ -465,14 +468,14 @@ static void after_list(struct hcstor *s, struct hcstor_peer *p, struct evhttp_re
          * has the list; give up after a while, and serve nothing shared with it until then. */
         if (!p->behind_since) {
             p->behind_since = now;
-            hcstor_log(s, "resync from %s: its members list is older than ours, waiting",
-                       p->name);
+            hcstor_log(s, "resync from %s: its members list is older than ours, waiting", p->name);
         }
         if (now - p->behind_since < HCSTOR_BEHIND_GIVE_UP_MS) {
             p->need_list = 1;
         } else if (!p->behind) {
             p->behind = 1;
-            hcstor_log(s, "resync: %s still has an older members list after %d ms; the blocks "
+            hcstor_log(s,
+                       "resync: %s still has an older members list after %d ms; the blocks "
                        "it shares with this node are not served here until it is current",
                        p->name, HCSTOR_BEHIND_GIVE_UP_MS);
         }
@@ -488,12 +491,13 @@ static void after_list(struct hcstor *s, struct hcstor_peer *p, struct evhttp_re
     } else {
         p->skipped = 0; /* its newer blocks are queued: the node serves once they are here */
     }
-    json_array_foreach(json_object_get(j, "keys"), i, item) {
+    json_array_foreach(json_object_get(j, "keys"), i, item)
+    {
         const char *key = json_string_value(json_array_get(item, 0));
         int64_t v = json_integer_value(json_array_get(item, 1));
         if (key && hcstor_key_valid(key) && v > hcstor_store_version(s, key)) {
-            json_array_append_new(s->fetch_queue, json_pack("[s, I, s]", key, (json_int_t)v,
-                                                            p->name));
+            json_array_append_new(s->fetch_queue,
+                                  json_pack("[s, I, s]", key, (json_int_t)v, p->name));
             queued++;
         }
     }
@@ -505,7 +509,8 @@ static void after_list(struct hcstor *s, struct hcstor_peer *p, struct evhttp_re
     resync_check_done(s);
 }
 
-static void after_hello(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
+static void after_hello(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res,
+                        int64_t sent_ms)
 {
     char uri[HCSTOR_NAME_MAX + 80];
     if (!res) {
@@ -532,17 +537,18 @@ static void resync_step(struct hcstor *s)
         if (!p->need_list || p->listing)
             continue;
         if (p->unreachable_since && now - p->unreachable_since > HCSTOR_RESYNC_GIVE_UP_MS) {
-            hcstor_log(s, "resync: skipping %s, unreachable for %" PRId64 " ms; the blocks it "
-                       "shares with this node are not served here until it is back", p->name,
-                       now - p->unreachable_since);
+            hcstor_log(s,
+                       "resync: skipping %s, unreachable for %" PRId64 " ms; the blocks it "
+                       "shares with this node are not served here until it is back",
+                       p->name, now - p->unreachable_since);
             p->need_list = 0;
             p->skipped = 1;
             continue;
         }
         p->need_list = 0;
         p->listing = 1;
-        if (send_msg(s, p, EVHTTP_REQ_POST, "/internal/hello", my_state(s), NULL,
-                     after_hello) < 0) {
+        if (send_msg(s, p, EVHTTP_REQ_POST, "/internal/hello", my_state(s), NULL, after_hello) <
+            0) {
             p->listing = 0;
             p->need_list = 1;
         }
@@ -593,7 +599,8 @@ static int apply_members(struct hcstor *s, json_t *nodes)
     size_t n = 0, i;
     json_t *node;
     int kept[HCSTOR_PEERS_MAX] = {0};
-    json_array_foreach(nodes, i, node) {
+    json_array_foreach(nodes, i, node)
+    {
         const char *name = json_string_value(json_object_get(node, "name"));
         const char *host = json_string_value(json_object_get(node, "host"));
         if (!name || !host || !strcmp(name, s->node) || strlen(name) >= HCSTOR_NAME_MAX ||
@@ -627,16 +634,14 @@ static int load_peers(struct hcstor *s)
 {
     struct stat st;
     json_error_t jerr;
-    if (stat(s->peers_path, &st) < 0 ||
-        (st.st_mtim.tv_sec == s->peers_mtime.tv_sec &&
-         st.st_mtim.tv_nsec == s->peers_mtime.tv_nsec))
+    if (stat(s->peers_path, &st) < 0 || (st.st_mtim.tv_sec == s->peers_mtime.tv_sec &&
+                                         st.st_mtim.tv_nsec == s->peers_mtime.tv_nsec))
         return 0;
     s->peers_mtime = st.st_mtim;
     json_t *j = json_load_file(s->peers_path, 0, &jerr);
     json_t *nodes = json_object_get(j, "nodes");
     if (!json_is_array(nodes)) {
-        hcstor_log(s, "ignoring %s: %s", s->peers_path,
-                   j ? "no \"nodes\" array" : jerr.text);
+        hcstor_log(s, "ignoring %s: %s", s->peers_path, j ? "no \"nodes\" array" : jerr.text);
         json_decref(j);
         return 0;
     }

@@ -24,9 +24,9 @@
 #define HCSTOR_BLOCK_MAX (16 * 1024 * 1024)
 #define HCSTOR_PEERS_MAX 64
 #define HCSTOR_NAME_MAX 64
-#define HCSTOR_DATA_CONNS 4          /* data connections per peer (each carries one request) */
-#define HCSTOR_PEER_TIMEOUT_MS 2000  /* any request to a peer */
-#define HCSTOR_TICK_MS 250           /* peer probes, peers-file reload, resync progress */
+#define HCSTOR_DATA_CONNS 4           /* data connections per peer (each carries one request) */
+#define HCSTOR_PEER_TIMEOUT_MS 2000   /* any request to a peer */
+#define HCSTOR_TICK_MS 250            /* peer probes, peers-file reload, resync progress */
 #define HCSTOR_RESYNC_GIVE_UP_MS 1000 /* a peer unreachable this long is skipped by a resync */
 #define HCSTOR_BEHIND_GIVE_UP_MS 5000 /* a peer with an older members list, as long */
 #define HCSTOR_FETCH_PARALLEL 8
@@ -34,10 +34,10 @@
 
 /* This node's state, and a peer's state as this node last saw it. */
 enum hcstor_state {
-    HCSTOR_DOWN = 0,   /* peers only: not answering */
-    HCSTOR_RESYNCING,  /* up, takes replica writes, not yet in sync: serves no reads */
-    HCSTOR_SERVING,    /* up and in sync */
-    HCSTOR_DRAINING,   /* refusing client requests, about to stop */
+    HCSTOR_DOWN = 0,  /* peers only: not answering */
+    HCSTOR_RESYNCING, /* up, takes replica writes, not yet in sync: serves no reads */
+    HCSTOR_SERVING,   /* up and in sync */
+    HCSTOR_DRAINING,  /* refusing client requests, about to stop */
 };
 const char *hcstor_state_name(enum hcstor_state s);
 
@@ -47,8 +47,8 @@ struct hcstor_peer {
     int port;
     enum hcstor_state state;
     char incarnation[33];
-    int64_t changed_ms;    /* monotonic: when a message from the peer last set its state */
-    int probing;           /* a /health probe is in flight */
+    int64_t changed_ms; /* monotonic: when a message from the peer last set its state */
+    int probing;        /* a /health probe is in flight */
     /* Set when a replica write to this peer was skipped or failed: it missed data, and is told
      * to resync from us once it answers again (cleared by its hello or that request). */
     int suspect;
@@ -65,8 +65,8 @@ struct hcstor_peer {
     int behind;
     int64_t unreachable_since; /* monotonic ms, 0 while reachable; resync gives up after a while */
     int64_t heard_ms;          /* monotonic ms of its last answer or message */
-    struct evhttp_connection *ctl;                      /* probes and control messages */
-    struct evhttp_connection *data[HCSTOR_DATA_CONNS];  /* block traffic, round-robin */
+    struct evhttp_connection *ctl;                     /* probes and control messages */
+    struct evhttp_connection *data[HCSTOR_DATA_CONNS]; /* block traffic, round-robin */
     unsigned next_data;
 };
 
@@ -81,10 +81,10 @@ struct hcstor {
     char host[256];
     int port;
     int fail_health;
-    int replication;          /* wanted; the effective factor is capped by the member count */
+    int replication; /* wanted; the effective factor is capped by the member count */
     enum hcstor_state state;
-    json_t *index;            /* key -> version (integer); the blocks this node holds */
-    int64_t hlc;              /* last version handed out (hybrid clock, microseconds) */
+    json_t *index; /* key -> version (integer); the blocks this node holds */
+    int64_t hlc;   /* last version handed out (hybrid clock, microseconds) */
     /* membership from the peers file; peers excludes this node */
     struct hcstor_peer peers[HCSTOR_PEERS_MAX];
     size_t npeers;
@@ -93,7 +93,7 @@ struct hcstor {
     /* requests being served asynchronously; drain answers once this reaches 0 */
     int in_flight;
     struct evhttp_request *drain_reply;
-    int drain_notices;        /* draining notices to peers not yet answered */
+    int drain_notices; /* draining notices to peers not yet answered */
     /* resync: keys to fetch as a JSON array of [key, version, peer index] */
     json_t *fetch_queue;
     int fetching;
@@ -109,8 +109,8 @@ int hcstor_store_put(struct hcstor *s, const char *key, int64_t version, const v
                      size_t len, char *why, size_t why_len);
 /* Opens a block for reading: returns a descriptor positioned at its data, its length and
  * version, or -1 (errno ENOENT for an unknown key). The caller closes the descriptor. */
-int hcstor_store_open_block(const struct hcstor *s, const char *key, off_t *offset,
-                            size_t *len, int64_t *version);
+int hcstor_store_open_block(const struct hcstor *s, const char *key, off_t *offset, size_t *len,
+                            int64_t *version);
 int64_t hcstor_store_version(const struct hcstor *s, const char *key); /* 0: not held */
 int64_t hcstor_next_version(struct hcstor *s, const char *key);
 int hcstor_key_valid(const char *key);
@@ -135,9 +135,9 @@ void hcstor_announce(struct hcstor *s, void (*done)(struct hcstor *s));
 /* Probes every peer now; calls done(s, arg) once every probe finished. */
 void hcstor_probe_all(struct hcstor *s, void (*done)(struct hcstor *s, void *arg), void *arg);
 /* Sends an HTTP request to a peer; cb gets the response (NULL on failure) and arg. */
-int hcstor_peer_request(struct hcstor *s, struct evhttp_connection *conn,
-                        enum evhttp_cmd_type type, const char *uri, const void *body,
-                        size_t body_len, const char *version_header,
+int hcstor_peer_request(struct hcstor *s, struct evhttp_connection *conn, enum evhttp_cmd_type type,
+                        const char *uri, const void *body, size_t body_len,
+                        const char *version_header,
                         void (*cb)(struct evhttp_request *res, void *arg), void *arg);
 
 /* main.c: the reply helpers shared by the parts */

@@ -39,8 +39,8 @@ void hcstor_log(const struct hcstor *s, const char *fmt, ...)
     char ts[40];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s hcstor %s %s: ", hc_time_format(hc_now_ms(), ts, sizeof(ts)),
-            s->version, s->node);
+    fprintf(stderr, "%s hcstor %s %s: ", hc_time_format(hc_now_ms(), ts, sizeof(ts)), s->version,
+            s->node);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -68,8 +68,8 @@ void hcstor_reply_error(struct evhttp_request *req, const struct hc_code *code, 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    hcstor_reply_json(req, code->status, json_pack("{s:{s:s, s:s}}", "error", "code", code->wire,
-                                             "message", msg));
+    hcstor_reply_json(req, code->status,
+                      json_pack("{s:{s:s, s:s}}", "error", "code", code->wire, "message", msg));
 }
 
 static const char *header(struct evhttp_request *req, const char *name)
@@ -125,12 +125,12 @@ struct client_op {
     char key[HCSTOR_KEY_MAX + 1];
     int64_t version;
     size_t bytes;
-    int waiting;             /* replica writes not answered yet */
-    json_t *acked;           /* names of the replicas holding the write */
+    int waiting;   /* replica writes not answered yet */
+    json_t *acked; /* names of the replicas holding the write */
     int replicas[HCSTOR_PEERS_MAX + 1];
     size_t nreplicas;
-    size_t tried;            /* forward: candidates already tried */
-    struct evbuffer *body;   /* forward: the request body, kept for a retry */
+    size_t tried;          /* forward: candidates already tried */
+    struct evbuffer *body; /* forward: the request body, kept for a retry */
 };
 
 static struct client_op *op_new(struct hcstor *s, struct evhttp_request *req, const char *key)
@@ -168,8 +168,7 @@ static void read_local(struct hcstor *s, struct evhttp_request *req, const char 
         if (errno == ENOENT)
             hcstor_reply_error(req, HC_E(NOT_FOUND), "no block '%s'", key);
         else
-            hcstor_reply_error(req, HC_E(IO), "cannot read block '%s': %s", key,
-                               strerror(errno));
+            hcstor_reply_error(req, HC_E(IO), "cannot read block '%s': %s", key, strerror(errno));
         return;
     }
     struct evbuffer *out = evbuffer_new();
@@ -192,9 +191,10 @@ static void read_local(struct hcstor *s, struct evhttp_request *req, const char 
 
 static void write_acked(struct client_op *op)
 {
-    hcstor_reply_json(op->req, 201, json_pack("{s:s, s:I, s:I, s:O}", "key", op->key, "bytes",
-                                              (json_int_t)op->bytes, "version",
-                                              (json_int_t)op->version, "replicas", op->acked));
+    hcstor_reply_json(op->req, 201,
+                      json_pack("{s:s, s:I, s:I, s:O}", "key", op->key, "bytes",
+                                (json_int_t)op->bytes, "version", (json_int_t)op->version,
+                                "replicas", op->acked));
     op_free(op);
 }
 
@@ -213,8 +213,8 @@ static void replica_written(struct evhttp_request *res, void *arg)
         json_array_append_new(op->acked, json_string(w->peer));
     else if (p) {
         /* not healthy: the write is acknowledged without it, and it resyncs when back */
-        hcstor_log(op->s, "replica write of '%s' to %s failed (%d): marked down", op->key,
-                   w->peer, code);
+        hcstor_log(op->s, "replica write of '%s' to %s failed (%d): marked down", op->key, w->peer,
+                   code);
         hcstor_peer_mark_down(op->s, p);
         p->suspect = 1;
     }
@@ -223,8 +223,7 @@ static void replica_written(struct evhttp_request *res, void *arg)
         write_acked(op);
 }
 
-static void send_replica(struct client_op *op, struct hcstor_peer *p, const void *data,
-                         size_t len)
+static void send_replica(struct client_op *op, struct hcstor_peer *p, const void *data, size_t len)
 {
     char uri[HCSTOR_KEY_MAX + 40], vh[32];
     struct replica_write *w = calloc(1, sizeof(*w));
@@ -381,8 +380,9 @@ static void internal_block(struct hcstor *s, struct evhttp_request *req, const c
     const char *vh = header(req, "X-Hcstor-Version");
     int64_t v = vh ? strtoll(vh, NULL, 10) : 0;
     if (cmd != EVHTTP_REQ_PUT || v <= 0) {
-        hcstor_reply_error(req, HC_E(INVALID_ARGUMENT), "a replica write is a PUT with "
-                                                         "X-Hcstor-Version");
+        hcstor_reply_error(req, HC_E(INVALID_ARGUMENT),
+                           "a replica write is a PUT with "
+                           "X-Hcstor-Version");
         return;
     }
     struct evbuffer *body = evhttp_request_get_input_buffer(req);
@@ -394,8 +394,9 @@ static void internal_block(struct hcstor *s, struct evhttp_request *req, const c
         hcstor_reply_error(req, HC_E(IO), "%s", why);
         return;
     }
-    hcstor_reply_json(req, 200, json_pack("{s:b, s:I}", "stored", stored, "version",
-                                          (json_int_t)hcstor_store_version(s, key)));
+    hcstor_reply_json(req, 200,
+                      json_pack("{s:b, s:I}", "stored", stored, "version",
+                                (json_int_t)hcstor_store_version(s, key)));
 }
 
 /* The blocks held here that are placed on NODE, with their versions: what NODE resyncs. */
@@ -417,14 +418,16 @@ static void internal_keys(struct hcstor *s, struct evhttp_request *req)
         /* Placed by our older list, the answer would miss blocks the asker now holds. */
         evhttp_clear_headers(&q);
         json_decref(keys);
-        hcstor_reply_error(req, HC_E(MEMBERS_BEHIND), "this node's members list is older "
-                                                       "than the asker's");
+        hcstor_reply_error(req, HC_E(MEMBERS_BEHIND),
+                           "this node's members list is older "
+                           "than the asker's");
         return;
     }
     int rs[HCSTOR_PEERS_MAX + 1];
     struct hcstor_peer *p = hcstor_peer_by_name(s, who);
     int want = p ? (int)(p - s->peers) : -2;
-    json_object_foreach(s->index, key, v) {
+    json_object_foreach(s->index, key, v)
+    {
         size_t n = hcstor_replicas(s, key, rs, HC_ARRAY_LEN(rs));
         for (size_t i = 0; i < n; i++)
             if (rs[i] == want)
@@ -478,20 +481,21 @@ static void internal_message(struct hcstor *s, struct evhttp_request *req, const
         hcstor_resync_kick(s);
     }
     json_decref(j);
-    hcstor_reply_json(req, 200, json_pack("{s:s, s:s, s:s}", "node", s->node, "incarnation",
-                                          s->incarnation, "state", hcstor_state_name(s->state)));
+    hcstor_reply_json(req, 200,
+                      json_pack("{s:s, s:s, s:s}", "node", s->node, "incarnation", s->incarnation,
+                                "state", hcstor_state_name(s->state)));
 }
 
 /* ---- hooks ----------------------------------------------------------------------------- */
 
 static void health(struct hcstor *s, struct evhttp_request *req)
 {
-    json_t *body = json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i}", "ok",
-                             !s->fail_health, "version", s->version, "state",
-                             hcstor_state_name(s->state), "node", s->node, "incarnation",
-                             s->incarnation, "blocks", (json_int_t)json_object_size(s->index),
-                             "pending", (json_int_t)hcstor_resync_pending(s), "members",
-                             (int)s->npeers + 1, "replication", hcstor_effective_rf(s));
+    json_t *body =
+        json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i}", "ok", !s->fail_health, "version",
+                  s->version, "state", hcstor_state_name(s->state), "node", s->node, "incarnation",
+                  s->incarnation, "blocks", (json_int_t)json_object_size(s->index), "pending",
+                  (json_int_t)hcstor_resync_pending(s), "members", (int)s->npeers + 1,
+                  "replication", hcstor_effective_rf(s));
     if (s->fail_health)
         json_object_set_new(body, "reason", json_string("started with --fail-health"));
     hcstor_reply_json(req, s->fail_health ? 503 : 200, body);
@@ -517,7 +521,8 @@ static size_t unprotected_blocks(struct hcstor *s, int64_t asked_ms, char *why, 
     json_t *v;
     size_t count = 0;
     int rs[HCSTOR_PEERS_MAX + 1];
-    json_object_foreach(s->index, key, v) {
+    json_object_foreach(s->index, key, v)
+    {
         size_t n = hcstor_replicas(s, key, rs, HC_ARRAY_LEN(rs)), others = 0, serving = 0;
         char names[400] = "";
         for (size_t i = 0; i < n; i++) {
@@ -550,13 +555,16 @@ static void verdict_answer(struct verdict *v)
     v->answered = 1;
     size_t n = unprotected_blocks(s, v->asked_ms, why, sizeof(why));
     if (n == 0)
-        snprintf(reason, sizeof(reason), "each of the %zu blocks held here has another in-sync "
-                 "serving replica", json_object_size(s->index));
+        snprintf(reason, sizeof(reason),
+                 "each of the %zu blocks held here has another in-sync "
+                 "serving replica",
+                 json_object_size(s->index));
     else
         snprintf(reason, sizeof(reason), "%s%s", why,
                  n > 1 ? " and more blocks are in the same case" : "");
-    hcstor_reply_json(v->req, 200, json_pack("{s:b, s:s, s:I}", "ok_to_stop", n == 0, "reason",
-                                             reason, "unprotected_blocks", (json_int_t)n));
+    hcstor_reply_json(v->req, 200,
+                      json_pack("{s:b, s:s, s:I}", "ok_to_stop", n == 0, "reason", reason,
+                                "unprotected_blocks", (json_int_t)n));
     request_finished(s);
 }
 
@@ -619,10 +627,10 @@ static void ok_to_stop(struct hcstor *s, struct evhttp_request *req)
 static void resync_status(struct hcstor *s, struct evhttp_request *req)
 {
     int64_t pending = hcstor_resync_pending(s);
-    hcstor_reply_json(req, 200, json_pack("{s:I, s:b, s:s, s:I}", "pending", (json_int_t)pending,
-                                          "done", s->state != HCSTOR_RESYNCING, "state",
-                                          hcstor_state_name(s->state), "fetched",
-                                          (json_int_t)s->resynced_keys));
+    hcstor_reply_json(req, 200,
+                      json_pack("{s:I, s:b, s:s, s:I}", "pending", (json_int_t)pending, "done",
+                                s->state != HCSTOR_RESYNCING, "state", hcstor_state_name(s->state),
+                                "fetched", (json_int_t)s->resynced_keys));
 }
 
 /* ---- routing --------------------------------------------------------------------------- */
@@ -638,8 +646,10 @@ static void route(struct evhttp_request *req, void *arg)
     /* libevent reads up to twice the limit: the answer is ours, as JSON, not its HTML page. */
     size_t body = evbuffer_get_length(evhttp_request_get_input_buffer(req));
     if (body > HCSTOR_BLOCK_MAX) {
-        hcstor_reply_error(req, HC_E(BODY_TOO_LARGE), "body of %zu bytes exceeds the %d-byte "
-                           "block limit", body, HCSTOR_BLOCK_MAX);
+        hcstor_reply_error(req, HC_E(BODY_TOO_LARGE),
+                           "body of %zu bytes exceeds the %d-byte "
+                           "block limit",
+                           body, HCSTOR_BLOCK_MAX);
         return;
     }
     if (!strncmp(path, "/blocks/", 8) || !strncmp(path, "/internal/blocks/", 17)) {
@@ -690,8 +700,8 @@ static int serve(struct hcstor *s)
     evhttp_set_max_body_size(http, 2 * HCSTOR_BLOCK_MAX);
     /* Every method reaches route(), which answers the unsupported ones with a JSON 405. */
     evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_PUT | EVHTTP_REQ_POST |
-                                         EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
-                                         EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+                                         EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH |
+                                         EVHTTP_REQ_OPTIONS);
     evhttp_set_gencb(http, route, s);
     if (evhttp_bind_socket(http, s->host, (ev_uint16_t)s->port) != 0) {
         hcstor_log(s, "cannot listen on %s:%d: %s", s->host, s->port, strerror(errno));
@@ -778,25 +788,45 @@ static int run(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt hcstor_opts[] = {
-    {.name = "listen", .type = HC_OPT_STRING, .required = 1, .value_name = "HOST:PORT",
+    {.name = "listen",
+     .type = HC_OPT_STRING,
+     .required = 1,
+     .value_name = "HOST:PORT",
      .help = "address to serve plain HTTP on"},
-    {.name = "data", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
-     .help = "where the blocks and the peer list live", .completer = HC_COMPLETE_FILE},
-    {.name = "version", .type = HC_OPT_STRING, .required = 1, .value_name = "VERSION",
+    {.name = "data",
+     .type = HC_OPT_STRING,
+     .required = 1,
+     .value_name = "DIR",
+     .help = "where the blocks and the peer list live",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "version",
+     .type = HC_OPT_STRING,
+     .required = 1,
+     .value_name = "VERSION",
      .help = "the version this service reports (its bundle's)"},
-    {.name = "node", .type = HC_OPT_STRING, .value_name = "NAME",
+    {.name = "node",
+     .type = HC_OPT_STRING,
+     .value_name = "NAME",
      .help = "this member's name (default: the hostname)"},
-    {.name = "peers", .type = HC_OPT_STRING, .value_name = "FILE",
-     .help = "the peer list (default DIR/peers.json)", .completer = HC_COMPLETE_FILE},
-    {.name = "replication", .type = HC_OPT_STRING, .value_name = "N",
+    {.name = "peers",
+     .type = HC_OPT_STRING,
+     .value_name = "FILE",
+     .help = "the peer list (default DIR/peers.json)",
+     .completer = HC_COMPLETE_FILE},
+    {.name = "replication",
+     .type = HC_OPT_STRING,
+     .value_name = "N",
      .help = "replicas of every block (default 2)"},
-    {.name = "fail-health", .type = HC_OPT_BOOL,
+    {.name = "fail-health",
+     .type = HC_OPT_BOOL,
      .help = "answer /health with 503 (tests of a failing upgrade)"},
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb hcstor_command = {
-    .name = "hcstor", .handler = run, .opts = hcstor_opts,
+    .name = "hcstor",
+    .handler = run,
+    .opts = hcstor_opts,
     .summary = "the reference storage service: a small replicated block store over HTTP"};
 
 static const struct hc_cmdline_prog hcstor_prog = {

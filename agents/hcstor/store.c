@@ -124,8 +124,8 @@ cleanup:
     return rc;
 }
 
-int hcstor_store_open_block(const struct hcstor *s, const char *key, off_t *offset,
-                            size_t *len, int64_t *version)
+int hcstor_store_open_block(const struct hcstor *s, const char *key, off_t *offset, size_t *len,
+                            int64_t *version)
 {
     char path[1400];
     struct stat st;

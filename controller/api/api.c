@@ -11,16 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bundle.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/pki.h"
 #include "common/util.h"
 #include "controller/api/auth.h"
 #include "controller/api/crl.h"
-#include "controller/state/node_identity.h"
-#include "controller/state/events.h"
 #include "controller/api/metrics.h"
-#include "common/bundle.h"
+#include "controller/state/events.h"
+#include "controller/state/node_identity.h"
 
 static const struct {
     const char *method;
@@ -99,8 +99,7 @@ static int api_before(struct hc_request *req, const struct hc_route *route, void
     if ((route->flags & HC_API_ADMIN) && strcmp(who.role, HC_AUTH_ROLE_ADMIN) != 0)
         return forbidden(req, who.name);
     if (!hc_auth_scope_allows(who.scope, hc_req_method(req), hc_req_path(req))) {
-        hc_error_set(&err, HC_E(FORBIDDEN), "api token '%s' may only read %s", who.name,
-                     who.scope);
+        hc_error_set(&err, HC_E(FORBIDDEN), "api token '%s' may only read %s", who.name, who.scope);
         hc_error_hint(&err, "it was handed to a node for one download; use another token");
         hc_reply_error(req, &err);
         return 1;
@@ -145,9 +144,10 @@ static int anon_admit(struct hc_api *api)
             struct hc_error err = {0};
             json_t *details = json_pack("{s:i}", "suppressed", api->anon_suppressed);
             if (hc_event_add(api->db, "api.calls_suppressed", NULL, NULL, "anonymous", details,
-                             &err, "%d anonymous calls in %d minutes were not recorded one by "
-                             "one (more than %d)", api->anon_suppressed, ANON_WINDOW_MS / 60000,
-                             ANON_RECORDS) < 0)
+                             &err,
+                             "%d anonymous calls in %d minutes were not recorded one by "
+                             "one (more than %d)",
+                             api->anon_suppressed, ANON_WINDOW_MS / 60000, ANON_RECORDS) < 0)
                 HC_WARN("cannot record suppressed calls: %s", err.message);
         }
         api->anon_window_ms = now;
@@ -240,8 +240,10 @@ int hc_api_body_int(const json_t *body, const char *key, int64_t min, int64_t ma
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'%s' must be an integer from "
-                            "%lld to %lld", key, (long long)min, (long long)max);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                            "'%s' must be an integer from "
+                            "%lld to %lld",
+                            key, (long long)min, (long long)max);
     *out = json_integer_value(v);
     return 0;
 }
@@ -274,8 +276,7 @@ static int load_ca(struct hc_api *api, struct hc_error *err)
     if (!(api->server_cert = hc_pki_cert_load(api->ctl->server_cert, err)))
         return -1;
     if (hc_pki_cert_pin(api->server_cert, api->server_pin) < 0)
-        return hc_error_set(err, HC_E(TLS), "cannot encode the key of '%s'",
-                            api->ctl->server_cert);
+        return hc_error_set(err, HC_E(TLS), "cannot encode the key of '%s'", api->ctl->server_cert);
     return hc_pki_file_pin(api->ctl->client_cert, api->client_pin, err);
     return 0;
 }
@@ -285,8 +286,8 @@ static int add_routes(struct hc_api *api, struct hc_error *err)
     for (size_t i = 0; i < HC_ARRAY_LEN(routes); i++)
         if (hc_http_server_route(api->srv, routes[i].method, routes[i].pattern, routes[i].flags,
                                  routes[i].fn, api) < 0)
-            return hc_error_set(err, HC_E(INTERNAL), "cannot add route %s %s",
-                                routes[i].method, routes[i].pattern);
+            return hc_error_set(err, HC_E(INTERNAL), "cannot add route %s %s", routes[i].method,
+                                routes[i].pattern);
     /* A bundle upload is the one body larger than the JSON limit, and only for an admin token
      * (api_head): anyone else's body is cut at the JSON limit before it is read. */
     hc_http_server_route_limit(api->srv, "POST", "/v1/software", HC_BUNDLE_MAX_BYTES);

@@ -40,8 +40,8 @@ struct hc_api {
     EVP_PKEY *ca_key;
     char *ca_pem;
     char ca_fingerprint[65];
-    X509 *server_cert;    /* its names are the controller's: no node certificate gets them */
-    char server_pin[64];  /* hc_pki_cert_pin of the server and client certificates */
+    X509 *server_cert;   /* its names are the controller's: no node certificate gets them */
+    char server_pin[64]; /* hc_pki_cert_pin of the server and client certificates */
     char client_pin[64];
     struct hc_api_caller caller; /* the request being served (see the file comment) */
     /* Audit records of anonymous calls, limited per minute (anyone reaching the port could
@@ -104,15 +104,15 @@ void hc_res_net_show(struct hc_request *req, void *arg);          /* res_net.c *
 void hc_res_net_check(struct hc_request *req, void *arg);         /* res_net.c */
 void hc_res_net_mtu(struct hc_request *req, void *arg);           /* res_net.c */
 void hc_res_net_bench(struct hc_request *req, void *arg);         /* res_net.c */
-void hc_res_software_upload(struct hc_request *req, void *arg);    /* res_software.c */
-void hc_res_software_list(struct hc_request *req, void *arg);      /* res_software.c */
-void hc_res_software_get(struct hc_request *req, void *arg);       /* res_software.c */
-void hc_res_software_remove(struct hc_request *req, void *arg);    /* res_software.c */
-void hc_res_software_bundle(struct hc_request *req, void *arg);    /* res_software.c */
-void hc_res_tokens_list(struct hc_request *req, void *arg);        /* res_tokens.c */
-void hc_res_token_create(struct hc_request *req, void *arg);       /* res_tokens.c */
-void hc_res_token_revoke(struct hc_request *req, void *arg);       /* res_tokens.c */
-void hc_res_token_rotate(struct hc_request *req, void *arg);       /* res_tokens.c */
+void hc_res_software_upload(struct hc_request *req, void *arg);   /* res_software.c */
+void hc_res_software_list(struct hc_request *req, void *arg);     /* res_software.c */
+void hc_res_software_get(struct hc_request *req, void *arg);      /* res_software.c */
+void hc_res_software_remove(struct hc_request *req, void *arg);   /* res_software.c */
+void hc_res_software_bundle(struct hc_request *req, void *arg);   /* res_software.c */
+void hc_res_tokens_list(struct hc_request *req, void *arg);       /* res_tokens.c */
+void hc_res_token_create(struct hc_request *req, void *arg);      /* res_tokens.c */
+void hc_res_token_revoke(struct hc_request *req, void *arg);      /* res_tokens.c */
+void hc_res_token_rotate(struct hc_request *req, void *arg);      /* res_tokens.c */
 /* {"operation":OP} for an operation id (new reference), or NULL with err (404). res_operations.c */
 json_t *hc_res_operation_body(struct hc_db *db, const char *id, struct hc_error *err);
 /* Unless err is set already, submits an operation of kind with params (borrowed; may be NULL)

@@ -38,12 +38,11 @@ int hc_auth_token_name_taken(struct hc_db *db, const char *name, struct hc_error
 
 /* The checks and the insert of every API token; scope and op_id may be NULL. */
 static int token_insert(struct hc_db *db, const char *name, const char *role, const char *scope,
-                        const char *op_id, int64_t expires_at_ms,
-                        char text[HC_AUTH_TOKEN_TEXT_MAX], struct hc_error *err)
+                        const char *op_id, int64_t expires_at_ms, char text[HC_AUTH_TOKEN_TEXT_MAX],
+                        struct hc_error *err)
 {
     if (!name || !*name || strlen(name) > 100)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
-                            "token name must be 1-100 characters");
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "token name must be 1-100 characters");
     if (strcmp(role, HC_AUTH_ROLE_ADMIN) != 0 && strcmp(role, HC_AUTH_ROLE_READONLY) != 0) {
         hc_error_set(err, HC_E(INVALID_ARGUMENT), "unknown role '%s'", role);
         return hc_error_hint(err, "use admin or readonly");
@@ -64,8 +63,7 @@ static int token_insert(struct hc_db *db, const char *name, const char *role, co
     if (hc_db_run(db, err,
                   "INSERT INTO tokens (id, kind, name, role, secret_hash, created_at, expires_at, "
                   "scope, op_id) VALUES (?, 'api', ?, ?, ?, ?, NULLIF(?, 0), ?, ?)",
-                  "ssssiiss", t.id, name, role, hash, hc_now_ms(), expires_at_ms, scope,
-                  op_id) < 0)
+                  "ssssiiss", t.id, name, role, hash, hc_now_ms(), expires_at_ms, scope, op_id) < 0)
         return -1;
     hc_token_format(&t, text, HC_AUTH_TOKEN_TEXT_MAX);
     return 0;
@@ -87,9 +85,10 @@ int hc_auth_token_create_scoped(struct hc_db *db, const char *name, const char *
 
 int hc_auth_scoped_tokens_delete(struct hc_db *db, const char *op_id, struct hc_error *err)
 {
-    return hc_db_run(db, err, "DELETE FROM tokens WHERE scope IS NOT NULL AND "
-                              "(op_id = ? OR expires_at <= ?)", "si", op_id ? op_id : "",
-                     hc_now_ms());
+    return hc_db_run(db, err,
+                     "DELETE FROM tokens WHERE scope IS NOT NULL AND "
+                     "(op_id = ? OR expires_at <= ?)",
+                     "si", op_id ? op_id : "", hc_now_ms());
 }
 
 int hc_auth_scope_allows(const char *scope, const char *method, const char *path)
@@ -117,14 +116,16 @@ json_t *hc_auth_token_list(struct hc_db *db, struct hc_error *err)
         return NULL;
     size_t i;
     json_t *row;
-    json_array_foreach(rows, i, row) {
+    json_array_foreach(rows, i, row)
+    {
         static const char *const times[] = {"created_at", "expires_at", "used_at"};
         for (size_t k = 0; k < HC_ARRAY_LEN(times); k++) {
             json_t *v = json_object_get(row, times[k]);
             char when[32];
             if (json_is_integer(v))
-                json_object_set_new(row, times[k], json_string(hc_time_format(
-                                                       json_integer_value(v), when, sizeof(when))));
+                json_object_set_new(
+                    row, times[k],
+                    json_string(hc_time_format(json_integer_value(v), when, sizeof(when))));
         }
         json_object_set_new(row, "expired",
                             json_boolean(json_integer_value(json_object_get(row, "expired"))));
@@ -135,8 +136,9 @@ json_t *hc_auth_token_list(struct hc_db *db, struct hc_error *err)
 int hc_auth_token_find(struct hc_db *db, const char *id_or_name, char id[17], char kind[8],
                        struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT id, kind FROM tokens WHERE id = ? OR "
-                                             "(kind = 'api' AND name = ?) ORDER BY id = ? DESC",
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT id, kind FROM tokens WHERE id = ? OR "
+                                    "(kind = 'api' AND name = ?) ORDER BY id = ? DESC",
                                     "sss", id_or_name, id_or_name, id_or_name);
     if (!rows)
         return -1;
@@ -189,16 +191,17 @@ int hc_auth_token_rotate(struct hc_db *db, const char *id, int64_t ttl_ms,
                          char text[HC_AUTH_TOKEN_TEXT_MAX], int64_t *expires_at_ms,
                          struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT created_at, expires_at FROM tokens WHERE "
-                                             "id = ? AND kind = 'api' AND scope IS NULL",
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT created_at, expires_at FROM tokens WHERE "
+                                    "id = ? AND kind = 'api' AND scope IS NULL",
                                     "s", id);
     if (!rows)
         return -1;
     const json_t *row = json_array_get(rows, 0);
     json_t *exp = json_object_get(row, "expires_at");
-    int64_t now = hc_now_ms(), life = json_is_integer(exp)
-                                         ? json_integer_value(exp) - hc_json_int(row, "created_at", 0)
-                                         : 0;
+    int64_t now = hc_now_ms(), life = json_is_integer(exp) ? json_integer_value(exp) -
+                                                                 hc_json_int(row, "created_at", 0)
+                                                           : 0;
     int found = row != NULL;
     json_decref(rows);
     if (!found)
@@ -212,9 +215,10 @@ int hc_auth_token_rotate(struct hc_db *db, const char *id, int64_t ttl_ms,
     char hash[65];
     hc_token_hash(&t, hash);
     *expires_at_ms = life > 0 ? now + life : 0;
-    if (hc_db_run(db, err, "UPDATE tokens SET secret_hash = ?, created_at = ?, "
-                           "expires_at = NULLIF(?, 0) WHERE id = ?", "siis", hash, now,
-                  *expires_at_ms, id) != 1)
+    if (hc_db_run(db, err,
+                  "UPDATE tokens SET secret_hash = ?, created_at = ?, "
+                  "expires_at = NULLIF(?, 0) WHERE id = ?",
+                  "siis", hash, now, *expires_at_ms, id) != 1)
         return -1;
     hc_token_format(&t, text, HC_AUTH_TOKEN_TEXT_MAX);
     return 0;

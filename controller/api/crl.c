@@ -87,8 +87,7 @@ int hc_crl_write(const struct hc_controller *ctl, struct hc_db *db, struct hc_er
     char path[1200];
     hc_crl_path(ctl, path, sizeof(path));
     if (!path[0])
-        return hc_error_set(err, HC_E(INTERNAL),
-                            "cannot write the revocation list: no data dir");
+        return hc_error_set(err, HC_E(INTERNAL), "cannot write the revocation list: no data dir");
     pthread_mutex_lock(&crl_lock);
     int rc = crl_write_locked(ctl, db, path, err);
     pthread_mutex_unlock(&crl_lock);

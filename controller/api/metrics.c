@@ -133,8 +133,8 @@ static int in_list(const char *word, const char *const *list)
 /* A gauge family from rows [{"v": value, "n": count}] (taken: rows may be NULL after a failed
  * query, with err): every value of always[] is present (0 when no row has it), so that series
  * do not appear and vanish. */
-static int gauge_by(FILE *f, const char *name, const char *help, const char *label,
-                    json_t *rows, const char *const *always)
+static int gauge_by(FILE *f, const char *name, const char *help, const char *label, json_t *rows,
+                    const char *const *always)
 {
     const json_t *row;
     size_t i;
@@ -170,12 +170,13 @@ static int render_db(FILE *f, struct hc_db *db, struct hc_error *err)
                     hc_nodes_count_by(db, "health", err), health) < 0 ||
                    gauge_by(f, "hcctld_nodes_by_state", "Nodes by membership state.", "state",
                             hc_nodes_count_by(db, "state", err), states) < 0 ||
-                   gauge_by(f, "hcctld_nodes_by_maintenance",
-                            "Nodes by storage maintenance state.", "maintenance",
-                            hc_nodes_count_by(db, "maintenance", err), maint) < 0 ||
+                   gauge_by(f, "hcctld_nodes_by_maintenance", "Nodes by storage maintenance state.",
+                            "maintenance", hc_nodes_count_by(db, "maintenance", err), maint) < 0 ||
                    gauge_by(f, "hcctld_operations", "Operations by state.", "state",
-                            hc_db_query_json(db, err, "SELECT state AS v, COUNT(*) AS n FROM "
-                                             "operations GROUP BY state", ""),
+                            hc_db_query_json(db, err,
+                                             "SELECT state AS v, COUNT(*) AS n FROM "
+                                             "operations GROUP BY state",
+                                             ""),
                             ops) < 0
                ? -1
                : 0;

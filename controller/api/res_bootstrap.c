@@ -15,9 +15,9 @@
 #include "common/ssh_target.h"
 #include "common/util.h"
 #include "controller/api/api.h"
-#include "controller/state/nodes.h"
 #include "controller/ops/op_bootstrap.h"
 #include "controller/ops/ops.h"
+#include "controller/state/nodes.h"
 
 static int check_file(const json_t *body, const char *key, struct hc_error *err)
 {
@@ -25,16 +25,19 @@ static int check_file(const json_t *body, const char *key, struct hc_error *err)
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_string(v) || access(json_string_value(v), R_OK) != 0)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'%s' is not a readable file on "
-                            "the controller's host", json_is_string(v) ? json_string_value(v) : key);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                            "'%s' is not a readable file on "
+                            "the controller's host",
+                            json_is_string(v) ? json_string_value(v) : key);
     return 0;
 }
 
 static int iface_name_valid(const char *s)
 {
     size_t n = strlen(s);
-    return n > 0 && n < 16 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                        "0123456789_.-@:") == n;
+    return n > 0 && n < 16 &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                     "0123456789_.-@:") == n;
 }
 
 /* Validates the body and turns it into operation params (new reference) or NULL with err. */
@@ -46,8 +49,7 @@ static json_t *bootstrap_params(const json_t *body, int create, struct hc_error 
     size_t i;
     const json_t *n;
     if (create && (!name || !hc_node_name_valid(name))) {
-        hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid cluster name '%s'",
-                     name ? name : "");
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid cluster name '%s'", name ? name : "");
         hc_error_hint(err, "lowercase letters, digits, '.', '-', '_'; up to 63 characters");
         return NULL;
     }
@@ -56,7 +58,8 @@ static json_t *bootstrap_params(const json_t *body, int create, struct hc_error 
         hc_error_hint(err, "give at least one --node [USER@]HOST[:PORT]");
         return NULL;
     }
-    json_array_foreach(nodes, i, n) {
+    json_array_foreach(nodes, i, n)
+    {
         struct hc_ssh_target t;
         if (!json_is_string(n) || hc_ssh_target_parse(json_string_value(n), &t, err) < 0)
             return NULL;
@@ -82,21 +85,25 @@ static json_t *bootstrap_params(const json_t *body, int create, struct hc_error 
  * one request at a time, so the check and the submission cannot interleave with another. */
 static int hosts_free(struct hc_db *db, const json_t *nodes, struct hc_error *err)
 {
-    json_t *busy = hc_db_query_json(db, err, "SELECT o.id AS id, j.value AS node "
+    json_t *busy = hc_db_query_json(db, err,
+                                    "SELECT o.id AS id, j.value AS node "
                                     "FROM operations o, json_each(o.params_json, '$.nodes') j "
                                     "WHERE o.kind IN ('cluster.create', 'node.add') "
-                                    "AND o.state NOT IN ('succeeded', 'failed', 'aborted')", "");
+                                    "AND o.state NOT IN ('succeeded', 'failed', 'aborted')",
+                                    "");
     if (!busy)
         return -1;
     size_t i, j;
     const json_t *n, *row;
     int rc = 0;
-    json_array_foreach(nodes, i, n) {
+    json_array_foreach(nodes, i, n)
+    {
         struct hc_ssh_target want, have;
         char a[400], b[400];
         hc_ssh_target_parse(json_string_value(n), &want, NULL);
         hc_ssh_target_format(&want, a, sizeof(a));
-        json_array_foreach(busy, j, row) {
+        json_array_foreach(busy, j, row)
+        {
             if (hc_ssh_target_parse(hc_json_str(row, "node", ""), &have, NULL) < 0)
                 continue;
             hc_ssh_target_format(&have, b, sizeof(b));
@@ -126,8 +133,8 @@ static void bootstrap(struct hc_request *req, struct hc_api *api, int create)
     params = bootstrap_params(body, create, &err);
     if (!params || hosts_free(api->db, json_object_get(params, "nodes"), &err) < 0)
         goto cleanup;
-    if (hc_ops_submit(api->db, api->ctl->cluster_id, create ? "cluster.create" : "node.add",
-                      params, hc_api_actor(req), op_id, &err) < 0)
+    if (hc_ops_submit(api->db, api->ctl->cluster_id, create ? "cluster.create" : "node.add", params,
+                      hc_api_actor(req), op_id, &err) < 0)
         goto cleanup;
     if (api->ctl->ops)
         hc_ops_pool_kick(api->ctl->ops);

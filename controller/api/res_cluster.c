@@ -6,8 +6,8 @@
 
 #include "common/util.h"
 #include "controller/api/api.h"
-#include "controller/state/nodes.h"
 #include "controller/ops/ops.h"
+#include "controller/state/nodes.h"
 
 void hc_res_version(struct hc_request *req, void *arg)
 {

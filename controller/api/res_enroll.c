@@ -14,10 +14,10 @@
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/api/auth.h"
+#include "controller/api/crl.h"
 #include "controller/state/events.h"
 #include "controller/state/node_identity.h"
 #include "controller/state/nodes.h"
-#include "controller/api/crl.h"
 #include "controller/state/software.h"
 
 #define JOIN_TTL_DEFAULT_S 3600
@@ -77,8 +77,8 @@ static int host_chars_ok(const char *host);
 
 /* The optional "address" and "name" a join token fixes (a hand join behind NAT, or a token
  * meant for one host). */
-static int binding_from_body(struct hc_db *db, const json_t *body,
-                             struct hc_join_binding *bind, struct hc_error *err)
+static int binding_from_body(struct hc_db *db, const json_t *body, struct hc_join_binding *bind,
+                             struct hc_error *err)
 {
     const char *address = hc_json_str(body, "address", NULL);
     const char *name = hc_json_str(body, "name", NULL);
@@ -119,7 +119,7 @@ struct enroll_req {
     const char *hostname;
     char host[256]; /* from agent_url: the certificate's SAN and the node's address */
     int port;
-    char url[320];  /* agent_url as recorded: https://HOST:PORT, no trailing '/' */
+    char url[320]; /* agent_url as recorded: https://HOST:PORT, no trailing '/' */
 };
 
 /* host as an IPv6 address (IPv4 mapped); 0 when it is no IP literal. */
@@ -182,8 +182,7 @@ static int enroll_parse(const json_t *body, struct enroll_req *e, struct hc_erro
         return hc_error_set(err, HC_E(INVALID_ARGUMENT), "hostname is too long");
     for (const char *p = e->hostname; p && *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
-                                "hostname holds control characters");
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT), "hostname holds control characters");
     if (parse_agent_url(e, err) < 0)
         return -1;
     return hc_auth_join_check_format(e->token, err);
@@ -223,8 +222,8 @@ static int binding_check(const struct enroll_req *e, const struct hc_join_bindin
                          const char *peer, struct hc_error *err)
 {
     if (bind->name[0] && strcmp(bind->name, e->name) != 0) {
-        hc_error_set(err, HC_E(FORBIDDEN), "this join token is for node '%s', not '%s'",
-                     bind->name, e->name);
+        hc_error_set(err, HC_E(FORBIDDEN), "this join token is for node '%s', not '%s'", bind->name,
+                     e->name);
         return hc_error_hint(err, "join with --name %s, or create a token for this node",
                              bind->name);
     }
@@ -237,8 +236,10 @@ static int binding_check(const struct enroll_req *e, const struct hc_join_bindin
         hc_error_set(err, HC_E(FORBIDDEN),
                      "agent_url host '%s' is not the address this request came from (%s)", e->host,
                      peer);
-        return hc_error_hint(err, "an agent enrolls from its own address; behind NAT, create the "
-                                  "token with 'hcctl cluster join-token --address %s'", e->host);
+        return hc_error_hint(err,
+                             "an agent enrolls from its own address; behind NAT, create the "
+                             "token with 'hcctl cluster join-token --address %s'",
+                             e->host);
     }
     return 0;
 }
@@ -255,9 +256,10 @@ static int ghost_replace(struct hc_api *api, const struct enroll_req *e, int *re
         return -1;
     int rc = 0;
     if (found && !row.last_seen && same_address(row.address, e->host)) {
-        rc = hc_db_run(api->db, err, "INSERT OR IGNORE INTO revoked_certs (serial, node_name, "
-                                     "revoked_at) VALUES (?, ?, ?)", "ssi",
-                       row.cert_serial, e->name, hc_now_ms()) < 0 ||
+        rc = hc_db_run(api->db, err,
+                       "INSERT OR IGNORE INTO revoked_certs (serial, node_name, "
+                       "revoked_at) VALUES (?, ?, ?)",
+                       "ssi", row.cert_serial, e->name, hc_now_ms()) < 0 ||
                      hc_node_delete(api->db, e->name, err) < 0
                  ? -1
                  : 0;
@@ -310,8 +312,8 @@ static char *enroll_commit(struct hc_api *api, const struct enroll_req *e, X509_
                             .cert_pin = pin};
     if (hc_node_insert(api->db, &n, err) < 0 ||
         hc_event_add(api->db, "node.joined", e->name, NULL, e->name,
-                     json_pack("{s:s, s:s, s:s, s:b}", "agent_url", e->url, "cert_serial",
-                               serial, "from", peer, "replaced_unseen", replaced),
+                     json_pack("{s:s, s:s, s:s, s:b}", "agent_url", e->url, "cert_serial", serial,
+                               "from", peer, "replaced_unseen", replaced),
                      err, "node '%s' joined from %s%s", e->name, e->url,
                      replaced ? " (replacing its never-seen earlier join)" : "") < 0 ||
         hc_db_commit(api->db, err) < 0)

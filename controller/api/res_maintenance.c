@@ -30,8 +30,10 @@ void hc_res_maintenance_enter(struct hc_request *req, void *arg)
         hc_error_set(&err, HC_E(INVALID_ARGUMENT), "unknown maintenance mode '%s'", mode);
         hc_error_hint(&err, "one of: ensure-accessibility, full, none");
     } else if (!strcmp(mode, "none") && !force) {
-        hc_error_set(&err, HC_E(INVALID_ARGUMENT), "mode none takes '%s' down without "
-                     "asking the storage service whether its data stays available", name);
+        hc_error_set(&err, HC_E(INVALID_ARGUMENT),
+                     "mode none takes '%s' down without "
+                     "asking the storage service whether its data stays available",
+                     name);
         hc_error_hint(&err, "add --force if that is what you want");
     } else if (strcmp(hc_json_str(node, "maintenance", "none"), "none") != 0) {
         hc_error_set(&err, HC_E(CONFLICT), "node '%s' is already in maintenance (%s)", name,
@@ -67,8 +69,8 @@ void hc_res_maintenance_exit(struct hc_request *req, void *arg)
         if (!strcmp(hc_json_str(node, "maintenance", "none"), "none"))
             hc_error_set(&err, HC_E(CONFLICT), "node '%s' is not in maintenance", name);
         else
-            params = json_pack("{s:s, s:I}", "node", name, "timeout_ms",
-                               (json_int_t)(timeout_s * 1000));
+            params =
+                json_pack("{s:s, s:I}", "node", name, "timeout_ms", (json_int_t)(timeout_s * 1000));
     }
     snprintf(api->caller.node, sizeof(api->caller.node), "%s", name);
     hc_res_operation_submit(req, api, "maintenance.exit", params, &err);

@@ -30,18 +30,22 @@ static int body_nodes(struct hc_db *db, const json_t *body, size_t min, struct h
         /* An unknown name is the more useful answer (404) when there is one. */
         json_array_foreach(v, i, name)
         {
-            int exists = json_is_string(name) ? hc_node_exists(db, json_string_value(name), err)
-                                              : 1;
+            int exists =
+                json_is_string(name) ? hc_node_exists(db, json_string_value(name), err) : 1;
             if (exists < 0)
                 return -1;
             if (!exists)
                 return hc_error_set(err, HC_E(NOT_FOUND), "node '%s' not found",
                                     json_string_value(name));
         }
-        hc_error_set(err, HC_E(INVALID_ARGUMENT), "'nodes' must be an array of at least "
-                     "%zu node names", min);
-        return hc_error_hint(err, "pairs of nodes are measured: name at least %zu, or leave "
-                             "'nodes' out for every node", min);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                     "'nodes' must be an array of at least "
+                     "%zu node names",
+                     min);
+        return hc_error_hint(err,
+                             "pairs of nodes are measured: name at least %zu, or leave "
+                             "'nodes' out for every node",
+                             min);
     }
     json_array_foreach(v, i, name)
     {
@@ -49,14 +53,15 @@ static int body_nodes(struct hc_db *db, const json_t *body, size_t min, struct h
             return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'nodes' must hold names");
         for (j = 0; j < i; j++)
             if (json_equal(name, json_array_get(v, j)))
-                return hc_error_set(err, HC_E(INVALID_ARGUMENT), "node '%s' is named "
-                                    "twice", json_string_value(name));
+                return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                                    "node '%s' is named "
+                                    "twice",
+                                    json_string_value(name));
         int exists = hc_node_exists(db, json_string_value(name), err);
         if (exists < 0)
             return -1;
         if (!exists) {
-            hc_error_set(err, HC_E(NOT_FOUND), "node '%s' not found",
-                         json_string_value(name));
+            hc_error_set(err, HC_E(NOT_FOUND), "node '%s' not found", json_string_value(name));
             return hc_error_hint(err, "see 'hcctl node list'");
         }
     }
@@ -160,7 +165,8 @@ static json_t *str_or_null(const char *s)
 /* Health and the storage interface's addresses of one node. */
 static json_t *show_extra(struct hc_db *db, const struct hc_net_node *n, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT n.health, (SELECT i.addresses_json FROM "
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT n.health, (SELECT i.addresses_json FROM "
                                     "interfaces i WHERE i.node_id = n.id AND i.name = ?) AS "
                                     "addresses_json FROM nodes n WHERE n.name = ?",
                                     "ss", n->iface, n->name);
@@ -178,12 +184,12 @@ static json_t *show_node(struct hc_db *db, const struct hc_net_node *n, int mtu,
     if (!extra)
         return NULL;
     const json_t *addrs = json_object_get(extra, "addresses_json");
-    json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o}", "name", n->name, "health",
-                          hc_json_str(extra, "health", "unknown"), "interface",
-                          str_or_null(n->iface), "address", str_or_null(n->addr), "mtu",
-                          int_or_null(n->mtu), "state", str_or_null(n->state), "kind",
-                          str_or_null(n->kind), "addresses",
-                          json_is_array(addrs) ? json_incref((json_t *)addrs) : json_array());
+    json_t *o =
+        json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o}", "name", n->name, "health",
+                  hc_json_str(extra, "health", "unknown"), "interface", str_or_null(n->iface),
+                  "address", str_or_null(n->addr), "mtu", int_or_null(n->mtu), "state",
+                  str_or_null(n->state), "kind", str_or_null(n->kind), "addresses",
+                  json_is_array(addrs) ? json_incref((json_t *)addrs) : json_array());
     json_object_set_new(o, "master", str_or_null(n->master));
     json_object_set_new(o, "master_mtu", int_or_null(n->master_mtu));
     json_object_set_new(o, "port", str_or_null(n->port));
@@ -198,7 +204,8 @@ static json_t *show_node(struct hc_db *db, const struct hc_net_node *n, int mtu,
 /* A summary of the newest finished net.check, or JSON null. */
 static json_t *last_check(struct hc_db *db, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT id, result_json FROM operations WHERE "
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT id, result_json FROM operations WHERE "
                                     "kind = 'net.check' AND state = 'succeeded' AND result_json "
                                     "IS NOT NULL ORDER BY finished_at DESC, rowid DESC LIMIT 1",
                                     "");
@@ -207,11 +214,10 @@ static json_t *last_check(struct hc_db *db, struct hc_error *err)
     if (!rows)
         return NULL;
     if (json_is_object(res))
-        out = json_pack("{s:s, s:O?, s:O?, s:O?, s:O?}", "operation_id",
-                        hc_json_str(row, "id", ""), "checked_at",
-                        json_object_get(res, "checked_at"), "mtu", json_object_get(res, "mtu"),
-                        "passed", json_object_get(res, "passed"), "summary",
-                        json_object_get(res, "summary"));
+        out = json_pack("{s:s, s:O?, s:O?, s:O?, s:O?}", "operation_id", hc_json_str(row, "id", ""),
+                        "checked_at", json_object_get(res, "checked_at"), "mtu",
+                        json_object_get(res, "mtu"), "passed", json_object_get(res, "passed"),
+                        "summary", json_object_get(res, "summary"));
     json_decref(rows);
     return out ? out : json_null();
 }
@@ -232,8 +238,7 @@ static json_t *net_show(struct hc_db *db, struct hc_error *err)
     }
     if (!(last = last_check(db, err)))
         goto cleanup;
-    doc = json_pack("{s:o, s:O, s:O}", "mtu", int_or_null(mtu), "nodes", nodes, "last_check",
-                    last);
+    doc = json_pack("{s:o, s:O, s:O}", "mtu", int_or_null(mtu), "nodes", nodes, "last_check", last);
 cleanup:
     json_decref(nodes);
     json_decref(last);

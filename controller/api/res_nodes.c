@@ -7,9 +7,9 @@
 #include <stdio.h>
 
 #include "controller/api/api.h"
-#include "controller/state/nodes.h"
 #include "controller/ops/op_node_remove.h"
 #include "controller/ops/ops.h"
+#include "controller/state/nodes.h"
 
 void hc_res_nodes_list(struct hc_request *req, void *arg)
 {
@@ -40,8 +40,8 @@ void hc_res_node_delete(struct hc_request *req, void *arg)
     json_t *node = hc_node_json(api->db, name, &err); /* 404 with its hint when unknown */
     if (!node || !(params = hc_node_remove_params(name, in, &err)))
         goto cleanup;
-    if (hc_ops_submit(api->db, api->ctl->cluster_id, HC_OP_NODE_REMOVE, params,
-                      hc_api_actor(req), op_id, &err) < 0)
+    if (hc_ops_submit(api->db, api->ctl->cluster_id, HC_OP_NODE_REMOVE, params, hc_api_actor(req),
+                      op_id, &err) < 0)
         goto cleanup;
     if (api->ctl->ops)
         hc_ops_pool_kick(api->ctl->ops);

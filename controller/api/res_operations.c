@@ -10,7 +10,6 @@
 #include "controller/api/api.h"
 #include "controller/ops/ops.h"
 
-
 json_t *hc_res_operation_body(struct hc_db *db, const char *id, struct hc_error *err)
 {
     json_t *shown = hc_ops_show(db, id, err);
@@ -67,8 +66,10 @@ void hc_res_op_result(struct hc_request *req, void *arg)
     struct hc_error err = {0};
     const char *id = hc_req_param(req, "id");
     json_t *body = hc_res_operation_body(api->db, id, &err), *rows = NULL;
-    if (body && !(rows = hc_db_query_json(api->db, &err, "SELECT result_json FROM operations "
-                                          "WHERE id = ?", "s", id))) {
+    if (body && !(rows = hc_db_query_json(api->db, &err,
+                                          "SELECT result_json FROM operations "
+                                          "WHERE id = ?",
+                                          "s", id))) {
         json_decref(body);
         body = NULL;
     }

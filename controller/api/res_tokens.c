@@ -30,8 +30,7 @@ static int ttl_ms_from(const json_t *body, int64_t *ttl_ms, struct hc_error *err
     *ttl_ms = 0;
     if (!v || json_is_null(v))
         return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-        json_integer_value(v) > TOKEN_TTL_MAX_S)
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > TOKEN_TTL_MAX_S)
         return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "ttl_seconds must be an integer from 1 to %lld", TOKEN_TTL_MAX_S);
     *ttl_ms = json_integer_value(v) * 1000;
@@ -43,9 +42,8 @@ static json_t *token_reply(const char *text, const char *id, const char *name, c
 {
     char when[32];
     return json_pack("{s:s, s:s, s:s, s:s, s:s?}", "token", text, "id", id, "name", name, "role",
-                     role,
-                     "expires_at", expires_at_ms ? hc_time_format(expires_at_ms, when, sizeof(when))
-                                                 : NULL);
+                     role, "expires_at",
+                     expires_at_ms ? hc_time_format(expires_at_ms, when, sizeof(when)) : NULL);
 }
 
 static json_t *token_create(struct hc_api *api, const json_t *in, const char *actor,
@@ -96,8 +94,8 @@ void hc_res_token_revoke(struct hc_request *req, void *arg)
     if (hc_auth_token_find(api->db, which, id, kind, &err) < 0 ||
         hc_auth_token_revoke(api->db, id, &err) < 0 ||
         hc_event_add(api->db, "token.revoked", NULL, NULL, hc_api_actor(req),
-                     json_pack("{s:s, s:s}", "id", id, "kind", kind), &err,
-                     "%s token %s revoked", kind, id) < 0 ||
+                     json_pack("{s:s, s:s}", "id", id, "kind", kind), &err, "%s token %s revoked",
+                     kind, id) < 0 ||
         hc_db_commit(api->db, &err) < 0) {
         hc_db_rollback(api->db);
         goto reply;
@@ -117,17 +115,17 @@ static json_t *token_rotate(struct hc_api *api, const char *which, const json_t 
     json_t *rows = NULL, *out = NULL;
     if (hc_auth_token_find(api->db, which, id, kind, err) < 0 ||
         hc_auth_token_rotate(api->db, id, ttl_ms, text, &expires, err) < 0 ||
-        !(rows = hc_db_query_json(api->db, err, "SELECT name, role FROM tokens WHERE id = ?",
-                                  "s", id)) ||
-        hc_event_add(api->db, "token.rotated", NULL, NULL, actor, json_pack("{s:s}", "id", id),
-                     err, "api token %s rotated: its old text no longer works", id) < 0 ||
+        !(rows = hc_db_query_json(api->db, err, "SELECT name, role FROM tokens WHERE id = ?", "s",
+                                  id)) ||
+        hc_event_add(api->db, "token.rotated", NULL, NULL, actor, json_pack("{s:s}", "id", id), err,
+                     "api token %s rotated: its old text no longer works", id) < 0 ||
         hc_db_commit(api->db, err) < 0) {
         hc_db_rollback(api->db);
         goto cleanup;
     }
     const json_t *row = json_array_get(rows, 0);
-    out = token_reply(text, id, hc_json_str(row, "name", ""), hc_json_str(row, "role", ""),
-                      expires);
+    out =
+        token_reply(text, id, hc_json_str(row, "name", ""), hc_json_str(row, "role", ""), expires);
 cleanup:
     json_decref(rows);
     return out;

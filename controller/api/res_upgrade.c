@@ -1,10 +1,10 @@
 /*
  * Rolling upgrade resources:
  *   POST   /v1/upgrade                   {"to_version","max_unavailable","node_timeout_seconds",
- *                                          "dry_run"} -> 202 operation, or 200 {"plan"} for a dry run
- *   GET    /v1/upgrade                   the latest upgrade with per-node progress
- * Pause, resume and abort go through /v1/operations/{id}/... (the CLI finds the id). The
- * maintenance routes are in res_maintenance.c.
+ *                                          "dry_run"} -> 202 operation, or 200 {"plan"} for a dry
+ * run GET    /v1/upgrade                   the latest upgrade with per-node progress Pause, resume
+ * and abort go through /v1/operations/{id}/... (the CLI finds the id). The maintenance routes are
+ * in res_maintenance.c.
  */
 #include <string.h>
 

@@ -21,21 +21,22 @@
 #include "common/parallel.h"
 #include "common/pki.h"
 #include "common/util.h"
-#include "controller/remote/agent_client.h"
 #include "controller/api/auth.h"
-#include "controller/state/events.h"
 #include "controller/ops/op_net.h"
-#include "controller/state/net.h"
-#include "controller/state/nodes.h"
 #include "controller/ops/ops.h"
+#include "controller/remote/agent_client.h"
 #include "controller/remote/poller.h"
 #include "controller/remote/ssh.h"
+#include "controller/state/events.h"
+#include "controller/state/net.h"
+#include "controller/state/nodes.h"
 
 #define BOOT_JOIN_TOKEN_TTL_S 900
 #define BOOT_WAIT_DEFAULT_MS 60000
 #define BOOT_MAX_CLOCK_SKEW_S 60
 #define BOOT_MIN_FREE_KB (64 * 1024)
-/* The storage service's uid/gid (agents/hcagent/privilege.h), as a string for the preflight script. */
+/* The storage service's uid/gid (agents/hcagent/privilege.h), as a string for the preflight script.
+ */
 #define BOOT_STR(x) #x
 #define BOOT_XSTR(x) BOOT_STR(x)
 #define HC_BOOT_SERVICE_ID BOOT_XSTR(HC_SERVICE_ID)
@@ -142,21 +143,34 @@ static void preflight_parse(char *out, struct preflight *pf)
             continue;
         *eq = '\0';
         const char *k = line, *v = eq + 1;
-        if (!strcmp(k, "os")) snprintf(pf->os, sizeof(pf->os), "%s", v);
-        else if (!strcmp(k, "arch")) snprintf(pf->arch, sizeof(pf->arch), "%s", v);
-        else if (!strcmp(k, "hostname")) snprintf(pf->hostname, sizeof(pf->hostname), "%s", v);
-        else if (!strcmp(k, "iface")) snprintf(pf->iface, sizeof(pf->iface), "%s", v);
-        else if (!strcmp(k, "missing")) snprintf(pf->missing, sizeof(pf->missing), "%s", v);
-        else if (!strcmp(k, "init")) snprintf(pf->init, sizeof(pf->init), "%s", v);
+        if (!strcmp(k, "os"))
+            snprintf(pf->os, sizeof(pf->os), "%s", v);
+        else if (!strcmp(k, "arch"))
+            snprintf(pf->arch, sizeof(pf->arch), "%s", v);
+        else if (!strcmp(k, "hostname"))
+            snprintf(pf->hostname, sizeof(pf->hostname), "%s", v);
+        else if (!strcmp(k, "iface"))
+            snprintf(pf->iface, sizeof(pf->iface), "%s", v);
+        else if (!strcmp(k, "missing"))
+            snprintf(pf->missing, sizeof(pf->missing), "%s", v);
+        else if (!strcmp(k, "init"))
+            snprintf(pf->init, sizeof(pf->init), "%s", v);
         else if (!strcmp(k, "svc_id_owner"))
             snprintf(pf->svc_id_owner, sizeof(pf->svc_id_owner), "%s", v);
-        else if (!strcmp(k, "time")) pf->time_s = atoll(v);
-        else if (!strcmp(k, "free_kb")) pf->free_kb = atoll(v);
-        else if (!strcmp(k, "iface_ok")) pf->iface_ok = atoi(v);
-        else if (!strcmp(k, "iface_mtu")) pf->iface_mtu = atoi(v);
-        else if (!strcmp(k, "enrolled")) pf->enrolled = atoi(v);
-        else if (!strcmp(k, "data")) pf->data = atoi(v);
-        else if (!strcmp(k, "running")) pf->running = atoi(v);
+        else if (!strcmp(k, "time"))
+            pf->time_s = atoll(v);
+        else if (!strcmp(k, "free_kb"))
+            pf->free_kb = atoll(v);
+        else if (!strcmp(k, "iface_ok"))
+            pf->iface_ok = atoi(v);
+        else if (!strcmp(k, "iface_mtu"))
+            pf->iface_mtu = atoi(v);
+        else if (!strcmp(k, "enrolled"))
+            pf->enrolled = atoi(v);
+        else if (!strcmp(k, "data"))
+            pf->data = atoi(v);
+        else if (!strcmp(k, "running"))
+            pf->running = atoi(v);
     }
 }
 
@@ -186,14 +200,18 @@ static int preflight_check(struct boot_host *h, struct hc_error *err)
                             "%s is %s but the controller ships a %s hcagent", h->label, pf->arch,
                             u.machine);
     if (pf->missing[0] && strspn(pf->missing, " ") != strlen(pf->missing))
-        return hc_error_set(err, HC_E(PREFLIGHT_FAILED), "%s lacks required commands:%s",
-                            h->label, pf->missing);
+        return hc_error_set(err, HC_E(PREFLIGHT_FAILED), "%s lacks required commands:%s", h->label,
+                            pf->missing);
     if (pf->free_kb < BOOT_MIN_FREE_KB)
-        return hc_error_set(err, HC_E(PREFLIGHT_FAILED), "%s has %lld KiB free under /opt, "
-                            "needs %d", h->label, pf->free_kb, BOOT_MIN_FREE_KB);
+        return hc_error_set(err, HC_E(PREFLIGHT_FAILED),
+                            "%s has %lld KiB free under /opt, "
+                            "needs %d",
+                            h->label, pf->free_kb, BOOT_MIN_FREE_KB);
     if (pf->svc_id_owner[0]) {
-        hc_error_set(err, HC_E(PREFLIGHT_FAILED), "uid/gid " HC_BOOT_SERVICE_ID " that the "
-                     "storage service runs as belongs to '%s' on %s", pf->svc_id_owner, h->label);
+        hc_error_set(err, HC_E(PREFLIGHT_FAILED),
+                     "uid/gid " HC_BOOT_SERVICE_ID " that the "
+                     "storage service runs as belongs to '%s' on %s",
+                     pf->svc_id_owner, h->label);
         return hc_error_hint(err, "free the id on the node, or join it by hand with "
                                   "HCAGENT_SERVICE_USER=UID:GID set for the agent");
     }
@@ -203,8 +221,10 @@ static int preflight_check(struct boot_host *h, struct hc_error *err)
         return hc_error_hint(err, "check --storage-interface against 'ip link' on the node");
     }
     if (skew > BOOT_MAX_CLOCK_SKEW_S || skew < -BOOT_MAX_CLOCK_SKEW_S) {
-        hc_error_set(err, HC_E(PREFLIGHT_FAILED), "clock of %s differs from the controller's "
-                     "by %lld s", h->label, skew);
+        hc_error_set(err, HC_E(PREFLIGHT_FAILED),
+                     "clock of %s differs from the controller's "
+                     "by %lld s",
+                     h->label, skew);
         return hc_error_hint(err, "synchronise the clocks (NTP): certificates depend on them");
     }
     node_name_from_hostname(pf->hostname, h->name, sizeof(h->name));
@@ -220,8 +240,7 @@ static int host_ssh(struct boot_host *h, struct hc_error *err)
 {
     if (h->ssh)
         return 0;
-    h->ssh = hc_ssh_connect(&h->target, &h->job->ssh, h->fingerprint, sizeof(h->fingerprint),
-                            err);
+    h->ssh = hc_ssh_connect(&h->target, &h->job->ssh, h->fingerprint, sizeof(h->fingerprint), err);
     return h->ssh ? 0 : -1;
 }
 
@@ -248,8 +267,8 @@ static int step_preflight(struct hc_op_ctx *ctx, void *arg, char *detail, size_t
     hc_ssh_result_clear(&r);
     if (preflight_check(h, err) < 0)
         return -1;
-    snprintf(detail, len, "%s %s, %s mtu %d, %lld MiB free, clock skew %lld s, init %s",
-             h->pf.os, h->pf.arch, h->pf.iface, h->pf.iface_mtu, h->pf.free_kb / 1024,
+    snprintf(detail, len, "%s %s, %s mtu %d, %lld MiB free, clock skew %lld s, init %s", h->pf.os,
+             h->pf.arch, h->pf.iface, h->pf.iface_mtu, h->pf.free_kb / 1024,
              h->pf.time_s - hc_now_ms() / 1000, h->pf.init);
     return 0;
 }
@@ -263,8 +282,8 @@ static int check_membership(struct boot_host *h, struct hc_error *err)
         return -1;
     int rc = 0;
     if (found && strcmp(row.address, h->target.host) != 0) {
-        rc = hc_error_set(err, HC_E(CONFLICT), "node name '%s' of %s is taken by %s",
-                          h->name, h->label, row.address);
+        rc = hc_error_set(err, HC_E(CONFLICT), "node name '%s' of %s is taken by %s", h->name,
+                          h->label, row.address);
         hc_error_hint(err, "give the host another hostname or remove the other node");
     }
     h->joined = found && rc == 0 && h->pf.enrolled;
@@ -316,12 +335,15 @@ static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
     /* The storage service's data of an earlier membership is set aside in DATA/kept (as node
      * remove does), never deleted and never served again; the rest goes. */
     const char *rm_argv[] = {
-        "sh", "-c",
+        "sh",
+        "-c",
         "d=$1; if [ -d \"$d/service-data\" ]; then mkdir -p \"$d/kept\" && "
         "mv \"$d/service-data\" \"$d/kept/service-data.$(date +%s)\" || exit 1; fi; "
         "for f in \"$d\"/* \"$d\"/.[!.]* \"$d\"/..?*; do [ -e \"$f\" ] || [ -L \"$f\" ] || "
         "continue; [ \"$f\" = \"$d/kept\" ] || rm -rf \"$f\" || exit 1; done",
-        "clear", HC_REMOTE_AGENT_DATA, NULL};
+        "clear",
+        HC_REMOTE_AGENT_DATA,
+        NULL};
     struct hc_ssh_result r = {0};
     /* Stale credentials of an earlier membership would make the agent skip enrollment (a
      * fresh host has none: preflight said so, and nothing runs a command for it). */
@@ -331,8 +353,10 @@ static int step_push(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
         int status = r.exit_status;
         hc_ssh_result_clear(&r);
         if (status != 0) {
-            hc_error_set(err, HC_E(SSH), "%s: cannot clear %s of an earlier membership "
-                         "(exit %d)", h->label, HC_REMOTE_AGENT_DATA, status);
+            hc_error_set(err, HC_E(SSH),
+                         "%s: cannot clear %s of an earlier membership "
+                         "(exit %d)",
+                         h->label, HC_REMOTE_AGENT_DATA, status);
             goto cleanup;
         }
     }
@@ -406,10 +430,20 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
     struct hc_ssh_result r = {0};
     const char *bin = HC_REMOTE_AGENT_ROOT "/current/hcagent";
 #define LINK "start", HC_VERSION, HC_REMOTE_AGENT_ROOT "/current"
-    const char *daemon_argv[] = {"sh", "-c", daemon_start_script, LINK, bin, "join", "--config",
-                                 HC_REMOTE_AGENT_ETC "/join.json", "--daemon", "--pidfile",
-                                 HC_REMOTE_AGENT_RUN "/hcagent.pid", "--log-file",
-                                 HC_REMOTE_AGENT_DATA ".log", NULL};
+    const char *daemon_argv[] = {"sh",
+                                 "-c",
+                                 daemon_start_script,
+                                 LINK,
+                                 bin,
+                                 "join",
+                                 "--config",
+                                 HC_REMOTE_AGENT_ETC "/join.json",
+                                 "--daemon",
+                                 "--pidfile",
+                                 HC_REMOTE_AGENT_RUN "/hcagent.pid",
+                                 "--log-file",
+                                 HC_REMOTE_AGENT_DATA ".log",
+                                 NULL};
     const char *reload_argv[] = {"sh", "-c", activate_script, LINK, "systemctl", "daemon-reload",
                                  NULL};
 #undef LINK
@@ -429,8 +463,10 @@ static int step_start(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len
         int status = r.exit_status;
         if (status != 0) {
             r.err[strcspn(r.err, "\n")] = '\0';
-            hc_error_set(err, HC_E(AGENT_START_FAILED), "cannot activate hcagent on %s "
-                         "(exit %d): %s", h->label, status, r.err);
+            hc_error_set(err, HC_E(AGENT_START_FAILED),
+                         "cannot activate hcagent on %s "
+                         "(exit %d): %s",
+                         h->label, status, r.err);
         }
         hc_ssh_result_clear(&r);
         if (status != 0)
@@ -512,16 +548,17 @@ static int step_wait(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
             goto cleanup;
         if (found) {
             long t = left >= timeout ? timeout : left > 100 ? (long)left : 100;
-            rc = hc_poller_ask(hc_op_db(ctx), client, id, h->name, url, t, seen, sizeof(seen),
-                               err);
+            rc = hc_poller_ask(hc_op_db(ctx), client, id, h->name, url, t, seen, sizeof(seen), err);
             if (rc != 0)
                 break;
         }
         if (hc_mono_ms() > deadline || hc_op_checkpoint(ctx) != HC_OP_SUCCEEDED) {
             char tail[400];
             agent_log_tail(h, tail, sizeof(tail));
-            hc_error_set(err, HC_E(TIMEOUT), "agent on %s did not become healthy within "
-                         "%lld s (%s)%s%s", h->label, (long long)(h->job->wait_ms / 1000), seen,
+            hc_error_set(err, HC_E(TIMEOUT),
+                         "agent on %s did not become healthy within "
+                         "%lld s (%s)%s%s",
+                         h->label, (long long)(h->job->wait_ms / 1000), seen,
                          tail[0] ? "; agent log: " : "", tail);
             hc_error_hint(err, "check that the node reaches the controller at %s",
                           h->job->controller_url);
@@ -682,8 +719,9 @@ static int name_cluster(struct boot_job *job, struct hc_error *err)
     const char *name = hc_json_str(p, "name", NULL);
     struct hc_db *db = hc_op_db(job->ctx);
     json_t *counts = hc_nodes_health_counts(db, err);
-    json_t *rows = counts ? hc_db_query_json(db, err, "SELECT name FROM clusters WHERE id = ?",
-                                             "s", job->ctl->cluster_id) : NULL;
+    json_t *rows = counts ? hc_db_query_json(db, err, "SELECT name FROM clusters WHERE id = ?", "s",
+                                             job->ctl->cluster_id)
+                          : NULL;
     int64_t n = hc_json_int(counts, "total", 0);
     json_decref(counts);
     if (!rows)
@@ -691,8 +729,10 @@ static int name_cluster(struct boot_job *job, struct hc_error *err)
     json_t *row = json_array_get(rows, 0);
     int rc = 0;
     if (row && n > 0 && strcmp(hc_json_str(row, "name", ""), name) != 0) {
-        rc = hc_error_set(err, HC_E(CONFLICT), "this controller's cluster is already "
-                          "created as '%s'", hc_json_str(row, "name", ""));
+        rc = hc_error_set(err, HC_E(CONFLICT),
+                          "this controller's cluster is already "
+                          "created as '%s'",
+                          hc_json_str(row, "name", ""));
         hc_error_hint(err, "add hosts with 'hcctl node add'");
     }
     json_decref(rows);
@@ -700,7 +740,9 @@ static int name_cluster(struct boot_job *job, struct hc_error *err)
         return -1;
     int64_t mtu = hc_json_int(p, "mtu", 0);
     return hc_db_run(db, err, "UPDATE clusters SET name = ?, mtu = COALESCE(?, mtu) WHERE id = ?",
-                     mtu ? "sis" : "sns", name, mtu, job->ctl->cluster_id) < 0 ? -1 : 0;
+                     mtu ? "sis" : "sns", name, mtu, job->ctl->cluster_id) < 0
+               ? -1
+               : 0;
 }
 
 /* Folds the per-host outcomes into the operation's. */
@@ -731,12 +773,12 @@ static enum hc_op_result job_result(struct boot_job *job, struct hc_error *err)
         /* One cause everywhere (say, unknown host keys) keeps its code and its advice. */
         int same = 1;
         for (size_t i = 0; i < job->nhosts; i++)
-            if (job->hosts[i].result == HC_OP_FAILED && strcmp(job->hosts[i].err.code,
-                                                                first->err.code) != 0)
+            if (job->hosts[i].result == HC_OP_FAILED &&
+                strcmp(job->hosts[i].err.code, first->err.code) != 0)
                 same = 0;
         hc_error_set_wire(err, HC_E(NODES_FAILED)->status, same ? first->err.code : "nodes_failed",
-                     "%zu of %zu nodes failed (%s): first: %s", failed, job->nhosts, list,
-                     first->err.message);
+                          "%zu of %zu nodes failed (%s): first: %s", failed, job->nhosts, list,
+                          first->err.message);
         if (same && first->err.hint[0])
             hc_error_hint(err, "%s; 'hcctl operation show' has the reason per node",
                           first->err.hint);
@@ -755,8 +797,7 @@ static enum hc_op_result bootstrap_run(struct hc_op_ctx *ctx, int create, struct
     struct boot_job job = {.ctx = ctx, .ctl = hc_op_controller(ctx), .create = create};
     enum hc_op_result result = HC_OP_FAILED;
     if (job_setup(&job, err) < 0 || job_hosts(&job, err) < 0 ||
-        (create && name_cluster(&job, err) < 0) ||
-        hc_ssh_keygen(job.key, err) < 0)
+        (create && name_cluster(&job, err) < 0) || hc_ssh_keygen(job.key, err) < 0)
         goto cleanup;
     int64_t parallel = hc_json_int(hc_op_params(ctx), "parallel", HC_BOOTSTRAP_DEFAULT_PARALLEL);
     if (parallel < 1 || parallel > HC_BOOTSTRAP_MAX_PARALLEL)

@@ -76,9 +76,10 @@ int hc_avail_check(struct hc_db *db, const char *node, int max_unavailable, stru
         return -1;
     if (down + 1 <= max_unavailable)
         return 0;
-    hc_error_set(err, HC_E(BUDGET), "taking '%s' down would leave %d node(s) down, more "
-                 "than max_unavailable %d: already down: %s", node, down + 1, max_unavailable,
-                 who);
+    hc_error_set(err, HC_E(BUDGET),
+                 "taking '%s' down would leave %d node(s) down, more "
+                 "than max_unavailable %d: already down: %s",
+                 node, down + 1, max_unavailable, who);
     return hc_error_hint(err, "bring the other node(s) back first (hcctl maintenance exit), or "
                               "raise --max-unavailable if the data tolerates it");
 }
@@ -106,8 +107,8 @@ int hc_maint_node_load(struct hc_db *db, const char *name, struct hc_maint_node 
 }
 
 /* Records the node's maintenance state (and an event when it settles). */
-static int set_state(struct hc_op_ctx *ctx, const char *node, const char *state,
-                     const char *mode, const char *event, struct hc_error *err)
+static int set_state(struct hc_op_ctx *ctx, const char *node, const char *state, const char *mode,
+                     const char *event, struct hc_error *err)
 {
     struct hc_db *db = hc_op_db(ctx);
     if (hc_db_begin(db, err) < 0)
@@ -127,9 +128,8 @@ static int set_state(struct hc_op_ctx *ctx, const char *node, const char *state,
     if (hc_node_set_maintenance(db, node, state, mode, hc_op_id(ctx), err) < 0 ||
         (event && hc_event_add(db, event, node, hc_op_id(ctx), "controller",
                                json_pack("{s:s, s:s?}", "state", state, "mode", mode), err,
-                               "node %s %s maintenance%s%s", node,
-                               none ? "left" : "entered", mode ? " mode " : "",
-                               mode ? mode : "") < 0) ||
+                               "node %s %s maintenance%s%s", node, none ? "left" : "entered",
+                               mode ? " mode " : "", mode ? mode : "") < 0) ||
         hc_db_commit(db, err) < 0) {
         hc_db_rollback(db);
         return -1;
@@ -170,8 +170,10 @@ int hc_maint_wait_healthy(struct hc_op_ctx *ctx, const struct hc_svc_node *n, in
             return 0;
         }
         if (hc_mono_ms() > deadline) {
-            hc_error_set(err, HC_E(HEALTH_TIMEOUT), "service on %s did not become healthy "
-                         "within %lld s: %s", n->name, (long long)(timeout_ms / 1000), detail);
+            hc_error_set(err, HC_E(HEALTH_TIMEOUT),
+                         "service on %s did not become healthy "
+                         "within %lld s: %s",
+                         n->name, (long long)(timeout_ms / 1000), detail);
             return hc_error_hint(err, "see the service log on the node; --node-timeout/--timeout "
                                       "sets how long to wait");
         }
@@ -192,10 +194,14 @@ int hc_maint_wait_resync(struct hc_op_ctx *ctx, const struct hc_svc_node *n, int
         hc_op_waiting(ctx, "%s to resync %lld block(s) from its peers", n->name,
                       (long long)pending);
         if (hc_mono_ms() > deadline) {
-            hc_error_set(err, HC_E(RESYNC_TIMEOUT), "%s still had %lld block(s) to resync after "
-                         "%lld s", n->name, (long long)pending, (long long)(timeout_ms / 1000));
-            return hc_error_hint(err, "the node stays out of maintenance and keeps resyncing; "
-                                      "check 'hcctl node show %s'", n->name);
+            hc_error_set(err, HC_E(RESYNC_TIMEOUT),
+                         "%s still had %lld block(s) to resync after "
+                         "%lld s",
+                         n->name, (long long)pending, (long long)(timeout_ms / 1000));
+            return hc_error_hint(err,
+                                 "the node stays out of maintenance and keeps resyncing; "
+                                 "check 'hcctl node show %s'",
+                                 n->name);
         }
         if (wait_tick(ctx, 0, err) < 0)
             return -1;
@@ -267,8 +273,10 @@ static int other_unreachable(struct hc_op_ctx *ctx, const struct maint_step *s, 
     int found = hc_avail_unreachable(hc_op_db(ctx), s->svc.name, other, sizeof(other), err);
     if (found <= 0)
         return found;
-    return hc_error_set(err, HC_E(OTHER_UNREACHABLE), "%s is unreachable while %s waits "
-                        "to go down (%s)", other, s->svc.name, why);
+    return hc_error_set(err, HC_E(OTHER_UNREACHABLE),
+                        "%s is unreachable while %s waits "
+                        "to go down (%s)",
+                        other, s->svc.name, why);
 }
 
 static int step_budget(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
@@ -280,7 +288,8 @@ static int step_budget(struct hc_op_ctx *ctx, void *arg, char *detail, size_t le
         if (strcmp(err->code, HC_ERR_BUDGET) != 0)
             return -1;
         if (s->p->wait_budget_ms <= 0)
-            return s->p->force_hint ? hc_error_hint(err, "bring the other node(s) back first "
+            return s->p->force_hint ? hc_error_hint(err,
+                                                    "bring the other node(s) back first "
                                                     "(hcctl maintenance exit), or %s",
                                                     s->p->force_hint)
                                     : -1;
@@ -318,8 +327,10 @@ static int step_ok_to_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_
         if (hc_svc_ok_to_stop(&s->svc, &ok, reason, sizeof(reason), err) < 0) {
             if (!s->p->unreachable_ok || !hc_agent_err_is_transport(err))
                 return -1;
-            snprintf(detail, len, HC_MAINT_NOT_ASKED " (%s); within the budget, the other nodes "
-                     "hold what it served", err->message);
+            snprintf(detail, len,
+                     HC_MAINT_NOT_ASKED " (%s); within the budget, the other nodes "
+                                        "hold what it served",
+                     err->message);
             hc_error_clear(err);
             return 0;
         }
@@ -329,12 +340,15 @@ static int step_ok_to_stop(struct hc_op_ctx *ctx, void *arg, char *detail, size_
             snprintf(reason, sizeof(reason), "no reason given");
         if (hc_mono_ms() >= deadline) {
             if (s->p->wait_ok_to_stop_ms > 0)
-                hc_error_set(err, HC_E(NOT_OK_TO_STOP), "cannot take '%s' down: ok-to-stop "
-                             "still refused after %lld s: %s", s->svc.name,
-                             (long long)(s->p->wait_ok_to_stop_ms / 1000), reason);
+                hc_error_set(err, HC_E(NOT_OK_TO_STOP),
+                             "cannot take '%s' down: ok-to-stop "
+                             "still refused after %lld s: %s",
+                             s->svc.name, (long long)(s->p->wait_ok_to_stop_ms / 1000), reason);
             else
-                hc_error_set(err, HC_E(NOT_OK_TO_STOP), "cannot take '%s' down: ok-to-stop "
-                             "refused: %s", s->svc.name, reason);
+                hc_error_set(err, HC_E(NOT_OK_TO_STOP),
+                             "cannot take '%s' down: ok-to-stop "
+                             "refused: %s",
+                             s->svc.name, reason);
             return hc_error_hint(err, "wait until its data has another in-sync replica, or %s",
                                  s->p->force_hint ? s->p->force_hint
                                                   : "use --mode none --force to take it down "
@@ -457,7 +471,8 @@ static int step_resync(struct hc_op_ctx *ctx, void *arg, char *detail, size_t le
         hc_node_set_service_state(hc_op_db(ctx), s->svc.name, "running", hc_now_ms(), err) < 0 ||
         set_state(ctx, s->svc.name, "none", NULL, "maintenance.exited", err) < 0)
         return -1;
-    snprintf(detail, len, "in sync after %lld ms; maintenance over", (long long)(hc_mono_ms() - t0));
+    snprintf(detail, len, "in sync after %lld ms; maintenance over",
+             (long long)(hc_mono_ms() - t0));
     return 0;
 }
 

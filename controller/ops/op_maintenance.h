@@ -61,8 +61,8 @@ int hc_maint_node_load(struct hc_db *db, const char *name, struct hc_maint_node 
                        struct hc_error *err);
 
 struct hc_maint_params {
-    const char *mode;   /* ensure-accessibility | full | none */
-    int force;          /* required with mode none: skips ok-to-stop */
+    const char *mode; /* ensure-accessibility | full | none */
+    int force;        /* required with mode none: skips ok-to-stop */
     int max_unavailable;
     int64_t timeout_ms; /* every wait below is bounded by this */
     /* 0: refuse at once when the budget is spent (maintenance enter); else wait up to that long

@@ -28,11 +28,11 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "controller/ops/ops.h"
 #include "controller/remote/agent_client.h"
 #include "controller/remote/net_probe.h"
 #include "controller/state/events.h"
 #include "controller/state/net.h"
-#include "controller/ops/ops.h"
 
 #define MTU_DEFAULT_CONFIRM_MS 30000
 #define MTU_REVERT_GRACE_MS 15000 /* how long after revert_at an agent may take to report it */
@@ -87,8 +87,8 @@ json_t *hc_net_check_run(struct hc_db *db, struct hc_http_client *client,
     doc = hc_net_result_json(&c);
     json_object_set_new(doc, "cluster_mtu",
                         cluster_mtu > 0 ? json_integer(cluster_mtu) : json_null());
-    json_object_set_new(doc, "checked_at", json_string(hc_time_format(hc_now_ms(), at,
-                                                                      sizeof(at))));
+    json_object_set_new(doc, "checked_at",
+                        json_string(hc_time_format(hc_now_ms(), at, sizeof(at))));
     json_object_set_new(doc, "duration_ms", json_integer(hc_mono_ms() - t0));
 cleanup:
     hc_net_check_clear(&c);
@@ -224,8 +224,8 @@ static int wait_revert(struct mtu_job *j, size_t i, const char *change_id, int p
     hc_op_waiting(j->ctx, "%s to revert %s to MTU %d by itself", n->name, n->iface, previous);
     while (hc_mono_ms() < deadline) {
         struct hc_error ignored = {0};
-        json_t *st = agent_do(j->client, n, "GET", "/v1/net/mtu", NULL, j->call_ms, &status,
-                              &ignored);
+        json_t *st =
+            agent_do(j->client, n, "GET", "/v1/net/mtu", NULL, j->call_ms, &status, &ignored);
         const json_t *lr = json_object_get(st, "last_revert");
         int pending = json_is_object(json_object_get(st, "pending"));
         int mine = change_id[0] && !strcmp(hc_json_str(lr, "change_id", ""), change_id);
@@ -234,8 +234,8 @@ static int wait_revert(struct mtu_job *j, size_t i, const char *change_id, int p
             return mine;
         sleep_ms(MTU_POLL_MS);
     }
-    hc_error_set(err, HC_E(TIMEOUT), "%s did not report reverting %s to MTU %d", n->name,
-                 n->iface, previous);
+    hc_error_set(err, HC_E(TIMEOUT), "%s did not report reverting %s to MTU %d", n->name, n->iface,
+                 previous);
     return hc_error_hint(err, "look at it by hand: 'ip link show %s' on %s", n->iface, n->name);
 }
 
@@ -291,8 +291,10 @@ static int adopt_pending(struct mtu_job *j, size_t i, char *change_id, size_t le
         *previous = (int)hc_json_int(p, "previous_mtu", 0);
         rc = 1;
     } else if (json_is_object(p)) {
-        rc = hc_error_set(err, HC_E(CONFLICT), "%s has another MTU change pending on %s "
-                          "(to %lld, change %s)", n->name, hc_json_str(p, "interface", "?"),
+        rc = hc_error_set(err, HC_E(CONFLICT),
+                          "%s has another MTU change pending on %s "
+                          "(to %lld, change %s)",
+                          n->name, hc_json_str(p, "interface", "?"),
                           (long long)hc_json_int(p, "mtu", 0), hc_json_str(p, "change_id", "?"));
         hc_error_hint(err, "wait until it is confirmed or reverted, then run set-mtu again");
     }
@@ -361,8 +363,7 @@ static int ask_revert(struct mtu_job *j, size_t i, const char *change_id, int pr
     long status = 0;
     json_t *body = json_pack("{s:s}", "change_id", change_id);
     hc_op_waiting(j->ctx, "%s to revert %s to MTU %d", n->name, n->iface, previous);
-    json_t *r = agent_do(j->client, n, "POST", "/v1/net/mtu/revert", body, j->call_ms, &status,
-                         &e);
+    json_t *r = agent_do(j->client, n, "POST", "/v1/net/mtu/revert", body, j->call_ms, &status, &e);
     json_decref(body);
     if (r) {
         *by_request = strcmp(hc_json_str(r, "reverted_by", ""), "request") == 0;
@@ -386,10 +387,14 @@ static int reverted(struct mtu_job *j, size_t i, int previous, int by_request, c
 {
     const struct hc_net_node *n = &j->chk.nodes[i];
     change_set(j, i, "reverted", previous, NULL);
-    mtu_event(j, i, j->mtu, previous, by_request ? "reverted by the agent at the controller's "
-              "request (not verified)" : "reverted by the agent itself (not confirmed)");
-    hc_error_set(err, HC_E(MTU_CHANGE_FAILED), "MTU %d on %s failed verification: %s; %s "
-                 "reverted %s to %d %s", j->mtu, n->name, why, n->name, n->iface, previous,
+    mtu_event(j, i, j->mtu, previous,
+              by_request ? "reverted by the agent at the controller's "
+                           "request (not verified)"
+                         : "reverted by the agent itself (not confirmed)");
+    hc_error_set(err, HC_E(MTU_CHANGE_FAILED),
+                 "MTU %d on %s failed verification: %s; %s "
+                 "reverted %s to %d %s",
+                 j->mtu, n->name, why, n->name, n->iface, previous,
                  by_request ? "when asked" : "by itself");
     return hc_error_hint(err, "%s", fix);
 }
@@ -450,7 +455,8 @@ static int confirmed_recorded(struct mtu_job *j, size_t i)
 {
     struct hc_error err = {0};
     json_t *rows = hc_db_query_json(
-        j->db, &err, "SELECT COUNT(*) AS n FROM events WHERE ts >= (SELECT COALESCE(started_at, "
+        j->db, &err,
+        "SELECT COUNT(*) AS n FROM events WHERE ts >= (SELECT COALESCE(started_at, "
         "created_at) FROM operations WHERE id = ?) AND op_id = ? AND node = ? AND type = "
         "'net.mtu' AND json_extract(details_json, '$.result') = 'confirmed'",
         "sss", hc_op_id(j->ctx), hc_op_id(j->ctx), j->chk.nodes[i].name);
@@ -507,16 +513,17 @@ static int step_set_mtu(struct hc_op_ctx *ctx, void *arg, char *detail, size_t l
         int by_request = 0, r;
         if (status == 409) {
             change_set(j, i, "reverted", previous, NULL);
-            hc_error_set(err, HC_E(TIMEOUT), "MTU %d on %s reverted before it could be "
-                         "confirmed", j->mtu, n->name);
+            hc_error_set(err, HC_E(TIMEOUT),
+                         "MTU %d on %s reverted before it could be "
+                         "confirmed",
+                         j->mtu, n->name);
             return hc_error_hint(err, "give the probes more time: --confirm-timeout");
         }
         /* The confirm may have arrived and only its answer got lost: the agent knows. */
         snprintf(msg, sizeof(msg), "%s", err->message);
         r = ask_revert(j, i, id, previous, &by_request, err);
         if (r != REVERT_CONFIRMED)
-            return end_change(j, i, id, previous, r, by_request, msg, "see 'hcctl node show'",
-                              err);
+            return end_change(j, i, id, previous, r, by_request, msg, "see 'hcctl node show'", err);
     }
     j->cur[i] = j->mtu;
     change_set(j, i, "confirmed", previous, id);
@@ -549,12 +556,12 @@ static void rollback(struct mtu_job *j, char *note, size_t len)
             change_set(j, k, "rolled_back", 0, NULL);
             mtu_event(j, k, j->mtu, previous, "set back by the controller");
             size_t l = strlen(note);
-            snprintf(note + l, len - l, "%s%s", done++ ? ", " : "; set back to the old MTU: ",
-                     n->name);
+            snprintf(note + l, len - l, "%s%s",
+                     done++ ? ", " : "; set back to the old MTU: ", n->name);
         } else {
             size_t l = strlen(note);
-            snprintf(note + l, len - l, "; %s could NOT be set back to %d: %s", n->name,
-                     previous, e.message);
+            snprintf(note + l, len - l, "; %s could NOT be set back to %d: %s", n->name, previous,
+                     e.message);
         }
         json_decref(r);
     }
@@ -584,18 +591,22 @@ static int preflight(struct mtu_job *j, struct hc_error *err)
     for (size_t i = 0; i < j->chk.nnodes; i++) {
         const struct hc_net_node *n = &j->chk.nodes[i];
         if (n->agent_ok == 0) {
-            hc_error_set(err, HC_E(PRECONDITION_FAILED), "cannot change the MTU: the agent on "
-                         "%s did not answer (%s)", n->name, n->agent_error);
-            return hc_error_hint(err, "bring it back or remove the node first ('hcctl node "
-                                      "show %s')", n->name);
+            hc_error_set(err, HC_E(PRECONDITION_FAILED),
+                         "cannot change the MTU: the agent on "
+                         "%s did not answer (%s)",
+                         n->name, n->agent_error);
+            return hc_error_hint(err,
+                                 "bring it back or remove the node first ('hcctl node "
+                                 "show %s')",
+                                 n->name);
         }
-        const char *why = !n->iface[0] ? "has no storage interface on record"
+        const char *why = !n->iface[0]   ? "has no storage interface on record"
                           : !n->state[0] ? "did not report its storage interface"
                           : !n->addr[0]  ? "has no storage address"
                                          : NULL;
         if (why) {
-            hc_error_set(err, HC_E(PRECONDITION_FAILED), "cannot change the MTU: %s %s",
-                         n->name, why);
+            hc_error_set(err, HC_E(PRECONDITION_FAILED), "cannot change the MTU: %s %s", n->name,
+                         why);
             return hc_error_hint(err, "see 'hcctl net show'; every node must answer first");
         }
         j->cur[i] = n->mtu;
@@ -630,8 +641,10 @@ static int set_cluster_mtu(struct mtu_job *j, struct hc_error *err)
     if (hc_db_run(j->db, err, "UPDATE clusters SET mtu = ? WHERE id = ?", "is", (int64_t)j->mtu,
                   ctl->cluster_id) < 0 ||
         hc_event_add(j->db, "net.mtu", NULL, hc_op_id(j->ctx), "controller",
-                     json_pack("{s:i}", "mtu", j->mtu), err, "cluster MTU set to %d on %zu "
-                     "node(s)", j->mtu, j->chk.nnodes) < 0 ||
+                     json_pack("{s:i}", "mtu", j->mtu), err,
+                     "cluster MTU set to %d on %zu "
+                     "node(s)",
+                     j->mtu, j->chk.nnodes) < 0 ||
         hc_db_commit(j->db, err) < 0) {
         hc_db_rollback(j->db);
         return -1;
@@ -667,8 +680,8 @@ static int step_verify_unchanged(struct hc_op_ctx *ctx, void *arg, char *detail,
     }
     if (hc_net_all_pairs(&v, err) < 0)
         goto cleanup;
-    hc_op_waiting(ctx, "the %zu nodes already at MTU %d to pass probes among themselves",
-                  v.nnodes, j->mtu);
+    hc_op_waiting(ctx, "the %zu nodes already at MTU %d to pass probes among themselves", v.nnodes,
+                  j->mtu);
     hc_net_probe(j->client, &v, 0);
     doc = hc_net_result_json(&v);
     json_object_set(j->state, "unchanged_check", doc);
@@ -679,14 +692,15 @@ static int step_verify_unchanged(struct hc_op_ctx *ctx, void *arg, char *detail,
             first = f;
     }
     if (hc_json_bool(doc, "passed", 0)) {
-        snprintf(detail, len, "%zu node(s) already at MTU %d: %zu pairs among them pass",
-                 v.nnodes, j->mtu, v.npairs);
+        snprintf(detail, len, "%zu node(s) already at MTU %d: %zu pairs among them pass", v.nnodes,
+                 j->mtu, v.npairs);
         rc = 0;
         goto cleanup;
     }
-    hc_error_set(err, HC_E(MTU_CHANGE_FAILED), "MTU %d does not pass between the nodes already "
-                 "at it: %s; nothing was changed", j->mtu,
-                 first ? hc_json_str(first, "message", "") : "some pairs fail");
+    hc_error_set(err, HC_E(MTU_CHANGE_FAILED),
+                 "MTU %d does not pass between the nodes already "
+                 "at it: %s; nothing was changed",
+                 j->mtu, first ? hc_json_str(first, "message", "") : "some pairs fail");
     hc_error_hint(err, "%s", first ? hc_json_str(first, "fix", "") : "see 'hcctl net check-jumbo'");
 cleanup:
     json_decref(doc);
@@ -703,8 +717,9 @@ static enum hc_op_result set_mtu_failed(struct mtu_job *j, struct hc_error *err)
     hc_error_set_wire(err, e.status, e.code, "%s%s", e.message, note);
     if (e.hint[0])
         hc_error_hint(err, "%s", e.hint);
-    json_object_set_new(j->state, "error", json_pack("{s:s, s:s, s:s}", "code", err->code,
-                                                     "message", err->message, "hint", err->hint));
+    json_object_set_new(j->state, "error",
+                        json_pack("{s:s, s:s, s:s}", "code", err->code, "message", err->message,
+                                  "hint", err->hint));
     hc_net_store_result(j->db, hc_op_id(j->ctx), j->state, &e);
     return HC_OP_FAILED;
 }
@@ -770,13 +785,16 @@ int hc_net_bench_stalled(double bits_per_second, long long retransmits, int mtu,
         snprintf(passed, sizeof(passed), "almost no data passed in %d s (%.0f kbit/s%s)", seconds,
                  bits_per_second / 1e3, retr);
     else if (retransmits >= HC_NET_BENCH_MIN_LOST && lost >= HC_NET_BENCH_MAX_LOSS)
-        snprintf(passed, sizeof(passed), "only %.1f Mbit/s passed in %d s, with %lld retransmits "
-                 "(~%.0f%% of the segments)", bits_per_second / 1e6, seconds, retransmits,
-                 lost * 100);
+        snprintf(passed, sizeof(passed),
+                 "only %.1f Mbit/s passed in %d s, with %lld retransmits "
+                 "(~%.0f%% of the segments)",
+                 bits_per_second / 1e6, seconds, retransmits, lost * 100);
     else
         return 0;
-    snprintf(why, len, "%s: full-size segments vanish on the path (an MTU blackhole?): check "
-             "'hcctl net check-jumbo'", passed);
+    snprintf(why, len,
+             "%s: full-size segments vanish on the path (an MTU blackhole?): check "
+             "'hcctl net check-jumbo'",
+             passed);
     return 1;
 }
 
@@ -790,8 +808,8 @@ static json_t *bench_pair(struct hc_op_ctx *ctx, struct hc_http_client *client,
                             b->addr, "duration_s", seconds);
     json_t *sbody = json_pack("{s:i}", "duration_s", seconds), *cbody = NULL, *r = NULL;
     hc_op_waiting(ctx, "iperf from %s to %s (%d s)", a->name, b->name, seconds);
-    json_t *srv = agent_do(client, b, "POST", "/v1/net/bench/server", sbody, timeout, &status,
-                           &err);
+    json_t *srv =
+        agent_do(client, b, "POST", "/v1/net/bench/server", sbody, timeout, &status, &err);
     if (srv) {
         cbody = json_pack("{s:s, s:I, s:i}", "address", b->addr, "port",
                           (json_int_t)hc_json_int(srv, "port", 0), "duration_s", seconds);
@@ -839,8 +857,8 @@ static enum hc_op_result bench_run(struct hc_op_ctx *ctx, struct hc_error *err)
     size_t runs = c.nnodes == 2 ? 2 : c.nnodes;
     enum hc_op_result cp = HC_OP_SUCCEEDED;
     for (size_t i = 0; i < runs && (cp = hc_op_checkpoint(ctx)) == HC_OP_SUCCEEDED; i++)
-        json_array_append_new(pairs, bench_pair(ctx, client, &c.nodes[i],
-                                                &c.nodes[(i + 1) % c.nnodes], seconds));
+        json_array_append_new(
+            pairs, bench_pair(ctx, client, &c.nodes[i], &c.nodes[(i + 1) % c.nnodes], seconds));
     json_t *doc = json_pack("{s:i, s:O}", "duration_s", seconds, "pairs", pairs);
     r = hc_net_store_result(hc_op_db(ctx), hc_op_id(ctx), doc, err) == 0 ? cp : HC_OP_FAILED;
     json_decref(doc);

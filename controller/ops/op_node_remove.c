@@ -1,16 +1,16 @@
 /*
- * Operation "node.remove": first the gates every planned outage passes (controller/ops/op_maintenance.c:
- * the availability budget, nodes already down counting, and the storage service's ok-to-stop
- * for this node), unless forced with a reason; then the service is drained; the agent is asked
- * to leave (it deletes its credentials and installed software and exits); a node brought in
- * over SSH is then stopped and uninstalled over SSH; then, in one transaction, the node's
- * certificate serial goes into revoked_certs and the node row is deleted (its interfaces
- * cascade) with a node.removed event, and the revocation list (crl.pem) is issued again so that
- * the controller refuses that certificate from now on.
+ * Operation "node.remove": first the gates every planned outage passes
+ * (controller/ops/op_maintenance.c: the availability budget, nodes already down counting, and the
+ * storage service's ok-to-stop for this node), unless forced with a reason; then the service is
+ * drained; the agent is asked to leave (it deletes its credentials and installed software and
+ * exits); a node brought in over SSH is then stopped and uninstalled over SSH; then, in one
+ * transaction, the node's certificate serial goes into revoked_certs and the node row is deleted
+ * (its interfaces cascade) with a node.removed event, and the revocation list (crl.pem) is issued
+ * again so that the controller refuses that certificate from now on.
  *
  * The storage service's data stays on the node unless purge: it is moved to DATA/kept/NODE.OP
- * (the agent's data directory, agents/hcagent/agent.h), out of the way of a later join, and the step
- * "service_data" says where. A removal is not a way to lose the last copy of a block by
+ * (the agent's data directory, agents/hcagent/agent.h), out of the way of a later join, and the
+ * step "service_data" says where. A removal is not a way to lose the last copy of a block by
  * accident.
  *
  * Leaving the cluster never depends on reaching the node: an uninstall that fails does not stop
@@ -29,16 +29,16 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "controller/remote/agent_client.h"
 #include "controller/api/crl.h"
-#include "controller/state/events.h"
-#include "controller/state/nodes.h"
-#include "controller/ops/op_maintenance.h"
 #include "controller/ops/op_bootstrap.h"
+#include "controller/ops/op_maintenance.h"
 #include "controller/ops/ops.h"
+#include "controller/remote/agent_client.h"
 #include "controller/remote/service_client.h"
 #include "controller/remote/ssh.h"
 #include "controller/remote/storage_peers.h"
+#include "controller/state/events.h"
+#include "controller/state/nodes.h"
 
 #define SERVICE_DATA HC_REMOTE_AGENT_DATA "/service-data"
 #define KEPT_IN "the service's data kept in "
@@ -59,8 +59,8 @@ struct node_remove {
 json_t *hc_node_remove_params(const char *name, const json_t *body, struct hc_error *err)
 {
     const json_t *force = json_object_get(body, "force"), *purge = json_object_get(body, "purge");
-    const json_t *reason = json_object_get(body, "reason"), *max = json_object_get(body,
-                                                                                 "max_unavailable");
+    const json_t *reason = json_object_get(body, "reason"),
+                 *max = json_object_get(body, "max_unavailable");
     if (!json_is_object(body)) {
         hc_error_set(err, HC_E(INVALID_ARGUMENT), "the body must be a JSON object");
         return NULL;
@@ -69,8 +69,8 @@ json_t *hc_node_remove_params(const char *name, const json_t *body, struct hc_er
         hc_error_set(err, HC_E(INVALID_ARGUMENT), "'force' and 'purge' must be booleans");
         return NULL;
     }
-    if (max && (!json_is_integer(max) || json_integer_value(max) < 1 ||
-                json_integer_value(max) > 1000)) {
+    if (max &&
+        (!json_is_integer(max) || json_integer_value(max) < 1 || json_integer_value(max) > 1000)) {
         hc_error_set(err, HC_E(INVALID_ARGUMENT),
                      "'max_unavailable' must be an integer from 1 to 1000");
         return NULL;
@@ -78,26 +78,33 @@ json_t *hc_node_remove_params(const char *name, const json_t *body, struct hc_er
     const char *why = json_is_string(reason) ? json_string_value(reason) : NULL;
     size_t len = why ? strlen(why) : 0;
     if (reason && (!why || len == 0 || len > HC_NODE_REMOVE_REASON_MAX)) {
-        hc_error_set(err, HC_E(INVALID_ARGUMENT), "'reason' must be a text of 1 to %d "
-                     "bytes", HC_NODE_REMOVE_REASON_MAX);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                     "'reason' must be a text of 1 to %d "
+                     "bytes",
+                     HC_NODE_REMOVE_REASON_MAX);
         return NULL;
     }
     for (size_t i = 0; i < len; i++) {
         if ((unsigned char)why[i] < 0x20 || why[i] == 0x7f) {
-            hc_error_set(err, HC_E(INVALID_ARGUMENT), "'reason' must not hold control "
-                         "characters (byte %zu)", i);
+            hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                         "'reason' must not hold control "
+                         "characters (byte %zu)",
+                         i);
             return NULL;
         }
     }
     if (json_is_true(force) && !why) {
-        hc_error_set(err, HC_E(INVALID_ARGUMENT), "force skips the availability budget "
-                     "and the storage service's ok-to-stop for '%s': a reason is required", name);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                     "force skips the availability budget "
+                     "and the storage service's ok-to-stop for '%s': a reason is required",
+                     name);
         hc_error_hint(err, "add --reason TEXT: it is recorded with the operation and the "
                            "node.removed event");
         return NULL;
     }
     if (why && !json_is_true(force)) {
-        hc_error_set(err, HC_E(INVALID_ARGUMENT), "'reason' is the reason for 'force', "
+        hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                     "'reason' is the reason for 'force', "
                      "which is not set");
         hc_error_hint(err, "without --force the removal passes the gates and needs no reason");
         return NULL;
@@ -139,8 +146,8 @@ static int node_remove_load(struct hc_db *db, const char *name, struct node_remo
  * within its 255 characters. */
 static void cleanup_hint(struct hc_error *err, const char *endpoint, const char *mode, int purge)
 {
-    static const char installed[] = HC_REMOTE_AGENT_ROOT " " HC_REMOTE_AGENT_ETC
-                                    " " HC_REMOTE_AGENT_DATA ".log*";
+    static const char installed[] =
+        HC_REMOTE_AGENT_ROOT " " HC_REMOTE_AGENT_ETC " " HC_REMOTE_AGENT_DATA ".log*";
     static const char pidfile[] = HC_REMOTE_AGENT_RUN "/hcagent.pid";
     static const char unit[] = "/etc/systemd/system/hcagent.service";
     static const char stop_unit[] = "systemctl disable --now hcagent.service";
@@ -154,8 +161,8 @@ static void cleanup_hint(struct hc_error *err, const char *endpoint, const char 
         hc_error_hint(err, "on %s, as root: %s; rm -rf %s %s %s; systemctl daemon-reload", on,
                       stop_unit, unit, installed, data);
     else if (strcmp(mode, "daemon") == 0)
-        hc_error_hint(err, "on %s, as root: pkill -x hcagent; rm -rf %s %s %s", on, installed,
-                      data, pidfile);
+        hc_error_hint(err, "on %s, as root: pkill -x hcagent; rm -rf %s %s %s", on, installed, data,
+                      pidfile);
     else
         hc_error_hint(err, "on %s, as root: %s; pkill -x hcagent; rm -rf %s %s %s %s", on,
                       stop_unit, unit, installed, data, pidfile);
@@ -169,10 +176,10 @@ static void cleanup_failed(struct hc_error *err, const char *name, const char *w
     char reason[sizeof(why->message)];
     snprintf(reason, sizeof(reason), "%s", why->message);
     hc_error_set_wire(err, HC_E(SSH)->status, why->code[0] ? why->code : HC_ERR_SSH,
-                 "node '%s' left the cluster (certificate revoked) but its host%s%s was not "
-                 "cleaned up, the agent may still run there and its files remain%s: %s",
-                 name, where ? " " : "", where ? where : "",
-                 purge ? "" : " (the service's data in " SERVICE_DATA ")", reason);
+                      "node '%s' left the cluster (certificate revoked) but its host%s%s was not "
+                      "cleaned up, the agent may still run there and its files remain%s: %s",
+                      name, where ? " " : "", where ? where : "",
+                      purge ? "" : " (the service's data in " SERVICE_DATA ")", reason);
     cleanup_hint(err, where, mode, purge);
 }
 
@@ -264,8 +271,10 @@ static int node_remove_gates(struct hc_op_ctx *ctx, struct hc_http_client *clien
             return -1;
         return 0;
     }
-    snprintf(hint, sizeof(hint), "'hcctl node remove %s --force --reason TEXT' removes it "
-             "regardless (its service's data stays on the node)", nr->name);
+    snprintf(hint, sizeof(hint),
+             "'hcctl node remove %s --force --reason TEXT' removes it "
+             "regardless (its service's data stays on the node)",
+             nr->name);
     struct hc_maint_params mp = {
         .mode = "ensure-accessibility",
         .max_unavailable = (int)hc_json_int(hc_op_params(ctx), "max_unavailable", 1),
@@ -364,8 +373,8 @@ static const char uninstall_script[] =
     "  kill -TERM \"-$pg\" 2>/dev/null; kill -CONT \"-$pg\" 2>/dev/null\n"
     "  i=0; while kill -0 \"$pid\" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n"
     "  kill -KILL \"-$pg\" 2>/dev/null; fi\n"
-    "rm -rf " HC_REMOTE_AGENT_ROOT " " HC_REMOTE_AGENT_ETC " " HC_REMOTE_AGENT_DATA ".log "
-    HC_REMOTE_AGENT_DATA ".log.1 " HC_REMOTE_AGENT_RUN "/hcagent.pid || exit 1\n"
+    "rm -rf " HC_REMOTE_AGENT_ROOT " " HC_REMOTE_AGENT_ETC " " HC_REMOTE_AGENT_DATA
+    ".log " HC_REMOTE_AGENT_DATA ".log.1 " HC_REMOTE_AGENT_RUN "/hcagent.pid || exit 1\n"
     "if [ -z \"$keep\" ]; then rm -rf \"$d\" || exit 1; exit 0; fi\n"
     "if [ -d \"$d/service-data\" ]; then\n"
     "  mkdir -p \"$d/kept\" && mv \"$d/service-data\" \"$d/kept/$keep\" || exit 1; fi\n"
@@ -389,14 +398,14 @@ static int uninstall_over_ssh(const struct hc_controller *ctl, const struct node
     struct hc_ssh *s = hc_ssh_connect(&t, &o, NULL, 0, err);
     if (!s)
         return -1;
-    const char *argv[] = {"sh", "-c", uninstall_script, "uninstall",
-                          nr->purge ? "" : nr->keep_as, NULL};
+    const char *argv[] = {"sh", "-c", uninstall_script, "uninstall", nr->purge ? "" : nr->keep_as,
+                          NULL};
     struct hc_ssh_result r;
     int rc = hc_ssh_run(s, argv, 30000, &r, err);
     if (rc == 0 && r.exit_status != 0) {
         r.err[strcspn(r.err, "\n")] = '\0';
-        rc = hc_error_set(err, HC_E(SSH), "uninstall on %s failed (exit %d): %s",
-                          nr->ssh_endpoint, r.exit_status, r.err);
+        rc = hc_error_set(err, HC_E(SSH), "uninstall on %s failed (exit %d): %s", nr->ssh_endpoint,
+                          r.exit_status, r.err);
     } else if (rc == 0) {
         const char *k = strstr(r.out, "kept=");
         if (k) {
@@ -427,7 +436,10 @@ static int node_remove_uninstall(struct hc_op_ctx *ctx, void *arg, char *detail,
     if (uninstall_over_ssh(hc_op_controller(ctx), nr, kept, sizeof(kept), err) == 0) {
         snprintf(detail, detail_len, "agent stopped and removed over ssh (%s)%s%s%s",
                  nr->ssh_endpoint, nr->purge || kept[0] ? "; " : "",
-                 nr->purge ? PURGED : kept[0] ? KEPT_IN : "", nr->purge ? "" : kept);
+                 nr->purge ? PURGED
+                 : kept[0] ? KEPT_IN
+                           : "",
+                 nr->purge ? "" : kept);
     } else {
         HC_WARN("node %s: %s", nr->name, err->message);
         snprintf(detail, detail_len, "could not stop and remove the agent over ssh (%s): %s",
@@ -490,9 +502,9 @@ static int node_remove_revoke(struct hc_op_ctx *ctx, void *arg, char *detail, si
                   "ssi", nr->cert_serial, nr->name, hc_now_ms()) < 0 ||
         hc_node_delete(db, nr->name, err) < 0 ||
         hc_event_add(db, "node.removed", nr->name, hc_op_id(ctx), "controller",
-                     removed_details(nr, outcome),
-                     err, "node %s removed, certificate %s revoked; service data %s%s%s",
-                     nr->name, nr->cert_serial, outcome, nr->force ? "; forced: " : "",
+                     removed_details(nr, outcome), err,
+                     "node %s removed, certificate %s revoked; service data %s%s%s", nr->name,
+                     nr->cert_serial, outcome, nr->force ? "; forced: " : "",
                      nr->force ? nr->reason : "") != 0)
         goto cleanup;
     if ((rc = hc_db_commit(db, err)) != 0)
@@ -553,7 +565,8 @@ static enum hc_op_result node_remove_run(struct hc_op_ctx *ctx, struct hc_error 
      * way out, and a resumed run goes on. A refusal leaves the node as it was. */
     recorded_detail(ctx, name, "leave", left, sizeof(left));
     if (!left[0]) {
-        struct hc_http_client *client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err);
+        struct hc_http_client *client =
+            hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err);
         int rc = client ? node_remove_gates(ctx, client, &nr, err) : -1;
         hc_http_client_free(client);
         if (rc < 0)

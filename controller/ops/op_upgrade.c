@@ -2,10 +2,10 @@
  * upgrade.rolling: see op_upgrade.h for the sequence and the rules it keeps.
  *
  * Parallelism: the pre-stage runs PRESTAGE_PARALLEL slots that each stage the next node; then
- * min(max_unavailable, nodes left, UPGRADE_MAX_PARALLEL) threads ("slots") each take the next node and carry it all the way (maintenance, activate,
- * health, exit maintenance, resync), then take the next (hc_parallel_for, common/parallel.h).
- * Each slot has its own forked operation context (its own database connection) and its own
- * agent client, made at its first node. Taking a node down
+ * min(max_unavailable, nodes left, UPGRADE_MAX_PARALLEL) threads ("slots") each take the next node
+ * and carry it all the way (maintenance, activate, health, exit maintenance, resync), then take the
+ * next (hc_parallel_for, common/parallel.h). Each slot has its own forked operation context (its
+ * own database connection) and its own agent client, made at its first node. Taking a node down
  * (budget, ok-to-stop, drain, stop) is done by one thread at a time under `admit`, so the budget
  * of the next node counts this one as down and the service answers ok-to-stop for it knowing
  * that this one is down; the rest runs in parallel. Nodes already down (a restart mid-way) are
@@ -24,14 +24,14 @@
 #include "common/log.h"
 #include "common/parallel.h"
 #include "common/util.h"
-#include "controller/remote/agent_client.h"
 #include "controller/api/auth.h"
-#include "controller/state/events.h"
-#include "controller/state/nodes.h"
 #include "controller/ops/op_maintenance.h"
 #include "controller/ops/ops.h"
+#include "controller/remote/agent_client.h"
 #include "controller/remote/service_client.h"
 #include "controller/remote/storage_peers.h"
+#include "controller/state/events.h"
+#include "controller/state/nodes.h"
 
 #define STAGE_TOKEN_TTL_MS (30 * 60 * 1000)
 #define UPGRADE_MAX_PARALLEL 32
@@ -58,23 +58,24 @@ int hc_version_cmp(const char *a, const char *b)
 
 static json_t *load_bundle(struct hc_db *db, const char *version, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT name, version, sha256, signature, "
-                                    "manifest_json FROM bundles WHERE version = ?", "s", version);
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT name, version, sha256, signature, "
+                                    "manifest_json FROM bundles WHERE version = ?",
+                                    "s", version);
     if (!rows)
         return NULL;
     json_t *row = json_incref(json_array_get(rows, 0));
     json_decref(rows);
     if (!row) {
-        hc_error_set(err, HC_E(NOT_FOUND), "software version '%s' is not uploaded",
-                     version);
+        hc_error_set(err, HC_E(NOT_FOUND), "software version '%s' is not uploaded", version);
         hc_error_hint(err, "upload it first: hcctl software upload FILE; see hcctl software list");
     }
     return row;
 }
 
-static const char *const node_steps[] = {"stage", "budget", "ok_to_stop", "drain", "stop",
-                                         "activate", "verify_health", "start", "healthy",
-                                         "resync", NULL};
+static const char *const node_steps[] = {
+    "stage",         "budget", "ok_to_stop", "drain",  "stop", "activate",
+    "verify_health", "start",  "healthy",    "resync", NULL};
 
 json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error *err)
 {
@@ -98,8 +99,10 @@ json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error 
         const char *name = nodes[i].name;
         if (from[0] && min[0] && hc_version_cmp(from, min) < 0 && hc_version_cmp(from, to)) {
             json_decref(list);
-            hc_error_set(err, HC_E(VERSION_INCOMPATIBLE), "node '%s' runs %s, older than %s's "
-                         "min_upgrade_from %s", name, from, to, min);
+            hc_error_set(err, HC_E(VERSION_INCOMPATIBLE),
+                         "node '%s' runs %s, older than %s's "
+                         "min_upgrade_from %s",
+                         name, from, to, min);
             hc_error_hint(err, "upgrade it to %s or later first", min);
             goto cleanup;
         }
@@ -107,8 +110,8 @@ json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error 
         int done = from[0] && !strcmp(from, to);
         for (size_t s = 0; !done && node_steps[s]; s++)
             json_array_append_new(steps, json_string(node_steps[s]));
-        json_array_append_new(list, json_pack("{s:s, s:s?, s:s, s:o}", "name", name,
-                                              "from_version", from[0] ? from : NULL, "action",
+        json_array_append_new(list, json_pack("{s:s, s:s?, s:s, s:o}", "name", name, "from_version",
+                                              from[0] ? from : NULL, "action",
                                               done ? "none (already on target)" : "upgrade",
                                               "steps", steps));
     }
@@ -126,9 +129,10 @@ cleanup:
 static void progress(struct hc_op_ctx *ctx, const char *node, const char *state, const char *step)
 {
     struct hc_error err = {0};
-    if (hc_db_run(hc_op_db(ctx), &err, "UPDATE upgrade_nodes SET state = COALESCE(?, state), "
-                  "step = ?, updated_at = ? WHERE op_id = ? AND node = ?", "ssiss", state, step,
-                  hc_now_ms(), hc_op_id(ctx), node) < 0)
+    if (hc_db_run(hc_op_db(ctx), &err,
+                  "UPDATE upgrade_nodes SET state = COALESCE(?, state), "
+                  "step = ?, updated_at = ? WHERE op_id = ? AND node = ?",
+                  "ssiss", state, step, hc_now_ms(), hc_op_id(ctx), node) < 0)
         HC_WARN("upgrade %s: cannot record progress of %s: %s", hc_op_id(ctx), node, err.message);
 }
 
@@ -141,13 +145,15 @@ static int progress_init(struct hc_op_ctx *ctx, const json_t *nodes, const char 
     json_t *row;
     if (hc_db_begin(db, err) < 0)
         return -1;
-    json_array_foreach(nodes, i, row) {
+    json_array_foreach(nodes, i, row)
+    {
         const char *from = hc_json_str(row, "software_version", NULL);
         int done = from && !strcmp(from, to);
-        if (hc_db_run(db, err, "INSERT OR IGNORE INTO upgrade_nodes (op_id, node, seq, "
+        if (hc_db_run(db, err,
+                      "INSERT OR IGNORE INTO upgrade_nodes (op_id, node, seq, "
                       "from_version, to_version, state, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      "ssisssi", hc_op_id(ctx), hc_json_str(row, "name", ""), (int64_t)i,
-                      from, to, done ? "done" : "pending", hc_now_ms()) < 0) {
+                      "ssisssi", hc_op_id(ctx), hc_json_str(row, "name", ""), (int64_t)i, from, to,
+                      done ? "done" : "pending", hc_now_ms()) < 0) {
             hc_db_rollback(db);
             return -1;
         }
@@ -167,8 +173,7 @@ struct slot {
 };
 
 /* What a slot does with one node of the queue. */
-typedef enum hc_op_result (*node_work_fn)(struct slot *w, const json_t *row,
-                                          struct hc_error *err);
+typedef enum hc_op_result (*node_work_fn)(struct slot *w, const json_t *row, struct hc_error *err);
 
 struct upgrade {
     struct hc_op_ctx *ctx;
@@ -181,13 +186,13 @@ struct upgrade {
     char token[HC_AUTH_TOKEN_TEXT_MAX]; /* read-only, for the agents to fetch the bundle */
     /* The slots: threads taking the next row of the queue, for pre-staging and for upgrading. */
     node_work_fn work;
-    json_t *queue;         /* rows {name, agent_url}; to upgrade: nodes already down first */
+    json_t *queue; /* rows {name, agent_url}; to upgrade: nodes already down first */
     struct slot slots[UPGRADE_MAX_PARALLEL]; /* by worker index; each touched by its thread only */
-    pthread_mutex_t admit; /* held while a node is taken down (budget .. stop) */
-    pthread_mutex_t lock;  /* guards stop, result and err */
-    int stop;                 /* a node failed or paused: no new node is taken */
-    enum hc_op_result result; /* the gravest outcome of a slot */
-    struct hc_error err;      /* the first failure */
+    pthread_mutex_t admit;                   /* held while a node is taken down (budget .. stop) */
+    pthread_mutex_t lock;                    /* guards stop, result and err */
+    int stop;                                /* a node failed or paused: no new node is taken */
+    enum hc_op_result result;                /* the gravest outcome of a slot */
+    struct hc_error err;                     /* the first failure */
 };
 
 struct node_step {
@@ -218,10 +223,12 @@ static int event_written(struct hc_op_ctx *ctx, const char *type, const char *no
 {
     /* Only the events since the operation started are looked at (events_ts index): the log
      * is long. */
-    json_t *rows = hc_db_query_json(hc_op_db(ctx), err, "SELECT COUNT(*) AS n FROM events "
+    json_t *rows = hc_db_query_json(hc_op_db(ctx), err,
+                                    "SELECT COUNT(*) AS n FROM events "
                                     "WHERE ts >= (SELECT COALESCE(started_at, created_at) FROM "
                                     "operations WHERE id = ?) AND op_id = ? AND node = ? AND "
-                                    "type = ?", "ssss", hc_op_id(ctx), hc_op_id(ctx), node, type);
+                                    "type = ?",
+                                    "ssss", hc_op_id(ctx), hc_op_id(ctx), node, type);
     if (!rows)
         return -1;
     int n = (int)hc_json_int(json_array_get(rows, 0), "n", 0);
@@ -243,8 +250,8 @@ static int step_activate(struct hc_op_ctx *ctx, void *arg, char *detail, size_t 
     if (hc_sw_activate(&s->svc, s->u->to, 1, err) < 0 ||
         (written = event_written(ctx, "software.activated", s->svc.name, err)) < 0 ||
         (!written &&
-         hc_event_add(hc_op_db(ctx), "software.activated", s->svc.name, hc_op_id(ctx),
-                      "controller", json_pack("{s:s, s:s}", "from", was, "to", s->u->to), err,
+         hc_event_add(hc_op_db(ctx), "software.activated", s->svc.name, hc_op_id(ctx), "controller",
+                      json_pack("{s:s, s:s}", "from", was, "to", s->u->to), err,
                       "node %s activated %s (was %s)", s->svc.name, s->u->to,
                       was[0] ? was : "nothing") < 0))
         return -1;
@@ -307,15 +314,18 @@ static enum hc_op_result roll_back(struct node_step *s, const struct hc_error *c
         hc_maint_exit_steps(ctx, s->client, s->svc.name, s->u->node_timeout_ms, &rb) < 0 ||
         record_version(ctx, s->svc.name, s->previous, &rb) < 0) {
         progress(ctx, s->svc.name, "failed", "rollback");
-        hc_error_set(err, HC_E(ROLLBACK_FAILED), "%s failed on %s (%s) and the rollback failed "
-                     "too: %s", s->u->to, s->svc.name, cause->message, rb.message);
+        hc_error_set(err, HC_E(ROLLBACK_FAILED),
+                     "%s failed on %s (%s) and the rollback failed "
+                     "too: %s",
+                     s->u->to, s->svc.name, cause->message, rb.message);
         hc_error_hint(err, "the node is in maintenance; see 'hcctl node show %s'", s->svc.name);
         return HC_OP_FAILED;
     }
     progress(ctx, s->svc.name, "rolled_back", NULL);
-    hc_error_set(err, HC_E(UPGRADE_ROLLED_BACK), "%s failed its health check on %s: %s; "
-                 "rolled back to %s, no further node was taken down", s->u->to, s->svc.name,
-                 cause->message, s->previous);
+    hc_error_set(err, HC_E(UPGRADE_ROLLED_BACK),
+                 "%s failed its health check on %s: %s; "
+                 "rolled back to %s, no further node was taken down",
+                 s->u->to, s->svc.name, cause->message, s->previous);
     hc_error_hint(err, "fix the bundle and upload a new version; the cluster is healthy on %s",
                   s->previous);
     return HC_OP_FAILED;
@@ -362,10 +372,14 @@ static int node_up(struct hc_op_ctx *ctx, const char *name, struct hc_error *err
     if (!strcmp(mn.maintenance, "none"))
         return 1;
     if (mn.maintenance_op[0] && strcmp(mn.maintenance_op, hc_op_id(ctx)) != 0) {
-        hc_error_set(err, HC_E(CONFLICT), "node '%s' is in maintenance by operation %s, "
-                     "not by this upgrade: left alone", name, mn.maintenance_op);
-        return hc_error_hint(err, "bring it back with 'hcctl maintenance exit %s', then resume "
-                                  "or run the upgrade again", name);
+        hc_error_set(err, HC_E(CONFLICT),
+                     "node '%s' is in maintenance by operation %s, "
+                     "not by this upgrade: left alone",
+                     name, mn.maintenance_op);
+        return hc_error_hint(err,
+                             "bring it back with 'hcctl maintenance exit %s', then resume "
+                             "or run the upgrade again",
+                             name);
     }
     return 0;
 }
@@ -381,12 +395,15 @@ int hc_upgrade_check_nodes_up(struct hc_db *db, struct hc_error *err)
             first = i;
     if (down) {
         const struct hc_node_row *row = &rows[first];
-        hc_error_set(err, HC_E(CONFLICT), "node '%s' is in maintenance (%s, by operation "
-                     "%s)%s: an upgrade takes every node down itself", row->name,
-                     row->maintenance, row->maintenance_op ? row->maintenance_op : "?",
+        hc_error_set(err, HC_E(CONFLICT),
+                     "node '%s' is in maintenance (%s, by operation "
+                     "%s)%s: an upgrade takes every node down itself",
+                     row->name, row->maintenance, row->maintenance_op ? row->maintenance_op : "?",
                      down > 1 ? ", and others" : "");
-        hc_error_hint(err, "bring it back first with 'hcctl maintenance exit %s' (see 'hcctl "
-                           "maintenance status')", row->name);
+        hc_error_hint(err,
+                      "bring it back first with 'hcctl maintenance exit %s' (see 'hcctl "
+                      "maintenance status')",
+                      row->name);
     }
     hc_node_rows_free(rows, n);
     return down ? -1 : 0;
@@ -396,9 +413,10 @@ int hc_upgrade_check_nodes_up(struct hc_db *db, struct hc_error *err)
 static int back_already(struct hc_op_ctx *ctx, const char *name)
 {
     struct hc_error err = {0};
-    json_t *rows = hc_db_query_json(hc_op_db(ctx), &err, "SELECT state FROM operation_steps "
-                                    "WHERE op_id = ? AND node = ? AND step = 'resync'", "ss",
-                                    hc_op_id(ctx), name);
+    json_t *rows = hc_db_query_json(hc_op_db(ctx), &err,
+                                    "SELECT state FROM operation_steps "
+                                    "WHERE op_id = ? AND node = ? AND step = 'resync'",
+                                    "ss", hc_op_id(ctx), name);
     int done = !strcmp(hc_json_str(json_array_get(rows, 0), "state", ""), "succeeded");
     json_decref(rows);
     return done;
@@ -473,8 +491,8 @@ static enum hc_op_result upgrade_node(struct slot *w, const json_t *row, struct 
  * operation ends with the gravest (failed > aborted > paused) and the first failure's reason. */
 static void slot_outcome(struct upgrade *u, enum hc_op_result r, const struct hc_error *err)
 {
-    static const int gravity[] = {[HC_OP_SUCCEEDED] = 0, [HC_OP_PAUSED] = 1,
-                                  [HC_OP_ABORTED] = 2, [HC_OP_FAILED] = 3};
+    static const int gravity[] = {
+        [HC_OP_SUCCEEDED] = 0, [HC_OP_PAUSED] = 1, [HC_OP_ABORTED] = 2, [HC_OP_FAILED] = 3};
     if (r == HC_OP_SUCCEEDED)
         return;
     pthread_mutex_lock(&u->lock);
@@ -509,8 +527,8 @@ static int slot_item(void *arg, unsigned worker, size_t i)
 
 /* Runs u->work on every row of u->queue (which it takes over) with up to `want` slots; the
  * outcome is the gravest of theirs. */
-static enum hc_op_result run_slots(struct upgrade *u, json_t *queue, node_work_fn work,
-                                   size_t want, struct hc_error *err)
+static enum hc_op_result run_slots(struct upgrade *u, json_t *queue, node_work_fn work, size_t want,
+                                   struct hc_error *err)
 {
     json_decref(u->queue);
     u->queue = queue;
@@ -533,17 +551,17 @@ static enum hc_op_result run_slots(struct upgrade *u, json_t *queue, node_work_f
 /* Upgrades every node not done yet, up to max_unavailable at a time. */
 static enum hc_op_result upgrade_nodes(struct upgrade *u, struct hc_error *err)
 {
-    json_t *queue = hc_db_query_json(hc_op_db(u->ctx), err, "SELECT n.name, n.agent_url FROM "
+    json_t *queue = hc_db_query_json(hc_op_db(u->ctx), err,
+                                     "SELECT n.name, n.agent_url FROM "
                                      "upgrade_nodes un JOIN nodes n ON n.name = un.node WHERE "
                                      "un.op_id = ? AND un.state != 'done' "
-                                     "ORDER BY n.maintenance = 'none', un.seq", "s",
-                                     hc_op_id(u->ctx));
+                                     "ORDER BY n.maintenance = 'none', un.seq",
+                                     "s", hc_op_id(u->ctx));
     if (!queue)
         return HC_OP_FAILED;
     size_t want = (size_t)u->max_unavailable;
-    hc_op_waiting(u->ctx, "%zu node(s) to upgrade, up to %zu at a time",
-                  json_array_size(queue), want < json_array_size(queue) ? want
-                                                                       : json_array_size(queue));
+    hc_op_waiting(u->ctx, "%zu node(s) to upgrade, up to %zu at a time", json_array_size(queue),
+                  want < json_array_size(queue) ? want : json_array_size(queue));
     return run_slots(u, queue, upgrade_node, want, err);
 }
 
@@ -567,7 +585,8 @@ static enum hc_op_result prestage(struct upgrade *u, struct hc_error *err)
 {
     size_t i;
     json_t *row, *queue = json_array();
-    json_array_foreach(u->nodes, i, row) {
+    json_array_foreach(u->nodes, i, row)
+    {
         if (strcmp(hc_json_str(row, "software_version", ""), u->to) != 0)
             json_array_append(queue, row);
     }
@@ -602,10 +621,12 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
     json_t *plan = hc_upgrade_plan(hc_op_db(ctx), p, err);
     if (!plan || !(u.bundle = load_bundle(hc_op_db(ctx), u.to, err)))
         goto cleanup;
-    u.nodes = hc_db_query_json(hc_op_db(ctx), err, "SELECT n.name, n.agent_url, "
+    u.nodes = hc_db_query_json(hc_op_db(ctx), err,
+                               "SELECT n.name, n.agent_url, "
                                "COALESCE(un.from_version, n.software_version) AS software_version "
                                "FROM nodes n LEFT JOIN upgrade_nodes un ON un.node = n.name AND "
-                               "un.op_id = ? ORDER BY n.name", "s", hc_op_id(ctx));
+                               "un.op_id = ? ORDER BY n.name",
+                               "s", hc_op_id(ctx));
     if (!u.nodes || progress_init(ctx, u.nodes, u.to, err) < 0 || mint_token(&u, err) < 0 ||
         !(u.client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err)) ||
         hc_storage_peers_step(ctx, u.client, err) < 0) /* a first install starts with peers */
@@ -633,8 +654,10 @@ cleanup:
 
 json_t *hc_upgrade_status(struct hc_db *db, struct hc_error *err)
 {
-    json_t *ops = hc_db_query_json(db, err, "SELECT id FROM operations WHERE kind = ? "
-                                   "ORDER BY created_at DESC LIMIT 1", "s", HC_UPGRADE_KIND);
+    json_t *ops = hc_db_query_json(db, err,
+                                   "SELECT id FROM operations WHERE kind = ? "
+                                   "ORDER BY created_at DESC LIMIT 1",
+                                   "s", HC_UPGRADE_KIND);
     if (!ops)
         return NULL;
     const char *id = hc_json_str(json_array_get(ops, 0), "id", NULL);
@@ -642,21 +665,22 @@ json_t *hc_upgrade_status(struct hc_db *db, struct hc_error *err)
     if (!id) {
         /* Never ran: a status like any other (state "none", the same keys), not an error, so
          * that `hcctl upgrade status` exits 0 on a new cluster. */
-        out = json_pack("{s:n, s:s, s:n, s:i, s:i, s:[], s:n, s:n}", "operation_id", "state",
-                        "none", "to_version", "done", 0, "total", 0, "nodes", "error",
-                        "waiting_on");
+        out =
+            json_pack("{s:n, s:s, s:n, s:i, s:i, s:[], s:n, s:n}", "operation_id", "state", "none",
+                      "to_version", "done", 0, "total", 0, "nodes", "error", "waiting_on");
         goto cleanup;
     }
     show = hc_ops_show(db, id, err);
-    rows = hc_db_query_json(db, err, "SELECT node AS name, from_version, to_version, state, step "
-                            "FROM upgrade_nodes WHERE op_id = ? ORDER BY seq", "s", id);
+    rows = hc_db_query_json(db, err,
+                            "SELECT node AS name, from_version, to_version, state, step "
+                            "FROM upgrade_nodes WHERE op_id = ? ORDER BY seq",
+                            "s", id);
     if (!show || !rows)
         goto cleanup;
     const json_t *op = json_object_get(show, "operation");
     size_t i, done = 0;
     json_t *row;
-    json_array_foreach(rows, i, row)
-        done += !strcmp(hc_json_str(row, "state", ""), "done");
+    json_array_foreach(rows, i, row) done += !strcmp(hc_json_str(row, "state", ""), "done");
     out = json_pack("{s:s, s:O, s:O, s:I, s:I, s:O, s:O, s:O}", "operation_id", id, "state",
                     json_object_get(op, "state"), "to_version",
                     json_object_get(json_object_get(op, "params"), "to_version"), "done",

@@ -25,8 +25,8 @@
 #include "common/log.h"
 #include "common/op_state.h"
 #include "common/util.h"
-#include "controller/state/events.h"
 #include "controller/ops/test_hooks.h"
+#include "controller/state/events.h"
 
 #define HC_OPS_WAKE_MS 500
 #define HC_OPS_COMPLETE_BACKOFF_MS 5000
@@ -458,7 +458,7 @@ struct hc_ops_pool {
     struct hc_controller *ctl;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    unsigned kicks; /* guarded by mu: bumped by hc_ops_pool_kick so no wake-up is lost */
+    unsigned kicks;          /* guarded by mu: bumped by hc_ops_pool_kick so no wake-up is lost */
     struct hc_stop stopping; /* hc_ops_pool_stop was called */
     int nworkers;
     struct hc_ops_worker *workers;
@@ -635,15 +635,16 @@ static void ops_complete(struct hc_op_ctx *ctx, enum hc_op_result r, const struc
         }
         if (ops_stopping(ctx->pool)) {
             HC_ERROR("cannot record the outcome of operation %s: %s; it stays running and the "
-                     "next start runs it again", ctx->id, err.message);
+                     "next start runs it again",
+                     ctx->id, err.message);
             return;
         }
         HC_ERROR("cannot record the outcome of operation %s (attempt %d, again in %lld ms): %s",
                  ctx->id, attempt, (long long)backoff, err.message);
         for (int64_t slept = 0; slept < backoff && !ops_stopping(ctx->pool); slept += 50)
             usleep(50 * 1000);
-        backoff = backoff * 2 < HC_OPS_COMPLETE_BACKOFF_MS ? backoff * 2
-                                                           : HC_OPS_COMPLETE_BACKOFF_MS;
+        backoff =
+            backoff * 2 < HC_OPS_COMPLETE_BACKOFF_MS ? backoff * 2 : HC_OPS_COMPLETE_BACKOFF_MS;
     }
 }
 
@@ -1018,31 +1019,39 @@ void hc_op_pause_until_reachable(struct hc_op_ctx *ctx, const char *node, const 
 {
     struct hc_error err = {0};
     char text[768];
-    snprintf(text, sizeof(text), "paused: node %s stopped answering (%s); resumes by itself when "
-             "it is reachable again, or: hcctl operation resume/abort %s", node, reason, ctx->id);
-    if (hc_db_run(ctx->db, &err, "UPDATE operations SET resume_on_node = ?, waiting_on = ?, "
-                  "updated_at = ? WHERE id = ?", "ssis", node, text, hc_now_ms(), ctx->id) < 0)
+    snprintf(text, sizeof(text),
+             "paused: node %s stopped answering (%s); resumes by itself when "
+             "it is reachable again, or: hcctl operation resume/abort %s",
+             node, reason, ctx->id);
+    if (hc_db_run(ctx->db, &err,
+                  "UPDATE operations SET resume_on_node = ?, waiting_on = ?, "
+                  "updated_at = ? WHERE id = ?",
+                  "ssis", node, text, hc_now_ms(), ctx->id) < 0)
         HC_WARN("operation %s: cannot record why it pauses: %s", ctx->id, err.message);
     HC_WARN("operation %s: %s", ctx->id, text);
 }
 
 int hc_ops_resume_for_node(struct hc_db *db, const char *node, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT id, kind FROM operations WHERE state = "
-                                    "'paused' AND resume_on_node = ?", "s", node);
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT id, kind FROM operations WHERE state = "
+                                    "'paused' AND resume_on_node = ?",
+                                    "s", node);
     if (!rows)
         return -1;
     size_t i;
     json_t *row;
     int rc = 0;
-    json_array_foreach(rows, i, row) {
+    json_array_foreach(rows, i, row)
+    {
         const char *id = hc_json_str(row, "id", "");
-        if (hc_db_run(db, err, "UPDATE operations SET state = 'pending', resume_on_node = NULL, "
+        if (hc_db_run(db, err,
+                      "UPDATE operations SET state = 'pending', resume_on_node = NULL, "
                       "waiting_on = NULL, updated_at = ? WHERE id = ? AND state = 'paused'",
                       "is", hc_now_ms(), id) < 0 ||
             hc_event_add(db, "op.state", node, id, "controller",
-                         json_pack("{s:s, s:s, s:s}", "kind", hc_json_str(row, "kind", ""),
-                                   "from", "paused", "to", "pending"),
+                         json_pack("{s:s, s:s, s:s}", "kind", hc_json_str(row, "kind", ""), "from",
+                                   "paused", "to", "pending"),
                          err, "operation %s resumes: node %s is reachable again", id, node) < 0) {
             rc = -1;
             break;

@@ -69,7 +69,8 @@ struct hc_controller *hc_op_controller(struct hc_op_ctx *ctx);
 const char *hc_op_id(const struct hc_op_ctx *ctx);
 const json_t *hc_op_params(const struct hc_op_ctx *ctx);
 /* Records what the operation waits on now ("agent n2 to answer /v1/status"); NULL clears. */
-void hc_op_waiting(struct hc_op_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hc_op_waiting(struct hc_op_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Safe point: returns HC_OP_SUCCEEDED to go on, or HC_OP_PAUSED / HC_OP_ABORTED when the user
  * asked for it (or the controller is stopping: HC_OP_PAUSED, and the operation stays 'running'
  * in the database so that the next start resumes it). */

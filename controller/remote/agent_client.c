@@ -54,8 +54,7 @@ int hc_agent_url(char *buf, size_t len, const char *agent_url, const char *path,
         base--;
     int n = snprintf(buf, len, "%.*s%s", (int)base, agent_url, path);
     if (n < 0 || (size_t)n >= len)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "agent url '%s' is too long",
-                            agent_url);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "agent url '%s' is too long", agent_url);
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * The controller's HTTPS client toward agents: mutual TLS with the controller's client
  * certificate (CN hcctld-client), the cluster CA as the only trust anchor, and the cluster's
- * revocation list (DATA_DIR/crl.pem, controller/api/crl.h): a removed node's certificate is refused.
+ * revocation list (DATA_DIR/crl.pem, controller/api/crl.h): a removed node's certificate is
+ * refused.
  *
  * A client wraps one hc_http_client (one curl multi handle) and, like it, belongs to one thread.
  * Use hc_http_fanout on it for many agents at once.

@@ -52,8 +52,8 @@ static json_t *probe_body(struct hc_net_check *c, size_t s)
             pair_not_probed(p, "no storage address known for %s", c->nodes[p->to].name);
             continue;
         }
-        json_array_append_new(targets, json_pack("{s:s, s:i}", "address", c->nodes[p->to].addr,
-                                                 "size", p->size));
+        json_array_append_new(
+            targets, json_pack("{s:s, s:i}", "address", c->nodes[p->to].addr, "size", p->size));
     }
     if (json_array_size(targets) == 0) {
         json_decref(targets);
@@ -88,9 +88,12 @@ static size_t probe_prepare(struct hc_net_check *c, int refresh, struct probe_re
             if (hc_agent_url(r->url, sizeof(r->url), c->nodes[s].agent_url,
                              kind ? "/v1/interfaces" : "/v1/net/probe", &err) < 0)
                 continue;
-            calls[ncalls] = (struct hc_http_call){
-                .method = kind ? "GET" : "POST", .url = r->url, .body = r->body,
-                .timeout_ms = kind ? NET_IFACES_TIMEOUT_MS : probe_call_timeout(c), .user = r};
+            calls[ncalls] = (struct hc_http_call){.method = kind ? "GET" : "POST",
+                                                  .url = r->url,
+                                                  .body = r->body,
+                                                  .timeout_ms = kind ? NET_IFACES_TIMEOUT_MS
+                                                                     : probe_call_timeout(c),
+                                                  .user = r};
             owned |= kind == 0;
             ncalls++;
         }
@@ -107,8 +110,7 @@ static void call_error(const struct hc_http_call *call, const char *node, char *
     if (!call->ok) {
         snprintf(buf, len, "%s", call->err.message);
     } else if (call->resp.status == 404) {
-        snprintf(buf, len, "the agent on %s does not know %s (an older hcagent?)", node,
-                 call->url);
+        snprintf(buf, len, "the agent on %s does not know %s (an older hcagent?)", node, call->url);
     } else if (hc_error_from_json(&e, call->resp.body, (int)call->resp.status) == 0) {
         snprintf(buf, len, "the agent on %s answered HTTP %ld: %s", node, call->resp.status,
                  e.message);
@@ -172,9 +174,8 @@ static void probe_apply(struct hc_net_check *c, const struct hc_http_call *call)
         struct hc_net_pair *p = &c->pairs[k];
         if (p->from != r->node || !c->nodes[p->to].addr[0])
             continue;
-        const json_t *res = src->agent_ok == 1
-                                ? result_for(results, c->nodes[p->to].addr, p->size)
-                                : NULL;
+        const json_t *res =
+            src->agent_ok == 1 ? result_for(results, c->nodes[p->to].addr, p->size) : NULL;
         if (res)
             pair_from_json(p, res);
         else if (src->agent_ok == 1)

@@ -31,11 +31,11 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "controller/api/metrics.h"
+#include "controller/ops/ops.h"
 #include "controller/remote/agent_client.h"
 #include "controller/state/events.h"
 #include "controller/state/nodes.h"
-#include "controller/api/metrics.h"
-#include "controller/ops/ops.h"
 #include "db/db.h"
 
 struct hc_poller {
@@ -47,8 +47,8 @@ struct hc_poller {
     pthread_cond_t cv;
     int stopping; /* guarded by mu */
     atomic_uint_fast64_t cycles;
-    int echo_fd;            /* UDP socket of the echo probes; -1 when it could not be made */
-    uint32_t echo_base;     /* sequence number of this cycle's first probe */
+    int echo_fd;             /* UDP socket of the echo probes; -1 when it could not be made */
+    uint32_t echo_base;      /* sequence number of this cycle's first probe */
     unsigned char *echo_buf; /* POLLER_ECHO_MAX bytes */
 };
 
@@ -64,8 +64,8 @@ struct poller_verdict {
 #define POLLER_ECHO_SMALL 64     /* IPv4 packet size of the small probe */
 #define POLLER_ECHO_BIG_MIN 1280 /* a smaller path MTU leaves nothing to tell apart */
 #define POLLER_ECHO_MAX 65535
-#define POLLER_ECHO_KINDS 3      /* per node: one small probe, two big ones */
-#define POLLER_ECHO_WAIT_MS 200  /* after the fan-out, only for echoes a verdict depends on */
+#define POLLER_ECHO_KINDS 3     /* per node: one small probe, two big ones */
+#define POLLER_ECHO_WAIT_MS 200 /* after the fan-out, only for echoes a verdict depends on */
 
 /* One node's echo probes in this cycle. */
 struct poller_echo {
@@ -94,8 +94,8 @@ static int poller_echo_socket(void)
 /* The MTU of the controller's route toward addr (its PMTU cache included), 0 when unknown. */
 static int poller_route_mtu(struct in_addr addr)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(HC_PORT_PROBE),
-                             .sin_addr = addr};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons(HC_PORT_PROBE), .sin_addr = addr};
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
     socklen_t len = sizeof(mtu);
     if (fd < 0)
@@ -109,13 +109,15 @@ static int poller_route_mtu(struct in_addr addr)
 
 static int poller_echo_send1(struct hc_poller *p, struct in_addr addr, uint32_t seq, int size)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(HC_PORT_PROBE),
-                             .sin_addr = addr};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons(HC_PORT_PROBE), .sin_addr = addr};
     uint32_t net = htonl(seq);
     memcpy(p->echo_buf, POLLER_ECHO_MAGIC, 4);
     memcpy(p->echo_buf + 4, &net, 4);
     return sendto(p->echo_fd, p->echo_buf, (size_t)(size - HC_IPV4_UDP_HEADERS), MSG_DONTWAIT,
-                  (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -1 : 0;
+                  (struct sockaddr *)&sa, sizeof(sa)) < 0
+               ? -1
+               : 0;
 }
 
 /* The big probes' size: the path MTU, which is the smaller of the controller's route MTU and
@@ -233,19 +235,24 @@ static void poller_judge_timeout(const struct hc_http_call *status, const struct
     if (e && e->valid && e->small_ok && !e->big_ok) {
         v->health = "stalled";
         if (e->big_size)
-            snprintf(v->detail, sizeof(v->detail), "answers small packets but large TCP segments "
+            snprintf(v->detail, sizeof(v->detail),
+                     "answers small packets but large TCP segments "
                      "vanish: suspected MTU blackhole on the path (UDP echo: %d bytes answered, "
-                     "%d bytes lost; HTTPS: no answer within %ld ms)", POLLER_ECHO_SMALL,
-                     e->big_size, status->timeout_ms);
+                     "%d bytes lost; HTTPS: no answer within %ld ms)",
+                     POLLER_ECHO_SMALL, e->big_size, status->timeout_ms);
         else
-            snprintf(v->detail, sizeof(v->detail), "answers small packets but large TCP segments "
+            snprintf(v->detail, sizeof(v->detail),
+                     "answers small packets but large TCP segments "
                      "vanish: suspected MTU blackhole on the path (UDP echo answered; HTTPS: no "
-                     "answer within %ld ms)", status->timeout_ms);
+                     "answer within %ld ms)",
+                     status->timeout_ms);
         return;
     }
     snprintf(v->detail, sizeof(v->detail), "no answer within %ld ms: %s%s", status->timeout_ms,
-             status->err.message, e && e->small_ok ? " (it answers UDP echo even at full size: "
-             "its agent is hung or overloaded)" : "");
+             status->err.message,
+             e && e->small_ok ? " (it answers UDP echo even at full size: "
+                                "its agent is hung or overloaded)"
+                              : "");
 }
 
 /* Judges the /v1/status call and the echo probes (e may be NULL) of node name. */
@@ -265,13 +272,17 @@ static void poller_judge(const char *name, const struct hc_http_call *status,
     } else if (reported && strcmp(reported, name) != 0) {
         /* The TLS pin already refuses any other key; this catches an agent that holds this
          * node's key but was configured as another node. */
-        snprintf(v->detail, sizeof(v->detail), "the agent answering at this node's address says "
-                 "it is node '%.64s': nothing it reports is recorded", reported);
+        snprintf(v->detail, sizeof(v->detail),
+                 "the agent answering at this node's address says "
+                 "it is node '%.64s': nothing it reports is recorded",
+                 reported);
     } else if (poller_big_lost(e)) {
         v->health = "stalled";
-        snprintf(v->detail, sizeof(v->detail), "answers small packets but %d-byte packets vanish: "
+        snprintf(v->detail, sizeof(v->detail),
+                 "answers small packets but %d-byte packets vanish: "
                  "suspected MTU blackhole on the path (HTTPS still answers on an open connection; "
-                 "new SSH and HTTPS sessions to it will hang)", e->big_size);
+                 "new SSH and HTTPS sessions to it will hang)",
+                 e->big_size);
     } else {
         v->health = "reachable";
     }
@@ -292,18 +303,18 @@ static int poller_store_status(struct hc_db *db, int64_t node_id, const struct h
     /* The agent is the truth about what runs: its current and rollback versions (null when
      * none) replace whatever an operation wrote. */
     /* ...unless an operation learnt something newer after this poll was sent. */
-    struct hc_node_poll p = {
-        .health = v->health,
-        .health_detail = v->detail[0] ? v->detail : NULL,
-        .service_state = service,
-        .software_version = POLLER_CLEAN(version, b, "software_version"),
-        .previous_software_version = POLLER_CLEAN(previous, b, "previous_software_version"),
-        .asked_at = now - st->elapsed_ms,
-        .agent_version = POLLER_CLEAN(agent_version, b, "agent_version"),
-        .hostname = POLLER_CLEAN(hostname, b, "hostname"),
-        .uptime_s = hc_json_int(b, "uptime_seconds", -1),
-        .latency_ms = (int64_t)st->elapsed_ms,
-        .now = now};
+    struct hc_node_poll p = {.health = v->health,
+                             .health_detail = v->detail[0] ? v->detail : NULL,
+                             .service_state = service,
+                             .software_version = POLLER_CLEAN(version, b, "software_version"),
+                             .previous_software_version =
+                                 POLLER_CLEAN(previous, b, "previous_software_version"),
+                             .asked_at = now - st->elapsed_ms,
+                             .agent_version = POLLER_CLEAN(agent_version, b, "agent_version"),
+                             .hostname = POLLER_CLEAN(hostname, b, "hostname"),
+                             .uptime_s = hc_json_int(b, "uptime_seconds", -1),
+                             .latency_ms = (int64_t)st->elapsed_ms,
+                             .now = now};
     return hc_node_store_poll(db, node_id, &p, err);
 }
 
@@ -395,8 +406,8 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
     else {
         /* A failure learnt by a call sent before the node last answered (a cycle that began
          * while cluster create's own call saw it enroll) is old news: it changes nothing. */
-        int changed = hc_node_set_unanswered(db, id, v.health, v.detail,
-                                             now - status->elapsed_ms, err);
+        int changed =
+            hc_node_set_unanswered(db, id, v.health, v.detail, now - status->elapsed_ms, err);
         rc = changed < 0 ? -1 : 0;
         if (changed == 0)
             goto cleanup;
@@ -444,8 +455,8 @@ int hc_poller_ask(struct hc_db *db, struct hc_http_client *client, int64_t node_
     char url[2048];
     int rc = 0;
     why[0] = '\0';
-    if (!poller_ask1(client, agent_url, "/v1/status", timeout_ms, url, sizeof(url), &status,
-                     why, why_len))
+    if (!poller_ask1(client, agent_url, "/v1/status", timeout_ms, url, sizeof(url), &status, why,
+                     why_len))
         return 0;
     if (!status.ok) {
         snprintf(why, why_len, "%s", status.err.message);
@@ -466,8 +477,10 @@ int hc_poller_ask(struct hc_db *db, struct hc_http_client *client, int64_t node_
             hc_db_rollback(db);
             rc = -1;
         } else if (!listed) {
-            snprintf(why, why_len, "no interface list: %s", ifaces.ok ? "unexpected answer to "
-                     "GET /v1/interfaces" : ifaces.err.message);
+            snprintf(why, why_len, "no interface list: %s",
+                     ifaces.ok ? "unexpected answer to "
+                                 "GET /v1/interfaces"
+                               : ifaces.err.message);
         } else {
             rc = 1;
         }
@@ -494,8 +507,7 @@ static void poller_store(struct hc_poller *p, const json_t *nodes, struct hc_htt
                               (int64_t)calls[2 * i].elapsed_ms); /* for /metrics */
         /* SQLite undoes only the failed statement: one bad answer does not lose the others. */
         if (poller_record(p->db, hc_json_int(node, "id", 0), hc_json_str(node, "name", "?"),
-                          &calls[2 * i], &calls[2 * i + 1], echo ? &echo[i] : NULL, now,
-                          &err) != 0)
+                          &calls[2 * i], &calls[2 * i + 1], echo ? &echo[i] : NULL, now, &err) != 0)
             HC_WARN("poller cannot record node %s: %s", hc_json_str(node, "name", "?"),
                     err.message);
     }
@@ -581,8 +593,7 @@ static int poller_wait(struct hc_poller *p, int64_t deadline_ms)
                              .tv_nsec = (long)(deadline_ms % 1000) * 1000000L};
     int stopping;
     pthread_mutex_lock(&p->mu);
-    while (!p->stopping && !hc_stop_requested(&p->ctl->stopping) &&
-           hc_mono_ms() < deadline_ms) {
+    while (!p->stopping && !hc_stop_requested(&p->ctl->stopping) && hc_mono_ms() < deadline_ms) {
         if (pthread_cond_timedwait(&p->cv, &p->mu, &until) != 0)
             break;
     }
@@ -640,7 +651,8 @@ struct hc_poller *hc_poller_start(struct hc_controller *ctl, struct hc_error *er
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* deadlines come from hc_mono_ms */
     pthread_cond_init(&p->cv, &attr);
     pthread_condattr_destroy(&attr);
-    if (!(p->db = hc_db_open(ctl->db_path, err)) || !(p->client = hc_agent_client_new(ctl, p->db, err)))
+    if (!(p->db = hc_db_open(ctl->db_path, err)) ||
+        !(p->client = hc_agent_client_new(ctl, p->db, err)))
         goto cleanup;
     /* Without the echo socket the poller still works; the MTU stall then shows as unreachable. */
     if (!(p->echo_buf = calloc(1, POLLER_ECHO_MAX)) || (p->echo_fd = poller_echo_socket()) < 0)

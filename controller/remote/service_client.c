@@ -96,13 +96,12 @@ int hc_sw_state(const struct hc_svc_node *n, struct hc_sw_state *st, struct hc_e
 }
 
 int hc_sw_stage(const struct hc_svc_node *n, const char *version, const char *url,
-                const char *token, const char *sha256, const char *signature,
-                struct hc_error *err)
+                const char *token, const char *sha256, const char *signature, struct hc_error *err)
 {
     /* Without a url the agent fetches from the controller URL it enrolled with: the one it
      * already trusts by name, whatever address the controller listens on. */
-    json_t *req = json_pack("{s:s, s:s?, s:s, s:s, s:s}", "version", version, "url", url,
-                            "token", token, "sha256", sha256, "signature", signature);
+    json_t *req = json_pack("{s:s, s:s?, s:s, s:s, s:s}", "version", version, "url", url, "token",
+                            token, "sha256", sha256, "signature", signature);
     int rc = call(n, "POST", "/v1/software/stage", req, NULL, err);
     json_decref(req);
     return rc;

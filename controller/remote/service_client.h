@@ -49,8 +49,7 @@ int hc_sw_state(const struct hc_svc_node *n, struct hc_sw_state *st, struct hc_e
 /* The agent fetches the bundle from url (NULL: from the controller it enrolled with) with token
  * and verifies sha256 and signature again. */
 int hc_sw_stage(const struct hc_svc_node *n, const char *version, const char *url,
-                const char *token, const char *sha256, const char *signature,
-                struct hc_error *err);
+                const char *token, const char *sha256, const char *signature, struct hc_error *err);
 /* Switches `current` to version atomically; start says whether the service is (re)started. */
 int hc_sw_activate(const struct hc_svc_node *n, const char *version, int start,
                    struct hc_error *err);

@@ -32,8 +32,8 @@ static int session_error(const struct hc_ssh *s, const char *what, struct hc_err
     const char *msg = ssh_get_error(s->session);
     if (msg && msg[0])
         return hc_error_set(err, HC_E(SSH), "%s on '%s': %s", what, s->target, msg);
-    hc_error_set(err, HC_E(TIMEOUT), "%s on '%s': no answer within %ld s", what,
-                 s->target, s->timeout_s);
+    hc_error_set(err, HC_E(TIMEOUT), "%s on '%s': no answer within %ld s", what, s->target,
+                 s->timeout_s);
     return hc_error_hint(err, "the ssh session was up, so large packets may be lost on the way "
                               "(an MTU blackhole): check 'hcctl net check-jumbo', or the host "
                               "is overloaded");
@@ -114,13 +114,13 @@ static int pinned_fingerprint(const char *file, const char *host_pattern, char *
 
 /* Decides on the server's key: known and equal -> 0; unknown -> pin if allowed; changed ->
  * refuse with both fingerprints. */
-static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char *fp,
-                          size_t fp_len, struct hc_error *err)
+static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char *fp, size_t fp_len,
+                          struct hc_error *err)
 {
     ssh_key server_key = NULL;
     if (ssh_get_server_publickey(s->session, &server_key) < 0)
-        return hc_error_set(err, HC_E(SSH), "cannot read the host key of '%s': %s",
-                            s->target, ssh_get_error(s->session));
+        return hc_error_set(err, HC_E(SSH), "cannot read the host key of '%s': %s", s->target,
+                            ssh_get_error(s->session));
     key_fingerprint(server_key, fp, fp_len);
     ssh_key_free(server_key);
 
@@ -130,8 +130,8 @@ static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char
     if (state == SSH_KNOWN_HOSTS_CHANGED || state == SSH_KNOWN_HOSTS_OTHER) {
         if (pinned_fingerprint(opts->known_hosts, s->host_pattern, old_fp, sizeof(old_fp)) < 0 &&
             opts->extra_known_hosts &&
-            pinned_fingerprint(opts->extra_known_hosts, s->host_pattern, old_fp,
-                               sizeof(old_fp)) == 0)
+            pinned_fingerprint(opts->extra_known_hosts, s->host_pattern, old_fp, sizeof(old_fp)) ==
+                0)
             holder = opts->extra_known_hosts;
     }
 
@@ -140,12 +140,12 @@ static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char
         return 0;
     case SSH_KNOWN_HOSTS_CHANGED:
     case SSH_KNOWN_HOSTS_OTHER:
-        hc_error_set(err, HC_E(HOST_KEY_CHANGED),
-                     "host key of '%s' changed: %s %s, offered %s", s->target,
-                     holder == opts->known_hosts ? "pinned" : "--known-hosts file has", old_fp,
-                     fp);
-        return hc_error_hint(err, "refusing to connect (possible man-in-the-middle); if the host "
-                                  "was reinstalled, delete its line from %s and add it again",
+        hc_error_set(err, HC_E(HOST_KEY_CHANGED), "host key of '%s' changed: %s %s, offered %s",
+                     s->target, holder == opts->known_hosts ? "pinned" : "--known-hosts file has",
+                     old_fp, fp);
+        return hc_error_hint(err,
+                             "refusing to connect (possible man-in-the-middle); if the host "
+                             "was reinstalled, delete its line from %s and add it again",
                              holder);
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
@@ -162,8 +162,8 @@ static int check_host_key(struct hc_ssh *s, const struct hc_ssh_opts *opts, char
         return 0;
     case SSH_KNOWN_HOSTS_ERROR:
     default:
-        return hc_error_set(err, HC_E(SSH), "cannot check the host key of '%s': %s",
-                            s->target, ssh_get_error(s->session));
+        return hc_error_set(err, HC_E(SSH), "cannot check the host key of '%s': %s", s->target,
+                            ssh_get_error(s->session));
     }
 }
 
@@ -200,10 +200,11 @@ static int authenticate(struct hc_ssh *s, const struct hc_ssh_opts *opts, struct
     int rc = ssh_userauth_publickey(s->session, NULL, key);
     ssh_key_free(key);
     if (rc != SSH_AUTH_SUCCESS) {
-        hc_error_set(err, HC_E(SSH_AUTH), "ssh key '%s' was refused by '%s'",
-                     opts->key_file, s->target);
-        return hc_error_hint(err, "add its public key (%s.pub) to the user's authorized_keys "
-                                  "on the node, or pass another --ssh-key",
+        hc_error_set(err, HC_E(SSH_AUTH), "ssh key '%s' was refused by '%s'", opts->key_file,
+                     s->target);
+        return hc_error_hint(err,
+                             "add its public key (%s.pub) to the user's authorized_keys "
+                             "on the node, or pass another --ssh-key",
                              opts->key_file);
     }
     return 0;
@@ -347,8 +348,8 @@ int hc_ssh_run(struct hc_ssh *s, const char *const argv[], long timeout_ms,
     int64_t deadline = hc_mono_ms() + (timeout_ms > 0 ? timeout_ms : 30000);
     while (!ssh_channel_is_eof(ch)) {
         if (hc_mono_ms() > deadline) {
-            hc_error_set(err, HC_E(TIMEOUT), "'%s' on '%s' did not finish in %ld ms",
-                         argv[0], s->target, timeout_ms);
+            hc_error_set(err, HC_E(TIMEOUT), "'%s' on '%s' did not finish in %ld ms", argv[0],
+                         s->target, timeout_ms);
             goto cleanup;
         }
         if (drain_stream(ch, 0, &res->out, &out_len, HC_SSH_OUT_MAX, 100) < 0 ||
@@ -386,8 +387,8 @@ static int run_checked(struct hc_ssh *s, const char *const argv[], struct hc_err
     int rc = 0;
     if (r.exit_status != 0) {
         r.err[strcspn(r.err, "\n")] = '\0';
-        rc = hc_error_set(err, HC_E(SSH), "'%s' failed on '%s' (exit %d): %s", argv[0],
-                          s->target, r.exit_status, r.err);
+        rc = hc_error_set(err, HC_E(SSH), "'%s' failed on '%s' (exit %d): %s", argv[0], s->target,
+                          r.exit_status, r.err);
     }
     hc_ssh_result_clear(&r);
     return rc;
@@ -421,8 +422,10 @@ static int temp_name(const struct hc_ssh_file *f, char *tmp, size_t len, struct 
     char suffix[17];
     const char *slash = strrchr(f->remote_path, '/');
     if (f->remote_path[0] != '/' || !slash || slash == f->remote_path)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "remote path '%s' must be absolute "
-                            "and below /", f->remote_path);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                            "remote path '%s' must be absolute "
+                            "and below /",
+                            f->remote_path);
     hc_random_hex(suffix, 8);
     snprintf(tmp, len, "%s.upload-%s", f->remote_path, suffix);
     return 0;
@@ -430,9 +433,8 @@ static int temp_name(const struct hc_ssh_file *f, char *tmp, size_t len, struct 
 
 /* argv of the fallback move: the prefix words, then tmp and target of each file not yet in
  * place. */
-static const char **move_argv(const char *const *prefix, size_t np,
-                              const struct hc_ssh_file *files, size_t n, char (*tmps)[1200],
-                              const int *moved)
+static const char **move_argv(const char *const *prefix, size_t np, const struct hc_ssh_file *files,
+                              size_t n, char (*tmps)[1200], const int *moved)
 {
     const char **argv = calloc(np + 2 * n + 1, sizeof(*argv));
     size_t k = 0;
@@ -451,8 +453,7 @@ static const char **move_argv(const char *const *prefix, size_t np,
 
 /* mkdir -p over SFTP: dir and its missing parents (0755), asking only as far up as needed.
  * 0, or -1 with err. */
-static int sftp_mkdir_p(struct hc_ssh *s, sftp_session sftp, const char *dir,
-                        struct hc_error *err)
+static int sftp_mkdir_p(struct hc_ssh *s, sftp_session sftp, const char *dir, struct hc_error *err)
 {
     if (sftp_mkdir(sftp, dir, 0755) == 0)
         return 0;
@@ -473,13 +474,15 @@ static int sftp_mkdir_p(struct hc_ssh *s, sftp_session sftp, const char *dir,
     int is_dir = a && a->type == SSH_FILEXFER_TYPE_DIRECTORY;
     sftp_attributes_free(a);
     return is_dir ? 0
-                  : hc_error_set(err, HC_E(SSH), "cannot create directory '%s' on '%s': "
-                                 "sftp error %d", dir, s->target, sftp_get_error(sftp));
+                  : hc_error_set(err, HC_E(SSH),
+                                 "cannot create directory '%s' on '%s': "
+                                 "sftp error %d",
+                                 dir, s->target, sftp_get_error(sftp));
 }
 
 /* Opens tmp for writing, making its directory first when it is missing. NULL with err. */
-static sftp_file sftp_create(struct hc_ssh *s, sftp_session sftp, const char *tmp,
-                             const char *dir, int mode, struct hc_error *err)
+static sftp_file sftp_create(struct hc_ssh *s, sftp_session sftp, const char *tmp, const char *dir,
+                             int mode, struct hc_error *err)
 {
     sftp_file f = sftp_open(sftp, tmp, O_WRONLY | O_CREAT | O_EXCL, (mode_t)mode);
     if (!f && sftp_get_error(sftp) == SSH_FX_NO_SUCH_FILE) {
@@ -488,8 +491,8 @@ static sftp_file sftp_create(struct hc_ssh *s, sftp_session sftp, const char *tm
         f = sftp_open(sftp, tmp, O_WRONLY | O_CREAT | O_EXCL, (mode_t)mode);
     }
     if (!f)
-        hc_error_set(err, HC_E(SSH), "cannot create '%s' on '%s': sftp error %d", tmp,
-                     s->target, sftp_get_error(sftp));
+        hc_error_set(err, HC_E(SSH), "cannot create '%s' on '%s': sftp error %d", tmp, s->target,
+                     sftp_get_error(sftp));
     return f;
 }
 
@@ -501,8 +504,8 @@ static sftp_file sftp_create(struct hc_ssh *s, sftp_session sftp, const char *tm
 int hc_ssh_upload_files(struct hc_ssh *s, const struct hc_ssh_file *files, size_t n,
                         struct hc_error *err)
 {
-    char (*tmps)[1200] = calloc(n, sizeof(*tmps));
-    char (*dirs)[1024] = calloc(n, sizeof(*dirs));
+    char(*tmps)[1200] = calloc(n, sizeof(*tmps));
+    char(*dirs)[1024] = calloc(n, sizeof(*dirs));
     int *moved = calloc(n, sizeof(*moved));
     const char **argv = NULL;
     sftp_session sftp = NULL;
@@ -527,15 +530,14 @@ int hc_ssh_upload_files(struct hc_ssh *s, const struct hc_ssh_file *files, size_
                        ? SFTP_CHUNK_OPENSSH
                        : SFTP_CHUNK_PORTABLE;
     for (; written < n; written++) {
-        sftp_file f = sftp_create(s, sftp, tmps[written], dirs[written], files[written].mode,
-                                  err);
+        sftp_file f = sftp_create(s, sftp, tmps[written], dirs[written], files[written].mode, err);
         if (!f)
             goto cleanup;
         int ok = sftp_write_all(f, files[written].data, files[written].len, chunk) == 0;
         sftp_close(f);
         if (!ok) {
-            hc_error_set(err, HC_E(SSH), "cannot write '%s' on '%s': sftp error %d",
-                         tmps[written], s->target, sftp_get_error(sftp));
+            hc_error_set(err, HC_E(SSH), "cannot write '%s' on '%s': sftp error %d", tmps[written],
+                         s->target, sftp_get_error(sftp));
             written++; /* its temporary file exists: remove it below */
             goto cleanup;
         }
@@ -564,8 +566,8 @@ cleanup:
     return rc;
 }
 
-int hc_ssh_upload(struct hc_ssh *s, const void *data, size_t len, const char *remote_path,
-                  int mode, struct hc_error *err)
+int hc_ssh_upload(struct hc_ssh *s, const void *data, size_t len, const char *remote_path, int mode,
+                  struct hc_error *err)
 {
     struct hc_ssh_file f = {remote_path, data, len, mode};
     return hc_ssh_upload_files(s, &f, 1, err);

@@ -20,8 +20,6 @@
 #include "common/error.h"
 #include "common/ssh_target.h"
 
-
-
 struct hc_ssh_opts {
     const char *key_file;          /* private key for public-key authentication */
     const char *known_hosts;       /* the controller's store; new keys are appended here */
@@ -51,8 +49,8 @@ int hc_ssh_run(struct hc_ssh *s, const char *const argv[], long timeout_ms,
                struct hc_ssh_result *res, struct hc_error *err);
 /* Writes data to remote_path with mode via SFTP: uploads to a fresh temporary name beside it,
  * then `mv -f` over the target (SFTP rename does not overwrite). Parent directories are made. */
-int hc_ssh_upload(struct hc_ssh *s, const void *data, size_t len, const char *remote_path,
-                  int mode, struct hc_error *err);
+int hc_ssh_upload(struct hc_ssh *s, const void *data, size_t len, const char *remote_path, int mode,
+                  struct hc_error *err);
 
 /* Several files in one SFTP session, each written to a temporary name and moved into place:
  * directories are made only when creating a file fails, a fresh file lands with an SFTP rename,

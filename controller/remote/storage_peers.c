@@ -6,8 +6,8 @@
 
 #include "common/json_util.h"
 #include "common/util.h"
-#include "controller/remote/agent_client.h"
 #include "controller/controller.h"
+#include "controller/remote/agent_client.h"
 #include "controller/state/nodes.h"
 #include "db/db.h"
 
@@ -30,8 +30,8 @@ static json_t *peers_list(const struct hc_node_row *rows, size_t n)
     char host[256];
     for (size_t i = 0; i < n; i++)
         if (url_host(rows[i].agent_url, host, sizeof(host)) == 0)
-            json_array_append_new(nodes, json_pack("{s:s, s:s}", "name", rows[i].name, "host",
-                                                   host));
+            json_array_append_new(nodes,
+                                  json_pack("{s:s, s:s}", "name", rows[i].name, "host", host));
     return json_pack("{s:I, s:o}", "epoch", (json_int_t)hc_now_ms(), "nodes", nodes);
 }
 

@@ -16,9 +16,10 @@
 #include "controller/ops/ops.h"
 
 /* A step ("storage_peers") of the running operation that sends the members,
- * {"epoch", "nodes": [{"name", "host"}]}, to every member's agent. A node that does not answer is named in the step's detail and left out: it receives
- * the list with the next membership change or upgrade (its service, if running, keeps its
- * previous list). Fails only when no agent took the list. */
+ * {"epoch", "nodes": [{"name", "host"}]}, to every member's agent. A node that does not answer is
+ * named in the step's detail and left out: it receives the list with the next membership change or
+ * upgrade (its service, if running, keeps its previous list). Fails only when no agent took the
+ * list. */
 int hc_storage_peers_step(struct hc_op_ctx *ctx, struct hc_http_client *client,
                           struct hc_error *err);
 

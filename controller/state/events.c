@@ -116,10 +116,9 @@ json_t *hc_events_query(struct hc_db *db, const struct hc_events_query *q, struc
     int more = 0;
     /* "? IS NULL OR" lets one statement serve every combination of filters; ids are the
      * primary key, so either end of the log is an index walk. */
-    sqlite3_stmt *st = hc_db_prepare(db,
-                                     q->newest ? EVENTS_PAGE "ORDER BY id DESC LIMIT ?"
-                                               : EVENTS_PAGE "ORDER BY id LIMIT ?",
-                                     err);
+    sqlite3_stmt *st = hc_db_prepare(
+        db, q->newest ? EVENTS_PAGE "ORDER BY id DESC LIMIT ?" : EVENTS_PAGE "ORDER BY id LIMIT ?",
+        err);
     if (!st)
         goto cleanup;
     sqlite3_bind_int64(st, 1, q->since);
@@ -142,8 +141,8 @@ json_t *hc_events_query(struct hc_db *db, const struct hc_events_query *q, struc
     /* With no new events last_id stays at since, so a follower keeps asking from there. */
     json_t *last = json_array_get(events, json_array_size(events) - 1);
     int64_t last_id = last ? json_integer_value(json_object_get(last, "id")) : q->since;
-    result = json_pack("{s:O, s:I, s:b}", "events", events, "last_id", (json_int_t)last_id,
-                       "more", more);
+    result = json_pack("{s:O, s:I, s:b}", "events", events, "last_id", (json_int_t)last_id, "more",
+                       more);
 cleanup:
     sqlite3_finalize(st);
     json_decref(events);

@@ -143,8 +143,10 @@ void hc_net_node_apply(struct hc_net_node *n, const json_t *ifaces)
 
 int hc_net_cluster_mtu(struct hc_db *db, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT mtu FROM clusters ORDER BY created_at "
-                                             "LIMIT 1", "");
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT mtu FROM clusters ORDER BY created_at "
+                                    "LIMIT 1",
+                                    "");
     if (!rows)
         return -1;
     int mtu = (int)hc_json_int(json_array_get(rows, 0), "mtu", 0);
@@ -269,16 +271,16 @@ static json_t *node_json(const struct hc_net_node *n, int mtu)
 {
     char why[512], fix[512];
     int verdict = hc_net_node_verdict(n, mtu, why, sizeof(why), fix, sizeof(fix));
-    json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "name", n->name,
-                          "interface", str_or_null(n->iface), "address", str_or_null(n->addr),
-                          "mtu", int_or_null(n->mtu), "state", str_or_null(n->state), "master",
+    json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "name", n->name, "interface",
+                          str_or_null(n->iface), "address", str_or_null(n->addr), "mtu",
+                          int_or_null(n->mtu), "state", str_or_null(n->state), "master",
                           str_or_null(n->master), "master_mtu", int_or_null(n->master_mtu), "ok",
                           verdict < 2 && n->agent_ok != 0);
     json_object_set_new(o, "port", str_or_null(n->port));
     json_object_set_new(o, "port_mtu", int_or_null(n->port_mtu));
     json_object_set_new(o, "problem", verdict ? json_string(why) : json_null());
-    json_object_set_new(o, "agent_error", n->agent_ok == 0 ? json_string(n->agent_error)
-                                                           : json_null());
+    json_object_set_new(o, "agent_error",
+                        n->agent_ok == 0 ? json_string(n->agent_error) : json_null());
     return o;
 }
 
@@ -311,9 +313,9 @@ json_t *hc_net_result_json(const struct hc_net_check *c)
     passed &= failed == 0;
     return json_pack("{s:i, s:i, s:s, s:b, s:{s:i, s:i, s:i}, s:o, s:o, s:o}", "mtu", c->mtu,
                      "payload_bytes", c->mtu - HC_IPV4_UDP_HEADERS, "mtu_source",
-                     c->mtu_source ? c->mtu_source : "option", "passed", passed, "summary",
-                     "nodes", (int)c->nnodes, "pairs", (int)c->npairs, "pairs_failed",
-                     (int)failed, "nodes", nodes, "pairs", pairs, "findings", findings);
+                     c->mtu_source ? c->mtu_source : "option", "passed", passed, "summary", "nodes",
+                     (int)c->nnodes, "pairs", (int)c->npairs, "pairs_failed", (int)failed, "nodes",
+                     nodes, "pairs", pairs, "findings", findings);
 }
 
 int hc_net_store_result(struct hc_db *db, const char *op_id, const json_t *result,
@@ -321,10 +323,11 @@ int hc_net_store_result(struct hc_db *db, const char *op_id, const json_t *resul
 {
     char *text = hc_json_dump(result);
     if (!text)
-        return hc_error_set(err, HC_E(INTERNAL), "cannot serialise the result of %s",
-                            op_id);
-    int rc = hc_db_run(db, err, "UPDATE operations SET result_json = ?, updated_at = ? "
-                       "WHERE id = ?", "sis", text, hc_now_ms(), op_id);
+        return hc_error_set(err, HC_E(INTERNAL), "cannot serialise the result of %s", op_id);
+    int rc = hc_db_run(db, err,
+                       "UPDATE operations SET result_json = ?, updated_at = ? "
+                       "WHERE id = ?",
+                       "sis", text, hc_now_ms(), op_id);
     free(text);
     return rc < 0 ? -1 : 0;
 }

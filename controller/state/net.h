@@ -19,25 +19,25 @@
 #include "common/error.h"
 #include "db/db.h"
 
-#define HC_NET_DEFAULT_MTU 9000         /* check-jumbo without --mtu and without a cluster MTU */
-#define HC_NET_PROBE_TIMEOUT_MS 500     /* per probe: far above any LAN round trip */
-#define HC_NET_MAX_PARALLEL 256         /* agent calls in flight at once */
+#define HC_NET_DEFAULT_MTU 9000     /* check-jumbo without --mtu and without a cluster MTU */
+#define HC_NET_PROBE_TIMEOUT_MS 500 /* per probe: far above any LAN round trip */
+#define HC_NET_MAX_PARALLEL 256     /* agent calls in flight at once */
 
 /* One node's storage side, as recorded by the poller and refreshed by the check itself. */
 struct hc_net_node {
     char name[64];
     char agent_url[320];
-    char address[64];   /* management address (nodes.address) */
-    char iface[32];     /* storage interface; "" when unknown */
-    char addr[64];      /* its first IPv4 address, no prefix; "" when none */
-    char state[16];     /* operational state of iface; "" when the interface is missing */
-    char kind[16];      /* veth, bridge, bond, ... */
-    int mtu;            /* MTU of iface; 0 when unknown */
-    char master[32];    /* bridge or bond iface hangs on, "" when none */
+    char address[64]; /* management address (nodes.address) */
+    char iface[32];   /* storage interface; "" when unknown */
+    char addr[64];    /* its first IPv4 address, no prefix; "" when none */
+    char state[16];   /* operational state of iface; "" when the interface is missing */
+    char kind[16];    /* veth, bridge, bond, ... */
+    int mtu;          /* MTU of iface; 0 when unknown */
+    char master[32];  /* bridge or bond iface hangs on, "" when none */
     int master_mtu;
-    char port[32];      /* smallest-MTU port under iface when iface is a bridge or bond */
+    char port[32]; /* smallest-MTU port under iface when iface is a bridge or bond */
     int port_mtu;
-    int agent_ok;       /* the agent answered the probe request: 1, 0 (no), -1 (not asked) */
+    int agent_ok; /* the agent answered the probe request: 1, 0 (no), -1 (not asked) */
     char agent_error[384];
 };
 
@@ -51,12 +51,12 @@ enum hc_net_result {
 
 /* One directed pair: `from`'s agent probes `to`'s storage address with a `size`-byte packet. */
 struct hc_net_pair {
-    size_t from, to;    /* indexes into the node array */
+    size_t from, to; /* indexes into the node array */
     int size;
     enum hc_net_result result;
-    int path_mtu;       /* ok: size; frag_needed: the MTU named; else 0 (unknown) */
-    int largest_ok;     /* failing pairs: the largest size that passed; 0 unknown */
-    double rtt_ms;      /* < 0 when unknown */
+    int path_mtu;   /* ok: size; frag_needed: the MTU named; else 0 (unknown) */
+    int largest_ok; /* failing pairs: the largest size that passed; 0 unknown */
+    double rtt_ms;  /* < 0 when unknown */
     char detail[192];
 };
 
@@ -94,8 +94,8 @@ int hc_net_all_pairs(struct hc_net_check *c, struct hc_error *err);
 
 /* Whether a node's configuration can carry c->mtu: 0 ok, 1 warning, 2 error; why and fix
  * receive the text. */
-int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t why_len,
-                        char *fix, size_t fix_len);
+int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t why_len, char *fix,
+                        size_t fix_len);
 
 /* The findings of a probed check (new array of {"severity","scope","node"|"from","to",
  * "message","fix",...}), errors first. Pure: no I/O, so the unit tests drive it directly. */

@@ -31,8 +31,8 @@ struct tally {
     int frag_min, frag_max;   /* MTUs named by frag-needed from the path */
     int ok_min, ok_max;       /* largest passing sizes measured */
     int size;
-    size_t focus;       /* node index + 1 whose own reason for unprobed pairs is told; 0: any */
-    int np_own;         /* np_detail is about the focus node */
+    size_t focus; /* node index + 1 whose own reason for unprobed pairs is told; 0: any */
+    int np_own;   /* np_detail is about the focus node */
     char np_detail[192];
 };
 
@@ -177,18 +177,24 @@ static void describe(const struct tally *t, const char *where, char *buf, size_t
     }
     if (t->local) {
         span_text(t->local_min, t->local_max, span, sizeof(span));
-        part_add(parts, sizeof(parts), "%d do not fit the sender's own MTU of %s bytes "
-                 "(EMSGSIZE)", t->local, span);
+        part_add(parts, sizeof(parts),
+                 "%d do not fit the sender's own MTU of %s bytes "
+                 "(EMSGSIZE)",
+                 t->local, span);
     }
     if (t->frag) {
         span_text(t->frag_min, t->frag_max, span, sizeof(span));
-        part_add(parts, sizeof(parts), "%d draw \"fragmentation needed\" naming MTU %s: a "
-                 "routed hop with that MTU", t->frag, t->frag_min ? span : "?");
+        part_add(parts, sizeof(parts),
+                 "%d draw \"fragmentation needed\" naming MTU %s: a "
+                 "routed hop with that MTU",
+                 t->frag, t->frag_min ? span : "?");
     }
     if (t->bh && t->ok_min) {
         span_text(t->ok_min, t->ok_max, span, sizeof(span));
-        part_add(parts, sizeof(parts), "%d vanish while small probes pass, largest passing "
-                 "packet %s bytes", t->bh, span);
+        part_add(parts, sizeof(parts),
+                 "%d vanish while small probes pass, largest passing "
+                 "packet %s bytes",
+                 t->bh, span);
     } else if (t->bh) {
         part_add(parts, sizeof(parts), "%d vanish while small probes pass", t->bh);
     }
@@ -202,22 +208,27 @@ static void describe(const struct tally *t, const char *where, char *buf, size_t
 
 /* --- node configuration --------------------------------------------------------------------- */
 
-int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t why_len,
-                        char *fix, size_t fix_len)
+int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t why_len, char *fix,
+                        size_t fix_len)
 {
     why[0] = fix[0] = '\0';
     if (!n->iface[0]) {
-        snprintf(why, why_len, "%s has no storage interface on record and no interface carries "
-                 "its address %s", n->name, n->address);
-        snprintf(fix, fix_len, "nodes brought in by 'hcctl cluster create' or 'node add' "
+        snprintf(why, why_len,
+                 "%s has no storage interface on record and no interface carries "
+                 "its address %s",
+                 n->name, n->address);
+        snprintf(fix, fix_len,
+                 "nodes brought in by 'hcctl cluster create' or 'node add' "
                  "(--storage-interface IFACE) have one on record; a node that joined by itself "
                  "is checked on the interface that carries the address it joined with");
         return 2;
     }
     if (!n->state[0]) {
         snprintf(why, why_len, "%s has no interface %s", n->name, n->iface);
-        snprintf(fix, fix_len, "check 'ip link' on %s: the storage interface was renamed or "
-                 "removed", n->name);
+        snprintf(fix, fix_len,
+                 "check 'ip link' on %s: the storage interface was renamed or "
+                 "removed",
+                 n->name);
         return 2;
     }
     if (strcmp(n->state, "up") != 0 && strcmp(n->state, "unknown") != 0) {
@@ -246,15 +257,19 @@ int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t 
         return 2;
     }
     if (n->port_mtu > 0 && n->port_mtu < mtu) {
-        snprintf(why, why_len, "%s on %s leaves through %s, whose MTU is %d, below the "
-                 "cluster's %d", n->iface, n->name, n->port, n->port_mtu, mtu);
-        snprintf(fix, fix_len, "set the MTU of %s on %s to %d (ip link set dev %s mtu %d)",
-                 n->port, n->name, mtu, n->port, mtu);
+        snprintf(why, why_len,
+                 "%s on %s leaves through %s, whose MTU is %d, below the "
+                 "cluster's %d",
+                 n->iface, n->name, n->port, n->port_mtu, mtu);
+        snprintf(fix, fix_len, "set the MTU of %s on %s to %d (ip link set dev %s mtu %d)", n->port,
+                 n->name, mtu, n->port, mtu);
         return 2;
     }
     if (n->mtu > mtu) {
-        snprintf(why, why_len, "%s on %s has MTU %d, above the cluster's %d: TCP adapts, but "
-                 "other traffic may send frames the others drop", n->iface, n->name, n->mtu, mtu);
+        snprintf(why, why_len,
+                 "%s on %s has MTU %d, above the cluster's %d: TCP adapts, but "
+                 "other traffic may send frames the others drop",
+                 n->iface, n->name, n->mtu, mtu);
         snprintf(fix, fix_len, "set %s MTU on %s to %d: hcctl net set-mtu %d", n->iface, n->name,
                  mtu, mtu);
         return 1;
@@ -331,13 +346,16 @@ static void config_findings(struct ctx *x)
             if (tally_passes(&in) > 0)
                 snprintf(size, sizeof(size), "~%d-byte", tally_passes(&in));
             if (bh)
-                snprintf(fix, sizeof(fix), "the switch port toward %s (or its NIC or cable) "
+                snprintf(fix, sizeof(fix),
+                         "the switch port toward %s (or its NIC or cable) "
                          "passes only %s frames: raise it to %d+; where management and storage "
-                         "share a network this also stalls the agent's HTTPS", n->name, size,
-                         c->mtu);
+                         "share a network this also stalls the agent's HTTPS",
+                         n->name, size, c->mtu);
             else
-                snprintf(fix, sizeof(fix), "check that hcagent runs on %s and that the "
-                         "controller reaches it (hcctl node show %s)", n->name, n->name);
+                snprintf(fix, sizeof(fix),
+                         "check that hcagent runs on %s and that the "
+                         "controller reaches it (hcctl node show %s)",
+                         n->name, n->name);
             if (in.failed) {
                 describe(&in, "toward it", seen, sizeof(seen));
                 snprintf(msg, sizeof(msg), "%s; %s", why, seen);
@@ -362,24 +380,26 @@ static void config_findings(struct ctx *x)
 }
 
 /* The fix for a path that passes only `passes` bytes toward or around `who`. */
-static void path_fix(const struct ctx *x, enum cause cause, const struct tally *t,
-                     const char *who, char *fix, size_t len)
+static void path_fix(const struct ctx *x, enum cause cause, const struct tally *t, const char *who,
+                     char *fix, size_t len)
 {
     int mtu = x->c->mtu, passes = tally_passes(t);
     switch (cause) {
     case CAUSE_FRAG:
-        snprintf(fix, len, "a router on %s's storage path forwards only %d-byte packets: raise "
+        snprintf(fix, len,
+                 "a router on %s's storage path forwards only %d-byte packets: raise "
                  "the MTU of its interfaces to %d+, or keep %s on the same L2 segment as the "
-                 "others", who, passes, mtu, who);
+                 "others",
+                 who, passes, mtu, who);
         break;
     case CAUSE_BLACKHOLE:
-        snprintf(fix, len, "the switch port toward %s (or its NIC or cable) passes only ~%d-byte "
-                 "frames: raise it to %d+ (or the whole fabric)", who, passes ? passes : 1500,
-                 mtu);
+        snprintf(fix, len,
+                 "the switch port toward %s (or its NIC or cable) passes only ~%d-byte "
+                 "frames: raise it to %d+ (or the whole fabric)",
+                 who, passes ? passes : 1500, mtu);
         break;
     case CAUSE_UNREACHABLE:
-        snprintf(fix, len, "check %s's storage link, its address and its switch port (VLAN)",
-                 who);
+        snprintf(fix, len, "check %s's storage link, its address and its switch port (VLAN)", who);
         break;
     default:
         snprintf(fix, len, "re-run the check once the agents answer");
@@ -402,14 +422,16 @@ static int fabric_finding(struct ctx *x, size_t ngood)
     describe(&t, "between every pair of nodes", seen, sizeof(seen));
     snprintf(msg, sizeof(msg), "every pair fails: %s", seen);
     if (tally_cause(&t) == CAUSE_FRAG)
-        snprintf(fix, sizeof(fix), "every path crosses a router with MTU %d: raise it to %d+, "
-                 "or run the cluster at what it passes: hcctl net set-mtu %d", passes, c->mtu,
-                 fallback);
+        snprintf(fix, sizeof(fix),
+                 "every path crosses a router with MTU %d: raise it to %d+, "
+                 "or run the cluster at what it passes: hcctl net set-mtu %d",
+                 passes, c->mtu, fallback);
     else
-        snprintf(fix, sizeof(fix), "the switch (every port, or a hop all nodes cross) passes "
+        snprintf(fix, sizeof(fix),
+                 "the switch (every port, or a hop all nodes cross) passes "
                  "only ~%d-byte frames: raise its MTU to %d+ (9216 on most switches), or run the "
-                 "cluster at what it passes: hcctl net set-mtu %d", passes ? passes : 1500, c->mtu,
-                 fallback);
+                 "cluster at what it passes: hcctl net set-mtu %d",
+                 passes ? passes : 1500, c->mtu, fallback);
     json_t *f = finding("error", "fabric", msg, fix);
     json_object_set_new(f, "pairs_failed", json_integer(t.failed));
     json_object_set_new(f, "pairs_total", json_integer(t.total));
@@ -461,13 +483,14 @@ static void pair_findings(struct ctx *x)
             if (t.failed == 0)
                 continue;
             char where[160], seen[400], fix[512], msg[600];
-            snprintf(where, sizeof(where), "between %s and %s", c->nodes[a].name,
-                     c->nodes[b].name);
+            snprintf(where, sizeof(where), "between %s and %s", c->nodes[a].name, c->nodes[b].name);
             describe(&t, where, seen, sizeof(seen));
             snprintf(msg, sizeof(msg), "%s; both nodes reach the others", seen);
-            snprintf(fix, sizeof(fix), "check the path only %s and %s share (a link, trunk or "
+            snprintf(fix, sizeof(fix),
+                     "check the path only %s and %s share (a link, trunk or "
                      "hop between their switches): it passes only ~%d-byte packets; raise it to "
-                     "%d+", c->nodes[a].name, c->nodes[b].name, tally_passes(&t), c->mtu);
+                     "%d+",
+                     c->nodes[a].name, c->nodes[b].name, tally_passes(&t), c->mtu);
             json_t *f = finding("error", "pair", msg, fix);
             json_object_set_new(f, "from", json_string(c->nodes[a].name));
             json_object_set_new(f, "to", json_string(c->nodes[b].name));
@@ -487,11 +510,14 @@ static void no_pairs_finding(struct ctx *x)
     if (c->nnodes >= 2)
         return;
     if (c->nnodes == 1)
-        snprintf(msg, sizeof(msg), "one node (%s): there is no pair of nodes to probe, so there "
-                 "is nothing to check", c->nodes[0].name);
+        snprintf(msg, sizeof(msg),
+                 "one node (%s): there is no pair of nodes to probe, so there "
+                 "is nothing to check",
+                 c->nodes[0].name);
     else
         snprintf(msg, sizeof(msg), "no nodes: there is nothing to check");
-    json_t *f = finding("info", "cluster", msg, "add nodes (hcctl node add HOST), then check "
+    json_t *f = finding("info", "cluster", msg,
+                        "add nodes (hcctl node add HOST), then check "
                         "again: the pairs they form are probed");
     json_object_set_new(f, "pairs_failed", json_integer(0));
     json_object_set_new(f, "pairs_total", json_integer(0));
@@ -547,15 +573,23 @@ void hc_net_summary(const struct hc_net_check *c, size_t node, char *msg, size_t
     enum cause cause = tally_cause(&t);
     int passes = tally_passes(&t);
     if (cause == CAUSE_NOT_PROBED)
-        snprintf(fix, fix_len, "the agents could not probe after the change: check that %s still "
-                 "answers at the new MTU (hcctl node show %s)", name, name);
+        snprintf(fix, fix_len,
+                 "the agents could not probe after the change: check that %s still "
+                 "answers at the new MTU (hcctl node show %s)",
+                 name, name);
     else if (cause == CAUSE_FRAG)
-        snprintf(fix, fix_len, "a router %s forwards only %d-byte packets: raise the MTU of its "
-                 "interfaces first", where, passes);
+        snprintf(fix, fix_len,
+                 "a router %s forwards only %d-byte packets: raise the MTU of its "
+                 "interfaces first",
+                 where, passes);
     else if (cause == CAUSE_UNREACHABLE)
-        snprintf(fix, fix_len, "%s stops answering at the new MTU: check that its NIC and driver "
-                 "support it and that its switch port allows it", name);
+        snprintf(fix, fix_len,
+                 "%s stops answering at the new MTU: check that its NIC and driver "
+                 "support it and that its switch port allows it",
+                 name);
     else
-        snprintf(fix, fix_len, "the switch ports %s pass only ~%d-byte frames: raise them (or "
-                 "the whole fabric) first, then run set-mtu again", where, passes ? passes : 1500);
+        snprintf(fix, fix_len,
+                 "the switch ports %s pass only ~%d-byte frames: raise them (or "
+                 "the whole fabric) first, then run set-mtu again",
+                 where, passes ? passes : 1500);
 }

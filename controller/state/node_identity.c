@@ -18,8 +18,8 @@
 /* Actors the event log names besides nodes and API tokens; a node named so would make the
  * audit trail ambiguous, and the CN hcctld-client is the controller's client identity. */
 static const char *const reserved_actors[] = {
-    "admin", "anonymous", "controller", "hcctld", "hcctld-client", "hcctl", "localhost", "root",
-    "system",
+    "admin", "anonymous", "controller", "hcctld", "hcctld-client",
+    "hcctl", "localhost", "root",       "system",
 };
 
 static int reserved(const char *name, int allow_admin)
@@ -43,8 +43,7 @@ int hc_identity_node_name_check(struct hc_db *db, const char *name, struct hc_er
     if (taken < 0)
         return -1;
     if (taken) {
-        hc_error_set(err, HC_E(INVALID_ARGUMENT), "node name '%s' is an API token's name",
-                     name);
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "node name '%s' is an API token's name", name);
         return hc_error_hint(err, "a node and a token must not share a name in the event log; "
                                   "choose another --name");
     }
@@ -115,8 +114,7 @@ int hc_identity_url_base(const char *url, char *out, size_t len)
     return 0;
 }
 
-int hc_identity_pin_for_url(void *arg, const char *url, char *pin, size_t len,
-                            struct hc_error *err)
+int hc_identity_pin_for_url(void *arg, const char *url, char *pin, size_t len, struct hc_error *err)
 {
     struct hc_db *db = arg;
     char base[600];

@@ -158,7 +158,7 @@ int hc_node_insert(struct hc_db *db, const struct hc_node_new *n, struct hc_erro
                                      err);
     if (!st)
         return -1;
-    const char *texts[] = {n->cluster_id, n->name,        n->address, n->agent_url,
+    const char *texts[] = {n->cluster_id, n->name,        n->address,  n->agent_url,
                            n->hostname,   n->cert_serial, n->cert_pem, n->cert_pin};
     for (int i = 0; i < (int)HC_ARRAY_LEN(texts); i++)
         sqlite3_bind_text(st, i + 1, texts[i], -1, SQLITE_STATIC);
@@ -194,12 +194,13 @@ json_t *hc_nodes_health_counts(struct hc_db *db, struct hc_error *err)
 
 /* The columns of struct hc_node_row after id, in the order of ROW_SELECT: T text, I integer. */
 #define ROW_COLUMNS(T, I)                                                                          \
-    T(cluster_id) T(name) T(address) T(agent_url) T(hostname) T(ssh_endpoint) T(ssh_host_key)      \
-    T(install_mode) T(storage_interface) T(cert_serial) T(cert_pem) T(cert_pin)                    \
-    T(desired_state) T(state) T(health) T(health_detail) T(maintenance) T(maintenance_mode)        \
-    T(maintenance_op) T(agent_version) T(software_version) T(previous_software_version)            \
-    T(service_state) I(uptime_s) I(poll_latency_ms) I(last_seen) I(joined_at)                      \
-    I(maintenance_since) I(service_observed_at)
+    T(cluster_id)                                                                                  \
+    T(name) T(address) T(agent_url) T(hostname) T(ssh_endpoint) T(ssh_host_key) T(install_mode)    \
+        T(storage_interface) T(cert_serial) T(cert_pem) T(cert_pin) T(desired_state) T(state)      \
+            T(health) T(health_detail) T(maintenance) T(maintenance_mode) T(maintenance_op)        \
+                T(agent_version) T(software_version) T(previous_software_version) T(service_state) \
+                    I(uptime_s) I(poll_latency_ms) I(last_seen) I(joined_at) I(maintenance_since)  \
+                        I(service_observed_at)
 
 #define ROW_SQL_NAME(c) ", " #c
 #define ROW_SELECT "SELECT id" ROW_COLUMNS(ROW_SQL_NAME, ROW_SQL_NAME) " FROM nodes "
@@ -211,8 +212,8 @@ struct row_column {
 
 #define ROW_TEXT(c) {offsetof(struct hc_node_row, c), 1},
 #define ROW_INT(c) {offsetof(struct hc_node_row, c), 0},
-static const struct row_column row_columns[] = {
-    {offsetof(struct hc_node_row, id), 0}, ROW_COLUMNS(ROW_TEXT, ROW_INT)};
+static const struct row_column row_columns[] = {{offsetof(struct hc_node_row, id), 0},
+                                                ROW_COLUMNS(ROW_TEXT, ROW_INT)};
 
 void hc_node_row_clear(struct hc_node_row *row)
 {
@@ -249,8 +250,8 @@ static int row_read(sqlite3_stmt *st, struct hc_node_row *row)
 }
 
 /* Steps a prepared ROW_SELECT (finalizing it) into a growing array: 0 or -1 with err. */
-static int rows_collect(struct hc_db *db, sqlite3_stmt *st, struct hc_node_row **rows,
-                        size_t *n, struct hc_error *err)
+static int rows_collect(struct hc_db *db, sqlite3_stmt *st, struct hc_node_row **rows, size_t *n,
+                        struct hc_error *err)
 {
     size_t cap = 0;
     int rc;
@@ -298,8 +299,8 @@ static int row_one(struct hc_db *db, sqlite3_stmt *st, struct hc_node_row *row,
     return n > 0;
 }
 
-static int row_by_text(struct hc_db *db, const char *sql, const char *key,
-                       struct hc_node_row *row, struct hc_error *err)
+static int row_by_text(struct hc_db *db, const char *sql, const char *key, struct hc_node_row *row,
+                       struct hc_error *err)
 {
     sqlite3_stmt *st = hc_db_prepare(db, sql, err);
     if (!st) {
@@ -322,8 +323,7 @@ int hc_node_row_by_url(struct hc_db *db, const char *agent_url, struct hc_node_r
     return row_by_text(db, ROW_SELECT "WHERE agent_url = ?", agent_url, row, err);
 }
 
-int hc_node_row_get_id(struct hc_db *db, int64_t id, struct hc_node_row *row,
-                       struct hc_error *err)
+int hc_node_row_get_id(struct hc_db *db, int64_t id, struct hc_node_row *row, struct hc_error *err)
 {
     sqlite3_stmt *st = hc_db_prepare(db, ROW_SELECT "WHERE id = ?", err);
     if (!st) {
@@ -334,8 +334,8 @@ int hc_node_row_get_id(struct hc_db *db, int64_t id, struct hc_node_row *row,
     return row_one(db, st, row, err);
 }
 
-int hc_nodes_rows(struct hc_db *db, const struct hc_node_filter *filter,
-                  struct hc_node_row **rows, size_t *n, struct hc_error *err)
+int hc_nodes_rows(struct hc_db *db, const struct hc_node_filter *filter, struct hc_node_row **rows,
+                  size_t *n, struct hc_error *err)
 {
     static const struct hc_node_filter all = {0};
     const struct hc_node_filter *f = filter ? filter : &all;
@@ -343,17 +343,17 @@ int hc_nodes_rows(struct hc_db *db, const struct hc_node_filter *filter,
     *n = 0;
     sqlite3_stmt *st = hc_db_prepare(db,
                                      ROW_SELECT "WHERE (?1 IS NULL OR name IS NOT ?1) AND "
-                                     "(?2 IS NULL OR address = ?2) AND "
-                                     "(?3 IS NULL OR state = ?3) AND "
-                                     "(?4 IS NULL OR desired_state = ?4) AND "
-                                     "(?5 IS NULL OR software_version = ?5) AND "
-                                     "(?6 IS NULL OR previous_software_version = ?6) "
-                                     "ORDER BY name",
+                                                "(?2 IS NULL OR address = ?2) AND "
+                                                "(?3 IS NULL OR state = ?3) AND "
+                                                "(?4 IS NULL OR desired_state = ?4) AND "
+                                                "(?5 IS NULL OR software_version = ?5) AND "
+                                                "(?6 IS NULL OR previous_software_version = ?6) "
+                                                "ORDER BY name",
                                      err);
     if (!st)
         return -1;
-    const char *binds[] = {f->except,         f->address,          f->state,
-                           f->desired_state,  f->software_version, f->previous_software_version};
+    const char *binds[] = {f->except,        f->address,          f->state,
+                           f->desired_state, f->software_version, f->previous_software_version};
     for (int i = 0; i < (int)HC_ARRAY_LEN(binds); i++)
         sqlite3_bind_text(st, i + 1, binds[i], -1, SQLITE_STATIC); /* NULL binds NULL */
     return rows_collect(db, st, rows, n, err);
@@ -382,16 +382,16 @@ int hc_node_store_poll(struct hc_db *db, int64_t id, const struct hc_node_poll *
     if (hc_db_run(db, err,
                   "UPDATE nodes SET service_state = ?, software_version = ?, "
                   "previous_software_version = ?, service_observed_at = ? WHERE id = ? AND "
-                  "COALESCE(service_observed_at, 0) <= ?", "sssiii", p->service_state,
-                  p->software_version, p->previous_software_version, p->asked_at, id,
-                  p->asked_at) < 0)
+                  "COALESCE(service_observed_at, 0) <= ?",
+                  "sssiii", p->service_state, p->software_version, p->previous_software_version,
+                  p->asked_at, id, p->asked_at) < 0)
         return -1;
     return hc_db_run(db, err,
                      "UPDATE nodes SET health = ?, health_detail = ?, last_seen = ?, "
                      "agent_version = ?, hostname = COALESCE(?, hostname), "
                      "uptime_s = NULLIF(?, -1), poll_latency_ms = ? WHERE id = ?",
-                     "ssissiii", p->health, p->health_detail, p->now, p->agent_version,
-                     p->hostname, p->uptime_s, p->latency_ms, id) < 0
+                     "ssissiii", p->health, p->health_detail, p->now, p->agent_version, p->hostname,
+                     p->uptime_s, p->latency_ms, id) < 0
                ? -1
                : 0;
 }
@@ -402,25 +402,29 @@ int hc_node_set_unanswered(struct hc_db *db, int64_t id, const char *health, con
     return hc_db_run(db, err,
                      "UPDATE nodes SET health = ?, health_detail = ?, "
                      "poll_latency_ms = NULL WHERE id = ? AND COALESCE(last_seen, 0) "
-                     "<= ?", "ssii", health, detail, id, before);
+                     "<= ?",
+                     "ssii", health, detail, id, before);
 }
 
 int hc_node_set_bootstrap(struct hc_db *db, const char *name, const char *ssh_endpoint,
                           const char *ssh_host_key, const char *storage_interface,
                           const char *install_mode, struct hc_error *err)
 {
-    return hc_db_run(db, err, "UPDATE nodes SET ssh_endpoint = ?, ssh_host_key = ?, "
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET ssh_endpoint = ?, ssh_host_key = ?, "
                      "storage_interface = ?, install_mode = COALESCE(?, install_mode) "
                      "WHERE name = ?",
-                     "sssss", ssh_endpoint, ssh_host_key, storage_interface, install_mode,
-                     name) < 0 ? -1 : 0;
+                     "sssss", ssh_endpoint, ssh_host_key, storage_interface, install_mode, name) < 0
+               ? -1
+               : 0;
 }
 
-int hc_node_set_maintenance(struct hc_db *db, const char *name, const char *state,
-                            const char *mode, const char *op_id, struct hc_error *err)
+int hc_node_set_maintenance(struct hc_db *db, const char *name, const char *state, const char *mode,
+                            const char *op_id, struct hc_error *err)
 {
     int none = strcmp(state, "none") == 0;
-    return hc_db_run(db, err, "UPDATE nodes SET maintenance = ?, maintenance_mode = ?, "
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET maintenance = ?, maintenance_mode = ?, "
                      "maintenance_since = CASE WHEN ? THEN NULL "
                      "ELSE COALESCE(maintenance_since, ?) END, maintenance_op = ? WHERE name = ?",
                      "ssiiss", state, none ? NULL : mode, (int64_t)none, hc_now_ms(),
@@ -432,15 +436,23 @@ int hc_node_set_maintenance(struct hc_db *db, const char *name, const char *stat
 int hc_node_set_service_state(struct hc_db *db, const char *name, const char *service_state,
                               int64_t observed_at, struct hc_error *err)
 {
-    return hc_db_run(db, err, "UPDATE nodes SET service_state = ?, service_observed_at = ? "
-                     "WHERE name = ?", "sis", service_state, observed_at, name) < 0 ? -1 : 0;
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET service_state = ?, service_observed_at = ? "
+                     "WHERE name = ?",
+                     "sis", service_state, observed_at, name) < 0
+               ? -1
+               : 0;
 }
 
 int hc_node_set_software_version(struct hc_db *db, const char *name, const char *version,
                                  int64_t observed_at, struct hc_error *err)
 {
-    return hc_db_run(db, err, "UPDATE nodes SET software_version = ?, service_observed_at = ? "
-                     "WHERE name = ?", "sis", version, observed_at, name) < 0 ? -1 : 0;
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET software_version = ?, service_observed_at = ? "
+                     "WHERE name = ?",
+                     "sis", version, observed_at, name) < 0
+               ? -1
+               : 0;
 }
 
 int hc_node_set_removing(struct hc_db *db, const char *name, struct hc_error *err)
@@ -448,14 +460,15 @@ int hc_node_set_removing(struct hc_db *db, const char *name, struct hc_error *er
     return hc_db_run(db, err,
                      "UPDATE nodes SET desired_state = 'removed', state = 'removing' "
                      "WHERE name = ?",
-                     "s", name) < 0 ? -1 : 0;
+                     "s", name) < 0
+               ? -1
+               : 0;
 }
 
 int hc_node_set_cert_pin(struct hc_db *db, int64_t id, const char *pin, struct hc_error *err)
 {
-    return hc_db_run(db, err, "UPDATE nodes SET cert_pin = ? WHERE id = ?", "si", pin, id) < 0
-               ? -1
-               : 0;
+    return hc_db_run(db, err, "UPDATE nodes SET cert_pin = ? WHERE id = ?", "si", pin, id) < 0 ? -1
+                                                                                               : 0;
 }
 
 int hc_node_delete(struct hc_db *db, const char *name, struct hc_error *err)
@@ -465,7 +478,8 @@ int hc_node_delete(struct hc_db *db, const char *name, struct hc_error *err)
 
 json_t *hc_nodes_maintenance_list(struct hc_db *db, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT name, maintenance, maintenance_mode "
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT name, maintenance, maintenance_mode "
                                     "AS mode, maintenance_since AS since_ms, maintenance_op AS "
                                     "operation_id, health, service_state FROM nodes ORDER BY name",
                                     "");

@@ -81,14 +81,13 @@ void hc_node_rows_free(struct hc_node_row *rows, size_t n); /* accepts NULL */
  * zeroed), -1 with err. The caller clears the row. */
 int hc_node_row_get(struct hc_db *db, const char *name, struct hc_node_row *row,
                     struct hc_error *err);
-int hc_node_row_get_id(struct hc_db *db, int64_t id, struct hc_node_row *row,
-                       struct hc_error *err);
+int hc_node_row_get_id(struct hc_db *db, int64_t id, struct hc_node_row *row, struct hc_error *err);
 int hc_node_row_by_url(struct hc_db *db, const char *agent_url, struct hc_node_row *row,
                        struct hc_error *err);
 /* The nodes filter lets through (NULL: every node), sorted by name: 0 with *rows (NULL when
  * none; free with hc_node_rows_free) and *n, or -1 with err. */
-int hc_nodes_rows(struct hc_db *db, const struct hc_node_filter *filter,
-                  struct hc_node_row **rows, size_t *n, struct hc_error *err);
+int hc_nodes_rows(struct hc_db *db, const struct hc_node_filter *filter, struct hc_node_row **rows,
+                  size_t *n, struct hc_error *err);
 /* [{"v": value, "n": count}] of one column, "health", "state" or "maintenance" (grouped, in
  * the order of the values). New reference or NULL with err. */
 json_t *hc_nodes_count_by(struct hc_db *db, const char *column, struct hc_error *err);
@@ -121,8 +120,8 @@ int hc_node_set_bootstrap(struct hc_db *db, const char *name, const char *ssh_en
                           const char *ssh_host_key, const char *storage_interface,
                           const char *install_mode, struct hc_error *err);
 /* Maintenance state; "none" clears mode, op and since, any other keeps the first since. */
-int hc_node_set_maintenance(struct hc_db *db, const char *name, const char *state,
-                            const char *mode, const char *op_id, struct hc_error *err);
+int hc_node_set_maintenance(struct hc_db *db, const char *name, const char *state, const char *mode,
+                            const char *op_id, struct hc_error *err);
 /* What an operation learnt of the service at `observed_at`: the service state, or the version
  * (the poller does not overwrite it with an older observation). */
 int hc_node_set_service_state(struct hc_db *db, const char *name, const char *service_state,

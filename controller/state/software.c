@@ -71,8 +71,7 @@ int hc_software_keys_install(const char *data_dir, const char *const *files, siz
         if (key_name(files[i], name, sizeof(name), err) < 0)
             goto cleanup;
         if (json_object_get(names, name)) {
-            hc_error_set(err, HC_E(INVALID_ARGUMENT), "two --trust-key files are named '%s'",
-                         name);
+            hc_error_set(err, HC_E(INVALID_ARGUMENT), "two --trust-key files are named '%s'", name);
             goto cleanup;
         }
         json_object_set_new(names, name, json_true());
@@ -105,8 +104,7 @@ static int bundle_path(const struct hc_controller *ctl, const char *version, con
 
 /* The names of the nodes running version (or, rollback set, that may roll back to it), as a
  * JSON array (new reference). */
-static json_t *node_names(struct hc_db *db, const char *version, int rollback,
-                          struct hc_error *err)
+static json_t *node_names(struct hc_db *db, const char *version, int rollback, struct hc_error *err)
 {
     struct hc_node_filter f = {.software_version = rollback ? NULL : version,
                                .previous_software_version = rollback ? version : NULL};
@@ -343,8 +341,8 @@ int hc_software_read(const struct hc_controller *ctl, struct hc_db *db, const ch
         /* The one code that goes out with a second status: docs/api.md promises a 500 for a
          * bundle damaged on disk (our fault, not the client's) under the code tests pin. */
         hc_error_set_wire(err, 500, HC_BUNDLE_ERR_CHECKSUM,
-                          "stored bundle '%s' is damaged: its sha256 is %s, %s was uploaded",
-                          path, hex, hc_json_str(row, "sha256", ""));
+                          "stored bundle '%s' is damaged: its sha256 is %s, %s was uploaded", path,
+                          hex, hc_json_str(row, "sha256", ""));
         hc_error_hint(err, "remove it and upload it again");
         free(*data);
         *data = NULL;
@@ -378,8 +376,8 @@ static int in_use(struct hc_db *db, const char *version, struct hc_error *err)
     if (json_array_size(running) > 0)
         hc_error_set(err, HC_E(CONFLICT), "bundle %s is running on nodes %s", version, r);
     else if (json_array_size(rollback) > 0)
-        hc_error_set(err, HC_E(CONFLICT), "bundle %s is the rollback target of nodes %s",
-                     version, b);
+        hc_error_set(err, HC_E(CONFLICT), "bundle %s is the rollback target of nodes %s", version,
+                     b);
     else if (json_array_size(ops) > 0)
         hc_error_set(err, HC_E(CONFLICT), "operation %s targets bundle %s",
                      hc_json_str(json_array_get(ops, 0), "id", "?"), version);

@@ -1,6 +1,6 @@
 /*
- * Fuzz target: the agent API (agents/hcagent/agent_api.c, net_api.c, software_api.c) — the agent's real
- * route table and handlers with their JSON bodies, through hc_http_server_handle.
+ * Fuzz target: the agent API (agents/hcagent/agent_api.c, net_api.c, software_api.c) — the agent's
+ * real route table and handlers with their JSON bodies, through hc_http_server_handle.
  *
  * Set up once: an enrolled data directory (a throw-away cluster CA, the node's certificate and
  * agent.json) and a real hc_agent on it. Run as root, the target first moves into a private,

@@ -3,8 +3,9 @@
  * it — JSON with duplicate keys refused, then the schema check — and, for a manifest that
  * passes, what the agent does with its strings: the version's ordering against another, the
  * entrypoint's path check, the {placeholder} expansion of args and hook commands
- * (agents/hcagent/service.c). The first line of the input also goes through the signature-line parser
- * (hc_bundle_sig_parse), the other small text format of a bundle. Pure: no files, no network.
+ * (agents/hcagent/service.c). The first line of the input also goes through the signature-line
+ * parser (hc_bundle_sig_parse), the other small text format of a bundle. Pure: no files, no
+ * network.
  */
 #include <jansson.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /*
- * Fuzz target: the probe packet parser (hc_probe_packet_parse, agents/hcagent/probe.c), which decides
- * what the UDP responder on port 7445 answers — the one input of an agent that anyone who can
- * send a datagram reaches. Besides memory safety it checks the rules the responder relies on:
+ * Fuzz target: the probe packet parser (hc_probe_packet_parse, agents/hcagent/probe.c), which
+ * decides what the UDP responder on port 7445 answers — the one input of an agent that anyone who
+ * can send a datagram reaches. Besides memory safety it checks the rules the responder relies on:
  * a packet is accepted only with a known magic and at least 8 bytes, a reply only with the
  * version 2 mark, the parsed fields match the bytes, and the answer the responder would send
  * (the reply magic on a version 2 probe) parses as a reply, which no responder answers.

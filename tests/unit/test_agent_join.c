@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <event2/thread.h>
 #include <pthread.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +25,13 @@
 #include <unistd.h>
 
 #include "agents/hcagent/agent.h"
+#include "agents/hcagent/software.h"
 #include "common/https_client.h"
 #include "common/https_server.h"
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/token.h"
 #include "common/util.h"
-#include "agents/hcagent/software.h"
 #include "tests/unit/testdir.h"
 
 /* A cluster CA, a second unrelated CA, and the certificates the controller would hold. */
@@ -163,9 +163,9 @@ static json_t *sign_enrollment(struct env *e, json_t *body, struct hc_error *err
     char pin[HC_PKI_PIN_LEN], client_pin[HC_PKI_PIN_LEN];
     json_t *reply = pem && hc_pki_file_pin(e->server_cert, pin, err) == 0 &&
                             hc_pki_file_pin(e->client_cert, client_pin, err) == 0
-                        ? json_pack("{s:{s:s, s:s}, s:s, s:s, s:s, s:s, s:s}", "node", "name",
-                                    name, "cert_serial", serial, "cert_pem", pem, "ca_pem",
-                                    e->ca_pem, "controller_client_cn", HC_CONTROLLER_CLIENT_CN,
+                        ? json_pack("{s:{s:s, s:s}, s:s, s:s, s:s, s:s, s:s}", "node", "name", name,
+                                    "cert_serial", serial, "cert_pem", pem, "ca_pem", e->ca_pem,
+                                    "controller_client_cn", HC_CONTROLLER_CLIENT_CN,
                                     "controller_pin", pin, "controller_client_pin", client_pin)
                         : NULL;
     free(pem);

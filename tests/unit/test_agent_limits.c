@@ -5,9 +5,9 @@
  * streams its answers from one small buffer (100 MiB of body never exists in memory), so the
  * memory of this process is the controller side's alone: VmHWM must grow far less than the body
  * sent. It holds the agent's certificate from the cluster CA, as a compromised node would.
- * - the agent client (controller/remote/agent_client.c) aborts an oversized answer while it arrives,
- *   with Content-Length, without (close-delimited) and chunked, and a small answer with too many
- *   JSON values before parsing it; the error names the agent and the limit;
+ * - the agent client (controller/remote/agent_client.c) aborts an oversized answer while it
+ * arrives, with Content-Length, without (close-delimited) and chunked, and a small answer with too
+ * many JSON values before parsing it; the error names the agent and the limit;
  * - the poller records such a node as unreachable with that error, and stores what an agent
  *   reports (hostname, versions, interfaces) without control characters;
  * - hcctl's client (cli/api_client.c) has a bound of its own toward the controller;
@@ -40,8 +40,8 @@
 #include "common/json_util.h"
 #include "common/pki.h"
 #include "common/util.h"
-#include "controller/remote/agent_client.h"
 #include "controller/api/crl.h"
+#include "controller/remote/agent_client.h"
 #include "controller/remote/poller.h"
 #include "db/db.h"
 #include "tests/unit/support/support.h"
@@ -56,12 +56,12 @@
 #define WORST_OBJECTS ((HC_AGENT_MAX_JSON_VALUES - 3) / 9)
 
 enum rogue_mode {
-    ROGUE_LENGTH,   /* Content-Length: 100 MiB, then the body */
-    ROGUE_CLOSE,    /* no length: the body ends when the connection does */
-    ROGUE_CHUNKED,  /* Transfer-Encoding: chunked */
-    ROGUE_VALUES,   /* 1.5 MiB (under the byte limit) of "[0,0,...]" */
-    ROGUE_HOSTILE,  /* small, valid answers with escape sequences in every string */
-    ROGUE_WORST,    /* the costliest answer still accepted: "[{},{},...]" up to the value limit */
+    ROGUE_LENGTH,  /* Content-Length: 100 MiB, then the body */
+    ROGUE_CLOSE,   /* no length: the body ends when the connection does */
+    ROGUE_CHUNKED, /* Transfer-Encoding: chunked */
+    ROGUE_VALUES,  /* 1.5 MiB (under the byte limit) of "[0,0,...]" */
+    ROGUE_HOSTILE, /* small, valid answers with escape sequences in every string */
+    ROGUE_WORST,   /* the costliest answer still accepted: "[{},{},...]" up to the value limit */
 };
 
 struct rogue {
@@ -136,10 +136,15 @@ static void answer_hostile(SSL *ssl, const char *path)
     if (strstr(path, "/v1/interfaces"))
         doc = json_pack("{s:[{s:s, s:i, s:i, s:s, s:s, s:s, s:[s]}]}", "interfaces", "name",
                         "eth0" HOSTILE, "index", 2, "mtu", 1500, "state", "up\x1b[1A", "kind",
-                        "veth\x07", "master", "br\xc2\x9b" "0", "addresses", "10.0.0.1/24");
+                        "veth\x07", "master",
+                        "br\xc2\x9b"
+                        "0",
+                        "addresses", "10.0.0.1/24");
     else
         doc = json_pack("{s:s, s:s, s:s, s:i, s:{s:s}, s:s}", "agent_version", "1.0" HOSTILE,
-                        "node_name", "n1", "hostname", "host" HOSTILE "\xc2\x9b" "end",
+                        "node_name", "n1", "hostname",
+                        "host" HOSTILE "\xc2\x9b"
+                        "end",
                         "uptime_seconds", 42, "service", "state", "running\r", "software_version",
                         "2.0\x1b[31m");
     char *text = hc_json_dump(doc);
@@ -393,8 +398,8 @@ static void test_worst_accepted_answer(void **state)
     long before = vm_hwm_kib();
     int rc = hc_agent_call(c, f->url, "GET", "/v1/status", NULL, 20000, &resp, &err);
     long grew = vm_hwm_kib() - before;
-    print_message("worst accepted answer (%zu bytes, %zu objects): VmHWM +%ld KiB\n",
-                  resp.raw_len, json_array_size(resp.body), grew);
+    print_message("worst accepted answer (%zu bytes, %zu objects): VmHWM +%ld KiB\n", resp.raw_len,
+                  json_array_size(resp.body), grew);
     assert_int_equal(rc, 0);
     assert_int_equal(json_array_size(resp.body), WORST_OBJECTS);
     assert_true(grew < PEAK_MAX_KIB);
@@ -484,14 +489,20 @@ static void test_text_clean(void **state)
 {
     (void)state;
     char buf[8], in[64];
-    assert_string_equal(hc_text_clean(buf, sizeof(buf), "ab\x1b" "c"), "ab?c");
+    assert_string_equal(hc_text_clean(buf, sizeof(buf),
+                                      "ab\x1b"
+                                      "c"),
+                        "ab?c");
     assert_string_equal(hc_text_clean(buf, sizeof(buf), "abcde\xc3\xa9"), "abcde\xc3\xa9");
     assert_string_equal(hc_text_clean(buf, sizeof(buf), "abcdef\xc3\xa9"), "abcdef"); /* no half */
-    assert_string_equal(hc_text_clean(buf, sizeof(buf), "\xff\xc3(\x7f"), "?" "?(?");
+    assert_string_equal(hc_text_clean(buf, sizeof(buf), "\xff\xc3(\x7f"), "?"
+                                                                          "?(?");
     assert_string_equal(hc_text_clean(buf, sizeof(buf), "\xed\xa0\x80"), "???"); /* surrogate */
-    assert_string_equal(hc_text_clean(buf, sizeof(buf), "\xc0\xaf"), "??"); /* overlong */
+    assert_string_equal(hc_text_clean(buf, sizeof(buf), "\xc0\xaf"), "??");      /* overlong */
     assert_null(hc_text_clean(buf, sizeof(buf), NULL));
-    snprintf(in, sizeof(in), "x\x1b[2J\xc2\x9b" "y\xe2\x82\xac");
+    snprintf(in, sizeof(in),
+             "x\x1b[2J\xc2\x9b"
+             "y\xe2\x82\xac");
     assert_string_equal(hc_text_clean(in, sizeof(in), in), "x?[2J?y\xe2\x82\xac");
 }
 
@@ -580,11 +591,10 @@ static void test_limit_fits_legitimate_answers(void **state)
         char name[16], master[16];
         snprintf(name, sizeof(name), "vethabcd%05d", i);
         snprintf(master, sizeof(master), "br-0123456789");
-        json_array_append_new(list, json_pack("{s:s, s:i, s:i, s:s, s:s, s:s, s:[s, s, s]}",
-                                              "name", name, "index", 100000 + i, "mtu", 9000,
-                                              "state", "up", "kind", "veth", "master", master,
-                                              "addresses", "198.18.100.200/24",
-                                              "fe80::aaaa:bbbb:cccc:dddd/64",
+        json_array_append_new(list, json_pack("{s:s, s:i, s:i, s:s, s:s, s:s, s:[s, s, s]}", "name",
+                                              name, "index", 100000 + i, "mtu", 9000, "state", "up",
+                                              "kind", "veth", "master", master, "addresses",
+                                              "198.18.100.200/24", "fe80::aaaa:bbbb:cccc:dddd/64",
                                               "2001:db8:1234:5678:aaaa:bbbb:cccc:dddd/64"));
     }
     json_t *ifaces = json_pack("{s:o}", "interfaces", list);

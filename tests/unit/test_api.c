@@ -297,8 +297,8 @@ static void test_anonymous_audit_is_bounded(void **state)
     path[sizeof(path) - 1] = '\0';
     call_error(f, "POST", path, NULL, json_object(), 404, "not_found");
     json_t *events = api_calls(f);
-    const char *recorded =
-        json_string_value(json_object_get(json_object_get(json_array_get(events, 0), "details"), "path"));
+    const char *recorded = json_string_value(
+        json_object_get(json_object_get(json_array_get(events, 0), "details"), "path"));
     assert_int_equal(strlen(recorded), 203);
     assert_non_null(strstr(recorded, "xxx..."));
     json_decref(events);
@@ -532,13 +532,13 @@ static void test_bound_join_token(void **state)
     assert_error(r, "forbidden");
     json_decref(r);
     /* from any source (NAT): the address is the token's */
-    json_decref(enroll_from(f, "127.0.0.9", enroll_body(token, "n7", "https://127.0.0.7:7444"),
-                            201));
+    json_decref(
+        enroll_from(f, "127.0.0.9", enroll_body(token, "n7", "https://127.0.0.7:7444"), 201));
     json_decref(jt);
-    call_error(f, "POST", "/v1/join-tokens", admin(f),
-               json_pack("{s:s}", "name", "controller"), 400, "invalid_argument");
-    call_error(f, "POST", "/v1/join-tokens", admin(f),
-               json_pack("{s:s}", "address", "a b"), 400, "invalid_argument");
+    call_error(f, "POST", "/v1/join-tokens", admin(f), json_pack("{s:s}", "name", "controller"),
+               400, "invalid_argument");
+    call_error(f, "POST", "/v1/join-tokens", admin(f), json_pack("{s:s}", "address", "a b"), 400,
+               "invalid_argument");
 }
 
 /* A join whose answer never reached the agent: the agent joins again with a new token, and the
@@ -555,13 +555,15 @@ static void test_ghost_node_is_replaced(void **state)
         json_string_value(json_object_get(json_object_get(again, "node"), "cert_serial")),
         old_serial);
     struct hc_error err = {0};
-    json_t *rows = hc_db_query_json(f->db, &err, "SELECT node_name FROM revoked_certs WHERE "
-                                                 "serial = ?", "s", old_serial);
+    json_t *rows = hc_db_query_json(f->db, &err,
+                                    "SELECT node_name FROM revoked_certs WHERE "
+                                    "serial = ?",
+                                    "s", old_serial);
     assert_int_equal(json_array_size(rows), 1);
     json_decref(rows);
     /* once the poller has seen it, the name is taken for good */
-    assert_int_equal(hc_db_run(f->db, &err, "UPDATE nodes SET last_seen = 1 WHERE name = 'g1'",
-                               ""), 1);
+    assert_int_equal(hc_db_run(f->db, &err, "UPDATE nodes SET last_seen = 1 WHERE name = 'g1'", ""),
+                     1);
     json_t *r = enroll(f, t3, "g1", "https://127.0.0.10:7444", 409);
     assert_error(r, "conflict");
     json_decref(r);
@@ -578,9 +580,9 @@ static void test_token_routes(void **state)
 {
     struct fixture *f = *state;
     call_error(f, "GET", "/v1/tokens", f->viewer, NULL, 403, "forbidden");
-    json_t *made = call(f, "POST", "/v1/tokens", admin(f),
-                        json_pack("{s:s, s:s, s:i}", "name", "ci", "role", "admin",
-                                  "ttl_seconds", 3600), 201);
+    json_t *made =
+        call(f, "POST", "/v1/tokens", admin(f),
+             json_pack("{s:s, s:s, s:i}", "name", "ci", "role", "admin", "ttl_seconds", 3600), 201);
     char *ci = strdup(hc_json_str(made, "token", ""));
     char *ci_id = strdup(hc_json_str(made, "id", ""));
     assert_non_null(json_object_get(made, "expires_at"));
@@ -589,8 +591,8 @@ static void test_token_routes(void **state)
                "invalid_argument");
     call_error(f, "POST", "/v1/tokens", admin(f), json_pack("{s:s}", "name", "ci"), 409,
                "conflict");
-    call_error(f, "POST", "/v1/tokens", admin(f), json_pack("{s:s, s:s}", "name", "x", "role",
-               "root"), 400, "invalid_argument");
+    call_error(f, "POST", "/v1/tokens", admin(f),
+               json_pack("{s:s, s:s}", "name", "x", "role", "root"), 400, "invalid_argument");
     char *jt = join_token(f, 600);
     free(jt);
 
@@ -601,7 +603,8 @@ static void test_token_routes(void **state)
     free(dump);
     size_t i, api = 0, join = 0;
     json_t *t;
-    json_array_foreach(json_object_get(list, "tokens"), i, t) {
+    json_array_foreach(json_object_get(list, "tokens"), i, t)
+    {
         api += !strcmp(hc_json_str(t, "kind", ""), "api");
         join += !strcmp(hc_json_str(t, "kind", ""), "join");
     }
@@ -639,7 +642,8 @@ static void test_scoped_staging_token(void **state)
     struct hc_error err = {0};
     char text[HC_AUTH_TOKEN_TEXT_MAX];
     assert_int_equal(hc_auth_token_create_scoped(f->db, "stage-op-1", "bundle:1.1", "op-1",
-                                                 hc_now_ms() + 60000, text, &err), 0);
+                                                 hc_now_ms() + 60000, text, &err),
+                     0);
     call_error(f, "GET", "/v1/nodes", text, NULL, 403, "forbidden");
     call_error(f, "GET", "/v1/software/1.0/bundle", text, NULL, 403, "forbidden");
     call_error(f, "GET", "/v1/software/1.1/bundle", text, NULL, 404, "not_found");

@@ -131,7 +131,8 @@ static int config_handler(struct hc_cmd_ctx *ctx)
     seen.called++;
     if (!cfg)
         return hc_cmd_fail(ctx, &err, NULL);
-    snprintf(seen.controller, sizeof(seen.controller), "%s", cfg->controller ? cfg->controller : "");
+    snprintf(seen.controller, sizeof(seen.controller), "%s",
+             cfg->controller ? cfg->controller : "");
     snprintf(seen.token, sizeof(seen.token), "%s", cfg->token ? cfg->token : "");
     snprintf(seen.ca_pem, sizeof(seen.ca_pem), "%s", cfg->ca_pem ? cfg->ca_pem : "");
     snprintf(seen.ca_file, sizeof(seen.ca_file), "%s", cfg->ca_file ? cfg->ca_file : "");
@@ -356,9 +357,8 @@ static void test_usage_error_json(void **state)
     assert_int_equal(r.rc, HC_EXIT_USAGE);
     json_t *doc = one_document(r.out);
     assert_string_equal(error_code(doc), "usage");
-    assert_string_equal(
-        json_string_value(json_object_get(json_object_get(doc, "error"), "hint")),
-        "did you mean 'cluster'?");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "error"), "hint")),
+                        "did you mean 'cluster'?");
     assert_non_null(strstr(r.err, "hcctl: error: unknown command 'clustr'"));
     json_decref(doc);
     run_free(&r);
@@ -401,9 +401,9 @@ static void test_usage_error_json_anywhere(void **state)
         if (i + 1 < sizeof(cases) / sizeof(cases[0])) {
             json_t *doc = one_document(r.out);
             assert_string_equal(error_code(doc), "usage");
-            assert_non_null(strstr(json_string_value(json_object_get(
-                                       json_object_get(doc, "error"), "message")),
-                                   cases[i].message));
+            assert_non_null(
+                strstr(json_string_value(json_object_get(json_object_get(doc, "error"), "message")),
+                       cases[i].message));
             json_decref(doc);
         } else {
             /* "-o" was the value of --ttl: "json" is a stray word, the output stays text */
@@ -460,8 +460,8 @@ static void expect_help(const char *const *words, const char *usage_prefix)
 {
     struct run r = run_io(hc_cmd_groups, 0, 0, NULL, words);
     if (r.rc != 0 || strncmp(r.out, usage_prefix, strlen(usage_prefix)) != 0 || r.err[0])
-        fail_msg("help for '%s %s': rc %d, out '%.80s', err '%s'", words[0], words[1], r.rc,
-                 r.out, r.err);
+        fail_msg("help for '%s %s': rc %d, out '%.80s', err '%s'", words[0], words[1], r.rc, r.out,
+                 r.err);
     run_free(&r);
 }
 
@@ -482,7 +482,7 @@ static void test_help_everywhere(void **state)
                 continue;
             /* the group's default verb is typed as its flag ("upgrade --rolling") */
             const char *word = &grp->verbs[v] == hc_cmd_default_verb(grp) ? grp->verbs[v].usage
-                                                                           : grp->verbs[v].name;
+                                                                          : grp->verbs[v].name;
             snprintf(prefix, sizeof(prefix), "Usage: hcctl %s %s", grp->name, word);
             expect_help((const char *const[]){grp->name, word, "--help", NULL}, prefix);
             /* help wins over missing arguments */
@@ -534,19 +534,19 @@ static void test_self_test_finds_problems(void **state)
     (void)state;
     static const struct hc_cmd_opt bad_opts[] = {
         {"dup", 0, HC_OPT_BOOL, 0, "one", NULL, 0, NULL, NULL},
-        {"dup", 0, HC_OPT_BOOL, 0, "two", NULL, 0, NULL, NULL},          /* declared twice */
-        {"nohelp", 0, HC_OPT_BOOL, 0, NULL, NULL, 0, NULL, NULL},        /* no help */
-        {"req", 0, HC_OPT_STRING, 1, "required", NULL, 0, NULL, NULL},   /* no value name */
-        {"n", 0, HC_OPT_INT, 0, "bad default", "N", 0, "many", NULL},    /* default */
+        {"dup", 0, HC_OPT_BOOL, 0, "two", NULL, 0, NULL, NULL},            /* declared twice */
+        {"nohelp", 0, HC_OPT_BOOL, 0, NULL, NULL, 0, NULL, NULL},          /* no help */
+        {"req", 0, HC_OPT_STRING, 1, "required", NULL, 0, NULL, NULL},     /* no value name */
+        {"n", 0, HC_OPT_INT, 0, "bad default", "N", 0, "many", NULL},      /* default */
         {"d", 0, HC_OPT_DURATION, 0, "bad default", "D", 0, "soon", NULL}, /* default */
         {"q", 'q', HC_OPT_BOOL, 0, "clashes with -q/--quiet", NULL, 0, NULL, NULL},
         {NULL, 0, 0, 0, NULL, NULL, 0, NULL, NULL},
     };
     static const struct hc_cmd_verb bad_verbs[] = {
         {"a", probe_handler, bad_opts, 0, 0, "fine", NULL, 0, 0},
-        {"a", probe_handler, NULL, 0, 0, "duplicate", NULL, 0, 0},       /* declared twice */
-        {"b", probe_handler, NULL, 2, 1, "min > max", "X", 0, 0},        /* min > max */
-        {"c", NULL, NULL, 0, 0, NULL, NULL, 0, 0},                       /* handler, summary */
+        {"a", probe_handler, NULL, 0, 0, "duplicate", NULL, 0, 0}, /* declared twice */
+        {"b", probe_handler, NULL, 2, 1, "min > max", "X", 0, 0},  /* min > max */
+        {"c", NULL, NULL, 0, 0, NULL, NULL, 0, 0},                 /* handler, summary */
         {"d", probe_handler, NULL, 1, 1, "args without usage", NULL, 0, 0},
         {NULL, NULL, NULL, 0, 0, NULL, NULL, 0, 0},
     };
@@ -558,13 +558,16 @@ static void test_self_test_finds_problems(void **state)
     int n = hc_cmd_self_test(groups, f);
     fclose(f);
     const char *expected[] = {
-        "bad a --dup: declared twice",   "bad a --nohelp: no help text",
+        "bad a --dup: declared twice",
+        "bad a --nohelp: no help text",
         "bad a --req: takes a value but has no value name",
         "bad a --n: default 'many' is not an integer",
         "bad a --d: default 'soon' is not a duration",
         "bad a -q: clashes with global --quiet",
-        "bad a: verb declared twice",    "bad b: min_args 2 > max_args 1",
-        "bad c: no handler",             "bad c: no summary",
+        "bad a: verb declared twice",
+        "bad b: min_args 2 > max_args 1",
+        "bad c: no handler",
+        "bad c: no summary",
         "bad d: positional arguments and the usage text go together",
         "bad: group declared twice",
     };
@@ -609,8 +612,7 @@ static void test_self_test_default_verb(void **state)
     static const struct hc_cmd_group wrong = {"grp", "g", wrong_verbs, 0};
     assert_int_equal(hc_cmd_self_test((const struct hc_cmd_group *const[]){&good, NULL}, NULL), 0);
     assert_int_equal(hc_cmd_self_test((const struct hc_cmd_group *const[]){&bad, NULL}, NULL), 1);
-    assert_int_equal(hc_cmd_self_test((const struct hc_cmd_group *const[]){&wrong, NULL}, NULL),
-                     1);
+    assert_int_equal(hc_cmd_self_test((const struct hc_cmd_group *const[]){&wrong, NULL}, NULL), 1);
 }
 
 /* ---------------------------------------------------------------- parsing: fake table */
@@ -630,7 +632,7 @@ static void test_options_parsed(void **state)
     assert_int_equal(seen.count, 7);
     assert_int_equal(seen.wait_ms, 250);
     assert_string_equal(seen.color_choice, "green");
-    assert_int_equal(seen.json, 1);     /* global after the verb */
+    assert_int_equal(seen.json, 1); /* global after the verb */
     assert_int_equal(seen.quiet, 1);
     assert_int_equal(seen.verb_timeout_ms, 10000); /* the verb's --timeout wins after the verb */
     assert_int_equal(seen.global_timeout_ms, 30000);
@@ -688,8 +690,7 @@ static void test_option_errors(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct run r = run_io(fake_groups, 0, 0, NULL, cases[i].words);
         if (r.rc != HC_EXIT_USAGE || !strstr(r.err, cases[i].message))
-            fail_msg("case %zu: rc %d, stderr '%s', wanted '%s'", i, r.rc, r.err,
-                     cases[i].message);
+            fail_msg("case %zu: rc %d, stderr '%s', wanted '%s'", i, r.rc, r.err, cases[i].message);
         assert_int_equal(seen.called, 0); /* the handler never runs on a usage error */
         run_free(&r);
     }
@@ -713,8 +714,7 @@ static void test_color_rules(void **state)
     r = run_io(fake_groups, 0, 0, NULL, (const char *const[]){"fake", "probe", NULL});
     assert_int_equal(seen.color, 0); /* not a TTY */
     run_free(&r);
-    r = run_io(fake_groups, 1, 0, NULL,
-               (const char *const[]){"--no-color", "fake", "probe", NULL});
+    r = run_io(fake_groups, 1, 0, NULL, (const char *const[]){"--no-color", "fake", "probe", NULL});
     assert_int_equal(seen.color, 0);
     run_free(&r);
     setenv("NO_COLOR", "1", 1);
@@ -755,7 +755,7 @@ static void test_config_precedence(void **state)
     run_free(&r);
 
     setenv("HCCTL_CONTROLLER", "env.example:7443", 1); /* no scheme: https */
-    setenv("HCCTL_TOKEN", "", 1);                       /* empty counts as unset */
+    setenv("HCCTL_TOKEN", "", 1);                      /* empty counts as unset */
     r = RUN_FAKE("fake", "config");
     assert_string_equal(seen.controller, "https://env.example:7443");
     assert_string_equal(seen.controller_from, "env");
@@ -765,8 +765,7 @@ static void test_config_precedence(void **state)
 
     setenv("HCCTL_TOKEN", "tok-env", 1);
     setenv("HCCTL_CA_FILE", "/env/ca.pem", 1);
-    r = RUN_FAKE("--controller", "https://flag.example:1", "fake", "config", "--token",
-                 "tok-flag");
+    r = RUN_FAKE("--controller", "https://flag.example:1", "fake", "config", "--token", "tok-flag");
     assert_string_equal(seen.controller, "https://flag.example:1");
     assert_string_equal(seen.controller_from, "flag");
     assert_string_equal(seen.token, "tok-flag");
@@ -1006,9 +1005,10 @@ static void on_node(struct hc_request *req, void *arg)
         reply_err(req, 404, HC_ERR_NOT_FOUND, "node 'n9' not found", "see 'hcctl node list'");
         return;
     }
-    snprintf(body, sizeof(body), "{\"node\":%s,\"interfaces\":[{\"name\":\"eth0\",\"mtu\":9000,"
-                                 "\"state\":\"up\",\"kind\":null,\"master\":null,"
-                                 "\"addresses\":[\"198.18.0.1/24\"],\"updated_at\":null}]}",
+    snprintf(body, sizeof(body),
+             "{\"node\":%s,\"interfaces\":[{\"name\":\"eth0\",\"mtu\":9000,"
+             "\"state\":\"up\",\"kind\":null,\"master\":null,"
+             "\"addresses\":[\"198.18.0.1/24\"],\"updated_at\":null}]}",
              node_n1);
     reply_text(req, 200, body);
 }
@@ -1024,8 +1024,9 @@ static void on_node_delete(struct hc_request *req, void *arg)
     pthread_mutex_lock(&ctl.mu);
     ctl.op_polls = 0;
     pthread_mutex_unlock(&ctl.mu);
-    reply_text(req, 202, "{\"operation\":{\"id\":\"op-ok\",\"kind\":\"node.remove\","
-                         "\"state\":\"pending\"}}");
+    reply_text(req, 202,
+               "{\"operation\":{\"id\":\"op-ok\",\"kind\":\"node.remove\","
+               "\"state\":\"pending\"}}");
 }
 
 static void on_operation(struct hc_request *req, void *arg)
@@ -1035,17 +1036,20 @@ static void on_operation(struct hc_request *req, void *arg)
     int polls = ++ctl.op_polls;
     pthread_mutex_unlock(&ctl.mu);
     if (strcmp(id, "op-fail") == 0)
-        reply_text(req, 200, "{\"operation\":{\"id\":\"op-fail\",\"kind\":\"node.remove\","
-                             "\"state\":\"failed\",\"error\":{\"code\":\"agent_unreachable\","
-                             "\"message\":\"agent n2 did not answer\",\"hint\":\"check n2\"}},"
-                             "\"steps\":[]}");
+        reply_text(req, 200,
+                   "{\"operation\":{\"id\":\"op-fail\",\"kind\":\"node.remove\","
+                   "\"state\":\"failed\",\"error\":{\"code\":\"agent_unreachable\","
+                   "\"message\":\"agent n2 did not answer\",\"hint\":\"check n2\"}},"
+                   "\"steps\":[]}");
     else if (strcmp(id, "op-ok") == 0 && polls >= 3)
-        reply_text(req, 200, "{\"operation\":{\"id\":\"op-ok\",\"kind\":\"node.remove\","
-                             "\"state\":\"succeeded\",\"error\":null},\"steps\":[]}");
+        reply_text(req, 200,
+                   "{\"operation\":{\"id\":\"op-ok\",\"kind\":\"node.remove\","
+                   "\"state\":\"succeeded\",\"error\":null},\"steps\":[]}");
     else
-        reply_text(req, 200, "{\"operation\":{\"id\":\"op-x\",\"kind\":\"node.remove\","
-                             "\"state\":\"running\",\"progress\":{\"node\":\"n1\","
-                             "\"step\":\"leave\"},\"waiting_on\":\"agent n1\"},\"steps\":[]}");
+        reply_text(req, 200,
+                   "{\"operation\":{\"id\":\"op-x\",\"kind\":\"node.remove\","
+                   "\"state\":\"running\",\"progress\":{\"node\":\"n1\","
+                   "\"step\":\"leave\"},\"waiting_on\":\"agent n1\"},\"steps\":[]}");
 }
 
 static void on_join_token(struct hc_request *req, void *arg)
@@ -1056,8 +1060,9 @@ static void on_join_token(struct hc_request *req, void *arg)
     pthread_mutex_lock(&ctl.mu);
     ctl.ttl_seconds = json_integer_value(json_object_get(body, "ttl_seconds"));
     pthread_mutex_unlock(&ctl.mu);
-    reply_text(req, 201, "{\"token\":\"hcj1.abc.def.ff\",\"id\":\"abc\","
-                         "\"expires_at\":\"2026-01-01T01:00:00.000Z\",\"ca_fingerprint\":\"ff\"}");
+    reply_text(req, 201,
+               "{\"token\":\"hcj1.abc.def.ff\",\"id\":\"abc\","
+               "\"expires_at\":\"2026-01-01T01:00:00.000Z\",\"ca_fingerprint\":\"ff\"}");
 }
 
 /* One event (id 6); with limit=2 the answer says more exist beyond the page. */
@@ -1082,24 +1087,27 @@ static void on_events(struct hc_request *req, void *arg)
 
 static void on_cluster(struct hc_request *req, void *arg)
 {
-    reply_text(req, 200, "{\"cluster\":{\"id\":\"c0ffee\",\"name\":\"prod\",\"mtu\":9000,"
-                         "\"created_at\":\"2026-01-01T00:00:00.000Z\"},\"nodes\":{\"total\":3,"
-                         "\"reachable\":2,\"unreachable\":1,\"unknown\":0},"
-                         "\"operations\":{\"active\":[]},\"controller\":{\"version\":\"9.9.9\","
-                         "\"uptime_seconds\":5,\"poll_interval_ms\":1000}}");
+    reply_text(req, 200,
+               "{\"cluster\":{\"id\":\"c0ffee\",\"name\":\"prod\",\"mtu\":9000,"
+               "\"created_at\":\"2026-01-01T00:00:00.000Z\"},\"nodes\":{\"total\":3,"
+               "\"reachable\":2,\"unreachable\":1,\"unknown\":0},"
+               "\"operations\":{\"active\":[]},\"controller\":{\"version\":\"9.9.9\","
+               "\"uptime_seconds\":5,\"poll_interval_ms\":1000}}");
 }
 
 static void on_ca(struct hc_request *req, void *arg)
 {
-    reply_text(req, 200, "{\"ca_pem\":\"-----BEGIN CERTIFICATE-----\",\"ca_fingerprint\":\"ab12\"}");
+    reply_text(req, 200,
+               "{\"ca_pem\":\"-----BEGIN CERTIFICATE-----\",\"ca_fingerprint\":\"ab12\"}");
 }
 
 /* A cluster that never ran an upgrade (controller/ops/op_upgrade.c hc_upgrade_status). */
 static void on_upgrade(struct hc_request *req, void *arg)
 {
-    reply_text(req, 200, "{\"operation_id\":null,\"state\":\"none\",\"to_version\":null,"
-                         "\"done\":0,\"total\":0,\"nodes\":[],\"error\":null,"
-                         "\"waiting_on\":null}");
+    reply_text(req, 200,
+               "{\"operation_id\":null,\"state\":\"none\",\"to_version\":null,"
+               "\"done\":0,\"total\":0,\"nodes\":[],\"error\":null,"
+               "\"waiting_on\":null}");
 }
 
 static int before_hook(struct hc_request *req, const struct hc_route *route, void *arg)
@@ -1234,10 +1242,9 @@ static void test_api_node_list(void **state)
     r = CTL("node", "list", "-o", "json");
     assert_int_equal(r.rc, 0);
     json_t *doc = one_document(r.out);
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(json_object_get(doc, "nodes"), 0),
-                                          "name")),
-        "n1");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(doc, "nodes"), 0), "name")),
+                        "n1");
     json_decref(doc);
     run_free(&r);
 }
@@ -1480,7 +1487,8 @@ static void test_api_cluster_show(void **state)
     assert_non_null(strstr(r.out, line));
     assert_non_null(strstr(r.out, "Controller version: 9.9.9\n"));
     assert_non_null(strstr(r.out, "CA fingerprint:     ab12\n"));
-    assert_non_null(strstr(r.out, "Nodes:              3 (2 reachable, 1 unreachable, 0 unknown)\n"));
+    assert_non_null(
+        strstr(r.out, "Nodes:              3 (2 reachable, 1 unreachable, 0 unknown)\n"));
     assert_string_equal(r.err, "");
     run_free(&r);
     r = CTL("cluster", "show", "-o", "json");

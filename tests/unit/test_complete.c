@@ -527,20 +527,13 @@ static void test_self_test(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_groups_and_verbs),
-        cmocka_unit_test(test_options),
-        cmocka_unit_test(test_values),
-        cmocka_unit_test(test_default_verb),
-        cmocka_unit_test(test_abbreviations),
-        cmocka_unit_test(test_bundle_completers),
-        cmocka_unit_test(test_own_table),
-        cmocka_unit_test(test_split),
-        cmocka_unit_test(test_complete_verb),
-        cmocka_unit_test(test_completion_scripts),
-        cmocka_unit_test(test_help_topics),
-        cmocka_unit_test(test_man_pages),
-        cmocka_unit_test(test_shell_from_pipe),
-        cmocka_unit_test(test_self_test),
+        cmocka_unit_test(test_groups_and_verbs), cmocka_unit_test(test_options),
+        cmocka_unit_test(test_values),           cmocka_unit_test(test_default_verb),
+        cmocka_unit_test(test_abbreviations),    cmocka_unit_test(test_bundle_completers),
+        cmocka_unit_test(test_own_table),        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_complete_verb),    cmocka_unit_test(test_completion_scripts),
+        cmocka_unit_test(test_help_topics),      cmocka_unit_test(test_man_pages),
+        cmocka_unit_test(test_shell_from_pipe),  cmocka_unit_test(test_self_test),
     };
     /* dynamic completion must not reach a controller configured on this machine */
     setenv("XDG_CONFIG_HOME", "/nonexistent-hcctl-test", 1);

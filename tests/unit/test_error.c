@@ -16,8 +16,7 @@ static void test_set_hint_prefix(void **state)
 {
     struct hc_error err;
     hc_error_clear(&err);
-    assert_int_equal(hc_error_set(&err, HC_E(CONFLICT), "operation '%s' already runs", "op-7"),
-                     -1);
+    assert_int_equal(hc_error_set(&err, HC_E(CONFLICT), "operation '%s' already runs", "op-7"), -1);
     assert_int_equal(err.status, 409);
     assert_string_equal(err.code, "conflict");
     assert_string_equal(err.message, "operation 'op-7' already runs");
@@ -67,8 +66,9 @@ static void test_to_json_shape(void **state)
     hc_error_hint(&err, "see 'hcctl node list'");
     json_t *j = hc_error_to_json(&err);
     char *text = hc_json_dump(j);
-    assert_string_equal(text, "{\"error\":{\"code\":\"not_found\",\"hint\":\"see 'hcctl node list'\","
-                              "\"message\":\"node 'n9' not found\"}}");
+    assert_string_equal(text,
+                        "{\"error\":{\"code\":\"not_found\",\"hint\":\"see 'hcctl node list'\","
+                        "\"message\":\"node 'n9' not found\"}}");
     free(text);
     json_decref(j);
 

@@ -24,8 +24,9 @@ static void test_rows(void **state)
     (void)state;
     for (size_t i = 0; i < HC_CODE_COUNT; i++) {
         const struct hc_code *c = &hc_codes[i];
-        if (!c->wire || !c->wire[0] || strspn(c->wire, "abcdefghijklmnopqrstuvwxyz_") !=
-                                           strlen(c->wire) || strlen(c->wire) >= 48)
+        if (!c->wire || !c->wire[0] ||
+            strspn(c->wire, "abcdefghijklmnopqrstuvwxyz_") != strlen(c->wire) ||
+            strlen(c->wire) >= 48)
             fail_msg("row %zu (%s): wire string '%s' is not short snake_case", i, c->name,
                      c->wire ? c->wire : "");
         if (c->status < 400 || c->status > 599)
@@ -38,8 +39,7 @@ static void test_rows(void **state)
             fail_msg("%s: no meaning", c->wire);
         for (size_t j = 0; j < i; j++)
             if (strcmp(hc_codes[j].wire, c->wire) == 0)
-                fail_msg("'%s' is in the table twice (%s, %s)", c->wire, hc_codes[j].name,
-                         c->name);
+                fail_msg("'%s' is in the table twice (%s, %s)", c->wire, hc_codes[j].name, c->name);
         assert_ptr_equal(hc_code_find(c->wire), c);
     }
     assert_null(hc_code_find("no_such_code"));

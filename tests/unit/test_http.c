@@ -128,8 +128,8 @@ static pthread_cond_t running_cv = PTHREAD_COND_INITIALIZER;
 static void on_node(struct hc_request *req, void *arg)
 {
     const char *verbose = hc_req_query(req, "verbose");
-    hc_reply_json(req, 200, json_pack("{s:s, s:s*}", "name", hc_req_param(req, "name"),
-                                      "verbose", verbose));
+    hc_reply_json(req, 200,
+                  json_pack("{s:s, s:s*}", "name", hc_req_param(req, "name"), "verbose", verbose));
 }
 
 static void on_echo(struct hc_request *req, void *arg)
@@ -147,8 +147,9 @@ static void on_whoami(struct hc_request *req, void *arg)
     seen.peer_cn_set = cn != NULL;
     snprintf(seen.peer_cn, sizeof(seen.peer_cn), "%s", cn ? cn : "");
     pthread_mutex_unlock(&seen.mu);
-    hc_reply_json(req, 200, json_pack("{s:s*, s:s, s:s}", "cn", cn, "addr", hc_req_peer_addr(req),
-                                      "user", (const char *)hc_req_user(req)));
+    hc_reply_json(req, 200,
+                  json_pack("{s:s*, s:s, s:s}", "cn", cn, "addr", hc_req_peer_addr(req), "user",
+                            (const char *)hc_req_user(req)));
 }
 
 static void on_secret(struct hc_request *req, void *arg)
@@ -332,8 +333,8 @@ static void test_get_with_path_param(void **state)
     struct hc_http_client *c = client_with(cert("ca.pem"), NULL);
     struct hc_http_response resp = {0};
     struct hc_error err;
-    assert_int_equal(call(c, "GET", s, "/v1/nodes/node%20one?verbose=yes%21", NULL, NULL, &resp,
-                          &err), 0);
+    assert_int_equal(
+        call(c, "GET", s, "/v1/nodes/node%20one?verbose=yes%21", NULL, NULL, &resp, &err), 0);
     assert_int_equal(resp.status, 200);
     assert_string_equal(resp.raw, "{\"name\":\"node one\",\"verbose\":\"yes!\"}\n");
     assert_string_equal(json_string_value(json_object_get(resp.body, "name")), "node one");
@@ -424,7 +425,8 @@ static void test_invalid_json(void **state)
     assert_int_equal(raw_post(s, "/v1/echo", "this is not json", &out), 400);
     assert_string_equal(raw_content_type, "application/json");
     json_t *body = json_loads(out, 0, NULL);
-    struct hc_http_response resp = {.status = 400, .raw = out, .raw_len = strlen(out), .body = body};
+    struct hc_http_response resp = {
+        .status = 400, .raw = out, .raw_len = strlen(out), .body = body};
     assert_error_shape(&resp, 400, HC_ERR_INVALID_JSON);
     assert_int_equal(last_after_status(), 400);
     hc_http_response_clear(&resp);
@@ -773,8 +775,8 @@ static void test_closed_port(void **state)
     assert_string_equal(err.message, want);
 
     /* Not an https URL: refused before any connection. */
-    assert_int_equal(hc_http_request(c, "GET", "http://127.0.0.1:1/", NULL, NULL, 2000, &resp,
-                                     &err), -1);
+    assert_int_equal(
+        hc_http_request(c, "GET", "http://127.0.0.1:1/", NULL, NULL, 2000, &resp, &err), -1);
     assert_string_equal(err.code, HC_ERR_INVALID_ARGUMENT);
     hc_http_client_free(c);
 }
@@ -787,7 +789,8 @@ static void test_server_drops_idle_client(void **state)
     struct server *s = server_start(&tls, 1);
     int port = atoi(strrchr(s->url, ':') + 1);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     struct timeval tv = {.tv_sec = 6};

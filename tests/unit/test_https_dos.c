@@ -182,9 +182,8 @@ static long cpu_ms(pid_t pid)
     assert_non_null(p);
     unsigned long utime = 0, stime = 0;
     /* after ") ": state(3) ... utime(14) stime(15) */
-    assert_int_equal(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
-                            &stime),
-                     2);
+    assert_int_equal(
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime), 2);
     return (long)((utime + stime) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
 }
 
@@ -232,7 +231,8 @@ static void sleep_ms(int ms)
 
 static int tcp_connect(int port)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -475,8 +475,7 @@ static void test_slowloris(void **state)
         closed = tls_write(ssl, "a", 1) != 0 || ms_until_closed(SSL_get_fd(ssl), 1) >= 0;
     }
     long took = (long)(hc_mono_ms() - t0);
-    print_message("  slowloris connection closed: %s after %ld ms\n", closed ? "yes" : "no",
-                  took);
+    print_message("  slowloris connection closed: %s after %ld ms\n", closed ? "yes" : "no", took);
     tls_close(ssl);
     /* Meanwhile and afterwards the server answers. */
     assert_int_equal(ping(c.port), 200);
@@ -499,15 +498,14 @@ static void test_handshake_never_ends(void **state)
     int64_t t0 = hc_mono_ms();
     long dribble_ms = -1;
     for (size_t i = 0; i < sizeof(hello) && dribble_ms < 0 && hc_mono_ms() - t0 < 4000; i++) {
-        if (send(dribble, &hello[i], 1, MSG_NOSIGNAL) != 1 ||
-            ms_until_closed(dribble, 200) >= 0)
+        if (send(dribble, &hello[i], 1, MSG_NOSIGNAL) != 1 || ms_until_closed(dribble, 200) >= 0)
             dribble_ms = (long)(hc_mono_ms() - t0);
     }
     long silent_ms = ms_until_closed(silent, 4000 - (long)(hc_mono_ms() - t0));
     if (silent_ms >= 0)
         silent_ms = (long)(hc_mono_ms() - t0);
-    print_message("  closed: silent after %ld ms, byte-a-time handshake after %ld ms\n",
-                  silent_ms, dribble_ms);
+    print_message("  closed: silent after %ld ms, byte-a-time handshake after %ld ms\n", silent_ms,
+                  dribble_ms);
     close(silent);
     close(dribble);
     child_stop(&c);
@@ -548,8 +546,7 @@ static void test_anonymous_bodies(void **state)
     for (int i = 0; i < 6; i++) {
         six[i] = tls_connect(c.port);
         assert_non_null(six[i]);
-        snprintf(head, sizeof(head),
-                 "POST %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n",
+        snprintf(head, sizeof(head), "POST %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n",
                  i % 2 ? "/v1/echo" : "/v1/upload", 60 * MIB);
         assert_int_equal(tls_write(six[i], head, strlen(head)), 0);
         for (int m = 0; m < 10; m++)
@@ -632,8 +629,9 @@ static void test_authorised_upload(void **state)
              "POST /v1/upload HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", MIB + 100);
     assert_int_equal(request(c.port, head, MIB + 100, body, sizeof(body)), 413);
     assert_non_null(strstr(body, HC_ERR_BODY_TOO_LARGE));
-    assert_int_equal(request(c.port, "POST /v1/upload HTTP/1.1\r\nHost: t\r\n"
-                                     "Content-Length: 2\r\n\r\n",
+    assert_int_equal(request(c.port,
+                             "POST /v1/upload HTTP/1.1\r\nHost: t\r\n"
+                             "Content-Length: 2\r\n\r\n",
                              2, NULL, 0),
                      401);
     child_stop(&c);

@@ -54,7 +54,8 @@ static int group_setup(void **state)
     if (hc_test_sh("ip link add %s mtu 1500 type veth peer name hcp-m1", IFACE) != 0 ||
         hc_test_sh("ip link set %s up && ip link set hcp-m1 up && ip link set lo up", IFACE) != 0 ||
         hc_test_sh("ip addr add " SELF "/24 dev %s", IFACE) != 0 ||
-        hc_test_sh("ip neigh add " PEER " lladdr 02:00:00:00:00:05 dev %s nud permanent", IFACE) != 0) {
+        hc_test_sh("ip neigh add " PEER " lladdr 02:00:00:00:00:05 dev %s nud permanent", IFACE) !=
+            0) {
         snprintf(skip_reason, sizeof(skip_reason), "cannot create a veth pair (iproute2?)");
         return 0;
     }

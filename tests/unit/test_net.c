@@ -46,8 +46,8 @@ static void make_check(struct hc_net_check *c, size_t n)
 }
 
 /* Sets every pair from (or to, or touching) node index i. dir: 0 both, 1 from, 2 to. */
-static void set_pairs(struct hc_net_check *c, size_t i, int dir, enum hc_net_result r,
-                      int path_mtu, int largest_ok)
+static void set_pairs(struct hc_net_check *c, size_t i, int dir, enum hc_net_result r, int path_mtu,
+                      int largest_ok)
 {
     for (size_t k = 0; k < c->npairs; k++) {
         struct hc_net_pair *p = &c->pairs[k];
@@ -129,8 +129,8 @@ static void test_node_mtu(void **state)
     assert_string_equal(hc_json_str(f0, "severity", ""), "error");
     assert_has(hc_json_str(f0, "message", NULL), "MTU 1500");
     assert_has(hc_json_str(f0, "fix", NULL), "set eth1 MTU on n2 to 9000: hcctl net set-mtu 9000");
-    assert_false(json_is_true(json_object_get(json_array_get(json_object_get(doc, "nodes"), 1),
-                                              "ok")));
+    assert_false(
+        json_is_true(json_object_get(json_array_get(json_object_get(doc, "nodes"), 1), "ok")));
     json_decref(doc);
     hc_net_check_clear(&c);
 }
@@ -458,13 +458,20 @@ static void test_bench_stalled(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_all_pass),        cmocka_unit_test(test_node_mtu),
-        cmocka_unit_test(test_port_blackhole),  cmocka_unit_test(test_mismatch_8982),
-        cmocka_unit_test(test_routed_hop),      cmocka_unit_test(test_fabric),
-        cmocka_unit_test(test_two_nodes),       cmocka_unit_test(test_pair),
-        cmocka_unit_test(test_one_direction),   cmocka_unit_test(test_agent_stalled),
-        cmocka_unit_test(test_higher_mtu_warning), cmocka_unit_test(test_node_apply),
-        cmocka_unit_test(test_summary),        cmocka_unit_test(test_one_node),
+        cmocka_unit_test(test_all_pass),
+        cmocka_unit_test(test_node_mtu),
+        cmocka_unit_test(test_port_blackhole),
+        cmocka_unit_test(test_mismatch_8982),
+        cmocka_unit_test(test_routed_hop),
+        cmocka_unit_test(test_fabric),
+        cmocka_unit_test(test_two_nodes),
+        cmocka_unit_test(test_pair),
+        cmocka_unit_test(test_one_direction),
+        cmocka_unit_test(test_agent_stalled),
+        cmocka_unit_test(test_higher_mtu_warning),
+        cmocka_unit_test(test_node_apply),
+        cmocka_unit_test(test_summary),
+        cmocka_unit_test(test_one_node),
         cmocka_unit_test(test_hand_joined_names_itself),
         cmocka_unit_test(test_bench_stalled),
     };

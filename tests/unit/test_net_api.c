@@ -104,7 +104,6 @@ static int make_data_dir(struct env *e)
     return rc;
 }
 
-
 static void *loop_main(void *arg)
 {
     event_base_dispatch(arg);

@@ -102,8 +102,9 @@ static void standin_leave(struct hc_request *req, void *arg)
     snprintf(s->leave_body, sizeof(s->leave_body), "%s", text ? text : "");
     pthread_mutex_unlock(&s->lock);
     free(text);
-    hc_reply_json(req, 202, json_pack("{s:b, s:b, s:s?}", "leaving", 1, "purge", purge,
-                                      "service_data", purge ? NULL : kept));
+    hc_reply_json(req, 202,
+                  json_pack("{s:b, s:b, s:s?}", "leaving", 1, "purge", purge, "service_data",
+                            purge ? NULL : kept));
 }
 
 static void standin_peers(struct hc_request *req, void *arg)
@@ -225,8 +226,8 @@ static int teardown(void **state)
 
 /* A node whose agent answers at port (0: closed) with the given health in the database. ssh
  * NULL: joined by hand. Returns its certificate (caller frees). */
-static X509 *insert_node_at(struct fixture *f, const char *name, const char *ssh,
-                            const char *mode, int port, const char *health)
+static X509 *insert_node_at(struct fixture *f, const char *name, const char *ssh, const char *mode,
+                            int port, const char *health)
 {
     struct hc_error err = {0};
     char url[128], serial[33];
@@ -437,10 +438,15 @@ static void test_purge_hint(void **state)
 /* A refused removal leaves the node as it was: a member, never asked to drain or leave. */
 static void assert_untouched(struct fixture *f, const char *name)
 {
-    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM nodes WHERE name = ? AND "
-                                   "state = 'joined' AND desired_state = 'member'", name), 1);
-    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?",
-                                name), 0);
+    assert_int_equal(hc_test_db_count(f->db,
+                                      "SELECT COUNT(*) AS n FROM nodes WHERE name = ? AND "
+                                      "state = 'joined' AND desired_state = 'member'",
+                                      name),
+                     1);
+    assert_int_equal(hc_test_db_count(f->db,
+                                      "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?",
+                                      name),
+                     0);
     assert_int_equal(standin_count(f, &f->agent.drain_calls), 0);
     assert_int_equal(standin_count(f, &f->agent.leave_calls), 0);
 }
@@ -517,8 +523,10 @@ static void test_force_with_reason(void **state)
     json_decref(show);
     assert_int_equal(standin_count(f, &f->agent.ok_calls), 0);
     assert_int_equal(standin_count(f, &f->agent.leave_calls), 1);
-    json_t *ev = hc_db_query_json(f->db, &err, "SELECT message, details_json FROM events WHERE "
-                                  "type = 'node.removed' AND op_id = ?", "s", id);
+    json_t *ev = hc_db_query_json(f->db, &err,
+                                  "SELECT message, details_json FROM events WHERE "
+                                  "type = 'node.removed' AND op_id = ?",
+                                  "s", id);
     assert_int_equal(json_array_size(ev), 1);
     json_t *row = json_array_get(ev, 0);
     assert_non_null(strstr(hc_json_str(row, "message", ""), "; forced: disk of s1 failing"));
@@ -535,11 +543,11 @@ static void test_force_with_reason(void **state)
 static void test_params(void **state)
 {
     static const char *const bad[] = {
-        "{\"force\": true}",                          /* no reason */
-        "{\"force\": true, \"reason\": \"\"}",          /* empty reason */
-        "{\"reason\": \"why not\"}",                  /* reason without force */
+        "{\"force\": true}",                               /* no reason */
+        "{\"force\": true, \"reason\": \"\"}",             /* empty reason */
+        "{\"reason\": \"why not\"}",                       /* reason without force */
         "{\"force\": true, \"reason\": \"a\\u001b[2Jb\"}", /* control characters */
-        "{\"force\": \"yes\", \"reason\": \"x\"}",      /* not a boolean */
+        "{\"force\": \"yes\", \"reason\": \"x\"}",         /* not a boolean */
         "{\"purge\": 1}",
         "{\"force\": true, \"reason\": 7}",
         "{\"max_unavailable\": 0}",
@@ -611,8 +619,10 @@ static void test_keep_and_purge(void **state)
     pthread_mutex_unlock(&f->agent.lock);
     snprintf(want, sizeof(want), "{\"keep_as\":\"s1.%s\",\"purge\":false}", id);
     assert_string_equal(body, want);
-    json_t *ev = hc_db_query_json(f->db, &err, "SELECT details_json FROM events WHERE type = "
-                                  "'node.removed' AND op_id = ?", "s", id);
+    json_t *ev = hc_db_query_json(f->db, &err,
+                                  "SELECT details_json FROM events WHERE type = "
+                                  "'node.removed' AND op_id = ?",
+                                  "s", id);
     json_t *details = json_object_get(json_array_get(ev, 0), "details_json");
     assert_false(hc_json_bool(details, "force", 1));
     assert_null(json_object_get(details, "reason"));
@@ -625,8 +635,7 @@ static void test_keep_and_purge(void **state)
     /* The same stand-in as another node, removed with purge. */
     a = insert_node_at(f, "s2", NULL, NULL, f->agent.port, "reachable");
     show = remove_node_with(f, "s2", "{\"purge\": true}", "succeeded", id);
-    assert_string_equal(hc_json_str(step(show, "service_data"), "detail", ""),
-                        "deleted (--purge)");
+    assert_string_equal(hc_json_str(step(show, "service_data"), "detail", ""), "deleted (--purge)");
     assert_string_equal(hc_json_str(step(show, "leave"), "detail", ""),
                         "agent left; the service's data deleted (--purge)");
     json_decref(show);

@@ -49,8 +49,10 @@ static int setup(void **state)
     char *path = hc_path_join(f->dir, "hcctld.db");
     f->db = hc_db_open(path, &err);
     free(path);
-    if (!f->db || hc_db_run(f->db, &err, "INSERT INTO clusters (id, name, created_at) VALUES "
-                            "('c1', 'one', 1)", "") < 0)
+    if (!f->db || hc_db_run(f->db, &err,
+                            "INSERT INTO clusters (id, name, created_at) VALUES "
+                            "('c1', 'one', 1)",
+                            "") < 0)
         return -1;
     /* Inserted out of order: every list comes back sorted by name. */
     add_node(f->db, "n3", "10.0.0.3");
@@ -141,8 +143,7 @@ static void test_rows_filters(void **state)
     assert_string_equal(got, "n1,n3");
     names(f->db, &(struct hc_node_filter){.address = "10.0.0.3"}, got, sizeof(got));
     assert_string_equal(got, "n3");
-    names(f->db, &(struct hc_node_filter){.address = "10.0.0.3", .except = "n3"}, got,
-          sizeof(got));
+    names(f->db, &(struct hc_node_filter){.address = "10.0.0.3", .except = "n3"}, got, sizeof(got));
     assert_string_equal(got, "");
 
     assert_int_equal(hc_node_set_removing(f->db, "n1", &err), 0);
@@ -187,10 +188,9 @@ static void test_writers(void **state)
     hc_node_row_clear(&row);
 
     /* Bootstrap: install_mode NULL keeps the one stored. */
-    assert_int_equal(hc_node_set_bootstrap(f->db, "n1", "root@h:22", "SHA256:x", "eth1",
-                                           "systemd", &err), 0);
-    assert_int_equal(hc_node_set_bootstrap(f->db, "n1", "root@h:22", NULL, "eth1", NULL, &err),
-                     0);
+    assert_int_equal(
+        hc_node_set_bootstrap(f->db, "n1", "root@h:22", "SHA256:x", "eth1", "systemd", &err), 0);
+    assert_int_equal(hc_node_set_bootstrap(f->db, "n1", "root@h:22", NULL, "eth1", NULL, &err), 0);
     get_ok(f->db, "n1", &row);
     assert_string_equal(row.install_mode, "systemd");
     assert_string_equal(row.storage_interface, "eth1");
@@ -202,9 +202,15 @@ static void test_writers(void **state)
     int64_t id = row.id;
     hc_node_row_clear(&row);
     assert_int_equal(hc_node_set_service_state(f->db, "n2", "running", 1000, &err), 0);
-    struct hc_node_poll p = {.health = "reachable", .service_state = "stopped",
-                             .software_version = "0.9", .asked_at = 999, .agent_version = "a1",
-                             .hostname = "host2", .uptime_s = -1, .latency_ms = 7, .now = 2000};
+    struct hc_node_poll p = {.health = "reachable",
+                             .service_state = "stopped",
+                             .software_version = "0.9",
+                             .asked_at = 999,
+                             .agent_version = "a1",
+                             .hostname = "host2",
+                             .uptime_s = -1,
+                             .latency_ms = 7,
+                             .now = 2000};
     assert_int_equal(hc_node_store_poll(f->db, id, &p, &err), 0);
     get_ok(f->db, "n2", &row);
     assert_string_equal(row.service_state, "running");
@@ -295,8 +301,7 @@ static char offenders[4096];
  * "INTO nodes", the word ending there (upgrade_nodes and nodes_x are other names). */
 static int count_statements(const char *text)
 {
-    static const char *const verbs[] = {"FROM nodes", "JOIN nodes", "UPDATE nodes",
-                                        "INTO nodes"};
+    static const char *const verbs[] = {"FROM nodes", "JOIN nodes", "UPDATE nodes", "INTO nodes"};
     int n = 0;
     for (size_t v = 0; v < HC_ARRAY_LEN(verbs); v++)
         for (const char *p = text; (p = strstr(p, verbs[v])); p += strlen(verbs[v])) {

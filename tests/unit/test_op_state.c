@@ -32,9 +32,9 @@ static void test_terminal(void **state)
         const char *name;
         int op, step;
     } cases[] = {
-        {"pending", 0, 0},   {"running", 0, 0}, {"paused", 0, 0}, {"succeeded", 1, 1},
-        {"failed", 1, 1},    {"aborted", 1, 1}, {"skipped", 0, 1}, {"", 0, 0},
-        {"succeeded ", 0, 0},
+        {"pending", 0, 0},   {"running", 0, 0}, {"paused", 0, 0},
+        {"succeeded", 1, 1}, {"failed", 1, 1},  {"aborted", 1, 1},
+        {"skipped", 0, 1},   {"", 0, 0},        {"succeeded ", 0, 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         if (hc_op_state_terminal(cases[i].name) != cases[i].op ||

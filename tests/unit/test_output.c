@@ -181,8 +181,8 @@ static void test_json_mode_one_document(void **state)
     static const struct hc_section view[] = {{HC_SECTION_TABLE, NULL, "nodes", iface_cols}, {0}};
     capture_open(&c);
     c.o.json = 1;
-    json_t *doc = json_loads("{\"nodes\":[{\"name\":\"n1\",\"mtu\":1500}],\"x\":{\"y\":[1,2]}}",
-                             0, NULL);
+    json_t *doc =
+        json_loads("{\"nodes\":[{\"name\":\"n1\",\"mtu\":1500}],\"x\":{\"y\":[1,2]}}", 0, NULL);
     hc_output_render(&c.o, view, doc);
     /* A later error must not add a second document to stdout (stderr still gets it). */
     struct hc_error err;
@@ -214,13 +214,15 @@ static void test_json_error_shape(void **state)
     capture_sync(&c);
     json_t *parsed = json_loads(c.out_buf, 0, NULL);
     assert_non_null(parsed);
-    assert_string_equal(json_string_value(json_object_get(json_object_get(parsed, "error"), "code")),
-                        "conflict");
-    assert_string_equal(json_string_value(json_object_get(json_object_get(parsed, "error"), "hint")),
-                        "wait for it");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(parsed, "error"), "code")), "conflict");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(parsed, "error"), "hint")),
+        "wait for it");
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(parsed, "operation"), "id")), "op-2");
-    assert_string_equal(c.err_buf, "hcctl: error: operation 'op-1' is running; hint: wait for it\n");
+    assert_string_equal(c.err_buf,
+                        "hcctl: error: operation 'op-1' is running; hint: wait for it\n");
     json_decref(parsed);
     json_decref(extra);
     capture_close(&c);
@@ -280,9 +282,15 @@ static void test_relative_age(void **state)
         int64_t delta_ms;
         const char *want;
     } cases[] = {
-        {0, "0s ago"},           {12000, "12s ago"},      {59999, "59s ago"},
-        {60000, "1m ago"},       {5 * 60000 + 10, "5m ago"}, {3 * 3600000LL, "3h ago"},
-        {2 * 86400000LL, "2d ago"}, {-5 * 60000, "in 5m"}, {-1500, "in 1s"},
+        {0, "0s ago"},
+        {12000, "12s ago"},
+        {59999, "59s ago"},
+        {60000, "1m ago"},
+        {5 * 60000 + 10, "5m ago"},
+        {3 * 3600000LL, "3h ago"},
+        {2 * 86400000LL, "2d ago"},
+        {-5 * 60000, "in 5m"},
+        {-1500, "in 1s"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         hc_output_age(T0, T0 - cases[i].delta_ms, buf, sizeof(buf));
@@ -317,8 +325,8 @@ static void test_duration_text(void **state)
     static const struct {
         int64_t secs;
         const char *want;
-    } cases[] = {{0, "0s"}, {45, "45s"}, {725, "12m5s"}, {720, "12m"}, {11520, "3h12m"},
-                 {90061, "1d1h"}, {-3, "0s"}};
+    } cases[] = {{0, "0s"},        {45, "45s"},     {725, "12m5s"}, {720, "12m"},
+                 {11520, "3h12m"}, {90061, "1d1h"}, {-3, "0s"}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         hc_output_duration(cases[i].secs, buf, sizeof(buf));
         assert_string_equal(buf, cases[i].want);
@@ -352,7 +360,8 @@ static void test_fmt_text_values(void **state)
 static void test_cell_newlines_flattened(void **state)
 {
     (void)state;
-    expect_iface_table("[{\"name\":\"a\\nb\",\"mtu\":1,\"state\":\"x\\ty\"}]", 0, "a b   1    x y\n");
+    expect_iface_table("[{\"name\":\"a\\nb\",\"mtu\":1,\"state\":\"x\\ty\"}]", 0,
+                       "a b   1    x y\n");
 }
 
 /* Issue 12: an agent reports a hostname or a detail holding terminal escape sequences (set the
@@ -365,9 +374,8 @@ static void test_cell_newlines_flattened(void **state)
 static int has_controls(const char *text)
 {
     for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-        if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (*p >= 0x80 && *p <= 0x9f &&
-                                                          (p == (const unsigned char *)text ||
-                                                           p[-1] == 0xc2)))
+        if ((*p < 0x20 && *p != '\n') || *p == 0x7f ||
+            (*p >= 0x80 && *p <= 0x9f && (p == (const unsigned char *)text || p[-1] == 0xc2)))
             return 1;
     }
     return 0;
@@ -388,8 +396,12 @@ static void test_control_chars_escaped(void **state)
     c.o.color = 1; /* the colors hcctl itself writes are the only escapes left */
     json_t *doc = json_pack("{s:{s:s, s:s, s:s}, s:[{s:s, s:i, s:s}]}", "node", "name", "n1",
                             "hostname", HOSTILE, "health_detail",
-                            "cr\rbs\bdel\x7f csi\xc2\x9b" "31m rlo\xe2\x80\xae" "end",
-                            "ifs", "name", "eth0\x1b[1A", "mtu", 1500, "state", "up\x1b" "c");
+                            "cr\rbs\bdel\x7f csi\xc2\x9b"
+                            "31m rlo\xe2\x80\xae"
+                            "end",
+                            "ifs", "name", "eth0\x1b[1A", "mtu", 1500, "state",
+                            "up\x1b"
+                            "c");
     assert_non_null(doc);
     assert_int_equal(hc_output_render(&c.o, view, doc), 0);
     capture_sync(&c);

@@ -19,17 +19,17 @@
 #define MAX_WORKERS 64
 
 struct probe {
-    atomic_int runs[ITEMS];   /* how often each item ran */
+    atomic_int runs[ITEMS];              /* how often each item ran */
     atomic_int busy_worker[MAX_WORKERS]; /* items of one worker running at once */
-    atomic_int active, peak;  /* items running now, and the most at once */
-    atomic_int order_broken;  /* a thread took an item below one it took before */
+    atomic_int active, peak;             /* items running now, and the most at once */
+    atomic_int order_broken;             /* a thread took an item below one it took before */
     long long last[MAX_WORKERS]; /* the last item of each worker (its own thread writes it) */
-    atomic_int bad_worker;    /* a worker index out of range, or two items on one at once */
-    atomic_size_t started;    /* items started so far */
+    atomic_int bad_worker;       /* a worker index out of range, or two items on one at once */
+    atomic_size_t started;       /* items started so far */
     pthread_t caller;
-    atomic_int on_caller;     /* items that ran on the calling thread */
-    atomic_int workers_max;   /* highest worker index seen */
-    size_t stop_at;           /* fn returns 1 for this item (ITEMS: never) */
+    atomic_int on_caller;   /* items that ran on the calling thread */
+    atomic_int workers_max; /* highest worker index seen */
+    size_t stop_at;         /* fn returns 1 for this item (ITEMS: never) */
     useconds_t pause_us;
 };
 

@@ -87,8 +87,9 @@ static void standin_leave(struct hc_request *req, void *arg)
 /* No service installed: nothing held here, so ok to stop (node.remove asks). */
 static void standin_ok_to_stop(struct hc_request *req, void *arg)
 {
-    hc_reply_json(req, 200, json_pack("{s:b, s:s}", "ok_to_stop", 1, "reason",
-                                      "the service is not_installed"));
+    hc_reply_json(
+        req, 200,
+        json_pack("{s:b, s:s}", "ok_to_stop", 1, "reason", "the service is not_installed"));
 }
 
 static const struct hc_test_route standin_routes[] = {
@@ -305,15 +306,19 @@ static void test_poller_pins_node_identity(void **state)
     assert_int_equal(hc_pki_file_pin(f->ctl.client_cert, wrong, &err), 0);
     assert_int_equal(hc_pki_file_pin(f->agent_cert, right, &err), 0);
     snprintf(url, sizeof(url), "https://127.0.0.1:%d", f->agent.port);
-    assert_int_equal(hc_db_run(f->db, &err, "INSERT INTO nodes (cluster_id, name, address, "
+    assert_int_equal(hc_db_run(f->db, &err,
+                               "INSERT INTO nodes (cluster_id, name, address, "
                                "agent_url, cert_serial, cert_pem, cert_pin, joined_at) VALUES "
-                               "('c-test', 'n1', '127.0.0.1', ?, 's1', 'PEM', ?, 0)", "ss", url,
-                               wrong), 1);
+                               "('c-test', 'n1', '127.0.0.1', ?, 's1', 'PEM', ?, 0)",
+                               "ss", url, wrong),
+                     1);
     snprintf(url, sizeof(url), "https://localhost:%d", f->agent.port);
-    assert_int_equal(hc_db_run(f->db, &err, "INSERT INTO nodes (cluster_id, name, address, "
+    assert_int_equal(hc_db_run(f->db, &err,
+                               "INSERT INTO nodes (cluster_id, name, address, "
                                "agent_url, cert_serial, cert_pem, cert_pin, joined_at) VALUES "
-                               "('c-test', 'n2', 'localhost', ?, 's2', 'PEM', ?, 0)", "ss", url,
-                               right), 1);
+                               "('c-test', 'n2', 'localhost', ?, 's2', 'PEM', ?, 0)",
+                               "ss", url, right),
+                     1);
     f->poller = hc_poller_start(&f->ctl, &err);
     if (!f->poller)
         fail_msg("poller start: %s", err.message);
@@ -334,8 +339,11 @@ static void test_poller_stale_failure_is_ignored(void **state)
     struct hc_error err = {0};
     insert_node(f, "n1", f->agent.port);
     int64_t now = hc_now_ms();
-    assert_int_equal(hc_db_run(f->db, &err, "UPDATE nodes SET health = 'reachable', "
-                               "last_seen = ? WHERE name = 'n1'", "i", now - 100), 1);
+    assert_int_equal(hc_db_run(f->db, &err,
+                               "UPDATE nodes SET health = 'reachable', "
+                               "last_seen = ? WHERE name = 'n1'",
+                               "i", now - 100),
+                     1);
     json_t *row = node_row(f, "n1");
     int64_t id = hc_json_int(row, "id", 0);
     json_decref(row);
@@ -498,15 +506,17 @@ static void test_node_remove(void **state)
     assert_string_equal(step_detail(show, "leave"), "agent left");
     assert_non_null(strstr(step_detail(show, "revoke"), "n1")); /* cert serial is the name */
     json_decref(show);
-    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM nodes WHERE name = ?", "n1"), 0);
-    assert_int_equal(hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM interfaces WHERE name = ?", "eth0"),
-                     0);
     assert_int_equal(
-        hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial = ?", "n1"), 1);
+        hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM nodes WHERE name = ?", "n1"), 0);
+    assert_int_equal(
+        hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM interfaces WHERE name = ?", "eth0"), 0);
+    assert_int_equal(
+        hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial = ?", "n1"),
+        1);
     assert_int_equal(hc_test_db_count(f->db,
-                                 "SELECT COUNT(*) AS n FROM events WHERE type = "
-                                 "'node.removed' AND op_id = ?",
-                                 id),
+                                      "SELECT COUNT(*) AS n FROM events WHERE type = "
+                                      "'node.removed' AND op_id = ?",
+                                      id),
                      1);
     free(id);
 
@@ -515,8 +525,10 @@ static void test_node_remove(void **state)
     show = hc_ops_show(f->db, id, &err);
     assert_string_equal(step_detail(show, "leave"), "agent unreachable, credentials revoked only");
     json_decref(show);
-    assert_int_equal(
-        hc_test_db_count(f->db, "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?", "n2"), 1);
+    assert_int_equal(hc_test_db_count(f->db,
+                                      "SELECT COUNT(*) AS n FROM revoked_certs WHERE node_name = ?",
+                                      "n2"),
+                     1);
     free(id);
 
     /* Already removed: nothing to do. Never existed: failed with not_found. */

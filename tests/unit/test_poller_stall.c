@@ -55,7 +55,8 @@ static void *echo_main(void *arg)
     struct echo *e = arg;
     static unsigned char buf[65536];
     for (;;) {
-        struct pollfd p[2] = {{.fd = e->fd, .events = POLLIN}, {.fd = e->stop[0], .events = POLLIN}};
+        struct pollfd p[2] = {{.fd = e->fd, .events = POLLIN},
+                              {.fd = e->stop[0], .events = POLLIN}};
         if (poll(p, 2, -1) < 0 || p[1].revents)
             return NULL;
         struct sockaddr_in from;
@@ -68,7 +69,8 @@ static void *echo_main(void *arg)
 
 static void echo_start(struct echo *e, int limit)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(ECHO_PORT),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(ECHO_PORT),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     e->fd = socket(AF_INET, SOCK_DGRAM, 0);
     assert_true(e->fd >= 0);
@@ -112,16 +114,20 @@ static int setup(void **state)
     f.db = hc_test_ctl_db_crl(&f.ctl); /* the agent client reads crl.pem from the data dir */
     f.silent_fd = hc_test_silent_listener(&port);
     snprintf(url, sizeof(url), "https://127.0.0.1:%d", port);
-    assert_int_equal(hc_db_run(f.db, &err, "INSERT INTO nodes (id, cluster_id, name, address, "
+    assert_int_equal(hc_db_run(f.db, &err,
+                               "INSERT INTO nodes (id, cluster_id, name, address, "
                                "agent_url, cert_serial, cert_pem, cert_pin, joined_at) VALUES "
                                "(1, 'c-test', 'n1', '127.0.0.1', ?, 's1', 'PEM', "
-                               "'sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=', ?)", "si",
-                               url, hc_now_ms()),
+                               "'sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=', ?)",
+                               "si", url, hc_now_ms()),
                      1);
     /* what the poller learnt before the stall: the management interface and its MTU */
-    assert_int_equal(hc_db_run(f.db, &err, "INSERT INTO interfaces (node_id, name, mtu, state, "
+    assert_int_equal(hc_db_run(f.db, &err,
+                               "INSERT INTO interfaces (node_id, name, mtu, state, "
                                "addresses_json, updated_at) VALUES (1, 'lo', 9000, 'up', "
-                               "'[\"127.0.0.1/8\"]', ?)", "i", hc_now_ms()), 1);
+                               "'[\"127.0.0.1/8\"]', ?)",
+                               "i", hc_now_ms()),
+                     1);
     *state = &f;
     return 0;
 }
@@ -145,8 +151,10 @@ static int64_t poll_until(struct fixture *f, const char *want, char *detail, siz
     if (!p)
         fail_msg("poller: %s", err.message);
     while (hc_mono_ms() - t0 < 10000 && took < 0) {
-        json_t *rows = hc_db_query_json(f->db, &err, "SELECT health, health_detail FROM nodes "
-                                        "WHERE name = 'n1'", "");
+        json_t *rows = hc_db_query_json(f->db, &err,
+                                        "SELECT health, health_detail FROM nodes "
+                                        "WHERE name = 'n1'",
+                                        "");
         const json_t *row = json_array_get(rows, 0);
         if (!strcmp(hc_json_str(row, "health", ""), want)) {
             took = hc_mono_ms() - t0;

@@ -72,28 +72,31 @@ static int build_namespaces(void)
     for (const char *x = NS_NAMES; *x && rc == 0; x++)
         rc = hc_test_sh("ip netns add %s && ip -n %s link set lo up", ns(*x), ns(*x));
     if (rc == 0)
-        rc = hc_test_sh("ip link add hcp-ab mtu 9000 type veth peer name hcp-ba mtu 9000 netns %s && "
-                "ip addr add 198.18.100.1/24 dev hcp-ab && ip link set hcp-ab up && "
-                "ip -n %s addr add 198.18.100.2/24 dev hcp-ba && "
-                "for i in 3 4 5 6 7 8 9; do ip -n %s addr add 198.18.100.$i/24 dev hcp-ba; done && "
-                "ip -n %s link set hcp-ba up",
-                b, b, b, b);
+        rc = hc_test_sh(
+            "ip link add hcp-ab mtu 9000 type veth peer name hcp-ba mtu 9000 netns %s && "
+            "ip addr add 198.18.100.1/24 dev hcp-ab && ip link set hcp-ab up && "
+            "ip -n %s addr add 198.18.100.2/24 dev hcp-ba && "
+            "for i in 3 4 5 6 7 8 9; do ip -n %s addr add 198.18.100.$i/24 dev hcp-ba; done && "
+            "ip -n %s link set hcp-ba up",
+            b, b, b, b);
     if (rc == 0)
-        rc = hc_test_sh("ip link add hcp-ac mtu 9000 type veth peer name hcp-ca mtu 1500 netns %s && "
-                "ip addr add 198.18.101.1/24 dev hcp-ac && ip link set hcp-ac up && "
-                "ip -n %s addr add 198.18.101.2/24 dev hcp-ca && ip -n %s link set hcp-ca up",
-                c, c, c);
+        rc = hc_test_sh(
+            "ip link add hcp-ac mtu 9000 type veth peer name hcp-ca mtu 1500 netns %s && "
+            "ip addr add 198.18.101.1/24 dev hcp-ac && ip link set hcp-ac up && "
+            "ip -n %s addr add 198.18.101.2/24 dev hcp-ca && ip -n %s link set hcp-ca up",
+            c, c, c);
     if (rc == 0)
-        rc = hc_test_sh("ip link add hcp-ar mtu 9000 type veth peer name hcp-ra mtu 9000 netns %s && "
-                "ip addr add 198.18.102.1/24 dev hcp-ar && ip link set hcp-ar up && "
-                "ip route add 198.18.103.0/24 via 198.18.102.254 && "
-                "ip -n %s addr add 198.18.102.254/24 dev hcp-ra && ip -n %s link set hcp-ra up && "
-                "ip netns exec %s sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward' && "
-                "ip -n %s link add hcp-rd mtu 1500 type veth peer name hcp-dr mtu 1500 netns %s && "
-                "ip -n %s addr add 198.18.103.254/24 dev hcp-rd && ip -n %s link set hcp-rd up && "
-                "ip -n %s addr add 198.18.103.2/24 dev hcp-dr && ip -n %s link set hcp-dr up && "
-                "ip -n %s route add 198.18.102.0/24 via 198.18.103.254",
-                r, r, r, r, r, d, r, r, d, d, d);
+        rc = hc_test_sh(
+            "ip link add hcp-ar mtu 9000 type veth peer name hcp-ra mtu 9000 netns %s && "
+            "ip addr add 198.18.102.1/24 dev hcp-ar && ip link set hcp-ar up && "
+            "ip route add 198.18.103.0/24 via 198.18.102.254 && "
+            "ip -n %s addr add 198.18.102.254/24 dev hcp-ra && ip -n %s link set hcp-ra up && "
+            "ip netns exec %s sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward' && "
+            "ip -n %s link add hcp-rd mtu 1500 type veth peer name hcp-dr mtu 1500 netns %s && "
+            "ip -n %s addr add 198.18.103.254/24 dev hcp-rd && ip -n %s link set hcp-rd up && "
+            "ip -n %s addr add 198.18.103.2/24 dev hcp-dr && ip -n %s link set hcp-dr up && "
+            "ip -n %s route add 198.18.102.0/24 via 198.18.103.254",
+            r, r, r, r, r, d, r, r, d, d, d);
     return rc;
 }
 
@@ -667,7 +670,8 @@ static void test_packet_parse(void **state)
     static uint8_t huge[HC_PROBE_MAX_SIZE];
     memcpy(huge, "HCP1", 4);
     assert_int_equal(hc_probe_packet_parse(huge, HC_PROBE_MAX_SIZE - HC_IPV4_UDP_HEADERS, &p), 0);
-    assert_int_equal(hc_probe_packet_parse(huge, HC_PROBE_MAX_SIZE - HC_IPV4_UDP_HEADERS + 1, &p), -1);
+    assert_int_equal(hc_probe_packet_parse(huge, HC_PROBE_MAX_SIZE - HC_IPV4_UDP_HEADERS + 1, &p),
+                     -1);
 }
 
 static void test_verdict_names(void **state)

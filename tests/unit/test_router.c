@@ -18,9 +18,8 @@ static void handler(struct hc_request *req, void *arg)
     (void)arg;
 }
 
-static const struct hc_route *match(const struct hc_router *r, const char *method,
-                                    const char *path, struct hc_route_params *p,
-                                    struct hc_error *err)
+static const struct hc_route *match(const struct hc_router *r, const char *method, const char *path,
+                                    struct hc_route_params *p, struct hc_error *err)
 {
     hc_error_clear(err);
     memset(p, 0, sizeof(*p));
@@ -33,7 +32,8 @@ static void test_match_with_params(void **state)
     struct hc_route_params p;
     struct hc_error err;
     assert_int_equal(hc_router_add(r, "GET", "/v1/nodes/{name}", 3, handler, &route_a), 0);
-    assert_int_equal(hc_router_add(r, "POST", "/v1/operations/{id}/pause", 0, handler, &route_b), 0);
+    assert_int_equal(hc_router_add(r, "POST", "/v1/operations/{id}/pause", 0, handler, &route_b),
+                     0);
 
     const struct hc_route *rt = match(r, "GET", "/v1/nodes/n1", &p, &err);
     assert_non_null(rt);
@@ -170,10 +170,24 @@ static void test_trailing_slash(void **state)
 static void test_malformed_patterns_refused(void **state)
 {
     static const char *bad[] = {
-        "",         "v1/nodes",       "/v1//nodes",         "/v1/nodes/",     "/v1/{}",
-        "/v1/{name", "/v1/name}",     "/v1/x{name}",        "/v1/{name}x",    "/v1/{Name}",
-        "/v1/{1a}", "/v1/{a-b}",      "/v1/{a}/{a}",        "/v1/a b",        "/v1/a%20b",
-        "/v1/a?b",  "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}", "/v1/{abcdefghijklmnopqrstuvwxyz0123456}",
+        "",
+        "v1/nodes",
+        "/v1//nodes",
+        "/v1/nodes/",
+        "/v1/{}",
+        "/v1/{name",
+        "/v1/name}",
+        "/v1/x{name}",
+        "/v1/{name}x",
+        "/v1/{Name}",
+        "/v1/{1a}",
+        "/v1/{a-b}",
+        "/v1/{a}/{a}",
+        "/v1/a b",
+        "/v1/a%20b",
+        "/v1/a?b",
+        "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}",
+        "/v1/{abcdefghijklmnopqrstuvwxyz0123456}",
     };
     struct hc_router *r = hc_router_new();
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -193,7 +207,8 @@ static void test_malformed_patterns_refused(void **state)
     /* Duplicates are refused; eight captures are the maximum. */
     assert_int_equal(hc_router_add(r, "GET", "/v1/x", 0, handler, NULL), 0);
     assert_int_equal(hc_router_add(r, "GET", "/v1/x", 0, handler, NULL), -1);
-    assert_int_equal(hc_router_add(r, "GET", "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}", 0, handler, NULL), 0);
+    assert_int_equal(hc_router_add(r, "GET", "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}", 0, handler, NULL),
+                     0);
     assert_int_equal(hc_router_add(r, "GET", "/v1/{snake_case_2}", 0, handler, NULL), 0);
     /* Nothing refused was added: only "/v1/{a}/{a}" would match this path. */
     struct hc_route_params p;

@@ -6,8 +6,8 @@
  *   store nothing, listing, reading with an on-disk checksum check, guarded removal;
  * - agents/hcagent/hooks.c: command hooks (exit status, JSON answers, pending counts, timeouts,
  *   placeholders) and an HTTP hook without a service;
- * - agents/hcagent/cgroup.c: limits written into a fake cgroup v2 tree, and the plain reasons when the
- *   hierarchy or a controller is missing.
+ * - agents/hcagent/cgroup.c: limits written into a fake cgroup v2 tree, and the plain reasons when
+ * the hierarchy or a controller is missing.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -54,11 +54,13 @@ static void sshd_start(const char *hostkey)
     snprintf(path, sizeof(path), "%s/sshd_config", dir);
     f = fopen(path, "w");
     assert_non_null(f);
-    fprintf(f,
-            "Port %d\nListenAddress 127.0.0.1\nHostKey %s/%s\nAuthorizedKeysFile %s/authorized_keys\n"
-            "PidFile %s/sshd.pid\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
-            "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nSubsystem sftp internal-sftp\n",
-            port, dir, hostkey, dir, dir);
+    fprintf(
+        f,
+        "Port %d\nListenAddress 127.0.0.1\nHostKey %s/%s\nAuthorizedKeysFile %s/authorized_keys\n"
+        "PidFile %s/sshd.pid\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nSubsystem sftp "
+        "internal-sftp\n",
+        port, dir, hostkey, dir, dir);
     fclose(f);
     sshd_pid = fork();
     if (sshd_pid == 0) {
@@ -116,8 +118,8 @@ static struct hc_ssh_opts opts(const char *key, const char *known, int accept)
     static char keyp[600], knownp[600];
     snprintf(keyp, sizeof(keyp), "%s/%s", dir, key);
     snprintf(knownp, sizeof(knownp), "%s/%s", dir, known);
-    return (struct hc_ssh_opts){.key_file = keyp, .known_hosts = knownp, .accept_new = accept,
-                                .timeout_ms = 3000};
+    return (struct hc_ssh_opts){
+        .key_file = keyp, .known_hosts = knownp, .accept_new = accept, .timeout_ms = 3000};
 }
 
 static struct hc_ssh_target target(void)
@@ -142,8 +144,8 @@ static void test_target_parse(void **state)
     assert_int_equal(t.port, 2222);
     assert_int_equal(hc_ssh_target_parse("[::1]:22", &t, &err), 0);
     assert_string_equal(t.host, "::1");
-    const char *bad[] = {"", "@host", "host:", "host:0", "host:99999", "a b", "h;rm -rf /",
-                         "$(id)@h", "user@"};
+    const char *bad[] = {"",    "@host",      "host:",   "host:0", "host:99999",
+                         "a b", "h;rm -rf /", "$(id)@h", "user@"};
     for (size_t i = 0; i < HC_ARRAY_LEN(bad); i++) {
         assert_int_equal(hc_ssh_target_parse(bad[i], &t, &err), -1);
         assert_string_equal(err.code, HC_ERR_INVALID_ARGUMENT);
@@ -278,8 +280,8 @@ static void test_closed_port_and_silent_peer(void **state)
 {
     struct hc_error err;
     struct hc_ssh_target t = target();
-    struct hc_ssh_opts o = {.key_file = "/nonexistent", .known_hosts = "/dev/null",
-                            .timeout_ms = 1000};
+    struct hc_ssh_opts o = {
+        .key_file = "/nonexistent", .known_hosts = "/dev/null", .timeout_ms = 1000};
     /* A listener that accepts and never speaks: the deadline must end the attempt. */
     int ls = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET};

@@ -6,12 +6,12 @@
 
 #include <cmocka.h>
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <string.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,12 +104,11 @@ static void test_host_port(void **state)
 
 static void test_host_port_invalid(void **state)
 {
-    static const char *const bad[] = {"10.0.0.1",   "10.0.0.1:",   ":443",     "host:abc",
-                                      "host:70000", "host:65536",  "host:-1",  "[::1]",
-                                      "[::1]443",   "[]:443",      "host:12x", "[::1:443",
-                                      "host: 80",   "host:+80",    "host:-0",  "fe80::1",
-                                      "::1:443",    "host:080000", "300.1.1.1:80",
-                                      "10.0.0:80",  "[host]:80",   ""};
+    static const char *const bad[] = {
+        "10.0.0.1",     "10.0.0.1:", ":443",      "host:abc", "host:70000", "host:65536",
+        "host:-1",      "[::1]",     "[::1]443",  "[]:443",   "host:12x",   "[::1:443",
+        "host: 80",     "host:+80",  "host:-0",   "fe80::1",  "::1:443",    "host:080000",
+        "300.1.1.1:80", "10.0.0:80", "[host]:80", ""};
     for (size_t i = 0; i < HC_ARRAY_LEN(bad); i++) {
         char host[256] = "untouched";
         int port = -7;

@@ -23,9 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/hcload/hcload.h"
 #include "common/cmdline.h"
 #include "common/util.h"
+#include "tools/hcload/hcload.h"
 
 #define SHOWN_MAX 20 /* error lines on stderr; the report counts all of them */
 
@@ -284,7 +284,8 @@ static void print_text(json_t *obj, const char *prefix)
 {
     const char *k;
     json_t *v;
-    json_object_foreach(obj, k, v) {
+    json_object_foreach(obj, k, v)
+    {
         char name[128];
         snprintf(name, sizeof(name), "%s%s", prefix, k);
         if (json_is_object(v)) {
@@ -523,25 +524,46 @@ static int cmd_hcload(struct hc_cmd_ctx *ctx)
 #define STR(x) STR_(x)
 
 static const struct hc_cmd_opt hcload_opts[] = {
-    {.name = "nodes", .type = HC_OPT_LIST, .required = 1, .value_name = "HOST:PORT[,HOST:PORT...]",
+    {.name = "nodes",
+     .type = HC_OPT_LIST,
+     .required = 1,
+     .value_name = "HOST:PORT[,HOST:PORT...]",
      .help = "the hcstor members to load"},
-    {.name = "duration", .type = HC_OPT_STRING, .value_name = "SEC",
+    {.name = "duration",
+     .type = HC_OPT_STRING,
+     .value_name = "SEC",
      .help = "how long to load, 0 = until SIGINT/SIGTERM (default 10)"},
-    {.name = "workers", .type = HC_OPT_STRING, .value_name = "N",
+    {.name = "workers",
+     .type = HC_OPT_STRING,
+     .value_name = "N",
      .help = "worker threads; worker i starts on node i mod n (default 4)"},
-    {.name = "keys", .type = HC_OPT_STRING, .value_name = "N",
+    {.name = "keys",
+     .type = HC_OPT_STRING,
+     .value_name = "N",
      .help = "keys per worker (default 200)"},
-    {.name = "block-size", .type = HC_OPT_STRING, .value_name = "BYTES",
+    {.name = "block-size",
+     .type = HC_OPT_STRING,
+     .value_name = "BYTES",
      .help = STR(HCLOAD_BLOCK_MIN) " to 1048576 (default 4096)"},
-    {.name = "read-ratio", .type = HC_OPT_STRING, .value_name = "R",
+    {.name = "read-ratio",
+     .type = HC_OPT_STRING,
+     .value_name = "R",
      .help = "share of reads, 0 to 1 (default 0.5)"},
-    {.name = "request-timeout", .type = HC_OPT_STRING, .value_name = "MS",
+    {.name = "request-timeout",
+     .type = HC_OPT_STRING,
+     .value_name = "MS",
      .help = "one request to one node (default 2000)"},
-    {.name = "op-timeout", .type = HC_OPT_STRING, .value_name = "MS",
+    {.name = "op-timeout",
+     .type = HC_OPT_STRING,
+     .value_name = "MS",
      .help = "an operation fails after retrying this long (default 20000)"},
-    {.name = "prefix", .type = HC_OPT_STRING, .value_name = "STR",
+    {.name = "prefix",
+     .type = HC_OPT_STRING,
+     .value_name = "STR",
      .help = "key prefix (default hcload-TIME-PID)"},
-    {.name = "timeline", .type = HC_OPT_STRING, .value_name = "FILE",
+    {.name = "timeline",
+     .type = HC_OPT_STRING,
+     .value_name = "FILE",
      .help = "one JSON line per second: t, ops, errors, p99_ms, max_ms",
      .completer = HC_COMPLETE_FILE},
     {.name = "json", .type = HC_OPT_BOOL, .help = "the report as one JSON object"},
@@ -550,7 +572,9 @@ static const struct hc_cmd_opt hcload_opts[] = {
 };
 
 static const struct hc_cmd_verb hcload_command = {
-    .name = "hcload", .handler = cmd_hcload, .opts = hcload_opts,
+    .name = "hcload",
+    .handler = cmd_hcload,
+    .opts = hcload_opts,
     .summary = "a workload client of hcstor: writes, reads back, and reports what it saw"};
 
 static const struct hc_cmdline_prog hcload_prog = {

@@ -55,8 +55,8 @@ static void *standin_main(void *arg)
 }
 
 void hc_test_standin_start(struct hc_test_standin *s, const char *cert, const char *key,
-                           const char *ca_file, const struct hc_test_route *routes,
-                           size_t nroutes, void *arg)
+                           const char *ca_file, const struct hc_test_route *routes, size_t nroutes,
+                           void *arg)
 {
     s->tls = (struct hc_tls_server_config){.cert_file = cert,
                                            .key_file = key,

@@ -89,8 +89,8 @@ struct hc_test_standin {
 /* Serves routes (each called with arg) on a free port of 127.0.0.1 with the server certificate
  * cert/key, asking for a client certificate from ca_file with the controller's CN. */
 void hc_test_standin_start(struct hc_test_standin *s, const char *cert, const char *key,
-                           const char *ca_file, const struct hc_test_route *routes,
-                           size_t nroutes, void *arg);
+                           const char *ca_file, const struct hc_test_route *routes, size_t nroutes,
+                           void *arg);
 /* Stops it; nothing when it is not running. */
 void hc_test_standin_stop(struct hc_test_standin *s);
 
