@@ -193,14 +193,39 @@ json_t *hc_nodes_health_counts(struct hc_db *db, struct hc_error *err)
 /* --- typed rows ------------------------------------------------------------------------------ */
 
 /* The columns of struct hc_node_row after id, in the order of ROW_SELECT: T text, I integer. */
+/* clang-format off: clang-format 14 lays a macro of juxtaposed calls out differently on every
+ * pass; one column a line. */
 #define ROW_COLUMNS(T, I)                                                                          \
     T(cluster_id)                                                                                  \
-    T(name) T(address) T(agent_url) T(hostname) T(ssh_endpoint) T(ssh_host_key) T(install_mode)    \
-        T(storage_interface) T(cert_serial) T(cert_pem) T(cert_pin) T(desired_state) T(state)      \
-            T(health) T(health_detail) T(maintenance) T(maintenance_mode) T(maintenance_op)        \
-                T(agent_version) T(software_version) T(previous_software_version) T(service_state) \
-                    I(uptime_s) I(poll_latency_ms) I(last_seen) I(joined_at) I(maintenance_since)  \
-                        I(service_observed_at)
+    T(name)                                                                                        \
+    T(address)                                                                                     \
+    T(agent_url)                                                                                   \
+    T(hostname)                                                                                    \
+    T(ssh_endpoint)                                                                                \
+    T(ssh_host_key)                                                                                \
+    T(install_mode)                                                                                \
+    T(storage_interface)                                                                           \
+    T(cert_serial)                                                                                 \
+    T(cert_pem)                                                                                    \
+    T(cert_pin)                                                                                    \
+    T(desired_state)                                                                               \
+    T(state)                                                                                       \
+    T(health)                                                                                      \
+    T(health_detail)                                                                               \
+    T(maintenance)                                                                                 \
+    T(maintenance_mode)                                                                            \
+    T(maintenance_op)                                                                              \
+    T(agent_version)                                                                               \
+    T(software_version)                                                                            \
+    T(previous_software_version)                                                                   \
+    T(service_state)                                                                               \
+    I(uptime_s)                                                                                    \
+    I(poll_latency_ms)                                                                             \
+    I(last_seen)                                                                                   \
+    I(joined_at)                                                                                   \
+    I(maintenance_since)                                                                           \
+    I(service_observed_at)
+/* clang-format on */
 
 #define ROW_SQL_NAME(c) ", " #c
 #define ROW_SELECT "SELECT id" ROW_COLUMNS(ROW_SQL_NAME, ROW_SQL_NAME) " FROM nodes "
