@@ -152,54 +152,41 @@ static int cmd_create(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt create_opts[] = {
-    {.name = "node",
-     .type = HC_OPT_LIST,
-     .required = 1,
-     .help = "a host to bring in over SSH (repeat for each node)",
-     .value_name = "[USER@]HOST[:PORT]"},
+    HC_OPT(.name = "node", .type = HC_OPT_LIST, .required = 1,
+           .help = "a host to bring in over SSH (repeat for each node)",
+           .value_name = "[USER@]HOST[:PORT]"),
     HC_BOOTSTRAP_OPTS,
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt join_token_opts[] = {
-    {.name = "ttl",
-     .type = HC_OPT_DURATION,
-     .help = "how long the token stays valid (1s to " JOIN_TTL_MAX ")",
-     .value_name = "DUR",
-     .def = "1h"},
-    {.name = "address",
-     .type = HC_OPT_STRING,
-     .help =
-         "the address the node's certificate will name (default: the address the join comes from, "
-         "e.g. behind NAT give the agent's own)",
-     .value_name = "ADDR"},
-    {.name = "name",
-     .type = HC_OPT_STRING,
-     .help = "the only node name the token may enroll",
-     .value_name = "NODE"},
+    HC_OPT(.name = "ttl", .type = HC_OPT_DURATION,
+           .help = "how long the token stays valid (1s to " JOIN_TTL_MAX ")", .value_name = "DUR",
+           .def = "1h"),
+    HC_OPT(.name = "address", .type = HC_OPT_STRING,
+           .help = "the address the node's certificate will name (default: the address the join "
+                   "comes from, "
+                   "e.g. behind NAT give the agent's own)",
+           .value_name = "ADDR"),
+    HC_OPT(.name = "name", .type = HC_OPT_STRING, .help = "the only node name the token may enroll",
+           .value_name = "NODE"),
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb cluster_verbs[] = {
-    {.name = "create",
-     .handler = cmd_create,
-     .opts = create_opts,
-     .min_args = 1,
-     .max_args = 1,
-     .summary =
-         "name the cluster and bring its first nodes in over SSH (agents pushed and enrolled)",
-     .usage = "NAME"},
-    {.name = "join-token",
-     .handler = cmd_join_token,
-     .opts = join_token_opts,
-     .summary = "create a one-time token with which a new node joins (hcagent join)"},
-    {.name = "status",
-     .handler = cmd_status,
-     .summary = "show the cluster, node health counts, active operations and the controller"},
-    {.name = "show",
-     .handler = cmd_show,
-     .summary = "show the cluster's settings: name, id, MTU, created, controller URL, CA "
-                "fingerprint, nodes"},
+    HC_VERB(.name = "create", .handler = cmd_create, .opts = create_opts, .min_args = 1,
+            .max_args = 1,
+            .summary = "name the cluster and bring its first nodes in over SSH (agents pushed and "
+                       "enrolled)",
+            .usage = "NAME"),
+    HC_VERB(.name = "join-token", .handler = cmd_join_token, .opts = join_token_opts,
+            .summary = "create a one-time token with which a new node joins (hcagent join)"),
+    HC_VERB(.name = "status", .handler = cmd_status,
+            .summary =
+                "show the cluster, node health counts, active operations and the controller"),
+    HC_VERB(.name = "show", .handler = cmd_show,
+            .summary = "show the cluster's settings: name, id, MTU, created, controller URL, CA "
+                       "fingerprint, nodes"),
     {.name = NULL},
 };
 

@@ -180,14 +180,10 @@ static int cmd_complete(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb completion_verbs[] = {
-    {.name = "completion",
-     .handler = cmd_completion,
-     .min_args = 1,
-     .max_args = 1,
-     .summary = "print the completion script for bash, zsh or fish (see 'hcctl help completion')",
-     .usage = "SHELL",
-     .flags = HC_CMD_OFFLINE,
-     .arg_completer = HC_COMPLETE_SHELL},
+    HC_VERB(.name = "completion", .handler = cmd_completion, .min_args = 1, .max_args = 1,
+            .summary =
+                "print the completion script for bash, zsh or fish (see 'hcctl help completion')",
+            .usage = "SHELL", .flags = HC_CMD_OFFLINE, .arg_completer = HC_COMPLETE_SHELL),
     {.name = NULL},
 };
 
@@ -199,12 +195,9 @@ const struct hc_cmd_group hc_cmd_group_completion = {
 };
 
 static const struct hc_cmd_verb complete_verbs[] = {
-    {.name = "__complete",
-     .handler = cmd_complete,
-     .max_args = HC_ARGS_MANY,
-     .summary = "complete a partial command line (called by the completion scripts)",
-     .usage = "-- WORDS...",
-     .flags = HC_CMD_HIDDEN | HC_CMD_OFFLINE},
+    HC_VERB(.name = "__complete", .handler = cmd_complete, .max_args = HC_ARGS_MANY,
+            .summary = "complete a partial command line (called by the completion scripts)",
+            .usage = "-- WORDS...", .flags = HC_CMD_HIDDEN | HC_CMD_OFFLINE),
     {.name = NULL},
 };
 

@@ -229,13 +229,10 @@ static int cmd_help(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb help_verbs[] = {
-    {.name = "help",
-     .handler = cmd_help,
-     .max_args = 2,
-     .summary = "help on a group, a verb ('help node show') or a topic ('help exit-codes')",
-     .usage = "[GROUP [VERB] | TOPIC]",
-     .flags = HC_CMD_OFFLINE,
-     .arg_completer = HC_COMPLETE_TOPIC},
+    HC_VERB(.name = "help", .handler = cmd_help, .max_args = 2,
+            .summary = "help on a group, a verb ('help node show') or a topic ('help exit-codes')",
+            .usage = "[GROUP [VERB] | TOPIC]", .flags = HC_CMD_OFFLINE,
+            .arg_completer = HC_COMPLETE_TOPIC),
     {.name = NULL},
 };
 

@@ -186,22 +186,17 @@ static int cmd_man(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt man_opts[] = {
-    {.name = "dir",
-     .type = HC_OPT_STRING,
-     .help = "write the pages (hcctl.1 and every hcctl-GROUP.1, or GROUP's) into this directory",
-     .value_name = "DIR",
-     .completer = HC_COMPLETE_FILE},
+    HC_OPT(.name = "dir", .type = HC_OPT_STRING,
+           .help =
+               "write the pages (hcctl.1 and every hcctl-GROUP.1, or GROUP's) into this directory",
+           .value_name = "DIR", .completer = HC_COMPLETE_FILE),
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb man_verbs[] = {
-    {.name = "__man",
-     .handler = cmd_man,
-     .opts = man_opts,
-     .max_args = 1,
-     .summary = "print the man page of hcctl or of one group (roff)",
-     .usage = "[GROUP]",
-     .flags = HC_CMD_HIDDEN | HC_CMD_OFFLINE},
+    HC_VERB(.name = "__man", .handler = cmd_man, .opts = man_opts, .max_args = 1,
+            .summary = "print the man page of hcctl or of one group (roff)", .usage = "[GROUP]",
+            .flags = HC_CMD_HIDDEN | HC_CMD_OFFLINE),
     {.name = NULL},
 };
 

@@ -277,44 +277,27 @@ static int cmd_wait(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_opt list_opts[] = {
-    {.name = "state",
-     .type = HC_OPT_STRING,
-     .help = "only operations in this state",
-     .value_name = "STATE",
-     .completer = HC_COMPLETE_CHOICES,
-     .choices = op_states},
+    HC_OPT(.name = "state", .type = HC_OPT_STRING, .help = "only operations in this state",
+           .value_name = "STATE", .completer = HC_COMPLETE_CHOICES, .choices = op_states),
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt wait_opts[] = {
-    {.name = "timeout",
-     .type = HC_OPT_DURATION,
-     .help = "how long to wait for the operation to end",
-     .value_name = "DUR",
-     .def = "10m"},
+    HC_OPT(.name = "timeout", .type = HC_OPT_DURATION,
+           .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "10m"),
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb operation_verbs[] = {
-    {.name = "list",
-     .handler = cmd_list,
-     .opts = list_opts,
-     .summary = "list operations, newest first"},
-    {.name = "show",
-     .handler = cmd_show,
-     .min_args = 1,
-     .max_args = 1,
-     .summary = "show one operation and its steps",
-     .usage = "ID",
-     .arg_completer = HC_COMPLETE_OPERATION},
-    {.name = "wait",
-     .handler = cmd_wait,
-     .opts = wait_opts,
-     .min_args = 1,
-     .max_args = 1,
-     .summary = "wait until an operation ends (exit 0 succeeded, 1 failed or aborted, 6 timed out)",
-     .usage = "ID",
-     .arg_completer = HC_COMPLETE_OPERATION},
+    HC_VERB(.name = "list", .handler = cmd_list, .opts = list_opts,
+            .summary = "list operations, newest first"),
+    HC_VERB(.name = "show", .handler = cmd_show, .min_args = 1, .max_args = 1,
+            .summary = "show one operation and its steps", .usage = "ID",
+            .arg_completer = HC_COMPLETE_OPERATION),
+    HC_VERB(.name = "wait", .handler = cmd_wait, .opts = wait_opts, .min_args = 1, .max_args = 1,
+            .summary =
+                "wait until an operation ends (exit 0 succeeded, 1 failed or aborted, 6 timed out)",
+            .usage = "ID", .arg_completer = HC_COMPLETE_OPERATION),
     {.name = NULL},
 };
 

@@ -204,10 +204,9 @@ static int cmd_self_test(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb self_test_verbs[] = {
-    {.name = "self-test",
-     .handler = cmd_self_test,
-     .summary = "validate every command table (for developers)",
-     .flags = HC_CMD_HIDDEN | HC_CMD_OFFLINE},
+    HC_VERB(.name = "self-test", .handler = cmd_self_test,
+            .summary = "validate every command table (for developers)",
+            .flags = HC_CMD_HIDDEN | HC_CMD_OFFLINE),
     {.name = NULL},
 };
 

@@ -432,10 +432,10 @@ static int cmd_shell(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb shell_verbs[] = {
-    {.name = "shell",
-     .handler = cmd_shell,
-     .summary = "an interactive shell: history, TAB completion (node names too), 'help', 'exit'",
-     .flags = HC_CMD_OFFLINE},
+    HC_VERB(.name = "shell", .handler = cmd_shell,
+            .summary =
+                "an interactive shell: history, TAB completion (node names too), 'help', 'exit'",
+            .flags = HC_CMD_OFFLINE),
     {.name = NULL},
 };
 

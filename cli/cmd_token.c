@@ -137,54 +137,34 @@ static int cmd_rotate(struct hc_cmd_ctx *ctx)
 static const char *const roles[] = {"admin", "readonly", NULL};
 
 static const struct hc_cmd_opt create_opts[] = {
-    {.name = "role",
-     .type = HC_OPT_STRING,
-     .help = "what the token may do",
-     .value_name = "ROLE",
-     .completer = HC_COMPLETE_CHOICES,
-     .def = "readonly",
-     .choices = roles},
-    {.name = "ttl",
-     .type = HC_OPT_DURATION,
-     .help = "how long it stays valid (default: until revoked)",
-     .value_name = "DUR"},
+    HC_OPT(.name = "role", .type = HC_OPT_STRING, .help = "what the token may do",
+           .value_name = "ROLE", .completer = HC_COMPLETE_CHOICES, .def = "readonly",
+           .choices = roles),
+    HC_OPT(.name = "ttl", .type = HC_OPT_DURATION,
+           .help = "how long it stays valid (default: until revoked)", .value_name = "DUR"),
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt rotate_opts[] = {
-    {.name = "ttl",
-     .type = HC_OPT_DURATION,
-     .help = "a new life (default: as long as the old one)",
-     .value_name = "DUR"},
+    HC_OPT(.name = "ttl", .type = HC_OPT_DURATION,
+           .help = "a new life (default: as long as the old one)", .value_name = "DUR"),
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb token_verbs[] = {
-    {.name = "list",
-     .handler = cmd_list,
-     .summary = "list the API and join tokens (never their secrets)"},
-    {.name = "create",
-     .handler = cmd_create,
-     .opts = create_opts,
-     .min_args = 1,
-     .max_args = 1,
-     .summary = "create an API token and print it once",
-     .usage = "NAME"},
-    {.name = "revoke",
-     .handler = cmd_revoke,
-     .min_args = 1,
-     .max_args = 1,
-     .summary = "revoke a token by id or name (asks, or needs --yes; never the last admin token)",
-     .usage = "ID|NAME",
-     .flags = HC_CMD_DISRUPTIVE},
-    {.name = "rotate",
-     .handler = cmd_rotate,
-     .opts = rotate_opts,
-     .min_args = 1,
-     .max_args = 1,
-     .summary =
-         "give a token a new secret (the old one stops working; this hcctl's config follows)",
-     .usage = "ID|NAME"},
+    HC_VERB(.name = "list", .handler = cmd_list,
+            .summary = "list the API and join tokens (never their secrets)"),
+    HC_VERB(.name = "create", .handler = cmd_create, .opts = create_opts, .min_args = 1,
+            .max_args = 1, .summary = "create an API token and print it once", .usage = "NAME"),
+    HC_VERB(.name = "revoke", .handler = cmd_revoke, .min_args = 1, .max_args = 1,
+            .summary =
+                "revoke a token by id or name (asks, or needs --yes; never the last admin token)",
+            .usage = "ID|NAME", .flags = HC_CMD_DISRUPTIVE),
+    HC_VERB(.name = "rotate", .handler = cmd_rotate, .opts = rotate_opts, .min_args = 1,
+            .max_args = 1,
+            .summary = "give a token a new secret (the old one stops working; this hcctl's config "
+                       "follows)",
+            .usage = "ID|NAME"),
     {.name = NULL},
 };
 

@@ -78,10 +78,9 @@ static int cmd_version(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_cmd_verb version_verbs[] = {
-    {.name = "version",
-     .handler = cmd_version,
-     .summary = "show the client's version and, when reachable, the controller's",
-     .flags = HC_CMD_OFFLINE},
+    HC_VERB(.name = "version", .handler = cmd_version,
+            .summary = "show the client's version and, when reachable, the controller's",
+            .flags = HC_CMD_OFFLINE),
     {.name = NULL},
 };
 

@@ -37,41 +37,27 @@ int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms);
 int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const *nodes, size_t n);
 /* The options of cluster create and node add, after their own. */
 #define HC_BOOTSTRAP_OPTS                                                                          \
-    {.name = "ssh-key",                                                                            \
-     .type = HC_OPT_STRING,                                                                        \
-     .help =                                                                                       \
-         "private key the controller logs in with (default: its own, DATA_DIR/ssh/id_ed25519)",    \
-     .value_name = "FILE",                                                                         \
-     .completer = HC_COMPLETE_FILE},                                                               \
-        {.name = "known-hosts",                                                                    \
-         .type = HC_OPT_STRING,                                                                    \
-         .help = "known_hosts file of trusted host keys (read-only)",                              \
-         .value_name = "FILE",                                                                     \
-         .completer = HC_COMPLETE_FILE},                                                           \
-        {.name = "accept-new-host-keys",                                                           \
-         .type = HC_OPT_BOOL,                                                                      \
-         .help = "pin host keys seen for the first time (a changed key is always refused)"},       \
-        {.name = "storage-interface",                                                              \
-         .type = HC_OPT_STRING,                                                                    \
-         .help = "storage network interface (default: the one carrying the node's address)",       \
-         .value_name = "IFACE"},                                                                   \
-        {.name = "mtu",                                                                            \
-         .type = HC_OPT_INT,                                                                       \
-         .help = "the cluster's storage MTU",                                                      \
-         .value_name = "N"},                                                                       \
-        {.name = "parallel",                                                                       \
-         .type = HC_OPT_INT,                                                                       \
-         .help = "nodes bootstrapped at once",                                                     \
-         .value_name = "N",                                                                        \
-         .def = "16"},                                                                             \
-        {.name = "join-timeout",                                                                   \
-         .type = HC_OPT_DURATION,                                                                  \
-         .help = "how long each agent may take to enroll",                                         \
-         .value_name = "DUR",                                                                      \
-         .def = "60s"},                                                                            \
-        {.name = "no-wait",                                                                        \
-         .type = HC_OPT_BOOL,                                                                      \
-         .help = "return once the operation is accepted (prints its id)"},                         \
+    HC_OPT(.name = "ssh-key", .type = HC_OPT_STRING,                                               \
+           .help = "private key the controller logs in with (default: its own, "                   \
+                   "DATA_DIR/ssh/id_ed25519)",                                                     \
+           .value_name = "FILE", .completer = HC_COMPLETE_FILE),                                   \
+        HC_OPT(.name = "known-hosts", .type = HC_OPT_STRING,                                       \
+               .help = "known_hosts file of trusted host keys (read-only)", .value_name = "FILE",  \
+               .completer = HC_COMPLETE_FILE),                                                     \
+        HC_OPT(.name = "accept-new-host-keys", .type = HC_OPT_BOOL,                                \
+               .help = "pin host keys seen for the first time (a changed key is always refused)"), \
+        HC_OPT(.name = "storage-interface", .type = HC_OPT_STRING,                                 \
+               .help = "storage network interface (default: the one carrying the node's address)", \
+               .value_name = "IFACE"),                                                             \
+        HC_OPT(.name = "mtu", .type = HC_OPT_INT, .help = "the cluster's storage MTU",             \
+               .value_name = "N"),                                                                 \
+        HC_OPT(.name = "parallel", .type = HC_OPT_INT, .help = "nodes bootstrapped at once",       \
+               .value_name = "N", .def = "16"),                                                    \
+        HC_OPT(.name = "join-timeout", .type = HC_OPT_DURATION,                                    \
+               .help = "how long each agent may take to enroll", .value_name = "DUR",              \
+               .def = "60s"),                                                                      \
+        HC_OPT(.name = "no-wait", .type = HC_OPT_BOOL,                                             \
+               .help = "return once the operation is accepted (prints its id)"),                   \
     {                                                                                              \
         .name = "timeout", .type = HC_OPT_DURATION,                                                \
         .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "30m"     \

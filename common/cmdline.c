@@ -13,7 +13,7 @@
 #include "common/util.h"
 
 const struct hc_cmd_opt hc_cmdline_help_only[] = {
-    {.name = "help", .short_name = 'h', .type = HC_OPT_BOOL, .help = "show help and exit"},
+    HC_OPT(.name = "help", .short_name = 'h', .type = HC_OPT_BOOL, .help = "show help and exit"),
     {.name = NULL},
 };
 

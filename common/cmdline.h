@@ -77,6 +77,20 @@ struct hc_cmd_verb {
     enum hc_completer arg_completer; /* what positional arguments are */
 };
 
+/* One row of an option or verb table, with named fields:
+ *     HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+ *            .help = "the data directory"),
+ * The macro is the braces and nothing else: written as a call, clang-format packs a row's fields
+ * onto as few lines as fit instead of one designator a line. A table ends with {.name = NULL}. */
+#define HC_OPT(...)                                                                                \
+    {                                                                                              \
+        __VA_ARGS__                                                                                \
+    }
+#define HC_VERB(...)                                                                               \
+    {                                                                                              \
+        __VA_ARGS__                                                                                \
+    }
+
 struct hc_cmd_group {
     const char *name;
     const char *summary;

@@ -368,94 +368,74 @@ static int cmd_help(struct hc_cmd_ctx *ctx)
     }
 
 static const struct hc_cmd_opt join_opts[] = {
-    {.name = "controller",
-     .type = HC_OPT_STRING,
-     .value_name = "URL",
-     .help = "controller API, e.g. https://10.0.0.1:7443"},
-    {.name = "data-dir",
-     .type = HC_OPT_STRING,
-     .value_name = "DIR",
-     .help = "where the agent keeps its key, certificates and config (0700)",
-     .completer = HC_COMPLETE_FILE},
-    {.name = "token-file",
-     .type = HC_OPT_STRING,
-     .value_name = "FILE",
-     .help = "a file holding the join token (keep it 0600; else HCAGENT_TOKEN)",
-     .completer = HC_COMPLETE_FILE},
-    {.name = "token",
-     .type = HC_OPT_LIST,
-     .value_name = "TOKEN",
-     .help = "the join token on the command line (visible to other users in ps: avoid)"},
-    {.name = "listen",
-     .type = HC_OPT_STRING,
-     .value_name = "ADDR:PORT",
-     .help = "address of the agent API (default " HC_AGENT_DEFAULT_LISTEN ")"},
-    {.name = "name",
-     .type = HC_OPT_STRING,
-     .value_name = "NAME",
-     .help = "node name (default: the hostname)"},
-    {.name = "config",
-     .type = HC_OPT_STRING,
-     .value_name = "FILE",
-     .help = "JSON with any of controller, data_dir, listen, name, token_file (what 'hcctl "
-             "cluster create' installs); options override it",
-     .completer = HC_COMPLETE_FILE},
+    HC_OPT(.name = "controller", .type = HC_OPT_STRING, .value_name = "URL",
+           .help = "controller API, e.g. https://10.0.0.1:7443"),
+    HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .value_name = "DIR",
+           .help = "where the agent keeps its key, certificates and config (0700)",
+           .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "token-file", .type = HC_OPT_STRING, .value_name = "FILE",
+           .help = "a file holding the join token (keep it 0600; else HCAGENT_TOKEN)",
+           .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "token", .type = HC_OPT_LIST, .value_name = "TOKEN",
+           .help = "the join token on the command line (visible to other users in ps: avoid)"),
+    HC_OPT(.name = "listen", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+           .help = "address of the agent API (default " HC_AGENT_DEFAULT_LISTEN ")"),
+    HC_OPT(.name = "name", .type = HC_OPT_STRING, .value_name = "NAME",
+           .help = "node name (default: the hostname)"),
+    HC_OPT(.name = "config", .type = HC_OPT_STRING, .value_name = "FILE",
+           .help = "JSON with any of controller, data_dir, listen, name, token_file (what 'hcctl "
+                   "cluster create' installs); options override it",
+           .completer = HC_COMPLETE_FILE),
     LOG_LEVEL_OPT,
     DAEMON_OPTS,
     {.name = NULL},
 };
 
 static const struct hc_cmd_opt run_opts[] = {
-    {.name = "data-dir",
-     .type = HC_OPT_STRING,
-     .value_name = "DIR",
-     .help = "the agent's data directory",
-     .completer = HC_COMPLETE_FILE},
+    HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .value_name = "DIR",
+           .help = "the agent's data directory", .completer = HC_COMPLETE_FILE),
     LOG_LEVEL_OPT,
     DAEMON_OPTS,
     {.name = NULL},
 };
 
 static const struct hc_cmd_verb join_verbs[] = {
-    {.name = "join",
-     .handler = cmd_join,
-     .opts = join_opts,
-     .summary = "enroll this node with a controller (one-time join token), then serve"},
+    HC_VERB(.name = "join", .handler = cmd_join, .opts = join_opts,
+            .summary = "enroll this node with a controller (one-time join token), then serve"),
     {.name = NULL},
 };
 static const struct hc_cmd_verb run_verbs[] = {
-    {.name = "run",
-     .handler = cmd_run,
-     .opts = run_opts,
-     .summary = "serve the agent API from an enrolled data directory"},
+    HC_VERB(.name = "run", .handler = cmd_run, .opts = run_opts,
+            .summary = "serve the agent API from an enrolled data directory"),
     {.name = NULL},
 };
 static const struct hc_cmd_verb version_verbs[] = {
-    {.name = "version", .handler = cmd_version, .summary = "print the version"},
+    HC_VERB(.name = "version", .handler = cmd_version, .summary = "print the version"),
     {.name = NULL},
 };
 static const struct hc_cmd_verb help_verbs[] = {
-    {.name = "help", .handler = cmd_help, .summary = "show help", .flags = HC_CMD_HIDDEN},
+    HC_VERB(.name = "help", .handler = cmd_help, .summary = "show help", .flags = HC_CMD_HIDDEN),
     {.name = NULL},
 };
 /* Hidden: for tests and the namespace lab (agents/hcagent/net_cmd.c), and the iperf3 children
  * of `net bench` (agents/hcagent/bench.c). */
 static const struct hc_cmd_verb probe_verbs[] = {
-    {.name = "probe", .handler = cmd_probe, .flags = HC_CMD_HIDDEN | HC_CMD_RAW},
+    HC_VERB(.name = "probe", .handler = cmd_probe, .flags = HC_CMD_HIDDEN | HC_CMD_RAW),
     {.name = NULL},
 };
 static const struct hc_cmd_verb probe_responder_verbs[] = {
-    {.name = "probe-responder",
-     .handler = cmd_probe_responder,
-     .flags = HC_CMD_HIDDEN | HC_CMD_RAW},
+    HC_VERB(.name = "probe-responder", .handler = cmd_probe_responder,
+            .flags = HC_CMD_HIDDEN | HC_CMD_RAW),
     {.name = NULL},
 };
 static const struct hc_cmd_verb bench_client_verbs[] = {
-    {.name = "__bench-client", .handler = cmd_bench_child, .flags = HC_CMD_HIDDEN | HC_CMD_RAW},
+    HC_VERB(.name = "__bench-client", .handler = cmd_bench_child,
+            .flags = HC_CMD_HIDDEN | HC_CMD_RAW),
     {.name = NULL},
 };
 static const struct hc_cmd_verb bench_server_verbs[] = {
-    {.name = "__bench-server", .handler = cmd_bench_child, .flags = HC_CMD_HIDDEN | HC_CMD_RAW},
+    HC_VERB(.name = "__bench-server", .handler = cmd_bench_child,
+            .flags = HC_CMD_HIDDEN | HC_CMD_RAW),
     {.name = NULL},
 };
 
