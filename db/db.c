@@ -369,6 +369,18 @@ static int bind_args(struct hc_db *db, sqlite3_stmt *st, const char *sql, const 
     return 0;
 }
 
+/* sql prepared with fmt's arguments bound, or NULL with err. */
+static sqlite3_stmt *prepare_bound(struct hc_db *db, const char *sql, const char *fmt, va_list ap,
+                                   struct hc_error *err)
+{
+    sqlite3_stmt *st = hc_db_prepare(db, sql, err);
+    if (st && bind_args(db, st, sql, fmt, ap, err) < 0) {
+        sqlite3_finalize(st);
+        return NULL;
+    }
+    return st;
+}
+
 static int has_json_suffix(const char *name)
 {
     size_t n = strlen(name);
@@ -421,17 +433,14 @@ static json_t *row_json(sqlite3_stmt *st, struct hc_db *db, const char *sql, str
 json_t *hc_db_query_json(struct hc_db *db, struct hc_error *err, const char *sql, const char *fmt,
                          ...)
 {
-    json_t *rows = NULL;
-    sqlite3_stmt *st = hc_db_prepare(db, sql, err);
-    if (!st)
-        return NULL;
     va_list ap;
     va_start(ap, fmt);
-    int rc = bind_args(db, st, sql, fmt, ap, err);
+    sqlite3_stmt *st = prepare_bound(db, sql, fmt, ap, err);
     va_end(ap);
-    if (rc < 0)
-        goto cleanup;
-    rows = json_array();
+    if (!st)
+        return NULL;
+    int rc;
+    json_t *rows = json_array();
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         json_t *row = row_json(st, db, sql, err);
         if (!row)
@@ -444,23 +453,19 @@ json_t *hc_db_query_json(struct hc_db *db, struct hc_error *err, const char *sql
         json_decref(rows);
         rows = NULL;
     }
-cleanup:
     sqlite3_finalize(st);
     return rows;
 }
 
 int hc_db_run(struct hc_db *db, struct hc_error *err, const char *sql, const char *fmt, ...)
 {
-    int result = -1;
-    sqlite3_stmt *st = hc_db_prepare(db, sql, err);
-    if (!st)
-        return -1;
+    int result = -1, rc;
     va_list ap;
     va_start(ap, fmt);
-    int rc = bind_args(db, st, sql, fmt, ap, err);
+    sqlite3_stmt *st = prepare_bound(db, sql, fmt, ap, err);
     va_end(ap);
-    if (rc < 0)
-        goto cleanup;
+    if (!st)
+        return -1;
     /* Statements with RETURNING yield rows; stepping to the end completes them. */
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         ;

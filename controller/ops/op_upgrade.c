@@ -32,6 +32,7 @@
 #include "controller/remote/storage_peers.h"
 #include "controller/state/events.h"
 #include "controller/state/nodes.h"
+#include "controller/state/software.h"
 
 #define STAGE_TOKEN_TTL_MS (30 * 60 * 1000)
 #define UPGRADE_MAX_PARALLEL 32
@@ -58,18 +59,9 @@ int hc_version_cmp(const char *a, const char *b)
 
 static json_t *load_bundle(struct hc_db *db, const char *version, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err,
-                                    "SELECT name, version, sha256, signature, "
-                                    "manifest_json FROM bundles WHERE version = ?",
-                                    "s", version);
-    if (!rows)
-        return NULL;
-    json_t *row = json_incref(json_array_get(rows, 0));
-    json_decref(rows);
-    if (!row) {
-        hc_error_set(err, HC_E(NOT_FOUND), "software version '%s' is not uploaded", version);
+    json_t *row = hc_software_row(db, version, err);
+    if (!row && !strcmp(err->code, HC_ERR_NOT_FOUND))
         hc_error_hint(err, "upload it first: hcctl software upload FILE; see hcctl software list");
-    }
     return row;
 }
 

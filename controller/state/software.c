@@ -143,7 +143,7 @@ static json_t *bundle_object(struct hc_db *db, const json_t *row, struct hc_erro
         json_object_get(row, "uploaded_by"), "nodes_running", running, "nodes_rollback", rollback);
 }
 
-static json_t *bundle_row(struct hc_db *db, const char *version, struct hc_error *err)
+json_t *hc_software_row(struct hc_db *db, const char *version, struct hc_error *err)
 {
     json_t *rows = hc_db_query_json(db, err, BUNDLE_SELECT "WHERE version = ?", "s", version);
     if (!rows)
@@ -261,7 +261,7 @@ json_t *hc_software_store(const struct hc_controller *ctl, struct hc_db *db, con
     }
     HC_INFO("bundle %s %s stored (%zu bytes, signed by '%s')", info->name, info->version,
             info->size, info->signed_by);
-    if ((row = bundle_row(db, info->version, err))) {
+    if ((row = hc_software_row(db, info->version, err))) {
         json_t *obj = bundle_object(db, row, err);
         out = obj ? json_pack("{s:o}", "bundle", obj) : NULL;
     }
@@ -310,7 +310,7 @@ cleanup:
 
 json_t *hc_software_get(struct hc_db *db, const char *version, struct hc_error *err)
 {
-    json_t *row = bundle_row(db, version, err), *obj = NULL;
+    json_t *row = hc_software_row(db, version, err), *obj = NULL;
     if (!row || !(obj = bundle_object(db, row, err))) {
         json_decref(row);
         return NULL;
@@ -326,7 +326,7 @@ int hc_software_read(const struct hc_controller *ctl, struct hc_db *db, const ch
                      char **data, size_t *len, struct hc_error *err)
 {
     char path[1400], hex[65];
-    json_t *row = bundle_row(db, version, err);
+    json_t *row = hc_software_row(db, version, err);
     int rc = -1;
     *data = NULL;
     if (!row)
@@ -400,7 +400,7 @@ int hc_software_remove(const struct hc_controller *ctl, struct hc_db *db, const 
     json_t *row = NULL;
     if (hc_db_begin(db, err) < 0)
         return -1;
-    if (!(row = bundle_row(db, version, err)) || in_use(db, version, err) != 0 ||
+    if (!(row = hc_software_row(db, version, err)) || in_use(db, version, err) != 0 ||
         hc_db_run(db, err, "DELETE FROM bundles WHERE version = ?", "s", version) < 0 ||
         hc_event_add(
             db, "software.removed", NULL, NULL, actor,

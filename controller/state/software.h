@@ -42,6 +42,9 @@ json_t *hc_software_store(const struct hc_controller *ctl, struct hc_db *db, con
                           struct hc_error *err);
 /* {"bundles":[BUNDLE...]} in version order (new reference), or NULL with err. */
 json_t *hc_software_list(struct hc_db *db, struct hc_error *err);
+/* The bundles row of version (name, version, sha256, signature, signed_by, manifest_json, size,
+ * uploaded_at, uploaded_by), or NULL with err (404 not_found: "not uploaded"). */
+json_t *hc_software_row(struct hc_db *db, const char *version, struct hc_error *err);
 /* {"bundle":BUNDLE,"manifest":{...},"signature":"hcsig1 ..."} or NULL with err (404). */
 json_t *hc_software_get(struct hc_db *db, const char *version, struct hc_error *err);
 /* The stored .tar.gz, checked against the recorded sha256 (a file damaged on disk is refused
