@@ -435,12 +435,45 @@ lab__check_addr_free() {
 
 lab__inject() { [ "${HC_LAB_INJECT_FAIL:-}" != "$1" ] || lab__err "injected failure at '$1'"; }
 
+# The neighbour (ARP/NDP) table is the kernel's, shared by every namespace of the lab and sized by
+# the root namespace's net.ipv{4,6}.neigh.default.gc_thresh{1,2,3} (default 128/512/1024). N
+# nodes need about N*(N-1) storage neighbours plus the management ones: past ~30 nodes the
+# default gc_thresh3 overflows ("neighbour: arp_cache: neighbor table overflow!") and peers stop
+# resolving. lab__neigh_raise N raises them for the lab's life (never lowers them), saving the
+# old values in LAB_NEIGH_SAVED — outside the state dir, so that a crashed lab whose state dir
+# is gone still has them put back by the next lab's down; only one lab is up at a time (the
+# address plan is fixed) — and lab__neigh_restore (lab down) puts them back.
+LAB_NEIGH_SAVED=${LAB_NEIGH_SAVED:-/run/hcctl-lab-neigh.saved}
+LAB__NEIGH_KEYS="net.ipv4.neigh.default.gc_thresh1 net.ipv4.neigh.default.gc_thresh2 net.ipv4.neigh.default.gc_thresh3 net.ipv6.neigh.default.gc_thresh1 net.ipv6.neigh.default.gc_thresh2 net.ipv6.neigh.default.gc_thresh3"
+lab__neigh_raise() {
+    local n=$1 need k cur want
+    need=$((4 * n * n + 1024))
+    [ -e "$LAB_NEIGH_SAVED" ] || for k in $LAB__NEIGH_KEYS; do
+        printf '%s=%s\n' "$k" "$(sysctl -n "$k")"
+    done >"$LAB_NEIGH_SAVED"
+    for k in $LAB__NEIGH_KEYS; do
+        cur=$(sysctl -n "$k")
+        case $k in
+            *thresh1) want=$((need / 8)) ;; *thresh2) want=$((need / 2)) ;; *) want=$need ;;
+        esac
+        [ "$cur" -ge "$want" ] || sysctl -qw "$k=$want" || return 1
+    done
+}
+lab__neigh_restore() {
+    local line
+    [ -r "$LAB_NEIGH_SAVED" ] || return 0
+    while IFS= read -r line; do
+        [ -n "$line" ] && sysctl -qw "$line"
+    done <"$LAB_NEIGH_SAVED"
+    rm -f "$LAB_NEIGH_SAVED"
+}
+
 lab__up_steps() {
     local n=$1 shared=$2 smtu=$3 key=$4
     lab__make_state || return 1
     printf 'prefix=%s\nnodes=%s\nshared=%s\nmtu=%s\nstarted=%s\n' \
         "$LAB_PREFIX" "$n" "$shared" "$smtu" "$(date +%s)" >"$LAB_STATE/lab.env"
-    lab__setup_key "$key" && lab__write_hosts "$n" || return 1
+    lab__neigh_raise "$n" && lab__setup_key "$key" && lab__write_hosts "$n" || return 1
     lab__up_net "$n" "$smtu" && lab__inject net || return 1
     lab__up_nodes "$n" && lab__inject nodes || return 1
     lab__wait_sshd $(seq 1 "$n") && lab__write_known_hosts
@@ -612,6 +645,7 @@ lab_down() {
     for ns in $nss; do ip netns del "$ns" 2>/dev/null || true; done
     lab__del_host_link "$LAB_PREFIX-host"
     lab__del_host_link "$LAB_PREFIX-hstor"
+    lab__neigh_restore
     lab__rm_state
     [ -z "$nss" ] || lab__say "lab '$LAB_PREFIX' down"
     return 0

@@ -80,6 +80,7 @@ lab_gone() {
 
 # ---- a 3-node lab ----------------------------------------------------------------------------
 
+neigh_before=$(sysctl -n net.ipv4.neigh.default.gc_thresh3 net.ipv6.neigh.default.gc_thresh3 | paste -sd' ')
 t0=$(date +%s.%N)
 lab_up 3 --prefix "$P" || bail "lab up 3 nodes"
 ok "lab up 3 nodes ($(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s)"
@@ -192,6 +193,8 @@ check "rekey n1: a known_hosts rebuilt from info works" nssh n1 true
 holders=$(info | jq -r '.nodes[] | .pid, .sshd_pid')
 lab_down
 check "down leaves no $P-* namespaces, root links or state dir" lab_gone "$P"
+check "down puts the neighbour thresholds back ($neigh_before)" \
+    [ "$(sysctl -n net.ipv4.neigh.default.gc_thresh3 net.ipv6.neigh.default.gc_thresh3 | paste -sd' ')" = "$neigh_before" ]
 alive=0
 for p in $holders; do lab__alive "$p" && alive=1; done
 check "down leaves none of the lab's processes" [ "$alive" = 0 ]
@@ -256,6 +259,10 @@ check "and tears the lab down" lab_gone "$P"
 
 t0=$(date +%s.%N)
 lab_up 8 --prefix "$P" || bail "lab up 8 nodes"
+neigh_raised() { [ "$(sysctl -n net.ipv4.neigh.default.gc_thresh3)" -ge "$1" ] &&
+    [ "$(sysctl -n net.ipv6.neigh.default.gc_thresh3)" -ge "$1" ]; }
+check "up 8 raises the root namespace's neighbour thresholds to at least 4*8*8+1024" \
+    neigh_raised 1280
 t8=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 ok "lab up 8 nodes ($t8 s)"
 check "8 nodes came up within 30 s" awk -v t="$t8" 'BEGIN{exit !(t < 30)}'
@@ -272,6 +279,8 @@ check "the relaunched lab has exactly 8 nodes + switch" \
     [ "$(ip netns list | awk '{print $1}' | grep -c "^$P-")" = 9 ]
 lab_down
 check "final down leaves nothing" lab_gone "$P"
+check "final down puts the neighbour thresholds back, though the crashed lab's state dir is gone" \
+    [ "$(sysctl -n net.ipv4.neigh.default.gc_thresh3 net.ipv6.neigh.default.gc_thresh3 | paste -sd' ')" = "$neigh_before" ]
 
 check "the host's /etc listing is unchanged" [ "$(ls -A /etc | md5sum)" = "$etc_before" ]
 [ "$had_etc_hcctl" = 1 ] || check_not "no /etc/hcctl appeared on the host" test -e /etc/hcctl
