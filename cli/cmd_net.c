@@ -29,7 +29,10 @@
 #include "common/op_state.h"
 #include "common/util.h"
 
-#define MATRIX_MAX_NODES 64 /* wider matrices are unreadable: the pairs list says it all */
+/* Up to this many nodes the text output draws the pair matrix (17 columns of node names fill a
+ * wide terminal); beyond, it lists the failing pairs instead, so that it never scrolls off into
+ * a matrix nobody can read. -o json always has every pair. */
+#define MATRIX_MAX_NODES 16
 
 /* --- helpers -------------------------------------------------------------------------------- */
 
@@ -249,14 +252,57 @@ static void pair_cell(const json_t *p, char *buf, size_t len)
         snprintf(buf, len, "%s", r);
 }
 
-/* The pair matrix: rows "from", columns "to", as a table with generated columns c0..cN. */
+static const struct hc_col failing_pair_cols[] = {
+    {"FROM", "from", NULL},
+    {"TO", "to", NULL},
+    {"RESULT", "cell", NULL},
+    {NULL, NULL, NULL},
+};
+
+/* Beyond MATRIX_MAX_NODES: the failing pairs as a list (all of them: they are what to fix). */
+static void print_failing_pairs(struct hc_cmd_ctx *ctx, const json_t *res)
+{
+    const json_t *pairs = json_object_get(res, "pairs"), *p;
+    json_t *rows = json_array();
+    size_t i;
+    json_array_foreach(pairs, i, p)
+    {
+        if (!strcmp(hc_json_str(p, "result", "ok"), "ok"))
+            continue;
+        char cell[64];
+        pair_cell(p, cell, sizeof(cell));
+        json_array_append_new(rows,
+                              json_pack("{s:s, s:s, s:s}", "from", hc_json_str(p, "from", "?"),
+                                        "to", hc_json_str(p, "to", "?"), "cell", cell));
+    }
+    if (json_array_size(rows) == 0)
+        fprintf(ctx->out.out,
+                "\nPairs: all %zu directed pairs passed (the matrix is drawn up to %d "
+                "nodes; -o json has every pair)\n",
+                json_array_size(pairs), MATRIX_MAX_NODES);
+    else {
+        fprintf(ctx->out.out,
+                "\nFailing pairs, %zu of %zu (the matrix is drawn up to %d nodes; -o "
+                "json has every pair):\n",
+                json_array_size(rows), json_array_size(pairs), MATRIX_MAX_NODES);
+        hc_output_table(&ctx->out, failing_pair_cols, rows, NULL, 1);
+    }
+    json_decref(rows);
+}
+
+/* The pair matrix: rows "from", columns "to", as a table with generated columns c0..cN; beyond
+ * MATRIX_MAX_NODES the failing pairs instead. */
 static void print_matrix(struct hc_cmd_ctx *ctx, const json_t *res)
 {
     const json_t *nodes = json_object_get(res, "nodes"), *pairs = json_object_get(res, "pairs");
     size_t n = json_array_size(nodes), i, k;
     const json_t *p;
-    if (n < 2 || n > MATRIX_MAX_NODES)
+    if (n < 2)
         return;
+    if (n > MATRIX_MAX_NODES) {
+        print_failing_pairs(ctx, res);
+        return;
+    }
     struct hc_col *cols = calloc(n + 2, sizeof(*cols));
     char(*keys)[8] = calloc(n, sizeof(*keys));
     json_t *rows = json_array();

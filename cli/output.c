@@ -347,16 +347,23 @@ static size_t count_cols(const struct hc_col *cols)
     return n;
 }
 
-void hc_output_table(struct hc_output *o, const struct hc_col *cols, const json_t *rows,
-                     int *widths, int header)
+int hc_output_table(struct hc_output *o, const struct hc_col *cols, const json_t *rows, int *widths,
+                    int header)
 {
     size_t ncols = count_cols(cols), nrows = json_array_size(rows);
-    int local[32] = {0};
+    int rc = -1;
+    int *local = widths ? NULL : calloc(ncols + 1, sizeof(*local));
     int *w = widths ? widths : local;
     char **cells = calloc(nrows * ncols + 1, sizeof(*cells));
     enum hc_color *colors = calloc(nrows * ncols + 1, sizeof(*colors));
-    if (!cells || !colors || ncols > HC_ARRAY_LEN(local))
+    if (!w || !cells || !colors) {
+        /* never nothing: a table that cannot be drawn says so */
+        fprintf(o->err,
+                "hcctl: error: cannot draw a table of %zu row(s) and %zu column(s): out of "
+                "memory\n",
+                nrows, ncols);
         goto cleanup;
+    }
     for (size_t c = 0; c < ncols; c++)
         if (w[c] < text_width(cols[c].header))
             w[c] = text_width(cols[c].header);
@@ -377,11 +384,14 @@ void hc_output_table(struct hc_output *o, const struct hc_col *cols, const json_
                      w[c], c + 1 == ncols);
         fputc('\n', o->out);
     }
+    rc = 0;
 cleanup:
     for (size_t i = 0; cells && i < nrows * ncols; i++)
         free(cells[i]);
     free(cells);
     free(colors);
+    free(local);
+    return rc;
 }
 
 /* "Label:" lines with the values aligned one column after the longest label. */

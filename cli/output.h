@@ -63,10 +63,12 @@ void hc_output_init(struct hc_output *o, FILE *out, FILE *err);
 int hc_output_render(struct hc_output *o, const struct hc_section *view, const json_t *doc);
 /* Prints doc as one JSON document (pretty, indent 2; compact in stream mode). */
 void hc_output_json(struct hc_output *o, const json_t *doc);
-/* Prints a table of rows (array of objects). widths (one int per column, may be NULL) keeps the
- * column widths across calls so that a followed stream stays aligned; header: print it. */
-void hc_output_table(struct hc_output *o, const struct hc_col *cols, const json_t *rows,
-                     int *widths, int header);
+/* Prints a table of rows (array of objects), of any number of columns. widths (one int per
+ * column, may be NULL) keeps the column widths across calls so that a followed stream stays
+ * aligned; header: print it. Returns 0, or -1 after saying on o->err that the table could not be
+ * drawn (out of memory): never silently nothing. */
+int hc_output_table(struct hc_output *o, const struct hc_col *cols, const json_t *rows, int *widths,
+                    int header);
 
 /* Reports err: "hcctl: error: MESSAGE" and "hint: HINT" on stderr; with -o json also the JSON
  * error shape on stdout, merged with extra (borrowed, may be NULL) — unless a document was

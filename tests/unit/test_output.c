@@ -93,6 +93,38 @@ static void test_table_alignment(void **state)
     capture_close(&c);
 }
 
+/* A table wider than 32 columns (a 64-node pair matrix has 65) is drawn whole: it used to print
+ * nothing at all past 32 columns. */
+static void test_table_many_columns(void **state)
+{
+    (void)state;
+    enum { NCOLS = 65 };
+    struct hc_col cols[NCOLS + 1] = {{0}};
+    char keys[NCOLS][8];
+    json_t *row = json_object();
+    for (int i = 0; i < NCOLS; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "c%d", i);
+        cols[i] = (struct hc_col){keys[i], keys[i], NULL};
+        json_object_set_new(row, keys[i], json_string("ok"));
+    }
+    json_t *rows = json_pack("[o]", row);
+    struct capture c;
+    capture_open(&c);
+    assert_int_equal(hc_output_table(&c.o, cols, rows, NULL, 1), 0);
+    capture_sync(&c);
+    assert_int_equal(c.err_len, 0);
+    assert_non_null(strstr(c.out_buf, "c0 "));
+    assert_non_null(strstr(c.out_buf, "c64\n"));
+    const char *second = strchr(c.out_buf, '\n');
+    assert_non_null(second);
+    int oks = 0;
+    for (const char *p = second; (p = strstr(p, "ok")); p += 2)
+        oks++;
+    assert_int_equal(oks, NCOLS);
+    json_decref(rows);
+    capture_close(&c);
+}
+
 static void test_table_empty_prints_header(void **state)
 {
     (void)state;
@@ -471,6 +503,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_alignment),
         cmocka_unit_test(test_table_empty_prints_header),
+        cmocka_unit_test(test_table_many_columns),
         cmocka_unit_test(test_table_stream_widths),
         cmocka_unit_test(test_table_color_keeps_alignment),
         cmocka_unit_test(test_fields_and_sections),
