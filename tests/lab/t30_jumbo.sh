@@ -98,6 +98,15 @@ test_expect_success 'one node interface at 1500: that node named, with the fix' 
     finding "[.pairs[] | select(.to == \"hcj-n2\") | .result == \"blackhole\"] | all" &&
     finding "[.pairs[] | select(.from != \"hcj-n2\" and .to != \"hcj-n2\") | .result == \"ok\"] | all"
 '
+
+test_expect_success '--failures-only: only the 6 failing pairs, the summary still counts 12; text lists them' '
+    { timeout 60 hcctl net check-jumbo --failures-only -o json >fo.json; [ $? = 4 ]; } &&
+    jq -e ".failures_only == true and (.pairs | length) == 6 and .summary.pairs == 12" fo.json &&
+    jq -e "[.pairs[] | .from == \"hcj-n2\" or .to == \"hcj-n2\"] | all" fo.json &&
+    jq -e "(.findings | length) == 1 and .findings[0].node == \"hcj-n2\"" fo.json &&
+    { hcctl net check-jumbo --failures-only >fo.txt; [ $? = 4 ]; } &&
+    grep -q "Failing pairs, 6 of 12" fo.txt && grep -q "hcj-n2 .*frag_needed 1500" fo.txt
+'
 lab_set_node_mtu n2 storage 9000
 
 lab_set_port_mtu n2 storage 1500
