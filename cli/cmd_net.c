@@ -60,11 +60,6 @@ static json_t *nodes_option(struct hc_cmd_ctx *ctx)
     return list;
 }
 
-static int op_terminal(const char *state)
-{
-    return hc_op_state_terminal(state);
-}
-
 /* POSTs body to path and waits for the operation's result (GET /v1/operations/ID/result, with
  * query appended when not NULL). Returns the final {"operation","result"} document, or NULL
  * after reporting (*rc set). */
@@ -87,7 +82,7 @@ static json_t *run_and_wait(struct hc_cmd_ctx *ctx, const char *path, const json
         json_t *res = hc_cmd_request(ctx, "GET", rpath, NULL, &err);
         if (!res)
             goto fail;
-        if (op_terminal(hc_json_str(json_object_get(res, "operation"), "state", ""))) {
+        if (hc_op_state_terminal(hc_json_str(json_object_get(res, "operation"), "state", ""))) {
             json_decref(doc);
             return res;
         }

@@ -102,11 +102,6 @@ static int cmd_show(struct hc_cmd_ctx *ctx)
     return hc_cmd_show(ctx, path, show_view);
 }
 
-static int op_terminal(const char *state)
-{
-    return hc_op_state_terminal(state);
-}
-
 /* "op-1 running: step 'leave' on n2 (waiting on agent n2 to answer)". */
 static void progress_line(const json_t *op, char *buf, size_t len)
 {
@@ -247,7 +242,7 @@ int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms)
             const json_t *op = json_object_get(doc, "operation");
             if (progress)
                 hc_progress_update(progress, doc, hc_now_ms());
-            if (op_terminal(hc_json_str(op, "state", ""))) {
+            if (hc_op_state_terminal(hc_json_str(op, "state", ""))) {
                 rc = op_finished(ctx, doc);
                 goto cleanup;
             }

@@ -74,11 +74,6 @@ int hc_progress_tty(FILE *f, int *width)
     return 1;
 }
 
-static int terminal_state(const char *state)
-{
-    return hc_op_step_terminal(state);
-}
-
 static int64_t time_of(const json_t *obj, const char *key)
 {
     int64_t ms = 0;
@@ -150,13 +145,13 @@ static void header(const json_t *op, const struct row *rows, size_t n, int64_t e
     size_t done = 0, total = planned_nodes(op, n);
     char took[32], left[64] = "", count[48] = "";
     /* the node being worked on is not done until the operation ends, whatever its last step */
-    if (terminal_state(hc_json_str(op, "state", "")))
+    if (hc_op_step_terminal(hc_json_str(op, "state", "")))
         current = NULL;
     for (size_t i = 0; i < n; i++)
         done += strcmp(rows[i].state, "succeeded") == 0 &&
                 !(current && strcmp(current, rows[i].node) == 0);
     span(elapsed_ms, took, sizeof(took));
-    if (done > 0 && total > done && !terminal_state(hc_json_str(op, "state", ""))) {
+    if (done > 0 && total > done && !hc_op_step_terminal(hc_json_str(op, "state", ""))) {
         char eta[32];
         span(elapsed_ms / (int64_t)done * (int64_t)(total - done), eta, sizeof(eta));
         snprintf(left, sizeof(left), "  about %s left", eta);
@@ -175,7 +170,7 @@ static void row_text(const json_t *op, const struct row *r, int wnode, int wstep
     char took[32] = "-", note[300] = "";
     if (r->started_ms)
         span((r->finished_ms ? r->finished_ms : now_ms) - r->started_ms, took, sizeof(took));
-    if (waiting && current && strcmp(current, r->node) == 0 && !terminal_state(r->state))
+    if (waiting && current && strcmp(current, r->node) == 0 && !hc_op_step_terminal(r->state))
         snprintf(note, sizeof(note), "waiting on %s", waiting);
     else if (r->detail)
         snprintf(note, sizeof(note), "%s", r->detail);
@@ -243,7 +238,7 @@ static void update_plain(struct hc_progress *p, const json_t *op, const json_t *
         const char *state = hc_json_str(s, "state", "?"), *detail = hc_json_str(s, "detail", NULL);
         int64_t start = time_of(s, "started_at"), end = time_of(s, "finished_at");
         snprintf(key, sizeof(key), "%lld", (long long)hc_json_int(s, "seq", (int64_t)i));
-        if (!terminal_state(state) || json_object_get(p->reported, key))
+        if (!hc_op_step_terminal(state) || json_object_get(p->reported, key))
             continue;
         json_object_set_new(p->reported, key, json_true());
         if (start && end >= start)
@@ -254,7 +249,7 @@ static void update_plain(struct hc_progress *p, const json_t *op, const json_t *
     }
     hc_progress_line(op, line, sizeof(line));
     /* the end itself is reported by the caller ("operation op-1 (node.remove) succeeded") */
-    if (strcmp(line, p->last_op) != 0 && !terminal_state(hc_json_str(op, "state", "")))
+    if (strcmp(line, p->last_op) != 0 && !hc_op_step_terminal(hc_json_str(op, "state", "")))
         fprintf(p->f, "%s\n", line);
     snprintf(p->last_op, sizeof(p->last_op), "%s", line);
     fflush(p->f);

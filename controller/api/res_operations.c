@@ -35,17 +35,12 @@ void hc_res_operation_submit(struct hc_request *req, struct hc_api *api, const c
     hc_api_reply(req, 202, reply, err);
 }
 
-static int state_valid(const char *state)
-{
-    return hc_op_state_parse(state) >= 0;
-}
-
 void hc_res_ops_list(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
     const char *state = hc_req_query(req, "state");
-    if (state && !state_valid(state)) {
+    if (state && hc_op_state_parse(state) < 0) {
         hc_error_set(&err, HC_E(INVALID_ARGUMENT), "unknown operation state '%s'", state);
         hc_error_hint(&err, "use pending, running, paused, succeeded, failed or aborted");
         hc_reply_error(req, &err);

@@ -61,16 +61,6 @@ const struct hc_op_kind *hc_ops_kind(const char *name)
 
 /* --- shared helpers ------------------------------------------------------------------------ */
 
-static int ops_terminal(const char *state)
-{
-    return hc_op_state_terminal(state);
-}
-
-static int ops_state_valid(const char *state)
-{
-    return hc_op_state_parse(state) >= 0;
-}
-
 /* The one row of a query, as a new reference; NULL with err (404 when absent and what given). */
 static json_t *ops_row(json_t *rows, const char *what, struct hc_error *err)
 {
@@ -158,7 +148,7 @@ static int ops_lease_check(struct hc_db *db, const char *cluster_id, struct hc_e
     json_t *row = json_array_get(rows, 0);
     const char *state = hc_json_str(row, "state", NULL);
     int rc = 0;
-    if (row && state && !ops_terminal(state)) {
+    if (row && state && !hc_op_state_terminal(state)) {
         const char *op = hc_json_str(row, "op_id", "?");
         rc = hc_error_set(err, HC_E(CONFLICT), "operation %s (%s) is %s", op,
                           hc_json_str(row, "kind", "?"), state);
@@ -414,7 +404,7 @@ json_t *hc_ops_show(struct hc_db *db, const char *id, struct hc_error *err)
 json_t *hc_ops_list(struct hc_db *db, const char *state, struct hc_error *err)
 {
     json_t *rows;
-    if (state && !ops_state_valid(state)) {
+    if (state && hc_op_state_parse(state) < 0) {
         hc_error_set(err, HC_E(INVALID_ARGUMENT), "operation state '%s' is unknown", state);
         hc_error_hint(err, "use pending, running, paused, succeeded, failed or aborted");
         return NULL;
@@ -860,7 +850,8 @@ enum hc_op_result hc_op_checkpoint(struct hc_op_ctx *ctx)
     }
     json_t *row = json_array_get(rows, 0);
     const char *control = hc_json_str(row, "control", "");
-    if (!row || ops_terminal(hc_json_str(row, "state", "")) || strcmp(control, "abort") == 0)
+    if (!row || hc_op_state_terminal(hc_json_str(row, "state", "")) ||
+        strcmp(control, "abort") == 0)
         r = HC_OP_ABORTED; /* gone or ended behind our back: stop touching the cluster */
     else if (strcmp(control, "pause") == 0)
         r = HC_OP_PAUSED;
