@@ -389,15 +389,10 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
     hc_text_clean(v.detail, sizeof(v.detail), v.detail); /* may quote the agent's words */
     /* Read the old health inside the transaction: the node may have been removed or changed
      * since the cycle started. */
-    struct hc_node_row row;
-    int found = hc_node_row_get_id(db, id, &row, err);
-    if (found < 0)
-        return -1;
-    if (!found) {
-        rc = 0; /* removed while we polled */
-        goto cleanup;
-    }
-    const char *from = row.health;
+    char from[32];
+    int found = hc_node_health_get(db, id, from, sizeof(from), err);
+    if (found <= 0)
+        return found;                         /* 0: removed while we polled */
     if (strcmp(v.health, "unreachable") != 0) /* answered, and as this node */
         rc = poller_store_status(db, id, status, &v, now, err) < 0 ||
                      poller_store_ifaces(db, id, ifaces, now, err) != 0
@@ -410,7 +405,7 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
             hc_node_set_unanswered(db, id, v.health, v.detail, now - status->elapsed_ms, err);
         rc = changed < 0 ? -1 : 0;
         if (changed == 0)
-            goto cleanup;
+            return 0;
     }
     if (rc == 0 && strcmp(from, v.health) != 0) {
         HC_INFO("node %s: %s -> %s%s%s", name, from, v.health, v.detail[0] ? ": " : "", v.detail);
@@ -420,8 +415,6 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
      * never saw it unreachable (the call that paused it timed out while /v1/status answered). */
     if (rc == 0 && strcmp(v.health, "reachable") == 0)
         rc = hc_ops_resume_for_node(db, name, err);
-cleanup:
-    hc_node_row_clear(&row);
     return rc;
 }
 

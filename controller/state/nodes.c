@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_util.h"
 #include "common/util.h"
 
 #define NODE_SELECT                                                                                \
@@ -357,6 +358,18 @@ int hc_node_row_get_id(struct hc_db *db, int64_t id, struct hc_node_row *row, st
     }
     sqlite3_bind_int64(st, 1, id);
     return row_one(db, st, row, err);
+}
+
+int hc_node_health_get(struct hc_db *db, int64_t id, char *buf, size_t len, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(db, err, "SELECT health FROM nodes WHERE id = ?", "i", id);
+    if (!rows)
+        return -1;
+    const json_t *row = json_array_get(rows, 0);
+    if (row)
+        snprintf(buf, len, "%s", hc_json_str(row, "health", "unknown"));
+    json_decref(rows);
+    return row ? 1 : 0;
 }
 
 int hc_nodes_rows(struct hc_db *db, const struct hc_node_filter *filter, struct hc_node_row **rows,

@@ -82,6 +82,9 @@ void hc_node_rows_free(struct hc_node_row *rows, size_t n); /* accepts NULL */
 int hc_node_row_get(struct hc_db *db, const char *name, struct hc_node_row *row,
                     struct hc_error *err);
 int hc_node_row_get_id(struct hc_db *db, int64_t id, struct hc_node_row *row, struct hc_error *err);
+/* Node id's health into buf (the poller, once per node per cycle: one column, not the row):
+ * 1 found, 0 no such node, -1 with err. */
+int hc_node_health_get(struct hc_db *db, int64_t id, char *buf, size_t len, struct hc_error *err);
 int hc_node_row_by_url(struct hc_db *db, const char *agent_url, struct hc_node_row *row,
                        struct hc_error *err);
 /* The nodes filter lets through (NULL: every node), sorted by name: 0 with *rows (NULL when

@@ -115,6 +115,11 @@ static void test_row_columns(void **state)
     assert_int_equal(hc_node_row_get(f->db, "nope", &row, &err), 0);
     assert_null(row.name);
     assert_int_equal(hc_node_row_get_id(f->db, 999, &row, &err), 0);
+    /* the poller's one-column read */
+    char health[32] = "";
+    assert_int_equal(hc_node_health_get(f->db, id, health, sizeof(health), &err), 1);
+    assert_string_equal(health, "unknown");
+    assert_int_equal(hc_node_health_get(f->db, 999, health, sizeof(health), &err), 0);
     assert_int_equal(hc_node_row_by_url(f->db, "https://10.0.0.1:9443/", &row, &err), 0);
 }
 
