@@ -26,44 +26,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agents/hcagent/rtnl.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
 
-#define NL_BUF_SIZE 8192
-
-/* ================================================================ rtnetlink */
-
-/* Sends one request with NLM_F_ACK and runs cb on the replies until the acknowledgement. -1
- * with errno set (the kernel's error for a refused request). */
-static int nl_transact(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
-{
-    int rc = -1, saved = 0;
-    char *buf = malloc(NL_BUF_SIZE);
-    struct mnl_socket *nl = mnl_socket_open(NETLINK_ROUTE);
-    if (!buf || !nl || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0)
-        goto cleanup;
-    nlh->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
-    nlh->nlmsg_seq = (unsigned int)time(NULL);
-    unsigned int portid = mnl_socket_get_portid(nl);
-    if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-        goto cleanup;
-    int ret;
-    do {
-        ssize_t n = mnl_socket_recvfrom(nl, buf, NL_BUF_SIZE);
-        if (n < 0)
-            goto cleanup;
-        ret = mnl_cb_run(buf, (size_t)n, nlh->nlmsg_seq, portid, cb, data);
-    } while (ret > MNL_CB_STOP);
-    rc = ret < 0 ? -1 : 0;
-cleanup:
-    saved = errno;
-    if (nl)
-        mnl_socket_close(nl);
-    free(buf);
-    errno = saved;
-    return rc;
-}
+/* ================================================================ links */
 
 static int link_attr_cb(const struct nlattr *attr, void *data)
 {
@@ -114,7 +82,7 @@ int hc_mtu_link_get(const char *ifname, struct hc_mtu_link *out, struct hc_error
     struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
     ifm->ifi_family = AF_UNSPEC;
     mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
-    if (nl_transact(nlh, link_cb, out) < 0) {
+    if (hc_rtnl_transact(nlh, link_cb, out) < 0) {
         if (errno == ENODEV)
             return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                                 "interface '%s' not found on this node", ifname);
@@ -139,7 +107,7 @@ int hc_mtu_link_set(const char *ifname, int mtu, struct hc_error *err)
     ifm->ifi_family = AF_UNSPEC;
     ifm->ifi_index = link.index;
     mnl_attr_put_u32(nlh, IFLA_MTU, (uint32_t)mtu);
-    if (nl_transact(nlh, NULL, NULL) < 0) {
+    if (hc_rtnl_transact(nlh, NULL, NULL) < 0) {
         hc_error_set(err, errno == EINVAL ? HC_E(INVALID_ARGUMENT) : HC_E(IO),
                      "cannot set the mtu of '%s' to %d: %s", ifname, mtu, strerror(errno));
         if (errno == EPERM)

@@ -52,6 +52,7 @@ struct job {
     struct hc_probe_options popt;
     struct hc_probe_target *targets;
     size_t ntargets;
+    struct hc_probe_neighbors neighbors;
     char address[INET_ADDRSTRLEN];
     int port;
     int duration_s;
@@ -98,7 +99,8 @@ static json_t *job_answer(struct job *job, int *status)
     }
     switch (job->kind) {
     case JOB_PROBE:
-        return hc_probe_results_json(job->targets, job->ntargets);
+        return hc_probe_results_json(job->targets, job->ntargets, &job->neighbors.before,
+                                     &job->neighbors.after);
     case JOB_BENCH_SERVER:
         return json_pack("{s:i}", "port", job->port);
     default:
@@ -134,7 +136,8 @@ static void job_main(struct hc_job *hj, void *arg)
     switch (job->kind) {
     case JOB_PROBE:
         probe_flush_routes();
-        job->rc = hc_probe_run(&job->popt, job->targets, job->ntargets, &job->err);
+        job->rc = hc_probe_run_explained(&job->popt, job->targets, job->ntargets, &job->neighbors,
+                                         &job->err);
         break;
     case JOB_BENCH_CLIENT:
         job->rc = hc_bench_client(job->address, job->port, job->duration_s, &job->child,

@@ -143,12 +143,13 @@ static int parse_probe_options(int argc, char **argv, struct hc_probe_options *o
     return optind < argc ? 0 : -1;
 }
 
-static int print_results(const struct hc_probe_target *t, size_t n, int64_t elapsed_ms)
+static int print_results(const struct hc_probe_target *t, size_t n,
+                         const struct hc_probe_neighbors *nb, int64_t elapsed_ms)
 {
     int failed = 0;
     for (size_t i = 0; i < n; i++)
         failed |= t[i].result != HC_PROBE_OK;
-    json_t *doc = hc_probe_results_json(t, n);
+    json_t *doc = hc_probe_results_json(t, n, &nb->before, &nb->after);
     json_object_set_new(doc, "elapsed_ms", json_integer(elapsed_ms));
     json_dumpf(doc, stdout, JSON_INDENT(2));
     putchar('\n');
@@ -179,12 +180,13 @@ int hc_net_cmd_probe(int argc, char **argv)
         }
     }
     int64_t start = hc_mono_ms();
-    if (hc_probe_run(&opt, t, n, &err) < 0) {
+    struct hc_probe_neighbors nb;
+    if (hc_probe_run_explained(&opt, t, n, &nb, &err) < 0) {
         fprintf(stderr, "hcagent: %s\n", err.message);
         rc = EXIT_FAILURE;
         goto cleanup;
     }
-    rc = print_results(t, n, hc_mono_ms() - start);
+    rc = print_results(t, n, &nb, hc_mono_ms() - start);
 cleanup:
     free(t);
     return rc;

@@ -37,6 +37,7 @@
 #include <netinet/ip_icmp.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +65,8 @@ union cmsg_buf {
 
 const char *hc_probe_verdict_name(enum hc_probe_verdict v)
 {
-    static const char *const names[] = {"ok", "frag_needed", "blackhole", "unreachable"};
+    static const char *const names[] = {"ok", "frag_needed", "blackhole", "unreachable",
+                                        "neighbor_unresolved"};
     return (unsigned)v < HC_ARRAY_LEN(names) ? names[v] : "unreachable";
 }
 
@@ -829,6 +831,7 @@ static void init_target(const struct prober *p, struct tstate *ts, struct hc_pro
     t->largest_ok = 0;
     t->rtt_ms = -1;
     t->sent = 0;
+    t->neighbor = HC_NEIGH_UNKNOWN;
     t->detail[0] = '\0';
     int sizes[2] = {t->size, p->small};
     start_round(ts, sizes, t->size > p->small ? 2 : 1);
@@ -956,6 +959,72 @@ int hc_probe_run(const struct hc_probe_options *opt, struct hc_probe_target *tar
     return rc;
 }
 
+/* ================================================================ neighbours */
+
+void hc_probe_explain_neighbors(struct hc_probe_target *targets, size_t n,
+                                const enum hc_neigh_state *states,
+                                const struct hc_neigh_table *before,
+                                const struct hc_neigh_table *after)
+{
+    int full = hc_neigh_table_full(before, after);
+    for (size_t i = 0; i < n; i++) {
+        struct hc_probe_target *t = &targets[i];
+        char a[INET_ADDRSTRLEN], why[sizeof(t->detail)];
+        if (t->result != HC_PROBE_UNREACHABLE)
+            continue;
+        t->neighbor = states[i];
+        if (states[i] == HC_NEIGH_RESOLVED || states[i] == HC_NEIGH_UNKNOWN)
+            continue;
+        addr_text(t->addr, a);
+        snprintf(why, sizeof(why), "%s", t->detail);
+        if (full) {
+            t->result = HC_PROBE_NEIGHBOR_UNRESOLVED;
+            snprintf(t->detail, sizeof(t->detail),
+                     "no neighbour (ARP) entry for %s (%s) while this host's neighbour table is "
+                     "full: %ld entries, gc_thresh3 %ld, %llu new entries refused during the probe",
+                     a, hc_neigh_state_name(states[i]), after->entries, after->thresh3,
+                     before->known ? (unsigned long long)(after->fulls - before->fulls) : 0ULL);
+        } else if (states[i] != HC_NEIGH_NONE) {
+            snprintf(t->detail, sizeof(t->detail), "%s; the ARP request for %s got no answer (%s)",
+                     why, a, hc_neigh_state_name(states[i]));
+        }
+    }
+}
+
+int hc_probe_run_explained(const struct hc_probe_options *opt, struct hc_probe_target *targets,
+                           size_t n, struct hc_probe_neighbors *nb, struct hc_error *err)
+{
+    static atomic_int warned;
+    struct hc_error nerr = {0};
+    enum hc_neigh_state *states = NULL;
+    struct in_addr *addrs = NULL;
+    memset(nb, 0, sizeof(*nb));
+    hc_neigh_table_read(&nb->before, &nerr);
+    if (hc_probe_run(opt, targets, n, err) < 0)
+        return -1;
+    size_t nfail = 0;
+    for (size_t i = 0; i < n; i++)
+        nfail += targets[i].result == HC_PROBE_UNREACHABLE;
+    if (hc_neigh_table_read(&nb->after, &nerr) < 0 || nfail == 0)
+        goto done;
+    states = calloc(n, sizeof(*states));
+    addrs = calloc(n, sizeof(*addrs));
+    if (!states || !addrs) {
+        hc_error_set(&nerr, HC_E(INTERNAL), "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        addrs[i] = targets[i].addr;
+    if (hc_neigh_lookup(addrs, n, states, &nerr) == 0)
+        hc_probe_explain_neighbors(targets, n, states, &nb->before, &nb->after);
+done:
+    if (nerr.message[0] && atomic_exchange(&warned, 1) == 0)
+        HC_WARN("%s: unreachable peers are reported without their neighbour entries", nerr.message);
+    free(states);
+    free(addrs);
+    return 0;
+}
+
 /* ================================================================ JSON */
 
 static json_t *probe_result_json(const struct hc_probe_target *t)
@@ -971,10 +1040,22 @@ static json_t *probe_result_json(const struct hc_probe_target *t)
                      "detail", t->detail);
 }
 
-json_t *hc_probe_results_json(const struct hc_probe_target *t, size_t n)
+json_t *hc_probe_results_json(const struct hc_probe_target *t, size_t n,
+                              const struct hc_neigh_table *before,
+                              const struct hc_neigh_table *after)
 {
-    json_t *list = json_array();
-    for (size_t i = 0; list && i < n; i++)
-        json_array_append_new(list, probe_result_json(&t[i]));
-    return json_pack("{s:o}", "results", list);
+    json_t *list = json_array(), *table = json_null();
+    for (size_t i = 0; list && i < n; i++) {
+        json_t *r = probe_result_json(&t[i]);
+        if (r && t[i].neighbor != HC_NEIGH_UNKNOWN)
+            json_object_set_new(r, "neighbor", json_string(hc_neigh_state_name(t[i].neighbor)));
+        json_array_append_new(list, r);
+    }
+    if (after && after->known)
+        table = json_pack("{s:I, s:I, s:I, s:I, s:I}", "entries", (json_int_t)after->entries,
+                          "gc_thresh1", (json_int_t)after->thresh1, "gc_thresh2",
+                          (json_int_t)after->thresh2, "gc_thresh3", (json_int_t)after->thresh3,
+                          "table_fulls",
+                          (json_int_t)(before && before->known ? after->fulls - before->fulls : 0));
+    return json_pack("{s:o, s:o}", "results", list, "neighbors", table);
 }

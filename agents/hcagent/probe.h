@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agents/hcagent/neigh.h"
 #include "common/constants.h"
 #include "common/error.h"
 #include "common/stop.h"
@@ -99,9 +100,13 @@ enum hc_probe_verdict {
     HC_PROBE_FRAG_NEEDED, /* too big: EMSGSIZE locally, or ICMP "fragmentation needed" */
     HC_PROBE_BLACKHOLE,   /* the full-size probe vanished while a small one was echoed */
     HC_PROBE_UNREACHABLE, /* even the small probe failed, or ICMP unreachable / refused */
+    /* unreachable, and the peer's address has no neighbour entry while this node's neighbour
+     * table is full (hc_probe_explain_neighbors): the host's table, not the network */
+    HC_PROBE_NEIGHBOR_UNRESOLVED,
 };
 
-/* Name used in the API ("ok", "frag_needed", "blackhole", "unreachable"). */
+/* Name used in the API ("ok", "frag_needed", "blackhole", "unreachable",
+ * "neighbor_unresolved"). */
 const char *hc_probe_verdict_name(enum hc_probe_verdict v);
 
 struct hc_probe_target {
@@ -110,10 +115,11 @@ struct hc_probe_target {
     int size; /* whole IPv4 packet, HC_PROBE_MIN_SIZE..HC_PROBE_MAX_SIZE */
     /* output */
     enum hc_probe_verdict result;
-    int path_mtu;   /* from ICMP or the local route (frag_needed); 0 = unknown */
-    int largest_ok; /* size for ok; the searched largest echoed size; 0 = none */
-    double rtt_ms;  /* round trip of the full-size probe (ok); < 0 = none */
-    int sent;       /* probe datagrams tried (what its responder sees, at most) */
+    int path_mtu;                 /* from ICMP or the local route (frag_needed); 0 = unknown */
+    int largest_ok;               /* size for ok; the searched largest echoed size; 0 = none */
+    double rtt_ms;                /* round trip of the full-size probe (ok); < 0 = none */
+    int sent;                     /* probe datagrams tried (what its responder sees, at most) */
+    enum hc_neigh_state neighbor; /* unreachable targets: their neighbour entry; else unknown */
     char detail[256];
 };
 
@@ -139,8 +145,34 @@ struct hc_probe_options {
 int hc_probe_run(const struct hc_probe_options *opt, struct hc_probe_target *targets, size_t n,
                  struct hc_error *err);
 
-/* {"results":[{"address","size","result","path_mtu","largest_ok","rtt_ms","detail"}...]} as in
- * the API (null for path_mtu, largest_ok and rtt_ms when unknown). New reference. */
-json_t *hc_probe_results_json(const struct hc_probe_target *targets, size_t n);
+/* After hc_probe_run: the unreachable targets, given their neighbour entries (states[i] for
+ * targets[i], from hc_neigh_lookup) and the table read before and after the probe. When the
+ * table was full (hc_neigh_table_full), a target without a resolved entry becomes
+ * neighbor_unresolved; otherwise a failed or incomplete entry is told in its detail (no ARP
+ * answer at all). Pure: the unit tests drive it. */
+void hc_probe_explain_neighbors(struct hc_probe_target *targets, size_t n,
+                                const enum hc_neigh_state *states,
+                                const struct hc_neigh_table *before,
+                                const struct hc_neigh_table *after);
+
+/* The neighbour table around a probe: read before it starts and after it ends. */
+struct hc_probe_neighbors {
+    struct hc_neigh_table before, after;
+};
+
+/* hc_probe_run, then its unreachable targets explained by their neighbour entries and the table
+ * (hc_probe_explain_neighbors). A table or entries that cannot be read leave the targets as the
+ * probe found them (logged once). nb receives the table reads. */
+int hc_probe_run_explained(const struct hc_probe_options *opt, struct hc_probe_target *targets,
+                           size_t n, struct hc_probe_neighbors *nb, struct hc_error *err);
+
+/* {"results":[{"address","size","result","path_mtu","largest_ok","rtt_ms","neighbor","detail"}
+ * ...], "neighbors": {...} | null} as in the API (null for path_mtu, largest_ok and rtt_ms when
+ * unknown; neighbor only for targets that were looked up). neighbors is the table after the
+ * probe with the entries it refused during it ("table_fulls"); before/after may be NULL or
+ * unknown. New reference. */
+json_t *hc_probe_results_json(const struct hc_probe_target *targets, size_t n,
+                              const struct hc_neigh_table *before,
+                              const struct hc_neigh_table *after);
 
 #endif

@@ -8,15 +8,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "common/json_util.h"
+#include "controller/ops/test_hooks.h"
 #include "controller/remote/agent_client.h"
 
 static enum hc_net_result result_parse(const char *s)
 {
-    for (int r = HC_NET_OK; r <= HC_NET_UNREACHABLE; r++)
-        if (s && strcmp(s, hc_net_result_name((enum hc_net_result)r)) == 0)
-            return (enum hc_net_result)r;
+    static const enum hc_net_result probed[] = {HC_NET_OK, HC_NET_FRAG_NEEDED, HC_NET_BLACKHOLE,
+                                                HC_NET_UNREACHABLE, HC_NET_NEIGHBOR_UNRESOLVED};
+    for (size_t i = 0; i < sizeof(probed) / sizeof(probed[0]); i++)
+        if (s && strcmp(s, hc_net_result_name(probed[i])) == 0)
+            return probed[i];
     return HC_NET_NOT_PROBED;
 }
 
@@ -24,34 +28,67 @@ static enum hc_net_result result_parse(const char *s)
 
 #define NET_IFACES_TIMEOUT_MS 5000 /* GET /v1/interfaces beside the probes */
 
-/* One agent call of the fan-out: what it was for. */
+/* One agent call of the fan-out: what it was for. A probe's targets are the pairs
+ * pairs[0..npairs) (indexes into c->pairs), in the order of its body's targets. */
 struct probe_req {
     size_t node;
     int ifaces; /* 1: GET /v1/interfaces, 0: POST /v1/net/probe */
     json_t *body;
+    size_t *pairs;
+    size_t npairs;
     char url[2048];
 };
+
+/* The pairs of each source, in pair order: by_from[start[s]..start[s + 1]) are source s's. A
+ * counting sort, so that a check of N nodes costs O(pairs), not O(N x pairs). */
+struct pair_index {
+    size_t *start, *by_from;
+};
+
+static int pair_index_build(const struct hc_net_check *c, struct pair_index *x)
+{
+    x->start = calloc(c->nnodes + 2, sizeof(*x->start));
+    x->by_from = calloc(c->npairs + 1, sizeof(*x->by_from));
+    if (!x->start || !x->by_from)
+        return -1;
+    for (size_t k = 0; k < c->npairs; k++)
+        x->start[c->pairs[k].from + 2]++;
+    for (size_t s = 0; s < c->nnodes; s++)
+        x->start[s + 2] += x->start[s + 1];
+    for (size_t k = 0; k < c->npairs; k++)
+        x->by_from[x->start[c->pairs[k].from + 1]++] = k;
+    return 0;
+}
+
+static void pair_index_free(struct pair_index *x)
+{
+    free(x->start);
+    free(x->by_from);
+}
 
 static void pair_not_probed(struct hc_net_pair *p, const char *fmt, const char *arg)
 {
     p->result = HC_NET_NOT_PROBED;
     p->path_mtu = p->largest_ok = 0;
     p->rtt_ms = -1;
+    p->neighbor[0] = '\0';
     snprintf(p->detail, sizeof(p->detail), fmt, arg);
 }
 
-/* The probe body of source s: its pairs whose target has an address. NULL when none. */
-static json_t *probe_body(struct hc_net_check *c, size_t s)
+/* The probe body of source s: its pairs whose target has an address (their indexes go to
+ * r->pairs, in the targets' order). NULL when none. */
+static json_t *probe_body(struct hc_net_check *c, const struct pair_index *x, size_t s,
+                          struct probe_req *r)
 {
     json_t *targets = json_array();
-    for (size_t k = 0; k < c->npairs; k++) {
-        struct hc_net_pair *p = &c->pairs[k];
-        if (p->from != s)
-            continue;
+    r->npairs = 0;
+    for (size_t j = x->start[s]; j < x->start[s + 1]; j++) {
+        struct hc_net_pair *p = &c->pairs[x->by_from[j]];
         if (!c->nodes[p->to].addr[0]) {
             pair_not_probed(p, "no storage address known for %s", c->nodes[p->to].name);
             continue;
         }
+        r->pairs[r->npairs++] = x->by_from[j];
         json_array_append_new(
             targets, json_pack("{s:s, s:i}", "address", c->nodes[p->to].addr, "size", p->size));
     }
@@ -72,19 +109,24 @@ static long probe_call_timeout(const struct hc_net_check *c)
     return c->probe_timeout_ms * (c->search ? 18 : 2) + 3000;
 }
 
-static size_t probe_prepare(struct hc_net_check *c, int refresh, struct probe_req *reqs,
-                            struct hc_http_call *calls)
+static size_t probe_prepare(struct hc_net_check *c, const struct pair_index *x, int refresh,
+                            struct probe_req *reqs, struct hc_http_call *calls)
 {
     size_t ncalls = 0;
     struct hc_error err;
     for (size_t s = 0; s < c->nnodes; s++) {
-        json_t *body = probe_body(c, s);
+        struct probe_req probe = {.pairs = x->by_from + x->start[s]};
+        json_t *body = probe_body(c, x, s, &probe);
         int owned = 0;
         for (int kind = 0; kind < 2; kind++) {
             if ((kind == 0 && !body) || (kind == 1 && !refresh))
                 continue;
             struct probe_req *r = &reqs[ncalls];
             *r = (struct probe_req){.node = s, .ifaces = kind, .body = kind ? NULL : body};
+            if (!kind) {
+                r->pairs = probe.pairs;
+                r->npairs = probe.npairs;
+            }
             if (hc_agent_url(r->url, sizeof(r->url), c->nodes[s].agent_url,
                              kind ? "/v1/interfaces" : "/v1/net/probe", &err) < 0)
                 continue;
@@ -125,15 +167,23 @@ static int call_good(const struct hc_http_call *call)
            json_is_object(call->resp.body);
 }
 
-/* The agent's result for pair p (matched by address and size). */
-static const json_t *result_for(const json_t *results, const char *addr, int size)
+static int result_is(const json_t *r, const char *addr, int size)
+{
+    return strcmp(hc_json_str(r, "address", ""), addr) == 0 && hc_json_int(r, "size", -1) == size;
+}
+
+/* The agent's result for the target at position pos (matched by address and size): the agent
+ * answers in the targets' order, so the one at pos is it; a search covers an agent that does
+ * not. */
+static const json_t *result_for(const json_t *results, size_t pos, const char *addr, int size)
 {
     size_t i;
-    const json_t *r;
+    const json_t *r = json_array_get(results, pos);
+    if (r && result_is(r, addr, size))
+        return r;
     json_array_foreach(results, i, r)
     {
-        if (strcmp(hc_json_str(r, "address", ""), addr) == 0 &&
-            hc_json_int(r, "size", size) == size)
+        if (result_is(r, addr, size))
             return r;
     }
     return NULL;
@@ -147,6 +197,7 @@ static void pair_from_json(struct hc_net_pair *p, const json_t *r)
     p->largest_ok = (int)hc_json_int(r, "largest_ok", 0);
     p->path_mtu = (int)hc_json_int(r, "path_mtu", 0);
     p->rtt_ms = json_is_number(rtt) ? json_number_value(rtt) : -1;
+    snprintf(p->neighbor, sizeof(p->neighbor), "%s", hc_json_str(r, "neighbor", ""));
     snprintf(p->detail, sizeof(p->detail), "%s", hc_json_str(r, "detail", ""));
     if (p->result == HC_NET_OK)
         p->path_mtu = p->path_mtu > p->size ? p->path_mtu : p->size;
@@ -154,6 +205,20 @@ static void pair_from_json(struct hc_net_pair *p, const json_t *r)
         p->path_mtu = p->largest_ok;
     if (p->result == HC_NET_NOT_PROBED && !p->detail[0])
         snprintf(p->detail, sizeof(p->detail), "the agent answered an unknown result '%s'", name);
+}
+
+/* The agent's "neighbors" object; anything else (an older agent: absent) leaves it unknown. */
+static void neigh_apply(struct hc_net_neigh_table *t, const json_t *o)
+{
+    memset(t, 0, sizeof(*t));
+    if (!json_is_object(o) || !json_is_integer(json_object_get(o, "gc_thresh3")))
+        return;
+    t->entries = (long)hc_json_int(o, "entries", 0);
+    t->thresh1 = (long)hc_json_int(o, "gc_thresh1", 0);
+    t->thresh2 = (long)hc_json_int(o, "gc_thresh2", 0);
+    t->thresh3 = (long)hc_json_int(o, "gc_thresh3", 0);
+    t->fulls = (long)hc_json_int(o, "table_fulls", 0);
+    t->known = t->thresh3 > 0 && t->entries >= 0 && t->fulls >= 0;
 }
 
 static void probe_apply(struct hc_net_check *c, const struct hc_http_call *call)
@@ -169,13 +234,12 @@ static void probe_apply(struct hc_net_check *c, const struct hc_http_call *call)
                      "the agent on %s answered without results", src->name);
     } else {
         src->agent_ok = 1;
+        neigh_apply(&src->neigh, json_object_get(call->resp.body, "neighbors"));
     }
-    for (size_t k = 0; k < c->npairs; k++) {
-        struct hc_net_pair *p = &c->pairs[k];
-        if (p->from != r->node || !c->nodes[p->to].addr[0])
-            continue;
+    for (size_t j = 0; j < r->npairs; j++) {
+        struct hc_net_pair *p = &c->pairs[r->pairs[j]];
         const json_t *res =
-            src->agent_ok == 1 ? result_for(results, c->nodes[p->to].addr, p->size) : NULL;
+            src->agent_ok == 1 ? result_for(results, j, c->nodes[p->to].addr, p->size) : NULL;
         if (res)
             pair_from_json(p, res);
         else if (src->agent_ok == 1)
@@ -185,19 +249,33 @@ static void probe_apply(struct hc_net_check *c, const struct hc_http_call *call)
     }
 }
 
-void hc_net_probe(struct hc_http_client *client, struct hc_net_check *c, int refresh)
+/* Every agent probes at the same time, so that a check lasts one agent's probe, not one per
+ * wave: up to HC_NET_MAX_PARALLEL calls, within a quarter of the descriptors (the HTTPS server
+ * keeps its own quarter; common/https_server.c). */
+static size_t fanout_parallel(void)
+{
+    struct rlimit rl;
+    size_t n = HC_NET_MAX_PARALLEL;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 4 < n)
+        n = rl.rlim_cur / 4 > 16 ? (size_t)(rl.rlim_cur / 4) : 16;
+    return n;
+}
+
+/* One fan-out over c->pairs at c->search. */
+static void probe_round(struct hc_http_client *client, struct hc_net_check *c, int refresh)
 {
     size_t max = 2 * c->nnodes + 1, ncalls;
     struct probe_req *reqs = calloc(max, sizeof(*reqs));
     struct hc_http_call *calls = calloc(max, sizeof(*calls));
+    struct pair_index x = {0};
     if (c->probe_timeout_ms <= 0)
         c->probe_timeout_ms = HC_NET_PROBE_TIMEOUT_MS;
     for (size_t k = 0; k < c->npairs; k++)
         pair_not_probed(&c->pairs[k], "%s", "not probed");
-    if (!reqs || !calls)
+    if (!reqs || !calls || pair_index_build(c, &x) < 0)
         goto cleanup;
-    ncalls = probe_prepare(c, refresh, reqs, calls);
-    hc_http_fanout(client, calls, ncalls, HC_NET_MAX_PARALLEL);
+    ncalls = probe_prepare(c, &x, refresh, reqs, calls);
+    hc_http_fanout(client, calls, ncalls, fanout_parallel());
     /* Fresh interfaces first, so the verdicts judge what the probes met; a node's probe
      * answer, applied after, has the last word on whether its agent answered. */
     for (size_t i = 0; i < ncalls; i++) {
@@ -217,11 +295,75 @@ void hc_net_probe(struct hc_http_client *client, struct hc_net_check *c, int ref
     for (size_t i = 0; i < ncalls; i++)
         if (!((const struct probe_req *)calls[i].user)->ifaces)
             probe_apply(c, &calls[i]);
+    hc_net_explain_neighbors(c);
     for (size_t i = 0; i < ncalls; i++) {
         hc_http_response_clear(&calls[i].resp);
         json_decref(reqs[i].body);
     }
 cleanup:
+    pair_index_free(&x);
     free(reqs);
     free(calls);
+}
+
+size_t hc_net_pick_searches(const struct hc_net_check *c, size_t per_node, unsigned char *pick)
+{
+    size_t *from = calloc(c->nnodes + 1, sizeof(*from)), *to = calloc(c->nnodes + 1, sizeof(*to));
+    size_t n = 0;
+    for (size_t k = 0; from && to && k < c->npairs; k++) {
+        const struct hc_net_pair *p = &c->pairs[k];
+        pick[k] = p->result == HC_NET_BLACKHOLE && from[p->from] < per_node && to[p->to] < per_node;
+        if (!pick[k])
+            continue;
+        from[p->from]++, to[p->to]++;
+        n++;
+    }
+    free(from);
+    free(to);
+    return n;
+}
+
+/* The second round of a large check: the picked blackholes searched, with a copy of the nodes
+ * so that an agent failing now does not undo what the first round learnt of it; a pair this
+ * round could not probe keeps the first round's result. */
+static void search_round(struct hc_http_client *client, struct hc_net_check *c)
+{
+    unsigned char *pick = calloc(c->npairs + 1, 1);
+    size_t n = pick ? hc_net_pick_searches(c, HC_NET_SEARCH_PER_NODE, pick) : 0;
+    struct hc_net_check sub = *c;
+    size_t *map = calloc(n + 1, sizeof(*map));
+    sub.nodes = calloc(c->nnodes + 1, sizeof(*sub.nodes));
+    sub.pairs = calloc(n + 1, sizeof(*sub.pairs));
+    sub.npairs = 0;
+    if (n == 0 || !map || !sub.nodes || !sub.pairs)
+        goto cleanup;
+    memcpy(sub.nodes, c->nodes, c->nnodes * sizeof(*c->nodes));
+    for (size_t k = 0; k < c->npairs; k++) {
+        if (!pick[k])
+            continue;
+        map[sub.npairs] = k;
+        sub.pairs[sub.npairs++] = (struct hc_net_pair){
+            .from = c->pairs[k].from, .to = c->pairs[k].to, .size = c->pairs[k].size};
+    }
+    probe_round(client, &sub, 0);
+    for (size_t j = 0; j < sub.npairs; j++)
+        if (sub.pairs[j].result != HC_NET_NOT_PROBED)
+            c->pairs[map[j]] = sub.pairs[j];
+cleanup:
+    free(sub.nodes);
+    free(sub.pairs);
+    free(map);
+    free(pick);
+}
+
+void hc_net_probe(struct hc_http_client *client, struct hc_net_check *c, int refresh)
+{
+    if (!c->search || (long)c->npairs <= hc_test_net_search_all_pairs(HC_NET_SEARCH_ALL_PAIRS)) {
+        probe_round(client, c, refresh);
+        return;
+    }
+    c->search = 0;
+    probe_round(client, c, refresh);
+    c->search = 1;
+    search_round(client, c);
 }

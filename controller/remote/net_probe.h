@@ -11,11 +11,25 @@
 #include "common/https_client.h"
 #include "controller/state/net.h"
 
+/* A check of more pairs than this (65 nodes) searches the largest passing size of a sample of
+ * its blackholes only (docs/net.md "At scale"): at most HC_NET_SEARCH_PER_NODE searched pairs
+ * from and toward each node. */
+#define HC_NET_SEARCH_ALL_PAIRS 4160
+#define HC_NET_SEARCH_PER_NODE 2
+
 /* Probes c->pairs (from, to and size filled by the caller) through one fan-out: each source's
- * agent gets one POST /v1/net/probe with all its targets. With refresh, GET /v1/interfaces of
- * every node rides in the same fan-out and updates the nodes first. Fills result, path_mtu,
- * largest_ok, rtt_ms, detail and the nodes' agent_ok / agent_error. Never fails: what could not
- * be asked ends as not_probed with the reason. */
+ * agent gets one POST /v1/net/probe with all its targets, every agent at once. With refresh,
+ * GET /v1/interfaces of every node rides in the same fan-out and updates the nodes first. Fills
+ * result, path_mtu, largest_ok, rtt_ms, detail and the nodes' agent_ok / agent_error. Beyond
+ * HC_NET_SEARCH_ALL_PAIRS with c->search, the first round classifies every pair without
+ * searching and a second one searches the blackholes hc_net_pick_searches picks. Never fails:
+ * what could not be asked ends as not_probed with the reason. */
 void hc_net_probe(struct hc_http_client *client, struct hc_net_check *c, int refresh);
+
+/* Marks in pick[k] the blackhole pairs a large check searches: in pair order, a pair whose
+ * source and target each have fewer than per_node picked pairs so far. So every responder
+ * answers at most per_node searches and every agent runs at most per_node, whatever the fault.
+ * Returns how many. Pure. */
+size_t hc_net_pick_searches(const struct hc_net_check *c, size_t per_node, unsigned char *pick);
 
 #endif

@@ -27,9 +27,14 @@ void hc_net_check_clear(struct hc_net_check *c)
 
 const char *hc_net_result_name(enum hc_net_result r)
 {
-    static const char *const names[] = {"ok", "frag_needed", "blackhole", "unreachable",
-                                        "not_probed"};
+    static const char *const names[] = {"ok",          "frag_needed", "blackhole",
+                                        "unreachable", "not_probed",  "neighbor_unresolved"};
     return (size_t)r < HC_ARRAY_LEN(names) ? names[r] : "not_probed";
+}
+
+long hc_net_neigh_need(size_t n)
+{
+    return 2 * (long)(n ? n - 1 : 0) + 64;
 }
 
 /* --- interfaces ------------------------------------------------------------------------------ */
@@ -220,6 +225,7 @@ int hc_net_gather(struct hc_db *db, const json_t *names, struct hc_net_check *c,
     if (hc_nodes_rows(db, &joined, &rows, &n, err) < 0 ||
         (names && names_known(rows, n, names, err) < 0))
         goto cleanup;
+    c->cluster_nodes = n;
     c->nodes = calloc(n + 1, sizeof(*c->nodes));
     if (!c->nodes) {
         hc_error_set(err, HC_E(INTERNAL), "out of memory");
@@ -237,6 +243,27 @@ int hc_net_gather(struct hc_db *db, const json_t *names, struct hc_net_check *c,
 cleanup:
     hc_node_rows_free(rows, n);
     return rc;
+}
+
+int hc_net_neigh_full(const struct hc_net_neigh_table *t)
+{
+    return t->known && (t->fulls > 0 || t->entries >= t->thresh3);
+}
+
+void hc_net_explain_neighbors(struct hc_net_check *c)
+{
+    for (size_t k = 0; k < c->npairs; k++) {
+        struct hc_net_pair *p = &c->pairs[k];
+        const struct hc_net_node *to = &c->nodes[p->to];
+        if (p->result != HC_NET_UNREACHABLE || !p->neighbor[0] ||
+            strcmp(p->neighbor, "resolved") == 0 || !hc_net_neigh_full(&to->neigh))
+            continue;
+        p->result = HC_NET_NEIGHBOR_UNRESOLVED;
+        snprintf(p->detail, sizeof(p->detail),
+                 "no neighbour (ARP) answer from %s (%s): its host's neighbour table is full "
+                 "(%ld entries, gc_thresh3 %ld, %ld new entries refused during the check)",
+                 to->name, p->neighbor, to->neigh.entries, to->neigh.thresh3, to->neigh.fulls);
+    }
 }
 
 int hc_net_all_pairs(struct hc_net_check *c, struct hc_error *err)
@@ -281,6 +308,14 @@ static json_t *node_json(const struct hc_net_node *n, int mtu)
     json_object_set_new(o, "problem", verdict ? json_string(why) : json_null());
     json_object_set_new(o, "agent_error",
                         n->agent_ok == 0 ? json_string(n->agent_error) : json_null());
+    json_object_set_new(
+        o, "neighbor_table",
+        n->neigh.known
+            ? json_pack("{s:I, s:I, s:I, s:I, s:I}", "entries", (json_int_t)n->neigh.entries,
+                        "gc_thresh1", (json_int_t)n->neigh.thresh1, "gc_thresh2",
+                        (json_int_t)n->neigh.thresh2, "gc_thresh3", (json_int_t)n->neigh.thresh3,
+                        "table_fulls", (json_int_t)n->neigh.fulls)
+            : json_null());
     return o;
 }
 

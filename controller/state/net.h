@@ -21,7 +21,22 @@
 
 #define HC_NET_DEFAULT_MTU 9000     /* check-jumbo without --mtu and without a cluster MTU */
 #define HC_NET_PROBE_TIMEOUT_MS 500 /* per probe: far above any LAN round trip */
-#define HC_NET_MAX_PARALLEL 256     /* agent calls in flight at once */
+/* Agent calls of a check in flight at once, at most (and at most a quarter of the descriptors,
+ * net_probe.c): 1,000 nodes probe all at the same time (docs/net.md "At scale"). */
+#define HC_NET_MAX_PARALLEL 1024
+
+/* A node's host neighbour (ARP) table as its agent read it after probing (docs/net.md
+ * "Neighbour tables"): the kernel's table, shared by every namespace of the host. */
+struct hc_net_neigh_table {
+    int known;
+    long entries, thresh1, thresh2, thresh3;
+    long fulls; /* new entries the table refused during the probes */
+};
+
+/* The neighbour entries a node needs on a cluster of n nodes: one per peer on the storage
+ * network, one per peer on the management network, and headroom for gateways and the host's own
+ * (docs/net.md "Neighbour tables"). */
+long hc_net_neigh_need(size_t n);
 
 /* One node's storage side, as recorded by the poller and refreshed by the check itself. */
 struct hc_net_node {
@@ -39,6 +54,7 @@ struct hc_net_node {
     int port_mtu;
     int agent_ok; /* the agent answered the probe request: 1, 0 (no), -1 (not asked) */
     char agent_error[384];
+    struct hc_net_neigh_table neigh; /* its host's neighbour table after its probes */
 };
 
 enum hc_net_result {
@@ -47,6 +63,9 @@ enum hc_net_result {
     HC_NET_BLACKHOLE,   /* the big probe vanished while a small one was answered */
     HC_NET_UNREACHABLE, /* not even small probes were answered */
     HC_NET_NOT_PROBED,  /* the probe could not be asked for (agent down, no address) */
+    /* unreachable because a neighbour table was full: the source's (its agent said so) or the
+     * target's (it could not answer the ARP request); a host table, not the network */
+    HC_NET_NEIGHBOR_UNRESOLVED,
 };
 
 /* One directed pair: `from`'s agent probes `to`'s storage address with a `size`-byte packet. */
@@ -54,9 +73,11 @@ struct hc_net_pair {
     size_t from, to; /* indexes into the node array */
     int size;
     enum hc_net_result result;
-    int path_mtu;   /* ok: size; frag_needed: the MTU named; else 0 (unknown) */
-    int largest_ok; /* failing pairs: the largest size that passed; 0 unknown */
-    double rtt_ms;  /* < 0 when unknown */
+    int path_mtu;      /* ok: size; frag_needed: the MTU named; else 0 (unknown) */
+    int largest_ok;    /* failing pairs: the largest size that passed; 0 unknown */
+    double rtt_ms;     /* < 0 when unknown */
+    char neighbor[12]; /* unreachable pairs: the target's neighbour entry at the source ("failed",
+                        * "incomplete", "none", "resolved"); "" when not looked up */
     char detail[192];
 };
 
@@ -68,12 +89,13 @@ struct hc_net_check {
     size_t nnodes;
     struct hc_net_pair *pairs;
     size_t npairs;
+    size_t cluster_nodes; /* joined nodes of the cluster (the check may cover fewer) */
     long probe_timeout_ms;
     int search; /* binary-search the largest passing size of failing pairs */
 };
 void hc_net_check_clear(struct hc_net_check *c);
 
-/* "ok", "frag_needed", "blackhole", "unreachable", "not_probed". */
+/* "ok", "frag_needed", "blackhole", "unreachable", "not_probed", "neighbor_unresolved". */
 const char *hc_net_result_name(enum hc_net_result r);
 
 /* Loads the joined nodes (all, or those named in `names`, an array of strings) with their
@@ -88,6 +110,14 @@ int hc_net_cluster_mtu(struct hc_db *db, struct hc_error *err);
  * or interfaces rows with addresses_json). iface is kept when set, else the interface carrying
  * the management address is taken. */
 void hc_net_node_apply(struct hc_net_node *n, const json_t *ifaces);
+
+/* Whether a node's neighbour table refused entries during its probes or is at its limit. */
+int hc_net_neigh_full(const struct hc_net_neigh_table *t);
+
+/* After the probes: an unreachable pair whose target's address has no resolved neighbour entry
+ * at the source, toward a node whose own table is full (it could not answer the ARP request),
+ * becomes neighbor_unresolved. Pure. (The source's own full table is judged by its agent.) */
+void hc_net_explain_neighbors(struct hc_net_check *c);
 
 /* Every directed pair of c->nodes at c->mtu (allocates c->pairs). */
 int hc_net_all_pairs(struct hc_net_check *c, struct hc_error *err);

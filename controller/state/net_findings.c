@@ -26,7 +26,7 @@
 
 /* What a set of pairs did. */
 struct tally {
-    int total, failed, local, frag, bh, unr, np;
+    int total, failed, local, frag, bh, unr, np, neigh;
     int local_min, local_max; /* MTUs of senders too small for the probe (EMSGSIZE) */
     int frag_min, frag_max;   /* MTUs named by frag-needed from the path */
     int ok_min, ok_max;       /* largest passing sizes measured */
@@ -89,6 +89,9 @@ static void tally_add(struct tally *t, const struct hc_net_check *c, const struc
     case HC_NET_UNREACHABLE:
         t->unr++;
         break;
+    case HC_NET_NEIGHBOR_UNRESOLVED:
+        t->neigh++;
+        break;
     default:
         t->np++;
         /* A node's finding tells its own reason, not the first peer's ("no storage address known
@@ -110,7 +113,7 @@ static enum cause tally_cause(const struct tally *t)
     if (t->failed == 0)
         return CAUSE_NONE;
     if (t->local + t->frag + t->bh + t->unr == 0)
-        return CAUSE_NOT_PROBED;
+        return t->np ? CAUSE_NOT_PROBED : CAUSE_NONE;
     if (t->local + t->frag >= t->bh && t->local + t->frag >= t->unr)
         return CAUSE_FRAG;
     return t->bh >= t->unr ? CAUSE_BLACKHOLE : CAUSE_UNREACHABLE;
@@ -202,6 +205,9 @@ static void describe(const struct tally *t, const char *where, char *buf, size_t
         part_add(parts, sizeof(parts), "%d go unanswered even at small sizes", t->unr);
     if (t->np)
         part_add(parts, sizeof(parts), "%d could not run: %s", t->np, t->np_detail);
+    if (t->neigh)
+        part_add(parts, sizeof(parts),
+                 "%d could not resolve the peer's address: a neighbour table is full", t->neigh);
     snprintf(buf, len, "%d-byte probes%s%s: %d of %d pairs fail (%s)", t->size, sp, where,
              t->failed, t->total, parts);
 }
@@ -299,8 +305,15 @@ static void add(struct ctx *x, json_t *f)
     json_array_append_new(error ? x->errors : x->warnings, f);
 }
 
+/* A pair the path steps leave alone: a node explains it by itself, or a full neighbour table
+ * does (neighbour_findings). */
+static int explained(const struct ctx *x, const struct hc_net_pair *p)
+{
+    return x->bad[p->from] || x->bad[p->to] || p->result == HC_NET_NEIGHBOR_UNRESOLVED;
+}
+
 /* Pairs touching node i (dir: 0 both ways, 1 from i, 2 toward i), optionally among good nodes
- * only. */
+ * only (and without the pairs a neighbour table explains). */
 static struct tally node_tally(const struct ctx *x, size_t i, int dir, int good_only)
 {
     struct tally t = {.focus = i + 1};
@@ -309,7 +322,7 @@ static struct tally node_tally(const struct ctx *x, size_t i, int dir, int good_
         int from = p->from == i, to = p->to == i;
         if ((dir == 0 && !from && !to) || (dir == 1 && !from) || (dir == 2 && !to))
             continue;
-        if (good_only && (x->bad[p->from] || x->bad[p->to]))
+        if (good_only && explained(x, p))
             continue;
         tally_add(&t, x->c, p);
     }
@@ -407,6 +420,135 @@ static void path_fix(const struct ctx *x, enum cause cause, const struct tally *
     }
 }
 
+/* --- neighbour tables ----------------------------------------------------------------------- */
+
+/* The thresholds to advise for a host that needs `need` entries and was seen holding `seen`:
+ * nothing collected below need (gc_thresh1), the defaults' proportions above (x4, x8). */
+static void neigh_advice(long need, long seen, long *t1, long *t2, long *t3)
+{
+    long base = need > seen ? need : seen;
+    base = (base + 127) / 128 * 128;
+    *t1 = base;
+    *t2 = 4 * base;
+    *t3 = 8 * base;
+}
+
+/* "n1, n2, n3 and 37 more" of the nodes marked in sel. */
+static void names_text(const struct hc_net_check *c, const char *sel, size_t count, char *buf,
+                       size_t len)
+{
+    size_t shown = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < c->nnodes && shown < 8; i++) {
+        if (!sel[i])
+            continue;
+        size_t l = strlen(buf);
+        snprintf(buf + l, len - l, "%s%s", shown ? ", " : "", c->nodes[i].name);
+        shown++;
+    }
+    if (count > shown) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, len - l, " and %zu more", count - shown);
+    }
+}
+
+/* One finding about the nodes marked in sel: scope node for one, scope nodes (with their names)
+ * for several. */
+static void nodes_finding(struct ctx *x, const char *sel, size_t count, const char *severity,
+                          const char *message, const char *fix, const struct tally *t)
+{
+    const struct hc_net_check *c = x->c;
+    json_t *f = finding(severity, count == 1 ? "node" : "nodes", message, fix);
+    json_t *names = json_array();
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (!sel[i])
+            continue;
+        if (count == 1)
+            json_object_set_new(f, "node", json_string(c->nodes[i].name));
+        json_array_append_new(names, json_string(c->nodes[i].name));
+    }
+    if (count > 1)
+        json_object_set_new(f, "nodes", names);
+    else
+        json_decref(names);
+    json_object_set_new(f, "pairs_failed", json_integer(t->failed));
+    json_object_set_new(f, "pairs_total", json_integer(t->total));
+    add(x, f);
+}
+
+/* Full neighbour tables (an error: pairs went unresolved) and tables too small for the cluster
+ * (a warning), each one finding over the nodes concerned (docs/net.md "Neighbour tables"). */
+static void neighbour_findings(struct ctx *x)
+{
+    const struct hc_net_check *c = x->c;
+    size_t nodes = c->cluster_nodes > c->nnodes ? c->cluster_nodes : c->nnodes;
+    long need = hc_net_neigh_need(nodes), max_entries = 0, max_fulls = 0, t3 = 0, t2 = 0;
+    size_t nfull = 0, nsmall = 0;
+    char *full = calloc(c->nnodes + 1, 1), *small = calloc(c->nnodes + 1, 1);
+    struct tally tf = {0}, ts = {0};
+    char names[400], msg[1024], fix[512];
+    long a1, a2, a3;
+    if (!full || !small)
+        goto cleanup;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const struct hc_net_neigh_table *t = &c->nodes[i].neigh;
+        if (!t->known)
+            continue;
+        if (hc_net_neigh_full(t)) {
+            full[i] = 1, nfull++;
+        } else if (t->thresh2 < need || t->entries >= t->thresh2) {
+            small[i] = 1, nsmall++;
+        } else {
+            continue;
+        }
+        max_entries = t->entries > max_entries ? t->entries : max_entries;
+        max_fulls = t->fulls > max_fulls ? t->fulls : max_fulls;
+        t3 = t3 == 0 || t->thresh3 < t3 ? t->thresh3 : t3;
+        t2 = t2 == 0 || t->thresh2 < t2 ? t->thresh2 : t2;
+    }
+    for (size_t k = 0; k < c->npairs; k++) {
+        const struct hc_net_pair *p = &c->pairs[k];
+        if (full[p->from] || full[p->to])
+            tally_add(&tf, c, p);
+        if (small[p->from] || small[p->to])
+            tally_add(&ts, c, p);
+    }
+    neigh_advice(need, max_entries, &a1, &a2, &a3);
+    snprintf(fix, sizeof(fix),
+             "raise the neighbour table thresholds on %s: sysctl -w "
+             "net.ipv4.neigh.default.gc_thresh1=%ld net.ipv4.neigh.default.gc_thresh2=%ld "
+             "net.ipv4.neigh.default.gc_thresh3=%ld (and in /etc/sysctl.d/ to keep them), then "
+             "run the check again",
+             nfull + nsmall == 1 ? "that host" : "those hosts", a1, a2, a3);
+    if (nfull) {
+        names_text(c, full, nfull, names, sizeof(names));
+        snprintf(msg, sizeof(msg),
+                 "the neighbour (ARP) %s %s %s full (up to %ld entries, gc_thresh3 %ld, "
+                 "up to %ld new entries refused during the check): %d of %d pairs could not "
+                 "resolve the peer's address (neighbor_unresolved); this is the %s, "
+                 "not the network",
+                 nfull == 1 ? "table of" : "tables of the hosts of", names,
+                 nfull == 1 ? "is" : "are", max_entries, t3, max_fulls, tf.neigh, tf.total,
+                 nfull == 1 ? "host's table" : "hosts' tables");
+        nodes_finding(x, full, nfull, "error", msg, fix, &tf);
+    }
+    if (nsmall) {
+        names_text(c, small, nsmall, names, sizeof(names));
+        snprintf(msg, sizeof(msg),
+                 "the neighbour (ARP) %s%s keeps %ld entries before it collects them by "
+                 "force (gc_thresh2; gc_thresh3 %ld), and holds up to %ld now; a %zu-node cluster "
+                 "needs about %ld per host (a peer on the storage and on the management network "
+                 "each, and spare): past gc_thresh2 live peers are re-resolved under load, past "
+                 "gc_thresh3 some are not resolved at all",
+                 nsmall == 1 ? "table of " : "table of each of the hosts of ", names, t2, t3,
+                 max_entries, nodes, need);
+        nodes_finding(x, small, nsmall, "warning", msg, fix, &ts);
+    }
+cleanup:
+    free(full);
+    free(small);
+}
+
 /* Step 2: every pair among good nodes fails. */
 static int fabric_finding(struct ctx *x, size_t ngood)
 {
@@ -414,7 +556,7 @@ static int fabric_finding(struct ctx *x, size_t ngood)
     struct tally t = {0};
     char msg[1024], fix[512], seen[400];
     for (size_t k = 0; k < c->npairs; k++)
-        if (!x->bad[c->pairs[k].from] && !x->bad[c->pairs[k].to])
+        if (!explained(x, &c->pairs[k]))
             tally_add(&t, c, &c->pairs[k]);
     if (t.total == 0 || t.failed < t.total || (ngood < 3 && ngood != c->nnodes))
         return 0;
@@ -477,7 +619,8 @@ static void pair_findings(struct ctx *x)
             struct tally t = {0};
             for (size_t k = 0; k < c->npairs; k++) {
                 const struct hc_net_pair *p = &c->pairs[k];
-                if ((p->from == a && p->to == b) || (p->from == b && p->to == a))
+                if (((p->from == a && p->to == b) || (p->from == b && p->to == a)) &&
+                    p->result != HC_NET_NEIGHBOR_UNRESOLVED)
                     tally_add(&t, c, p);
             }
             if (t.failed == 0)
@@ -532,6 +675,7 @@ json_t *hc_net_findings(const struct hc_net_check *c)
     x.named = calloc(c->nnodes + 1, 1);
     if (x.bad && x.named) {
         config_findings(&x);
+        neighbour_findings(&x);
         for (size_t i = 0; i < c->nnodes; i++)
             ngood += !x.bad[i];
         if (!fabric_finding(&x, ngood)) {

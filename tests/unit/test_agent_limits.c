@@ -575,9 +575,17 @@ static void test_limit_fits_legitimate_answers(void **state)
         t[i].result = HC_PROBE_FRAG_NEEDED;
         t[i].path_mtu = t[i].largest_ok = HC_PROBE_MAX_SIZE;
         t[i].rtt_ms = 99999.999;
+        t[i].neighbor = HC_NEIGH_INCOMPLETE;
         memset(t[i].detail, 'x', sizeof(t[i].detail) - 1);
     }
-    json_t *probe = hc_probe_results_json(t, HC_PROBE_MAX_TARGETS);
+    struct hc_neigh_table big = {.known = 1,
+                                 .entries = INT32_MAX,
+                                 .thresh1 = INT32_MAX,
+                                 .thresh2 = INT32_MAX,
+                                 .thresh3 = INT32_MAX,
+                                 .fulls = UINT32_MAX},
+                          zero = {.known = 1};
+    json_t *probe = hc_probe_results_json(t, HC_PROBE_MAX_TARGETS, &zero, &big);
     char *text = hc_json_dump(probe);
     size_t probe_len = strlen(text), probe_values = 0;
     probe_values = weigh(text);
