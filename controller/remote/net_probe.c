@@ -32,12 +32,13 @@ struct probe_req {
     char url[2048];
 };
 
-static void pair_not_probed(struct hc_net_pair *p, const char *fmt, const char *arg)
+static void pair_not_probed(struct hc_net_check *c, struct hc_net_pair *p, const char *fmt,
+                            const char *arg)
 {
     p->result = HC_NET_NOT_PROBED;
     p->path_mtu = p->largest_ok = 0;
     p->rtt_ms = -1;
-    snprintf(p->detail, sizeof(p->detail), fmt, arg);
+    hc_net_pair_detail(c, p, fmt, arg);
 }
 
 /* The probe body of source s: its pairs whose target has an address. NULL when none. */
@@ -49,7 +50,7 @@ static json_t *probe_body(struct hc_net_check *c, size_t s)
         if (p->from != s)
             continue;
         if (!c->nodes[p->to].addr[0]) {
-            pair_not_probed(p, "no storage address known for %s", c->nodes[p->to].name);
+            pair_not_probed(c, p, "no storage address known for %s", c->nodes[p->to].name);
             continue;
         }
         json_array_append_new(
@@ -139,7 +140,7 @@ static const json_t *result_for(const json_t *results, const char *addr, int siz
     return NULL;
 }
 
-static void pair_from_json(struct hc_net_pair *p, const json_t *r)
+static void pair_from_json(struct hc_net_check *c, struct hc_net_pair *p, const json_t *r)
 {
     const json_t *rtt = json_object_get(r, "rtt_ms");
     const char *name = hc_json_str(r, "result", "?");
@@ -147,13 +148,13 @@ static void pair_from_json(struct hc_net_pair *p, const json_t *r)
     p->largest_ok = (int)hc_json_int(r, "largest_ok", 0);
     p->path_mtu = (int)hc_json_int(r, "path_mtu", 0);
     p->rtt_ms = json_is_number(rtt) ? json_number_value(rtt) : -1;
-    snprintf(p->detail, sizeof(p->detail), "%s", hc_json_str(r, "detail", ""));
+    hc_net_pair_detail(c, p, "%s", hc_json_str(r, "detail", ""));
     if (p->result == HC_NET_OK)
         p->path_mtu = p->path_mtu > p->size ? p->path_mtu : p->size;
     else if (p->path_mtu == 0)
         p->path_mtu = p->largest_ok;
-    if (p->result == HC_NET_NOT_PROBED && !p->detail[0])
-        snprintf(p->detail, sizeof(p->detail), "the agent answered an unknown result '%s'", name);
+    if (p->result == HC_NET_NOT_PROBED && !p->detail)
+        hc_net_pair_detail(c, p, "the agent answered an unknown result '%s'", name);
 }
 
 static void probe_apply(struct hc_net_check *c, const struct hc_http_call *call)
@@ -177,11 +178,11 @@ static void probe_apply(struct hc_net_check *c, const struct hc_http_call *call)
         const json_t *res =
             src->agent_ok == 1 ? result_for(results, c->nodes[p->to].addr, p->size) : NULL;
         if (res)
-            pair_from_json(p, res);
+            pair_from_json(c, p, res);
         else if (src->agent_ok == 1)
-            pair_not_probed(p, "the agent returned no result for %s", c->nodes[p->to].addr);
+            pair_not_probed(c, p, "the agent returned no result for %s", c->nodes[p->to].addr);
         else
-            pair_not_probed(p, "%s", src->agent_error);
+            pair_not_probed(c, p, "%s", src->agent_error);
     }
 }
 
@@ -193,7 +194,7 @@ void hc_net_probe(struct hc_http_client *client, struct hc_net_check *c, int ref
     if (c->probe_timeout_ms <= 0)
         c->probe_timeout_ms = HC_NET_PROBE_TIMEOUT_MS;
     for (size_t k = 0; k < c->npairs; k++)
-        pair_not_probed(&c->pairs[k], "%s", "not probed");
+        pair_not_probed(c, &c->pairs[k], "%s", "not probed");
     if (!reqs || !calls)
         goto cleanup;
     ncalls = probe_prepare(c, refresh, reqs, calls);
