@@ -1,8 +1,8 @@
 /*
  * The storage network as recorded (see net.h): the nodes' storage interfaces gathered from the
- * database, the directed pairs of a check, the result document and where it is stored. The
- * localisation (verdicts, findings) lives in net_findings.c, the probes in
- * controller/remote/net_probe.c.
+ * database, the directed pairs of a check (their interned detail texts, their per-node indexes),
+ * the result document and where it is stored. The localisation (verdicts, findings) lives in
+ * net_findings.c, the probes in controller/remote/net_probe.c.
  */
 #include "controller/state/net.h"
 
@@ -370,6 +370,44 @@ int hc_net_all_pairs(struct hc_net_check *c, struct hc_error *err)
                 c->pairs[k++] = (struct hc_net_pair){
                     .from = (uint32_t)a, .to = (uint32_t)b, .size = c->mtu, .rtt_ms = -1};
     c->npairs = k;
+    return 0;
+}
+
+/* --- per-node indexes of the pairs --------------------------------------------------------- */
+
+void hc_net_index_free(struct hc_net_index *ix)
+{
+    free(ix->from_off);
+    free(ix->to_off);
+    free(ix->by_from);
+    free(ix->by_to);
+    memset(ix, 0, sizeof(*ix));
+}
+
+int hc_net_index_build(struct hc_net_index *ix, const struct hc_net_check *c)
+{
+    size_t n = c->nnodes;
+    ix->from_off = calloc(n + 2, sizeof(uint32_t));
+    ix->to_off = calloc(n + 2, sizeof(uint32_t));
+    ix->by_from = malloc((c->npairs + 1) * sizeof(uint32_t));
+    ix->by_to = malloc((c->npairs + 1) * sizeof(uint32_t));
+    if (!ix->from_off || !ix->to_off || !ix->by_from || !ix->by_to) {
+        hc_net_index_free(ix);
+        return -1;
+    }
+    for (size_t k = 0; k < c->npairs; k++) {
+        ix->from_off[c->pairs[k].from + 2]++;
+        ix->to_off[c->pairs[k].to + 2]++;
+    }
+    for (size_t i = 2; i <= n + 1; i++) {
+        ix->from_off[i] += ix->from_off[i - 1];
+        ix->to_off[i] += ix->to_off[i - 1];
+    }
+    /* off[i + 1] is node i's next free slot, and where its list ends once every pair is in */
+    for (size_t k = 0; k < c->npairs; k++) {
+        ix->by_from[ix->from_off[c->pairs[k].from + 1]++] = (uint32_t)k;
+        ix->by_to[ix->to_off[c->pairs[k].to + 1]++] = (uint32_t)k;
+    }
     return 0;
 }
 

@@ -116,6 +116,18 @@ void hc_net_node_apply(struct hc_net_node *n, const json_t *ifaces);
  * node a are a*(n-1) .. a*(n-1)+n-2, by target. More than HC_NET_MAX_NODES nodes: -1 with err. */
 int hc_net_all_pairs(struct hc_net_check *c, struct hc_error *err);
 
+/* Where each node's pairs are, by a counting sort of the pair indexes by source and by target
+ * (O(pairs + nodes) time, 8 bytes a pair): the pairs from node i are by_from[from_off[i] ..
+ * from_off[i + 1]), those toward it by_to[to_off[i] .. to_off[i + 1]), each list in pair order.
+ * Lets a node's work read its own pairs rather than all of them (the findings; the probes'
+ * bodies and answers could too). */
+struct hc_net_index {
+    uint32_t *from_off, *to_off, *by_from, *by_to;
+};
+/* 0, or -1 out of memory (ix left empty). hc_net_index_free frees it (an empty one too). */
+int hc_net_index_build(struct hc_net_index *ix, const struct hc_net_check *c);
+void hc_net_index_free(struct hc_net_index *ix);
+
 /* Whether a node's configuration can carry c->mtu: 0 ok, 1 warning, 2 error; why and fix
  * receive the text. */
 int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t why_len, char *fix,

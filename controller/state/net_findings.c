@@ -10,7 +10,12 @@
  * 3. Otherwise a good node all of whose pairs fail (or all pairs from it, or all pairs toward it,
  *    when there are at least two) is named: its switch port, NIC or cable, or a routed hop on its
  *    path when the probes drew "fragmentation needed".
- * 4. What is left is named by pair.
+ * 4. The nodes left, grouped by their set of failing peers: two groups that fail exactly with
+ *    each other (one of at least two nodes), every pair between them, are one segment finding:
+ *    the link, trunk or hop between their switches.
+ * 5. What is left is named by pair, at most HC_NET_MAX_PAIR_FINDINGS, then counted in one.
+ * Linear in the pairs: a node's tally reads its own pairs (hc_net_index), the groups and the
+ * pairs come from bitsets of failing peers (nodes^2/64 words).
  * A check of fewer than two nodes has no pair to prove: it says so in a finding of severity
  * `info` (its nodes' configuration is still judged).
  * Every finding carries the observed sizes (largest passing packet, the MTU an ICMP error named)
@@ -280,16 +285,9 @@ int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t 
 
 /* --- findings ------------------------------------------------------------------------------- */
 
-/* Where each node's pairs are: the pair indexes from node i are by_from[from_off[i] ..
- * from_off[i + 1]), those toward it by_to[to_off[i] .. to_off[i + 1]), each list in pair order
- * (a counting sort by node), so that a node's tally reads its own pairs, not all of them. */
-struct pair_index {
-    uint32_t *from_off, *to_off, *by_from, *by_to;
-};
-
 struct ctx {
     const struct hc_net_check *c;
-    struct pair_index ix;
+    struct hc_net_index ix;
     char *bad;      /* per node: explained by itself (config error or agent failure) */
     char *named;    /* per node: named by a path finding (scope node or segment) */
     size_t words;   /* 64-bit words of one bitset of nodes */
@@ -311,40 +309,6 @@ static void add(struct ctx *x, json_t *f)
 }
 
 /* --- indexes and bitsets -------------------------------------------------------------------- */
-
-/* Counting sort of the pair indexes by source and by target. 0, or -1 out of memory. */
-static int index_build(struct pair_index *ix, const struct hc_net_check *c)
-{
-    size_t n = c->nnodes;
-    ix->from_off = calloc(n + 2, sizeof(uint32_t));
-    ix->to_off = calloc(n + 2, sizeof(uint32_t));
-    ix->by_from = malloc((c->npairs + 1) * sizeof(uint32_t));
-    ix->by_to = malloc((c->npairs + 1) * sizeof(uint32_t));
-    if (!ix->from_off || !ix->to_off || !ix->by_from || !ix->by_to)
-        return -1;
-    for (size_t k = 0; k < c->npairs; k++) {
-        ix->from_off[c->pairs[k].from + 2]++;
-        ix->to_off[c->pairs[k].to + 2]++;
-    }
-    for (size_t i = 2; i <= n + 1; i++) {
-        ix->from_off[i] += ix->from_off[i - 1];
-        ix->to_off[i] += ix->to_off[i - 1];
-    }
-    /* off[i + 1] is node i's next free slot, and where its list ends once every pair is in */
-    for (size_t k = 0; k < c->npairs; k++) {
-        ix->by_from[ix->from_off[c->pairs[k].from + 1]++] = (uint32_t)k;
-        ix->by_to[ix->to_off[c->pairs[k].to + 1]++] = (uint32_t)k;
-    }
-    return 0;
-}
-
-static void index_free(struct pair_index *ix)
-{
-    free(ix->from_off);
-    free(ix->to_off);
-    free(ix->by_from);
-    free(ix->by_to);
-}
 
 static void bit_set(uint64_t *bits, size_t i)
 {
@@ -422,7 +386,7 @@ static int filter_keeps(const struct ctx *x, const struct node_filter *f, size_t
 static void node_tally_into(struct tally *t, const struct ctx *x, size_t i, int dir,
                             const struct node_filter *f)
 {
-    const struct pair_index *ix = &x->ix;
+    const struct hc_net_index *ix = &x->ix;
     const uint32_t *a = ix->by_from + ix->from_off[i], *ae = ix->by_from + ix->from_off[i + 1];
     const uint32_t *b = ix->by_to + ix->to_off[i], *be = ix->by_to + ix->to_off[i + 1];
     if (dir == 2)
@@ -872,7 +836,7 @@ json_t *hc_net_findings(const struct hc_net_check *c)
     x.bad = calloc(n + 1, 1);
     x.named = calloc(n + 1, 1);
     x.fail = calloc(n * x.words + 1, sizeof(uint64_t));
-    if (!x.bad || !x.named || !x.fail || index_build(&x.ix, c) < 0) {
+    if (!x.bad || !x.named || !x.fail || hc_net_index_build(&x.ix, c) < 0) {
         /* never a silent pass: the failing pairs still fail the check, and this says why the
          * findings do not explain them */
         add(&x, finding("error", "cluster", "the findings could not be computed: out of memory",
@@ -892,7 +856,7 @@ json_t *hc_net_findings(const struct hc_net_check *c)
 cleanup:
     json_array_extend(x.errors, x.warnings);
     json_decref(x.warnings);
-    index_free(&x.ix);
+    hc_net_index_free(&x.ix);
     free(x.bad);
     free(x.named);
     free(x.fail);

@@ -391,6 +391,33 @@ static void test_document_shape(void **state)
     hc_net_check_clear(&c);
 }
 
+/* The per-node indexes list each node's pairs in pair order, whatever order the pairs are in
+ * (set-mtu's verification interleaves the two directions). */
+static void test_index(void **state)
+{
+    struct hc_net_check c = {.mtu = MTU};
+    struct hc_net_index ix;
+    const struct hc_net_pair pairs[] = {{.from = 1, .to = 0},
+                                        {.from = 0, .to = 1},
+                                        {.from = 1, .to = 2},
+                                        {.from = 2, .to = 1},
+                                        {.from = 0, .to = 2}};
+    c.pairs = (struct hc_net_pair *)pairs;
+    c.npairs = 5;
+    c.nnodes = 3;
+    assert_int_equal(hc_net_index_build(&ix, &c), 0);
+    const uint32_t from1[] = {0, 2}, to1[] = {1, 3}, from0[] = {1, 4}, to2[] = {2, 4};
+    assert_int_equal(ix.from_off[2] - ix.from_off[1], 2);
+    assert_memory_equal(ix.by_from + ix.from_off[1], from1, sizeof(from1));
+    assert_memory_equal(ix.by_to + ix.to_off[1], to1, sizeof(to1));
+    assert_memory_equal(ix.by_from + ix.from_off[0], from0, sizeof(from0));
+    assert_memory_equal(ix.by_to + ix.to_off[2], to2, sizeof(to2));
+    assert_int_equal(ix.from_off[3], 5);
+    assert_int_equal(ix.to_off[1] - ix.to_off[0], 1);
+    hc_net_index_free(&ix);
+    hc_net_index_free(&ix); /* emptied: twice is harmless */
+}
+
 /* Detail texts: interned (one copy per distinct text), none for an ok pair or an empty text,
  * and still right past the first block of the pool. */
 static void test_pair_detail(void **state)
@@ -593,25 +620,16 @@ static void test_bench_stalled(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_all_pass),
-        cmocka_unit_test(test_node_mtu),
-        cmocka_unit_test(test_port_blackhole),
-        cmocka_unit_test(test_mismatch_8982),
-        cmocka_unit_test(test_routed_hop),
-        cmocka_unit_test(test_fabric),
-        cmocka_unit_test(test_two_nodes),
-        cmocka_unit_test(test_pair),
-        cmocka_unit_test(test_one_direction),
-        cmocka_unit_test(test_agent_stalled),
-        cmocka_unit_test(test_higher_mtu_warning),
-        cmocka_unit_test(test_segment),
-        cmocka_unit_test(test_segment_two_one),
-        cmocka_unit_test(test_document_shape),
-        cmocka_unit_test(test_pair_detail),
-        cmocka_unit_test(test_node_apply),
-        cmocka_unit_test(test_summary),
-        cmocka_unit_test(test_one_node),
-        cmocka_unit_test(test_hand_joined_names_itself),
+        cmocka_unit_test(test_all_pass),           cmocka_unit_test(test_node_mtu),
+        cmocka_unit_test(test_port_blackhole),     cmocka_unit_test(test_mismatch_8982),
+        cmocka_unit_test(test_routed_hop),         cmocka_unit_test(test_fabric),
+        cmocka_unit_test(test_two_nodes),          cmocka_unit_test(test_pair),
+        cmocka_unit_test(test_one_direction),      cmocka_unit_test(test_agent_stalled),
+        cmocka_unit_test(test_higher_mtu_warning), cmocka_unit_test(test_segment),
+        cmocka_unit_test(test_segment_two_one),    cmocka_unit_test(test_document_shape),
+        cmocka_unit_test(test_pair_detail),        cmocka_unit_test(test_index),
+        cmocka_unit_test(test_node_apply),         cmocka_unit_test(test_summary),
+        cmocka_unit_test(test_one_node),           cmocka_unit_test(test_hand_joined_names_itself),
         cmocka_unit_test(test_bench_stalled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
