@@ -31,7 +31,8 @@
 
 /* Up to this many nodes the text output draws the pair matrix (17 columns of node names fill a
  * wide terminal); beyond, it lists the failing pairs instead, so that it never scrolls off into
- * a matrix nobody can read. -o json always has every pair. */
+ * a matrix nobody can read. -o json has every pair up to the controller's HC_NET_LIST_ALL_PAIRS
+ * (65 nodes), beyond that the failing ones. */
 #define MATRIX_MAX_NODES 16
 
 /* --- helpers -------------------------------------------------------------------------------- */
@@ -257,10 +258,14 @@ static const struct hc_col failing_pair_cols[] = {
     {NULL, NULL, NULL},
 };
 
-/* Beyond MATRIX_MAX_NODES: the failing pairs as a list (all of them: they are what to fix). */
+/* Beyond MATRIX_MAX_NODES: the failing pairs as a list (all of them: they are what to fix, up to
+ * the controller's cap). The counts come from the summary, which counts every pair, so a
+ * document that lists only the failing pairs (--failures-only, or a large check) or only some
+ * of them still tells how many there are. */
 static void print_failing_pairs(struct hc_cmd_ctx *ctx, const json_t *res)
 {
     const json_t *pairs = json_object_get(res, "pairs"), *p;
+    const json_t *sum = json_object_get(res, "summary");
     json_t *rows = json_array();
     size_t i;
     json_array_foreach(pairs, i, p)
@@ -273,17 +278,24 @@ static void print_failing_pairs(struct hc_cmd_ctx *ctx, const json_t *res)
                               json_pack("{s:s, s:s, s:s}", "from", hc_json_str(p, "from", "?"),
                                         "to", hc_json_str(p, "to", "?"), "cell", cell));
     }
-    size_t total = (size_t)hc_json_int(json_object_get(res, "summary"), "pairs", 0);
-    if (json_array_size(rows) == 0)
+    size_t total = (size_t)hc_json_int(sum, "pairs", 0), listed = json_array_size(rows);
+    size_t failed = (size_t)hc_json_int(sum, "pairs_failed", (json_int_t)listed);
+    int every = !hc_json_bool(res, "failures_only", 0) &&
+                strcmp(hc_json_str(res, "pairs_listed", "all"), "all") == 0;
+    char more[96] = "";
+    if (listed < failed)
+        snprintf(more, sizeof(more), "; %zu listed, %zu left out", listed, failed - listed);
+    const char *json_has =
+        every ? "-o json has every pair" : "-o json lists the failing pairs and counts each node's";
+    if (failed == 0)
         fprintf(ctx->out.out,
                 "\nPairs: all %zu directed pairs passed (the matrix is drawn up to %d "
-                "nodes; -o json has every pair)\n",
-                total, MATRIX_MAX_NODES);
+                "nodes; %s)\n",
+                total, MATRIX_MAX_NODES, json_has);
     else {
         fprintf(ctx->out.out,
-                "\nFailing pairs, %zu of %zu (the matrix is drawn up to %d nodes; -o "
-                "json has every pair):\n",
-                json_array_size(rows), total, MATRIX_MAX_NODES);
+                "\nFailing pairs, %zu of %zu%s (the matrix is drawn up to %d nodes; %s):\n", failed,
+                total, more, MATRIX_MAX_NODES, json_has);
         hc_output_table(&ctx->out, failing_pair_cols, rows, NULL, 1);
     }
     json_decref(rows);
@@ -298,7 +310,8 @@ static void print_matrix(struct hc_cmd_ctx *ctx, const json_t *res)
     const json_t *p;
     if (n < 2)
         return;
-    if (n > MATRIX_MAX_NODES || hc_json_bool(res, "failures_only", 0)) {
+    if (n > MATRIX_MAX_NODES || hc_json_bool(res, "failures_only", 0) ||
+        strcmp(hc_json_str(res, "pairs_listed", "all"), "all") != 0) {
         print_failing_pairs(ctx, res);
         return;
     }

@@ -632,8 +632,11 @@ static void hc_fanout_collect(struct hc_http_client *c, size_t *running)
         struct hc_call_ctx *ctx = NULL;
         CURLcode rc = msg->data.result; /* msg is invalid once the handle is removed */
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&ctx);
+        struct hc_http_call *call = ctx->call;
         hc_call_finish(c, ctx, rc);
         (*running)--;
+        if (call->done)
+            call->done(call);
     }
 }
 

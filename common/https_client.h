@@ -101,6 +101,10 @@ struct hc_http_call {
     size_t raw_len;
     const char *content_type;
     const char *const *headers;
+    /* Optional: called on the fan-out's thread as soon as this call has finished, its outputs
+     * set, while others still run; it may clear resp (a large answer then need not wait for the
+     * slowest call). Not called for a call that could not start (its err says why). */
+    void (*done)(struct hc_http_call *call);
     /* outputs */
     int ok;                       /* 1 when an HTTP response arrived */
     struct hc_http_response resp; /* valid when ok; caller clears */

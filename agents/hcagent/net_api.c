@@ -53,6 +53,7 @@ struct job {
     struct hc_probe_target *targets;
     size_t ntargets;
     struct hc_probe_neighbors neighbors;
+    int compact; /* the probe answer lists passing targets by index */
     char address[INET_ADDRSTRLEN];
     int port;
     int duration_s;
@@ -100,7 +101,7 @@ static json_t *job_answer(struct job *job, int *status)
     switch (job->kind) {
     case JOB_PROBE:
         return hc_probe_results_json(job->targets, job->ntargets, &job->neighbors.before,
-                                     &job->neighbors.after);
+                                     &job->neighbors.after, job->compact);
     case JOB_BENCH_SERVER:
         return json_pack("{s:i}", "port", job->port);
     default:
@@ -271,6 +272,7 @@ static int parse_probe(const json_t *body, struct job *job, struct hc_error *err
             return -1;
     job->popt.timeout_ms = (int)timeout;
     job->popt.search = hc_json_bool(body, "search", 1);
+    job->compact = hc_json_bool(body, "compact", 0);
     return 0;
 }
 

@@ -149,7 +149,7 @@ static int print_results(const struct hc_probe_target *t, size_t n,
     int failed = 0;
     for (size_t i = 0; i < n; i++)
         failed |= t[i].result != HC_PROBE_OK;
-    json_t *doc = hc_probe_results_json(t, n, &nb->before, &nb->after);
+    json_t *doc = hc_probe_results_json(t, n, &nb->before, &nb->after, 0);
     json_object_set_new(doc, "elapsed_ms", json_integer(elapsed_ms));
     json_dumpf(doc, stdout, JSON_INDENT(2));
     putchar('\n');

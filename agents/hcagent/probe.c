@@ -1042,13 +1042,19 @@ static json_t *probe_result_json(const struct hc_probe_target *t)
 
 json_t *hc_probe_results_json(const struct hc_probe_target *t, size_t n,
                               const struct hc_neigh_table *before,
-                              const struct hc_neigh_table *after)
+                              const struct hc_neigh_table *after, int compact)
 {
-    json_t *list = json_array(), *table = json_null();
+    json_t *list = json_array(), *passed = compact ? json_array() : NULL, *table = json_null();
     for (size_t i = 0; list && i < n; i++) {
+        if (passed && t[i].result == HC_PROBE_OK) {
+            json_array_append_new(passed, json_integer((json_int_t)i));
+            continue;
+        }
         json_t *r = probe_result_json(&t[i]);
         if (r && t[i].neighbor != HC_NEIGH_UNKNOWN)
             json_object_set_new(r, "neighbor", json_string(hc_neigh_state_name(t[i].neighbor)));
+        if (r && passed)
+            json_object_set_new(r, "index", json_integer((json_int_t)i));
         json_array_append_new(list, r);
     }
     if (after && after->known)
@@ -1057,5 +1063,8 @@ json_t *hc_probe_results_json(const struct hc_probe_target *t, size_t n,
                           (json_int_t)after->thresh2, "gc_thresh3", (json_int_t)after->thresh3,
                           "table_fulls",
                           (json_int_t)(before && before->known ? after->fulls - before->fulls : 0));
-    return json_pack("{s:o, s:o}", "results", list, "neighbors", table);
+    json_t *doc = json_pack("{s:o, s:o}", "results", list, "neighbors", table);
+    if (doc && passed)
+        json_object_set_new(doc, "passed", passed);
+    return doc;
 }

@@ -170,9 +170,11 @@ int hc_probe_run_explained(const struct hc_probe_options *opt, struct hc_probe_t
  * ...], "neighbors": {...} | null} as in the API (null for path_mtu, largest_ok and rtt_ms when
  * unknown; neighbor only for targets that were looked up). neighbors is the table after the
  * probe with the entries it refused during it ("table_fulls"); before/after may be NULL or
- * unknown. New reference. */
+ * unknown. compact: "results" holds only the targets that did not pass, each with its "index"
+ * among the targets, and "passed" the indexes of those that did (a large check's answer: 5 KB
+ * instead of 200 KB for 1,000 passing targets). New reference. */
 json_t *hc_probe_results_json(const struct hc_probe_target *targets, size_t n,
                               const struct hc_neigh_table *before,
-                              const struct hc_neigh_table *after);
+                              const struct hc_neigh_table *after, int compact);
 
 #endif

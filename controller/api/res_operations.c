@@ -10,6 +10,7 @@
 #include "common/op_state.h"
 #include "controller/api/api.h"
 #include "controller/ops/ops.h"
+#include "controller/state/net.h"
 
 json_t *hc_res_operation_body(struct hc_db *db, const char *id, struct hc_error *err)
 {
@@ -56,26 +57,6 @@ void hc_res_op_get(struct hc_request *req, void *arg)
     hc_api_reply(req, 200, hc_ops_show(api->db, hc_req_param(req, "id"), &err), &err);
 }
 
-/* ?failures_only=1 (hcctl net check-jumbo --failures-only): a check's "pairs" keep only the pairs
- * that did not pass, and "failures_only": true says so; the summary still counts every pair. At
- * 1,000 nodes that is the difference between a million pair objects and the handful to fix. */
-static void keep_failing_pairs(json_t *res)
-{
-    json_t *pairs = json_object_get(res, "pairs"), *kept = json_array(), *p;
-    size_t i;
-    if (!json_is_array(pairs) || !kept) {
-        json_decref(kept);
-        return;
-    }
-    json_array_foreach(pairs, i, p)
-    {
-        if (strcmp(hc_json_str(p, "result", "ok"), "ok") != 0)
-            json_array_append(kept, p);
-    }
-    json_object_set_new(res, "pairs", kept);
-    json_object_set_new(res, "failures_only", json_true());
-}
-
 void hc_res_op_result(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
@@ -93,7 +74,7 @@ void hc_res_op_result(struct hc_request *req, void *arg)
         json_t *res = json_object_get(json_array_get(rows, 0), "result_json");
         const char *fo = hc_req_query(req, "failures_only");
         if (fo && (!strcmp(fo, "1") || !strcmp(fo, "true")) && json_is_object(res))
-            keep_failing_pairs(res);
+            hc_net_result_failures_only(res);
         json_object_set(body, "result", res ? res : json_null());
     }
     json_decref(rows);

@@ -24,7 +24,7 @@ static atomic_long write_count;
 static _Thread_local int write_quiet;
 static pthread_mutex_t last_mu = PTHREAD_MUTEX_INITIALIZER;
 static char last_step[160]; /* the last durable step of any thread, for the write log; last_mu */
-static atomic_long net_search_all = -1; /* HCCTLD_TEST_NET_SEARCH_ALL_PAIRS; -1: not set */
+static atomic_long net_large_check = -1; /* HCCTLD_TEST_NET_LARGE_CHECK_PAIRS; -1: not set */
 
 /* A decimal in [0, LONG_MAX) or -1. */
 static long parse_count(const char *text)
@@ -44,15 +44,15 @@ static void hooks_read_env(void)
     const char *crash = getenv("HCCTLD_TEST_CRASH_AFTER_STEP");
     const char *dbfail = getenv("HCCTLD_TEST_DB_FAIL_AT");
     const char *write = getenv("HCCTLD_TEST_CRASH_AT_WRITE");
-    const char *search = getenv("HCCTLD_TEST_NET_SEARCH_ALL_PAIRS");
+    const char *search = getenv("HCCTLD_TEST_NET_LARGE_CHECK_PAIRS");
     if (search && search[0]) {
         long n = parse_count(search);
         if (n < 0) {
-            HC_ERROR("test hook: HCCTLD_TEST_NET_SEARCH_ALL_PAIRS='%s' is not a count: ignored",
+            HC_ERROR("test hook: HCCTLD_TEST_NET_LARGE_CHECK_PAIRS='%s' is not a count: ignored",
                      search);
         } else {
-            atomic_store(&net_search_all, n);
-            HC_WARN("test hook: HCCTLD_TEST_NET_SEARCH_ALL_PAIRS=%ld: checks of more pairs "
+            atomic_store(&net_large_check, n);
+            HC_WARN("test hook: HCCTLD_TEST_NET_LARGE_CHECK_PAIRS=%ld: checks of more pairs "
                     "search a sample of their blackholes",
                     n);
         }
@@ -160,8 +160,8 @@ void hc_test_crash_point(const char *op_id, const char *what)
     }
 }
 
-long hc_test_net_search_all_pairs(long dflt)
+long hc_test_net_large_check_pairs(long dflt)
 {
-    long n = atomic_load(&net_search_all);
+    long n = atomic_load(&net_large_check);
     return n >= 0 ? n : dflt;
 }

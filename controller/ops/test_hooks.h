@@ -10,11 +10,12 @@
  *                                 commit (but the waiting_on text), and raises SIGKILL just
  *                                 before the N-th commits, so that the database keeps the N-1
  *                                 before it. N = 0 counts and logs only.
- * HCCTLD_TEST_NET_SEARCH_ALL_PAIRS=N
- *                                 a storage network check of more than N pairs searches a sample
- *                                 of its blackholes (controller/remote/net_probe.h), as one of
- *                                 more than HC_NET_SEARCH_ALL_PAIRS does: a small lab runs what a
- *                                 large cluster does.
+ * HCCTLD_TEST_NET_LARGE_CHECK_PAIRS=N
+ *                                 a storage network check of more than N pairs runs as a large
+ *                                 one (more than HC_NET_LIST_ALL_PAIRS) does: compact answers, a
+ *                                 sample of its blackholes searched (controller/remote/
+ *                                 net_probe.h), so that a small lab runs what a large cluster
+ *                                 does.
  * HCCTLD_TEST_DB_FAIL_AT=N[,full|ioerr]
  *                                 the N-th write to the database fails as if the disk were full
  *                                 (the default) or broken (db/db.h hc_db_fault_set).
@@ -41,8 +42,8 @@ void hc_test_watch_db(struct hc_db *db);
  * operation waits on is informative, and written a varying number of times). */
 void hc_test_quiet(int on);
 
-/* HCCTLD_TEST_NET_SEARCH_ALL_PAIRS when set, else dflt. */
-long hc_test_net_search_all_pairs(long dflt);
+/* HCCTLD_TEST_NET_LARGE_CHECK_PAIRS when set, else dflt. */
+long hc_test_net_large_check_pairs(long dflt);
 
 /* For unit tests: enables the crash hook without the environment (crash_at as the variable;
  * -1 disables it) and resets the count. */

@@ -31,61 +31,45 @@ static enum hc_net_result result_parse(const char *s)
 /* One agent call of the fan-out: what it was for. A probe's targets are the pairs
  * pairs[0..npairs) (indexes into c->pairs), in the order of its body's targets. */
 struct probe_req {
+    struct hc_net_check *check;
     size_t node;
     int ifaces; /* 1: GET /v1/interfaces, 0: POST /v1/net/probe */
     json_t *body;
-    size_t *pairs;
+    uint32_t *pairs; /* into the hc_net_index's by_from */
     size_t npairs;
+    struct probe_req *probe; /* an interfaces call: the same node's probe call, if any */
+    int applied;             /* its answer is in the check */
     char url[2048];
 };
 
-/* The pairs of each source, in pair order: by_from[start[s]..start[s + 1]) are source s's. A
- * counting sort, so that a check of N nodes costs O(pairs), not O(N x pairs). */
-struct pair_index {
-    size_t *start, *by_from;
-};
-
-static int pair_index_build(const struct hc_net_check *c, struct pair_index *x)
-{
-    x->start = calloc(c->nnodes + 2, sizeof(*x->start));
-    x->by_from = calloc(c->npairs + 1, sizeof(*x->by_from));
-    if (!x->start || !x->by_from)
-        return -1;
-    for (size_t k = 0; k < c->npairs; k++)
-        x->start[c->pairs[k].from + 2]++;
-    for (size_t s = 0; s < c->nnodes; s++)
-        x->start[s + 2] += x->start[s + 1];
-    for (size_t k = 0; k < c->npairs; k++)
-        x->by_from[x->start[c->pairs[k].from + 1]++] = k;
-    return 0;
-}
-
-static void pair_index_free(struct pair_index *x)
-{
-    free(x->start);
-    free(x->by_from);
-}
-
-static void pair_not_probed(struct hc_net_pair *p, const char *fmt, const char *arg)
+static void pair_not_probed(struct hc_net_check *c, struct hc_net_pair *p, const char *fmt,
+                            const char *arg)
 {
     p->result = HC_NET_NOT_PROBED;
     p->path_mtu = p->largest_ok = 0;
     p->rtt_ms = -1;
-    p->neighbor[0] = '\0';
-    snprintf(p->detail, sizeof(p->detail), fmt, arg);
+    p->neighbor = HC_NET_NEIGH_UNKNOWN;
+    hc_net_pair_detail(c, p, fmt, arg);
+}
+
+/* A check whose result does not list its passing pairs (HC_NET_LIST_ALL_PAIRS): its agents
+ * answer compactly and only a sample of its blackholes is searched (docs/net.md "At scale"). */
+static int large_check(const struct hc_net_check *c)
+{
+    return (long)c->npairs > hc_test_net_large_check_pairs(HC_NET_LIST_ALL_PAIRS);
 }
 
 /* The probe body of source s: its pairs whose target has an address (their indexes go to
  * r->pairs, in the targets' order). NULL when none. */
-static json_t *probe_body(struct hc_net_check *c, const struct pair_index *x, size_t s,
+static json_t *probe_body(struct hc_net_check *c, const struct hc_net_index *x, size_t s,
                           struct probe_req *r)
 {
     json_t *targets = json_array();
     r->npairs = 0;
-    for (size_t j = x->start[s]; j < x->start[s + 1]; j++) {
+    for (size_t j = x->from_off[s]; j < x->from_off[s + 1]; j++) {
         struct hc_net_pair *p = &c->pairs[x->by_from[j]];
         if (!c->nodes[p->to].addr[0]) {
-            pair_not_probed(p, "no storage address known for %s", c->nodes[p->to].name);
+            pair_not_probed(c, p, "no storage address known for %s", c->nodes[p->to].name);
             continue;
         }
         r->pairs[r->npairs++] = x->by_from[j];
@@ -98,31 +82,42 @@ static json_t *probe_body(struct hc_net_check *c, const struct pair_index *x, si
     }
     json_t *body = json_pack("{s:o, s:I, s:b}", "targets", targets, "timeout_ms",
                              (json_int_t)c->probe_timeout_ms, "search", c->search);
+    /* A check whose result does not list its passing pairs needs nothing of them but that they
+     * passed: the agent names them by index (an older agent ignores it and answers in full). */
+    if (large_check(c))
+        json_object_set_new(body, "compact", json_true());
     if (c->nodes[s].addr[0])
         json_object_set_new(body, "source", json_string(c->nodes[s].addr));
     return body;
 }
 
-/* The agent's search sends up to ~16 rounds of probes, each waiting at most the probe timeout. */
+/* The agent's search sends up to ~16 rounds of probes, each waiting at most the probe timeout,
+ * for each window of targets it probes at once. */
 static long probe_call_timeout(const struct hc_net_check *c)
 {
-    return c->probe_timeout_ms * (c->search ? 18 : 2) + 3000;
+    long windows = ((long)c->nnodes + HC_NET_AGENT_WINDOW - 2) / HC_NET_AGENT_WINDOW;
+    return c->probe_timeout_ms * (c->search ? 18 : 2) * (windows > 0 ? windows : 1) + 3000;
 }
 
-static size_t probe_prepare(struct hc_net_check *c, const struct pair_index *x, int refresh,
+static void call_done(struct hc_http_call *call);
+
+static size_t probe_prepare(struct hc_net_check *c, const struct hc_net_index *x, int refresh,
                             struct probe_req *reqs, struct hc_http_call *calls)
 {
     size_t ncalls = 0;
     struct hc_error err;
     for (size_t s = 0; s < c->nnodes; s++) {
-        struct probe_req probe = {.pairs = x->by_from + x->start[s]};
+        struct probe_req probe = {.pairs = x->by_from + x->from_off[s]};
         json_t *body = probe_body(c, x, s, &probe);
         int owned = 0;
         for (int kind = 0; kind < 2; kind++) {
             if ((kind == 0 && !body) || (kind == 1 && !refresh))
                 continue;
             struct probe_req *r = &reqs[ncalls];
-            *r = (struct probe_req){.node = s, .ifaces = kind, .body = kind ? NULL : body};
+            *r = (struct probe_req){
+                .check = c, .node = s, .ifaces = kind, .body = kind ? NULL : body};
+            if (kind && owned)
+                r->probe = &reqs[ncalls - 1];
             if (!kind) {
                 r->pairs = probe.pairs;
                 r->npairs = probe.npairs;
@@ -135,6 +130,7 @@ static size_t probe_prepare(struct hc_net_check *c, const struct pair_index *x, 
                                                   .body = r->body,
                                                   .timeout_ms = kind ? NET_IFACES_TIMEOUT_MS
                                                                      : probe_call_timeout(c),
+                                                  .done = call_done,
                                                   .user = r};
             owned |= kind == 0;
             ncalls++;
@@ -189,7 +185,7 @@ static const json_t *result_for(const json_t *results, size_t pos, const char *a
     return NULL;
 }
 
-static void pair_from_json(struct hc_net_pair *p, const json_t *r)
+static void pair_from_json(struct hc_net_check *c, struct hc_net_pair *p, const json_t *r)
 {
     const json_t *rtt = json_object_get(r, "rtt_ms");
     const char *name = hc_json_str(r, "result", "?");
@@ -197,14 +193,14 @@ static void pair_from_json(struct hc_net_pair *p, const json_t *r)
     p->largest_ok = (int)hc_json_int(r, "largest_ok", 0);
     p->path_mtu = (int)hc_json_int(r, "path_mtu", 0);
     p->rtt_ms = json_is_number(rtt) ? json_number_value(rtt) : -1;
-    snprintf(p->neighbor, sizeof(p->neighbor), "%s", hc_json_str(r, "neighbor", ""));
-    snprintf(p->detail, sizeof(p->detail), "%s", hc_json_str(r, "detail", ""));
+    p->neighbor = (uint8_t)hc_net_neighbor_parse(hc_json_str(r, "neighbor", NULL));
+    hc_net_pair_detail(c, p, "%s", hc_json_str(r, "detail", ""));
     if (p->result == HC_NET_OK)
         p->path_mtu = p->path_mtu > p->size ? p->path_mtu : p->size;
     else if (p->path_mtu == 0)
         p->path_mtu = p->largest_ok;
-    if (p->result == HC_NET_NOT_PROBED && !p->detail[0])
-        snprintf(p->detail, sizeof(p->detail), "the agent answered an unknown result '%s'", name);
+    if (p->result == HC_NET_NOT_PROBED && !p->detail)
+        hc_net_pair_detail(c, p, "the agent answered an unknown result '%s'", name);
 }
 
 /* The agent's "neighbors" object; anything else (an older agent: absent) leaves it unknown. */
@@ -221,32 +217,112 @@ static void neigh_apply(struct hc_net_neigh_table *t, const json_t *o)
     t->known = t->thresh3 > 0 && t->entries >= 0 && t->fulls >= 0;
 }
 
+/* A compact answer's target j (docs/api.md): passed when j is in "passed", else its result is
+ * the one with "index" j. Fills by_index[j] with the result, or with `passed_mark`. */
+static void compact_index(const json_t *answer, size_t npairs, const json_t **by_index,
+                          const json_t *passed_mark)
+{
+    size_t i;
+    const json_t *v;
+    json_array_foreach(json_object_get(answer, "passed"), i, v)
+    {
+        json_int_t j = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (j >= 0 && (size_t)j < npairs)
+            by_index[j] = passed_mark;
+    }
+    json_array_foreach(json_object_get(answer, "results"), i, v)
+    {
+        json_int_t j = hc_json_int(v, "index", -1);
+        if (j >= 0 && (size_t)j < npairs && !by_index[j])
+            by_index[j] = v;
+    }
+}
+
+static void pair_passed(struct hc_net_check *c, struct hc_net_pair *p)
+{
+    p->result = HC_NET_OK;
+    p->path_mtu = p->largest_ok = p->size;
+    p->rtt_ms = -1;
+    p->neighbor = HC_NET_NEIGH_UNKNOWN;
+    hc_net_pair_detail(c, p, "%s", "");
+}
+
+void hc_net_probe_answer(struct hc_net_check *c, size_t source, const uint32_t *pairs,
+                         size_t npairs, const json_t *targets, const json_t *answer)
+{
+    struct hc_net_node *src = &c->nodes[source];
+    const json_t *results = json_object_get(answer, "results");
+    const json_t **by_index = NULL, *passed_mark = results;
+    if (answer && !json_is_array(results)) {
+        src->agent_ok = 0;
+        snprintf(src->agent_error, sizeof(src->agent_error),
+                 "the agent on %s answered without results", src->name);
+    } else if (answer) {
+        src->agent_ok = 1;
+        neigh_apply(&src->neigh, json_object_get(answer, "neighbors"));
+        if (json_is_array(json_object_get(answer, "passed")) &&
+            (by_index = calloc(npairs + 1, sizeof(*by_index))))
+            compact_index(answer, npairs, by_index, passed_mark);
+    }
+    for (size_t j = 0; j < npairs; j++) {
+        struct hc_net_pair *p = &c->pairs[pairs[j]];
+        /* the address the probe was aimed at: fresh interfaces may have changed the node's */
+        const char *addr = hc_json_str(json_array_get(targets, j), "address", "");
+        const json_t *res = NULL;
+        if (src->agent_ok == 1)
+            res = by_index ? by_index[j] : result_for(results, j, addr, p->size);
+        if (res == passed_mark && by_index)
+            pair_passed(c, p);
+        else if (res && (!by_index || result_is(res, addr, p->size)))
+            pair_from_json(c, p, res);
+        else if (src->agent_ok == 1)
+            pair_not_probed(c, p, "the agent returned no result for %s", addr);
+        else
+            pair_not_probed(c, p, "%s", src->agent_error);
+    }
+    free(by_index);
+}
+
 static void probe_apply(struct hc_net_check *c, const struct hc_http_call *call)
 {
     const struct probe_req *r = call->user;
     struct hc_net_node *src = &c->nodes[r->node];
-    const json_t *results = json_object_get(call->resp.body, "results");
-    if (!call_good(call) || !json_is_array(results)) {
+    if (!call_good(call)) {
         src->agent_ok = 0;
         call_error(call, src->name, src->agent_error, sizeof(src->agent_error));
-        if (call_good(call))
-            snprintf(src->agent_error, sizeof(src->agent_error),
-                     "the agent on %s answered without results", src->name);
-    } else {
-        src->agent_ok = 1;
-        neigh_apply(&src->neigh, json_object_get(call->resp.body, "neighbors"));
     }
-    for (size_t j = 0; j < r->npairs; j++) {
-        struct hc_net_pair *p = &c->pairs[r->pairs[j]];
-        const json_t *res =
-            src->agent_ok == 1 ? result_for(results, j, c->nodes[p->to].addr, p->size) : NULL;
-        if (res)
-            pair_from_json(p, res);
-        else if (src->agent_ok == 1)
-            pair_not_probed(p, "the agent returned no result for %s", c->nodes[p->to].addr);
-        else
-            pair_not_probed(p, "%s", src->agent_error);
-    }
+    hc_net_probe_answer(c, r->node, r->pairs, r->npairs, json_object_get(r->body, "targets"),
+                        call_good(call) ? call->resp.body : NULL);
+}
+
+/* Fresh interfaces, so that the verdicts judge what the probes met. Whether the agent answered
+ * is the probe's to say when it has: its answer has the last word, whichever came first. */
+static void ifaces_apply(struct hc_net_check *c, const struct hc_http_call *call)
+{
+    const struct probe_req *r = call->user;
+    struct hc_net_node *n = &c->nodes[r->node];
+    const json_t *list = json_object_get(call->resp.body, "interfaces");
+    int good = call_good(call) && json_is_array(list);
+    if (good)
+        hc_net_node_apply(n, list);
+    if (r->probe && r->probe->applied)
+        return;
+    n->agent_ok = good;
+    if (!good)
+        call_error(call, n->name, n->agent_error, sizeof(n->agent_error));
+}
+
+/* A call's answer into the check as soon as it arrives, then freed: 1,000 answers of ~200 KB
+ * each are never all held at once. */
+static void call_done(struct hc_http_call *call)
+{
+    struct probe_req *r = call->user;
+    if (r->ifaces)
+        ifaces_apply(r->check, call);
+    else
+        probe_apply(r->check, call);
+    r->applied = 1;
+    hc_http_response_clear(&call->resp);
 }
 
 /* Every agent probes at the same time, so that a check lasts one agent's probe, not one per
@@ -267,41 +343,27 @@ static void probe_round(struct hc_http_client *client, struct hc_net_check *c, i
     size_t max = 2 * c->nnodes + 1, ncalls;
     struct probe_req *reqs = calloc(max, sizeof(*reqs));
     struct hc_http_call *calls = calloc(max, sizeof(*calls));
-    struct pair_index x = {0};
+    struct hc_net_index x = {0};
     if (c->probe_timeout_ms <= 0)
         c->probe_timeout_ms = HC_NET_PROBE_TIMEOUT_MS;
     for (size_t k = 0; k < c->npairs; k++)
-        pair_not_probed(&c->pairs[k], "%s", "not probed");
-    if (!reqs || !calls || pair_index_build(c, &x) < 0)
+        pair_not_probed(c, &c->pairs[k], "%s", "not probed");
+    if (!reqs || !calls || hc_net_index_build(&x, c) < 0)
         goto cleanup;
     ncalls = probe_prepare(c, &x, refresh, reqs, calls);
     hc_http_fanout(client, calls, ncalls, fanout_parallel());
-    /* Fresh interfaces first, so the verdicts judge what the probes met; a node's probe
-     * answer, applied after, has the last word on whether its agent answered. */
-    for (size_t i = 0; i < ncalls; i++) {
-        const struct probe_req *r = calls[i].user;
-        struct hc_net_node *n = &c->nodes[r->node];
-        const json_t *list = json_object_get(calls[i].resp.body, "interfaces");
-        if (!r->ifaces)
-            continue;
-        if (call_good(&calls[i]) && json_is_array(list)) {
-            hc_net_node_apply(n, list);
-            n->agent_ok = 1;
-        } else {
-            n->agent_ok = 0;
-            call_error(&calls[i], n->name, n->agent_error, sizeof(n->agent_error));
-        }
-    }
-    for (size_t i = 0; i < ncalls; i++)
-        if (!((const struct probe_req *)calls[i].user)->ifaces)
-            probe_apply(c, &calls[i]);
+    /* the calls that could not start: their error is their answer (interfaces first) */
+    for (int kind = 1; kind >= 0; kind--)
+        for (size_t i = 0; i < ncalls; i++)
+            if (!reqs[i].applied && reqs[i].ifaces == kind)
+                call_done(&calls[i]);
     hc_net_explain_neighbors(c);
     for (size_t i = 0; i < ncalls; i++) {
         hc_http_response_clear(&calls[i].resp);
         json_decref(reqs[i].body);
     }
 cleanup:
-    pair_index_free(&x);
+    hc_net_index_free(&x);
     free(reqs);
     free(calls);
 }
@@ -323,18 +385,22 @@ size_t hc_net_pick_searches(const struct hc_net_check *c, size_t per_node, unsig
     return n;
 }
 
-/* The second round of a large check: the picked blackholes searched, with a copy of the nodes
- * so that an agent failing now does not undo what the first round learnt of it; a pair this
- * round could not probe keeps the first round's result. */
+/* The second round of a large check: the picked blackholes searched, in a check of their own
+ * with a copy of the nodes, so that an agent failing now does not undo what the first round
+ * learnt of it; a pair this round could not probe keeps the first round's result. */
 static void search_round(struct hc_http_client *client, struct hc_net_check *c)
 {
     unsigned char *pick = calloc(c->npairs + 1, 1);
     size_t n = pick ? hc_net_pick_searches(c, HC_NET_SEARCH_PER_NODE, pick) : 0;
-    struct hc_net_check sub = *c;
+    struct hc_net_check sub = {.mtu = c->mtu,
+                               .mtu_source = c->mtu_source,
+                               .nnodes = c->nnodes,
+                               .cluster_nodes = c->cluster_nodes,
+                               .probe_timeout_ms = c->probe_timeout_ms,
+                               .search = 1};
     size_t *map = calloc(n + 1, sizeof(*map));
     sub.nodes = calloc(c->nnodes + 1, sizeof(*sub.nodes));
     sub.pairs = calloc(n + 1, sizeof(*sub.pairs));
-    sub.npairs = 0;
     if (n == 0 || !map || !sub.nodes || !sub.pairs)
         goto cleanup;
     memcpy(sub.nodes, c->nodes, c->nnodes * sizeof(*c->nodes));
@@ -346,19 +412,25 @@ static void search_round(struct hc_http_client *client, struct hc_net_check *c)
             .from = c->pairs[k].from, .to = c->pairs[k].to, .size = c->pairs[k].size};
     }
     probe_round(client, &sub, 0);
-    for (size_t j = 0; j < sub.npairs; j++)
-        if (sub.pairs[j].result != HC_NET_NOT_PROBED)
-            c->pairs[map[j]] = sub.pairs[j];
+    for (size_t j = 0; j < sub.npairs; j++) {
+        const struct hc_net_pair *q = &sub.pairs[j];
+        struct hc_net_pair *p = &c->pairs[map[j]];
+        if (q->result == HC_NET_NOT_PROBED)
+            continue;
+        *p = *q;
+        p->detail = NULL; /* the text is sub's: interned again in c */
+        if (q->detail)
+            hc_net_pair_detail(c, p, "%s", q->detail);
+    }
 cleanup:
-    free(sub.nodes);
-    free(sub.pairs);
+    hc_net_check_clear(&sub);
     free(map);
     free(pick);
 }
 
 void hc_net_probe(struct hc_http_client *client, struct hc_net_check *c, int refresh)
 {
-    if (!c->search || (long)c->npairs <= hc_test_net_search_all_pairs(HC_NET_SEARCH_ALL_PAIRS)) {
+    if (!c->search || !large_check(c)) {
         probe_round(client, c, refresh);
         return;
     }

@@ -1,11 +1,12 @@
 /*
  * The storage network as recorded (see net.h): the nodes' storage interfaces gathered from the
- * database, the directed pairs of a check, the result document and where it is stored. The
- * localisation (verdicts, findings) lives in net_findings.c, the probes in
- * controller/remote/net_probe.c.
+ * database, the directed pairs of a check (their interned detail texts, their per-node indexes),
+ * the result document and where it is stored. The localisation (verdicts, findings) lives in
+ * net_findings.c, the probes in controller/remote/net_probe.c.
  */
 #include "controller/state/net.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +15,126 @@
 #include "common/util.h"
 #include "controller/state/nodes.h"
 
+/* --- detail texts -------------------------------------------------------------------------- */
+
+/* A check's detail texts: each distinct text once, in 64 KiB blocks that never move (pairs point
+ * into them), found again through an open-addressing hash table. A fault that fails 500,000
+ * pairs with the agent's same sentence stores it once. */
+#define STRINGS_BLOCK 65536
+#define DETAIL_MAX 512 /* longer texts are cut (the agent's own are under 200 bytes) */
+
+struct hc_net_strings {
+    char **blocks;
+    size_t nblocks, cap, used; /* used: bytes taken in the last block */
+    const char **slots;        /* nslots, a power of two, at most half full */
+    size_t nslots, count;
+};
+
+static void strings_free(struct hc_net_strings *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nblocks; i++)
+        free(s->blocks[i]);
+    free(s->blocks);
+    free(s->slots);
+    free(s);
+}
+
+static size_t strings_hash(const char *text)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const unsigned char *t = (const unsigned char *)text; *t; t++)
+        h = (h ^ *t) * 1099511628211ull;
+    return (size_t)h;
+}
+
+static int strings_grow(struct hc_net_strings *s)
+{
+    size_t n = s->nslots ? 2 * s->nslots : 64;
+    const char **slots = calloc(n, sizeof(*slots));
+    if (!slots)
+        return -1;
+    for (size_t i = 0; i < s->nslots; i++) {
+        if (!s->slots[i])
+            continue;
+        size_t j = strings_hash(s->slots[i]) & (n - 1);
+        while (slots[j])
+            j = (j + 1) & (n - 1);
+        slots[j] = s->slots[i];
+    }
+    free(s->slots);
+    s->slots = slots;
+    s->nslots = n;
+    return 0;
+}
+
+/* A copy of text (len < DETAIL_MAX) in the last block, or in a new one. */
+static const char *strings_store(struct hc_net_strings *s, const char *text, size_t len)
+{
+    if (!s->nblocks || s->used + len + 1 > STRINGS_BLOCK) {
+        if (s->nblocks == s->cap) {
+            size_t cap = s->cap ? 2 * s->cap : 16;
+            char **blocks = realloc(s->blocks, cap * sizeof(*blocks));
+            if (!blocks)
+                return NULL;
+            s->blocks = blocks;
+            s->cap = cap;
+        }
+        if (!(s->blocks[s->nblocks] = malloc(STRINGS_BLOCK)))
+            return NULL;
+        s->nblocks++;
+        s->used = 0;
+    }
+    char *copy = s->blocks[s->nblocks - 1] + s->used;
+    memcpy(copy, text, len + 1);
+    s->used += len + 1;
+    return copy;
+}
+
+static const char *strings_intern(struct hc_net_check *c, const char *text)
+{
+    struct hc_net_strings *s = c->strings;
+    if (!s && !(s = c->strings = calloc(1, sizeof(*s))))
+        return NULL;
+    if (2 * (s->count + 1) > s->nslots && strings_grow(s) < 0)
+        return NULL;
+    size_t i = strings_hash(text) & (s->nslots - 1);
+    for (; s->slots[i]; i = (i + 1) & (s->nslots - 1))
+        if (strcmp(s->slots[i], text) == 0)
+            return s->slots[i];
+    const char *copy = strings_store(s, text, strlen(text));
+    if (copy) {
+        s->slots[i] = copy;
+        s->count++;
+    }
+    return copy;
+}
+
+void hc_net_pair_detail(struct hc_net_check *c, struct hc_net_pair *p, const char *fmt, ...)
+{
+    char text[DETAIL_MAX];
+    va_list ap;
+    p->detail = NULL;
+    if (p->result == HC_NET_OK)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (text[0])
+        p->detail = strings_intern(c, text);
+}
+
 void hc_net_check_clear(struct hc_net_check *c)
 {
     if (!c)
         return;
     free(c->nodes);
     free(c->pairs);
+    strings_free(c->strings);
     c->nodes = NULL;
     c->pairs = NULL;
+    c->strings = NULL;
     c->nnodes = c->npairs = 0;
 }
 
@@ -255,30 +368,89 @@ void hc_net_explain_neighbors(struct hc_net_check *c)
     for (size_t k = 0; k < c->npairs; k++) {
         struct hc_net_pair *p = &c->pairs[k];
         const struct hc_net_node *to = &c->nodes[p->to];
-        if (p->result != HC_NET_UNREACHABLE || !p->neighbor[0] ||
-            strcmp(p->neighbor, "resolved") == 0 || !hc_net_neigh_full(&to->neigh))
+        if (p->result != HC_NET_UNREACHABLE || p->neighbor == HC_NET_NEIGH_UNKNOWN ||
+            p->neighbor == HC_NET_NEIGH_RESOLVED || !hc_net_neigh_full(&to->neigh))
             continue;
         p->result = HC_NET_NEIGHBOR_UNRESOLVED;
-        snprintf(p->detail, sizeof(p->detail),
-                 "no neighbour (ARP) answer from %s (%s): its host's neighbour table is full "
-                 "(%ld entries, gc_thresh3 %ld, %ld new entries refused during the check)",
-                 to->name, p->neighbor, to->neigh.entries, to->neigh.thresh3, to->neigh.fulls);
+        hc_net_pair_detail(c, p,
+                           "no neighbour (ARP) answer from %s (%s): its host's neighbour table is "
+                           "full (%ld entries, gc_thresh3 %ld, %ld new entries refused during the "
+                           "check)",
+                           to->name, hc_net_neighbor_name((enum hc_net_neighbor)p->neighbor),
+                           to->neigh.entries, to->neigh.thresh3, to->neigh.fulls);
     }
+}
+
+const char *hc_net_neighbor_name(enum hc_net_neighbor n)
+{
+    static const char *const names[] = {"unknown", "none", "incomplete", "failed", "resolved"};
+    return (size_t)n < HC_ARRAY_LEN(names) ? names[n] : "unknown";
+}
+
+enum hc_net_neighbor hc_net_neighbor_parse(const char *s)
+{
+    for (int n = HC_NET_NEIGH_NONE; n <= HC_NET_NEIGH_RESOLVED; n++)
+        if (s && strcmp(s, hc_net_neighbor_name((enum hc_net_neighbor)n)) == 0)
+            return (enum hc_net_neighbor)n;
+    return HC_NET_NEIGH_UNKNOWN;
 }
 
 int hc_net_all_pairs(struct hc_net_check *c, struct hc_error *err)
 {
     size_t n = c->nnodes, k = 0;
     free(c->pairs);
+    c->pairs = NULL;
     c->npairs = 0;
+    if (n > HC_NET_MAX_NODES)
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "%zu nodes: a check covers at most %d", n,
+                            HC_NET_MAX_NODES);
     c->pairs = calloc(n * (n ? n - 1 : 0) + 1, sizeof(*c->pairs));
     if (!c->pairs)
         return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     for (size_t a = 0; a < n; a++)
         for (size_t b = 0; b < n; b++)
             if (a != b)
-                c->pairs[k++] = (struct hc_net_pair){.from = a, .to = b, .size = c->mtu};
+                c->pairs[k++] = (struct hc_net_pair){
+                    .from = (uint32_t)a, .to = (uint32_t)b, .size = c->mtu, .rtt_ms = -1};
     c->npairs = k;
+    return 0;
+}
+
+/* --- per-node indexes of the pairs --------------------------------------------------------- */
+
+void hc_net_index_free(struct hc_net_index *ix)
+{
+    free(ix->from_off);
+    free(ix->to_off);
+    free(ix->by_from);
+    free(ix->by_to);
+    memset(ix, 0, sizeof(*ix));
+}
+
+int hc_net_index_build(struct hc_net_index *ix, const struct hc_net_check *c)
+{
+    size_t n = c->nnodes;
+    ix->from_off = calloc(n + 2, sizeof(uint32_t));
+    ix->to_off = calloc(n + 2, sizeof(uint32_t));
+    ix->by_from = malloc((c->npairs + 1) * sizeof(uint32_t));
+    ix->by_to = malloc((c->npairs + 1) * sizeof(uint32_t));
+    if (!ix->from_off || !ix->to_off || !ix->by_from || !ix->by_to) {
+        hc_net_index_free(ix);
+        return -1;
+    }
+    for (size_t k = 0; k < c->npairs; k++) {
+        ix->from_off[c->pairs[k].from + 2]++;
+        ix->to_off[c->pairs[k].to + 2]++;
+    }
+    for (size_t i = 2; i <= n + 1; i++) {
+        ix->from_off[i] += ix->from_off[i - 1];
+        ix->to_off[i] += ix->to_off[i - 1];
+    }
+    /* off[i + 1] is node i's next free slot, and where its list ends once every pair is in */
+    for (size_t k = 0; k < c->npairs; k++) {
+        ix->by_from[ix->from_off[c->pairs[k].from + 1]++] = (uint32_t)k;
+        ix->by_to[ix->to_off[c->pairs[k].to + 1]++] = (uint32_t)k;
+    }
     return 0;
 }
 
@@ -294,7 +466,8 @@ static json_t *str_or_null(const char *s)
     return s && s[0] ? json_string(s) : json_null();
 }
 
-static json_t *node_json(const struct hc_net_node *n, int mtu)
+/* counts: the node's passing and failing pairs, both directions (NULL: not counted). */
+static json_t *node_json(const struct hc_net_node *n, int mtu, const uint32_t *counts)
 {
     char why[512], fix[512];
     int verdict = hc_net_node_verdict(n, mtu, why, sizeof(why), fix, sizeof(fix));
@@ -308,6 +481,10 @@ static json_t *node_json(const struct hc_net_node *n, int mtu)
     json_object_set_new(o, "problem", verdict ? json_string(why) : json_null());
     json_object_set_new(o, "agent_error",
                         n->agent_ok == 0 ? json_string(n->agent_error) : json_null());
+    if (counts) {
+        json_object_set_new(o, "pairs_ok", json_integer(counts[0]));
+        json_object_set_new(o, "pairs_failed", json_integer(counts[1]));
+    }
     json_object_set_new(
         o, "neighbor_table",
         n->neigh.known
@@ -321,36 +498,83 @@ static json_t *node_json(const struct hc_net_node *n, int mtu)
 
 static json_t *pair_json(const struct hc_net_check *c, const struct hc_net_pair *p)
 {
-    return json_pack("{s:s, s:s, s:i, s:s, s:o, s:o, s:o, s:s}", "from", c->nodes[p->from].name,
-                     "to", c->nodes[p->to].name, "size", p->size, "result",
-                     hc_net_result_name(p->result), "path_mtu", int_or_null(p->path_mtu),
-                     "largest_ok", int_or_null(p->largest_ok), "rtt_ms",
-                     p->rtt_ms >= 0 ? json_real(p->rtt_ms) : json_null(), "detail", p->detail);
+    return json_pack(
+        "{s:s, s:s, s:i, s:s, s:o, s:o, s:o, s:o}", "from", c->nodes[p->from].name, "to",
+        c->nodes[p->to].name, "size", p->size, "result", hc_net_result_name(p->result), "path_mtu",
+        int_or_null(p->path_mtu), "largest_ok", int_or_null(p->largest_ok), "rtt_ms",
+        p->rtt_ms >= 0 ? json_real(p->rtt_ms) : json_null(), "detail", str_or_null(p->detail));
+}
+
+/* The pairs of the document: every one while there are at most HC_NET_LIST_ALL_PAIRS, else the
+ * failing ones up to HC_NET_MAX_LISTED_PAIRS; counts[2*i] and [2*i+1] receive node i's passing
+ * and failing pairs (both directions) when counts is not NULL. Sets *failed and *omitted. */
+static json_t *pairs_json(const struct hc_net_check *c, uint32_t *counts, size_t *failed,
+                          size_t *omitted)
+{
+    json_t *pairs = json_array();
+    int all = c->npairs <= HC_NET_LIST_ALL_PAIRS;
+    size_t listed = 0;
+    *failed = *omitted = 0;
+    for (size_t k = 0; k < c->npairs; k++) {
+        const struct hc_net_pair *p = &c->pairs[k];
+        int bad = p->result != HC_NET_OK;
+        *failed += bad;
+        if (counts) {
+            counts[2 * p->from + bad]++;
+            counts[2 * p->to + bad]++;
+        }
+        if (!all && !bad)
+            continue;
+        if (!all && listed == HC_NET_MAX_LISTED_PAIRS) {
+            (*omitted)++;
+            continue;
+        }
+        json_array_append_new(pairs, pair_json(c, p));
+        listed++;
+    }
+    return pairs;
 }
 
 json_t *hc_net_result_json(const struct hc_net_check *c)
 {
-    json_t *nodes = json_array(), *pairs = json_array();
-    json_t *findings = hc_net_findings(c);
-    size_t failed = 0, i;
+    json_t *nodes = json_array(), *findings = hc_net_findings(c);
+    uint32_t *counts = calloc(2 * c->nnodes + 1, sizeof(*counts));
+    size_t failed, omitted, i;
     int passed = 1;
     const json_t *f;
+    json_t *pairs = pairs_json(c, counts, &failed, &omitted);
     for (size_t k = 0; k < c->nnodes; k++)
-        json_array_append_new(nodes, node_json(&c->nodes[k], c->mtu));
-    for (size_t k = 0; k < c->npairs; k++) {
-        json_array_append_new(pairs, pair_json(c, &c->pairs[k]));
-        failed += c->pairs[k].result != HC_NET_OK;
-    }
+        json_array_append_new(nodes,
+                              node_json(&c->nodes[k], c->mtu, counts ? counts + 2 * k : NULL));
+    free(counts);
     json_array_foreach(findings, i, f)
     {
         passed &= strcmp(hc_json_str(f, "severity", ""), "error") != 0;
     }
     passed &= failed == 0;
-    return json_pack("{s:i, s:i, s:s, s:b, s:{s:i, s:i, s:i}, s:o, s:o, s:o}", "mtu", c->mtu,
-                     "payload_bytes", c->mtu - HC_IPV4_UDP_HEADERS, "mtu_source",
+    return json_pack("{s:i, s:i, s:s, s:b, s:{s:i, s:i, s:i}, s:o, s:o, s:s, s:i, s:o}", "mtu",
+                     c->mtu, "payload_bytes", c->mtu - HC_IPV4_UDP_HEADERS, "mtu_source",
                      c->mtu_source ? c->mtu_source : "option", "passed", passed, "summary", "nodes",
                      (int)c->nnodes, "pairs", (int)c->npairs, "pairs_failed", (int)failed, "nodes",
-                     nodes, "pairs", pairs, "findings", findings);
+                     nodes, "pairs", pairs, "pairs_listed",
+                     c->npairs <= HC_NET_LIST_ALL_PAIRS ? "all" : "failures", "pairs_omitted",
+                     (int)omitted, "findings", findings);
+}
+
+void hc_net_result_failures_only(json_t *res)
+{
+    json_t *pairs = json_object_get(res, "pairs"), *kept, *p;
+    size_t i;
+    if (!json_is_array(pairs) || !(kept = json_array()))
+        return;
+    json_array_foreach(pairs, i, p)
+    {
+        if (strcmp(hc_json_str(p, "result", "ok"), "ok") != 0)
+            json_array_append(kept, p);
+    }
+    json_object_set_new(res, "pairs", kept);
+    json_object_set_new(res, "pairs_listed", json_string("failures"));
+    json_object_set_new(res, "failures_only", json_true());
 }
 
 int hc_net_store_result(struct hc_db *db, const char *op_id, const json_t *result,

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/constants.h"
 #include "common/error.h"
@@ -24,6 +25,14 @@
 /* Agent calls of a check in flight at once, at most (and at most a quarter of the descriptors,
  * net_probe.c): 1,000 nodes probe all at the same time (docs/net.md "At scale"). */
 #define HC_NET_MAX_PARALLEL 1024
+#define HC_NET_MAX_NODES 65536 /* a check's pairs are indexed by uint32_t */
+/* The result document lists every pair up to this many (65 nodes: the 64-node lab keeps every
+ * pair); beyond, only the failing ones, at most HC_NET_MAX_LISTED_PAIRS of them, and each node's
+ * counts of passing and failing pairs. */
+#define HC_NET_LIST_ALL_PAIRS 4160
+#define HC_NET_MAX_LISTED_PAIRS 10000
+/* At most this many findings of scope `pair`; the rest are counted in one more finding. */
+#define HC_NET_MAX_PAIR_FINDINGS 64
 
 /* A node's host neighbour (ARP) table as its agent read it after probing (docs/net.md
  * "Neighbour tables"): the kernel's table, shared by every namespace of the host. */
@@ -68,20 +77,39 @@ enum hc_net_result {
     HC_NET_NEIGHBOR_UNRESOLVED,
 };
 
-/* One directed pair: `from`'s agent probes `to`'s storage address with a `size`-byte packet. */
+/* A failing pair's neighbour entry for its target at the source, as the agent looked it up. */
+enum hc_net_neighbor {
+    HC_NET_NEIGH_UNKNOWN = 0, /* not looked up (the pair was not unreachable, an older agent) */
+    HC_NET_NEIGH_NONE,
+    HC_NET_NEIGH_INCOMPLETE,
+    HC_NET_NEIGH_FAILED,
+    HC_NET_NEIGH_RESOLVED,
+};
+/* "unknown", "none", "incomplete", "failed", "resolved"; and back (unknown for anything else). */
+const char *hc_net_neighbor_name(enum hc_net_neighbor n);
+enum hc_net_neighbor hc_net_neighbor_parse(const char *s);
+
+/* One directed pair: `from`'s agent probes `to`'s storage address with a `size`-byte packet.
+ * 48 bytes: a check of 1,000 nodes holds 999,000 of them. */
 struct hc_net_pair {
-    size_t from, to; /* indexes into the node array */
+    uint32_t from, to; /* indexes into the node array */
     int size;
     enum hc_net_result result;
-    int path_mtu;      /* ok: size; frag_needed: the MTU named; else 0 (unknown) */
-    int largest_ok;    /* failing pairs: the largest size that passed; 0 unknown */
-    double rtt_ms;     /* < 0 when unknown */
-    char neighbor[12]; /* unreachable pairs: the target's neighbour entry at the source ("failed",
-                        * "incomplete", "none", "resolved"); "" when not looked up */
-    char detail[192];
+    int path_mtu;   /* ok: size; frag_needed: the MTU named; else 0 (unknown) */
+    int largest_ok; /* failing pairs: the largest size that passed; 0 unknown */
+    double rtt_ms;  /* < 0 when unknown */
+    /* unreachable pairs: the target's neighbour entry at the source (enum hc_net_neighbor) */
+    uint8_t neighbor;
+    /* Why it failed, as the agent (or the probe) said; NULL for a pair that passed (rtt_ms says
+     * it) or when nothing was said. Interned in the check's pool (hc_net_pair_detail): the
+     * same text for many pairs is stored once. */
+    const char *detail;
 };
 
-/* A check: its nodes and pairs. Owned by the caller; hc_net_check_clear frees the arrays. */
+struct hc_net_strings; /* a check's interned detail texts (net.c) */
+
+/* A check: its nodes and pairs. Owned by the caller; hc_net_check_clear frees the arrays and the
+ * detail texts. */
 struct hc_net_check {
     int mtu;
     const char *mtu_source; /* "option", "cluster" or "default" (static strings) */
@@ -89,11 +117,18 @@ struct hc_net_check {
     size_t nnodes;
     struct hc_net_pair *pairs;
     size_t npairs;
-    size_t cluster_nodes; /* joined nodes of the cluster (the check may cover fewer) */
     long probe_timeout_ms;
-    int search; /* binary-search the largest passing size of failing pairs */
+    int search;           /* binary-search the largest passing size of failing pairs */
+    size_t cluster_nodes; /* joined nodes of the cluster (the check may cover fewer) */
+    struct hc_net_strings *strings;
 };
 void hc_net_check_clear(struct hc_net_check *c);
+
+/* Sets p->detail to the formatted text, interned in c (freed by hc_net_check_clear), when p did
+ * not pass; a pair whose result is HC_NET_OK (set the result first), and an empty text, get
+ * NULL. Out of memory: NULL too (the detail is commentary; the result fields are the verdict). */
+void hc_net_pair_detail(struct hc_net_check *c, struct hc_net_pair *p, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* "ok", "frag_needed", "blackhole", "unreachable", "not_probed", "neighbor_unresolved". */
 const char *hc_net_result_name(enum hc_net_result r);
@@ -119,16 +154,31 @@ int hc_net_neigh_full(const struct hc_net_neigh_table *t);
  * becomes neighbor_unresolved. Pure. (The source's own full table is judged by its agent.) */
 void hc_net_explain_neighbors(struct hc_net_check *c);
 
-/* Every directed pair of c->nodes at c->mtu (allocates c->pairs). */
+/* Every directed pair of c->nodes at c->mtu (allocates c->pairs), from-major: the pairs from
+ * node a are a*(n-1) .. a*(n-1)+n-2, by target. More than HC_NET_MAX_NODES nodes: -1 with err. */
 int hc_net_all_pairs(struct hc_net_check *c, struct hc_error *err);
+
+/* Where each node's pairs are, by a counting sort of the pair indexes by source and by target
+ * (O(pairs + nodes) time, 8 bytes a pair): the pairs from node i are by_from[from_off[i] ..
+ * from_off[i + 1]), those toward it by_to[to_off[i] .. to_off[i + 1]), each list in pair order.
+ * Lets a node's work read its own pairs rather than all of them (the findings; the probes'
+ * bodies and answers could too). */
+struct hc_net_index {
+    uint32_t *from_off, *to_off, *by_from, *by_to;
+};
+/* 0, or -1 out of memory (ix left empty). hc_net_index_free frees it (an empty one too). */
+int hc_net_index_build(struct hc_net_index *ix, const struct hc_net_check *c);
+void hc_net_index_free(struct hc_net_index *ix);
 
 /* Whether a node's configuration can carry c->mtu: 0 ok, 1 warning, 2 error; why and fix
  * receive the text. */
 int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t why_len, char *fix,
                         size_t fix_len);
 
-/* The findings of a probed check (new array of {"severity","scope","node"|"from","to",
- * "message","fix",...}), errors first. Pure: no I/O, so the unit tests drive it directly. */
+/* The findings of a probed check (new array of {"severity","scope","node"|"from","to"|
+ * "nodes_a","nodes_b","message","fix",...}), errors first. Pure: no I/O, so the unit tests drive
+ * it directly. O(pairs + nodes^2/64) time and O(pairs) memory (per-node indexes of the pairs,
+ * bitsets of failing peers). */
 json_t *hc_net_findings(const struct hc_net_check *c);
 
 /* For a check whose pairs all touch `node` (net.set_mtu's re-probe of one node): one sentence on
@@ -137,8 +187,15 @@ void hc_net_summary(const struct hc_net_check *c, size_t node, char *msg, size_t
                     size_t fix_len);
 
 /* The whole result document of docs/net.md ({"mtu","payload_bytes","passed","nodes",
- * "pairs","findings",...}). New reference. */
+ * "pairs","pairs_listed","findings",...}): every pair up to HC_NET_LIST_ALL_PAIRS, beyond that
+ * the failing ones (at most HC_NET_MAX_LISTED_PAIRS). New reference. */
 json_t *hc_net_result_json(const struct hc_net_check *c);
+
+/* GET /v1/operations/ID/result?failures_only=1: a result document's "pairs" keep only the pairs
+ * that did not pass, "failures_only": true and "pairs_listed": "failures" say so; the summary
+ * and the per-node counts still count every pair. Either shape of the document; a document
+ * without "pairs" (set-mtu's changes) is left alone. Changes res in place. */
+void hc_net_result_failures_only(json_t *res);
 
 /* Stores a result document in operations.result_json of op_id. 0 or -1 with err. */
 int hc_net_store_result(struct hc_db *db, const char *op_id, const json_t *result,

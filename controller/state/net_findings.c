@@ -4,19 +4,27 @@
  *
  * 1. A node whose own configuration cannot carry the MTU (interface missing, down, MTU below it,
  *    a bridge, bond or uplink port below it) or whose agent could not run the probes is named by
- *    itself: its failing pairs are explained by it.
+ *    itself: its failing pairs are explained by it. Full neighbour tables (an error) and tables too
+ *    small for the cluster's size (a warning) are named too, once over the nodes concerned; the
+ *    neighbor_unresolved pairs are explained by them and left out of every later step.
  * 2. Among the remaining ("good") nodes, when every pair fails, the fabric is named (a switch
  *    that passes no jumbo frames, or a hop every node crosses).
  * 3. Otherwise a good node all of whose pairs fail (or all pairs from it, or all pairs toward it,
  *    when there are at least two) is named: its switch port, NIC or cable, or a routed hop on its
  *    path when the probes drew "fragmentation needed".
- * 4. What is left is named by pair.
+ * 4. The nodes left, grouped by their set of failing peers: two groups that fail exactly with
+ *    each other (one of at least two nodes), every pair between them, are one segment finding:
+ *    the link, trunk or hop between their switches.
+ * 5. What is left is named by pair, at most HC_NET_MAX_PAIR_FINDINGS, then counted in one.
+ * Linear in the pairs: a node's tally reads its own pairs (hc_net_index), the groups and the
+ * pairs come from bitsets of failing peers (nodes^2/64 words).
  * A check of fewer than two nodes has no pair to prove: it says so in a finding of severity
  * `info` (its nodes' configuration is still judged).
  * Every finding carries the observed sizes (largest passing packet, the MTU an ICMP error named)
  * and a concrete fix.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +106,7 @@ static void tally_add(struct tally *t, const struct hc_net_check *c, const struc
          * for n2" in n1's finding named the wrong node). */
         own = t->focus && np_cause(c, p) + 1 == t->focus;
         if (!t->np_detail[0] || (own && !t->np_own)) {
-            snprintf(t->np_detail, sizeof(t->np_detail), "%s", p->detail);
+            snprintf(t->np_detail, sizeof(t->np_detail), "%s", p->detail ? p->detail : "");
             t->np_own = own;
         }
         break;
@@ -287,8 +295,11 @@ int hc_net_node_verdict(const struct hc_net_node *n, int mtu, char *why, size_t 
 
 struct ctx {
     const struct hc_net_check *c;
-    char *bad;   /* per node: explained by itself (config error or agent failure) */
-    char *named; /* per node: named by a path finding */
+    struct hc_net_index ix;
+    char *bad;      /* per node: explained by itself (config error or agent failure) */
+    char *named;    /* per node: named by a path finding (scope node or segment) */
+    size_t words;   /* 64-bit words of one bitset of nodes */
+    uint64_t *fail; /* per node: its failing peers among the nodes neither bad nor named */
     json_t *errors, *warnings;
 };
 
@@ -305,6 +316,44 @@ static void add(struct ctx *x, json_t *f)
     json_array_append_new(error ? x->errors : x->warnings, f);
 }
 
+/* --- indexes and bitsets -------------------------------------------------------------------- */
+
+static void bit_set(uint64_t *bits, size_t i)
+{
+    bits[i / 64] |= 1ull << (i % 64);
+}
+
+static int bit_has(const uint64_t *bits, size_t i)
+{
+    return (int)((bits[i / 64] >> (i % 64)) & 1);
+}
+
+/* The first set bit at or after i, or n when there is none below n. */
+static size_t bit_next(const uint64_t *bits, size_t n, size_t i)
+{
+    for (size_t w = i / 64; w * 64 < n; w++) {
+        uint64_t v = bits[w] & (w == i / 64 ? ~0ull << (i % 64) : ~0ull);
+        if (v) {
+            size_t b = w * 64 + (size_t)__builtin_ctzll(v);
+            return b < n ? b : n;
+        }
+    }
+    return n;
+}
+
+static size_t bit_count(const uint64_t *bits, size_t words)
+{
+    size_t k = 0;
+    for (size_t w = 0; w < words; w++)
+        k += (size_t)__builtin_popcountll(bits[w]);
+    return k;
+}
+
+static uint64_t *fail_row(const struct ctx *x, size_t i)
+{
+    return x->fail + i * x->words;
+}
+
 /* A pair the path steps leave alone: a node explains it by itself, or a full neighbour table
  * does (neighbour_findings). */
 static int explained(const struct ctx *x, const struct hc_net_pair *p)
@@ -312,22 +361,76 @@ static int explained(const struct ctx *x, const struct hc_net_pair *p)
     return x->bad[p->from] || x->bad[p->to] || p->result == HC_NET_NEIGHBOR_UNRESOLVED;
 }
 
+/* x->fail from the failing pairs among the nodes neither bad nor named (both directions). */
+static void fail_bits(struct ctx *x)
+{
+    const struct hc_net_check *c = x->c;
+    memset(x->fail, 0, c->nnodes * x->words * sizeof(uint64_t));
+    for (size_t k = 0; k < c->npairs; k++) {
+        const struct hc_net_pair *p = &c->pairs[k];
+        if (p->result == HC_NET_OK || explained(x, p) || x->named[p->from] || x->named[p->to])
+            continue;
+        bit_set(fail_row(x, p->from), p->to);
+        bit_set(fail_row(x, p->to), p->from);
+    }
+}
+
+/* What the tally of a node's pairs keeps: every pair, or only those among good nodes, or only
+ * those with one peer (peer + 1), or only those with a node of one group. */
+struct node_filter {
+    int good_only;
+    size_t peer;
+    const uint32_t *group_of;
+    uint32_t group;
+};
+
+static int filter_keeps(const struct ctx *x, const struct node_filter *f, size_t i,
+                        const struct hc_net_pair *p)
+{
+    size_t other = p->from == i ? p->to : p->from;
+    if (f->good_only && explained(x, p))
+        return 0;
+    if (f->peer && other + 1 != f->peer)
+        return 0;
+    return !f->group_of || f->group_of[other] == f->group;
+}
+
+/* The pairs touching node i (dir: 0 both ways, 1 from i, 2 toward i) that f keeps, tallied in
+ * pair order (the two lists merged). */
+static void node_tally_into(struct tally *t, const struct ctx *x, size_t i, int dir,
+                            const struct node_filter *f)
+{
+    const struct hc_net_index *ix = &x->ix;
+    const uint32_t *a = ix->by_from + ix->from_off[i], *ae = ix->by_from + ix->from_off[i + 1];
+    const uint32_t *b = ix->by_to + ix->to_off[i], *be = ix->by_to + ix->to_off[i + 1];
+    if (dir == 2)
+        a = ae;
+    if (dir == 1)
+        b = be;
+    while (a < ae || b < be) {
+        uint32_t k;
+        if (b == be || (a < ae && *a <= *b)) {
+            k = *a++;
+            b += b < be && *b == k; /* a pair from i to i, in both lists: once */
+        } else {
+            k = *b++;
+        }
+        if (filter_keeps(x, f, i, &x->c->pairs[k]))
+            tally_add(t, x->c, &x->c->pairs[k]);
+    }
+}
+
 /* Pairs touching node i (dir: 0 both ways, 1 from i, 2 toward i), optionally among good nodes
- * only (and without the pairs a neighbour table explains). */
+ * only. */
 static struct tally node_tally(const struct ctx *x, size_t i, int dir, int good_only)
 {
     struct tally t = {.focus = i + 1};
-    for (size_t k = 0; k < x->c->npairs; k++) {
-        const struct hc_net_pair *p = &x->c->pairs[k];
-        int from = p->from == i, to = p->to == i;
-        if ((dir == 0 && !from && !to) || (dir == 1 && !from) || (dir == 2 && !to))
-            continue;
-        if (good_only && explained(x, p))
-            continue;
-        tally_add(&t, x->c, p);
-    }
+    struct node_filter f = {.good_only = good_only};
+    node_tally_into(&t, x, i, dir, &f);
     return t;
 }
+
+/* --- findings by node ----------------------------------------------------------------------- */
 
 static void node_finding(struct ctx *x, size_t i, const char *severity, const char *message,
                          const char *fix, const struct tally *t)
@@ -434,8 +537,8 @@ static void neigh_advice(long need, long seen, long *t1, long *t2, long *t3)
 }
 
 /* "n1, n2, n3 and 37 more" of the nodes marked in sel. */
-static void names_text(const struct hc_net_check *c, const char *sel, size_t count, char *buf,
-                       size_t len)
+static void neigh_names(const struct hc_net_check *c, const char *sel, size_t count, char *buf,
+                        size_t len)
 {
     size_t shown = 0;
     buf[0] = '\0';
@@ -521,7 +624,7 @@ static void neighbour_findings(struct ctx *x)
              "run the check again",
              nfull + nsmall == 1 ? "that host" : "those hosts", a1, a2, a3);
     if (nfull) {
-        names_text(c, full, nfull, names, sizeof(names));
+        neigh_names(c, full, nfull, names, sizeof(names));
         snprintf(msg, sizeof(msg),
                  "the neighbour (ARP) %s %s %s full (up to %ld entries, gc_thresh3 %ld, "
                  "up to %ld new entries refused during the check): %d of %d pairs could not "
@@ -533,7 +636,7 @@ static void neighbour_findings(struct ctx *x)
         nodes_finding(x, full, nfull, "error", msg, fix, &tf);
     }
     if (nsmall) {
-        names_text(c, small, nsmall, names, sizeof(names));
+        neigh_names(c, small, nsmall, names, sizeof(names));
         snprintf(msg, sizeof(msg),
                  "the neighbour (ARP) %s%s keeps %ld entries before it collects them by "
                  "force (gc_thresh2; gc_thresh3 %ld), and holds up to %ld now; a %zu-node cluster "
@@ -608,40 +711,241 @@ static void path_node_findings(struct ctx *x)
     }
 }
 
-/* Step 4: the failing pairs nobody explained, one finding per unordered pair. */
-static void pair_findings(struct ctx *x)
+/* --- segments: two groups of nodes that fail only with each other --------------------------- */
+
+/* "{n1, n2, ..., n8 and 492 more}": the nodes of bits, at most 8 by name. */
+static void names_text(const struct ctx *x, const uint64_t *bits, char *buf, size_t len)
+{
+    size_t n = x->c->nnodes, shown = 0, total = bit_count(bits, x->words), l;
+    snprintf(buf, len, "{");
+    for (size_t i = bit_next(bits, n, 0); i < n && shown < 8; i = bit_next(bits, n, i + 1)) {
+        l = strlen(buf);
+        snprintf(buf + l, len - l, "%s%s", shown++ ? ", " : "", x->c->nodes[i].name);
+    }
+    l = strlen(buf);
+    if (total > shown)
+        snprintf(buf + l, len - l, " and %zu more}", total - shown);
+    else
+        snprintf(buf + l, len - l, "}");
+}
+
+static json_t *names_json(const struct ctx *x, const uint64_t *bits)
+{
+    json_t *a = json_array();
+    size_t n = x->c->nnodes;
+    for (size_t i = bit_next(bits, n, 0); i < n; i = bit_next(bits, n, i + 1))
+        json_array_append_new(a, json_string(x->c->nodes[i].name));
+    return a;
+}
+
+/* The clause on what passes between two groups, and the fix. */
+static void segment_fix(const struct ctx *x, const struct tally *t, char *why, size_t why_len,
+                        char *fix, size_t fix_len)
+{
+    int mtu = x->c->mtu, passes = tally_passes(t);
+    switch (tally_cause(t)) {
+    case CAUSE_FRAG:
+        snprintf(why, why_len, "a routed hop between them forwards only %d-byte packets", passes);
+        snprintf(fix, fix_len,
+                 "raise the MTU of the router (its interfaces) between the two groups to %d+, or "
+                 "keep both groups on one L2 segment",
+                 mtu);
+        break;
+    case CAUSE_UNREACHABLE:
+        snprintf(why, why_len, "the two groups do not reach each other even at small sizes");
+        snprintf(fix, fix_len,
+                 "check the link or trunk between their switches: is it up, does it carry the "
+                 "storage VLAN, do their routes meet");
+        break;
+    case CAUSE_NOT_PROBED:
+        snprintf(why, why_len, "the probes between them could not run");
+        snprintf(fix, fix_len, "re-run the check once the agents answer");
+        break;
+    default:
+        snprintf(why, why_len,
+                 "a link or trunk between their switches passes only ~%d-byte packets",
+                 passes ? passes : 1500);
+        snprintf(fix, fix_len,
+                 "raise the MTU of the link or trunk between the two groups' switches (every "
+                 "port on it, and any switch between them) to %d+ (9216 on most switches)",
+                 mtu);
+        break;
+    }
+}
+
+/* One finding for two groups (a's and b's nodes), when every pair between them fails. */
+static void segment_finding(struct ctx *x, const uint64_t *a, const uint64_t *b,
+                            const uint32_t *group_of, uint32_t gb)
 {
     const struct hc_net_check *c = x->c;
-    for (size_t a = 0; a < c->nnodes; a++) {
-        for (size_t b = a + 1; b < c->nnodes; b++) {
-            if (x->bad[a] || x->bad[b] || x->named[a] || x->named[b])
-                continue;
-            struct tally t = {0};
-            for (size_t k = 0; k < c->npairs; k++) {
-                const struct hc_net_pair *p = &c->pairs[k];
-                if (((p->from == a && p->to == b) || (p->from == b && p->to == a)) &&
-                    p->result != HC_NET_NEIGHBOR_UNRESOLVED)
-                    tally_add(&t, c, p);
-            }
-            if (t.failed == 0)
-                continue;
-            char where[160], seen[400], fix[512], msg[600];
-            snprintf(where, sizeof(where), "between %s and %s", c->nodes[a].name, c->nodes[b].name);
-            describe(&t, where, seen, sizeof(seen));
-            snprintf(msg, sizeof(msg), "%s; both nodes reach the others", seen);
-            snprintf(fix, sizeof(fix),
-                     "check the path only %s and %s share (a link, trunk or "
-                     "hop between their switches): it passes only ~%d-byte packets; raise it to "
-                     "%d+",
-                     c->nodes[a].name, c->nodes[b].name, tally_passes(&t), c->mtu);
-            json_t *f = finding("error", "pair", msg, fix);
-            json_object_set_new(f, "from", json_string(c->nodes[a].name));
-            json_object_set_new(f, "to", json_string(c->nodes[b].name));
-            json_object_set_new(f, "pairs_failed", json_integer(t.failed));
-            json_object_set_new(f, "pairs_total", json_integer(t.total));
-            add(x, f);
+    size_t n = c->nnodes, na = bit_count(a, x->words), nb = bit_count(b, x->words);
+    struct tally t = {0};
+    struct node_filter f = {.group_of = group_of, .group = gb};
+    for (size_t i = bit_next(a, n, 0); i < n; i = bit_next(a, n, i + 1))
+        node_tally_into(&t, x, i, 0, &f);
+    if (t.total == 0 || t.failed < t.total)
+        return; /* some pairs pass: not a segment cut off, leave it to the pairs */
+    char names_a[1024], names_b[1024], seen[400], why[256], fix[512], msg[3072];
+    names_text(x, a, names_a, sizeof(names_a));
+    names_text(x, b, names_b, sizeof(names_b));
+    describe(&t, "between the two groups", seen, sizeof(seen));
+    segment_fix(x, &t, why, sizeof(why), fix, sizeof(fix));
+    snprintf(msg, sizeof(msg),
+             "every pair between %s (%zu node%s) and %s (%zu node%s) fails: %s; %s", names_a, na,
+             na == 1 ? "" : "s", names_b, nb, nb == 1 ? "" : "s", seen, why);
+    json_t *fj = finding("error", "segment", msg, fix);
+    json_object_set_new(fj, "nodes_a", names_json(x, a));
+    json_object_set_new(fj, "nodes_b", names_json(x, b));
+    json_object_set_new(fj, "pairs_failed", json_integer(t.failed));
+    json_object_set_new(fj, "pairs_total", json_integer(t.total));
+    add(x, fj);
+    for (size_t i = bit_next(a, n, 0); i < n; i = bit_next(a, n, i + 1))
+        x->named[i] = 1;
+    for (size_t i = bit_next(b, n, 0); i < n; i = bit_next(b, n, i + 1))
+        x->named[i] = 1;
+}
+
+struct by_row {
+    const uint64_t *row;
+    size_t words;
+    uint32_t node;
+};
+
+static int by_row_cmp(const void *pa, const void *pb)
+{
+    const struct by_row *a = pa, *b = pb;
+    int d = memcmp(a->row, b->row, a->words * sizeof(uint64_t));
+    return d ? d : (a->node > b->node) - (a->node < b->node);
+}
+
+/* Step 4: the nodes (neither bad nor named) grouped by their set of failing peers. Two groups
+ * each of whose failing peers are exactly the other group, one of them of at least two nodes,
+ * are one finding: the link, trunk or hop between their switches (a bad inter-switch link fails
+ * |A| x |B| pairs; named pair by pair it would be 250,000 findings at 500 + 500 nodes). */
+static void segment_findings(struct ctx *x)
+{
+    size_t n = x->c->nnodes, w = x->words, m = 0, ngroups = 0;
+    struct by_row *order = calloc(n + 1, sizeof(*order));
+    uint32_t *group_of = malloc((n + 1) * sizeof(*group_of));
+    uint64_t *members = NULL; /* per group: its nodes */
+    if (!order || !group_of)
+        goto cleanup;
+    for (size_t i = 0; i < n; i++) {
+        group_of[i] = UINT32_MAX;
+        if (bit_count(fail_row(x, i), w))
+            order[m++] = (struct by_row){.row = fail_row(x, i), .words = w, .node = (uint32_t)i};
+    }
+    qsort(order, m, sizeof(*order), by_row_cmp);
+    if (!(members = calloc((m + 1) * w, sizeof(uint64_t))))
+        goto cleanup;
+    for (size_t k = 0; k < m; k++) {
+        if (k && memcmp(order[k].row, order[k - 1].row, w * sizeof(uint64_t)) != 0)
+            ngroups++;
+        group_of[order[k].node] = (uint32_t)ngroups;
+        bit_set(members + ngroups * w, order[k].node);
+    }
+    ngroups += m > 0;
+    for (size_t k = 0; k < m; k++) {
+        size_t a = order[k].node, b = bit_next(order[k].row, n, 0);
+        uint32_t ga = group_of[a], gb = group_of[b];
+        const uint64_t *ma = members + (size_t)ga * w, *mb = members + (size_t)gb * w;
+        /* once per group, from its lowest node, toward the group whose lowest node is higher */
+        if (ga == gb || bit_next(ma, n, 0) != a || a > bit_next(mb, n, 0))
+            continue;
+        if (memcmp(order[k].row, mb, w * sizeof(uint64_t)) != 0 ||
+            memcmp(fail_row(x, b), ma, w * sizeof(uint64_t)) != 0 ||
+            (bit_count(ma, w) < 2 && bit_count(mb, w) < 2))
+            continue;
+        segment_finding(x, ma, mb, group_of, gb);
+    }
+cleanup:
+    free(order);
+    free(group_of);
+    free(members);
+}
+
+/* --- findings by pair ----------------------------------------------------------------------- */
+
+static void pair_finding(struct ctx *x, size_t a, size_t b)
+{
+    const struct hc_net_check *c = x->c;
+    struct tally t = {0};
+    struct node_filter f = {.peer = b + 1};
+    char where[160], seen[400], fix[512], msg[600];
+    node_tally_into(&t, x, a, 0, &f);
+    snprintf(where, sizeof(where), "between %s and %s", c->nodes[a].name, c->nodes[b].name);
+    describe(&t, where, seen, sizeof(seen));
+    snprintf(msg, sizeof(msg), "%s; both nodes reach the others", seen);
+    snprintf(fix, sizeof(fix),
+             "check the path only %s and %s share (a link, trunk or "
+             "hop between their switches): it passes only ~%d-byte packets; raise it to "
+             "%d+",
+             c->nodes[a].name, c->nodes[b].name, tally_passes(&t), c->mtu);
+    json_t *fj = finding("error", "pair", msg, fix);
+    json_object_set_new(fj, "from", json_string(c->nodes[a].name));
+    json_object_set_new(fj, "to", json_string(c->nodes[b].name));
+    json_object_set_new(fj, "pairs_failed", json_integer(t.failed));
+    json_object_set_new(fj, "pairs_total", json_integer(t.total));
+    add(x, fj);
+}
+
+/* The failing pairs of nodes past the first HC_NET_MAX_PAIR_FINDINGS (those after a0/b0 in
+ * node order), counted in one finding: `more` pairs of nodes among `nodes` nodes. */
+static void more_pairs_finding(struct ctx *x, size_t a0, size_t b0, size_t more)
+{
+    const struct hc_net_check *c = x->c;
+    struct tally t = {0};
+    char *seen_node = calloc(c->nnodes + 1, 1); /* NULL: the nodes are not counted */
+    char seen[400], fix[512], msg[640];
+    size_t nodes = 0;
+    for (size_t k = 0; k < c->npairs; k++) {
+        const struct hc_net_pair *p = &c->pairs[k];
+        size_t u = p->from < p->to ? p->from : p->to, v = p->from < p->to ? p->to : p->from;
+        if ((u < a0 || (u == a0 && v <= b0)) || !bit_has(fail_row(x, u), v))
+            continue;
+        tally_add(&t, c, p);
+        if (seen_node) {
+            nodes += !seen_node[u] + !seen_node[v];
+            seen_node[u] = seen_node[v] = 1;
         }
     }
+    free(seen_node);
+    describe(&t, "", seen, sizeof(seen));
+    snprintf(msg, sizeof(msg), "%zu more pairs fail between nodes not named above (%zu nodes): %s",
+             more, nodes, seen);
+    snprintf(fix, sizeof(fix),
+             "the result lists them (hcctl net check-jumbo --failures-only -o json): look for the "
+             "links, trunks or hops their paths share and raise them to %d+",
+             c->mtu);
+    json_t *fj = finding("error", "pairs", msg, fix);
+    json_object_set_new(fj, "more", json_integer((json_int_t)more));
+    json_object_set_new(fj, "nodes_involved", json_integer((json_int_t)nodes));
+    json_object_set_new(fj, "pairs_failed", json_integer(t.failed));
+    json_object_set_new(fj, "pairs_total", json_integer(t.total));
+    add(x, fj);
+}
+
+/* Step 5: the failing pairs nobody explained, one finding per unordered pair in node order, at
+ * most HC_NET_MAX_PAIR_FINDINGS, then one for the rest. */
+static void pair_findings(struct ctx *x)
+{
+    size_t n = x->c->nnodes, found = 0, more = 0, a0 = 0, b0 = 0;
+    fail_bits(x); /* the segments named some more nodes */
+    for (size_t a = 0; a < n; a++) {
+        const uint64_t *row = fail_row(x, a);
+        for (size_t b = bit_next(row, n, a + 1); b < n; b = bit_next(row, n, b + 1)) {
+            if (found == HC_NET_MAX_PAIR_FINDINGS) {
+                more++;
+                continue;
+            }
+            pair_finding(x, a, b);
+            found++;
+            a0 = a;
+            b0 = b;
+        }
+    }
+    if (more)
+        more_pairs_finding(x, a0, b0, more);
 }
 
 /* Fewer than two nodes: nothing was proven, and the result says so rather than passing
@@ -670,24 +974,36 @@ static void no_pairs_finding(struct ctx *x)
 json_t *hc_net_findings(const struct hc_net_check *c)
 {
     struct ctx x = {.c = c, .errors = json_array(), .warnings = json_array()};
-    size_t ngood = 0;
-    x.bad = calloc(c->nnodes + 1, 1);
-    x.named = calloc(c->nnodes + 1, 1);
-    if (x.bad && x.named) {
-        config_findings(&x);
-        neighbour_findings(&x);
-        for (size_t i = 0; i < c->nnodes; i++)
-            ngood += !x.bad[i];
-        if (!fabric_finding(&x, ngood)) {
-            path_node_findings(&x);
-            pair_findings(&x);
-        }
-        no_pairs_finding(&x);
+    size_t ngood = 0, n = c->nnodes;
+    x.words = (n + 63) / 64;
+    x.bad = calloc(n + 1, 1);
+    x.named = calloc(n + 1, 1);
+    x.fail = calloc(n * x.words + 1, sizeof(uint64_t));
+    if (!x.bad || !x.named || !x.fail || hc_net_index_build(&x.ix, c) < 0) {
+        /* never a silent pass: the failing pairs still fail the check, and this says why the
+         * findings do not explain them */
+        add(&x, finding("error", "cluster", "the findings could not be computed: out of memory",
+                        "re-run the check; see the controller's memory"));
+        goto cleanup;
     }
+    config_findings(&x);
+    neighbour_findings(&x);
+    for (size_t i = 0; i < n; i++)
+        ngood += !x.bad[i];
+    if (!fabric_finding(&x, ngood)) {
+        path_node_findings(&x);
+        fail_bits(&x);
+        segment_findings(&x);
+        pair_findings(&x);
+    }
+    no_pairs_finding(&x);
+cleanup:
     json_array_extend(x.errors, x.warnings);
     json_decref(x.warnings);
+    hc_net_index_free(&x.ix);
     free(x.bad);
     free(x.named);
+    free(x.fail);
     return x.errors;
 }
 

@@ -585,7 +585,7 @@ static void test_limit_fits_legitimate_answers(void **state)
                                  .thresh3 = INT32_MAX,
                                  .fulls = UINT32_MAX},
                           zero = {.known = 1};
-    json_t *probe = hc_probe_results_json(t, HC_PROBE_MAX_TARGETS, &zero, &big);
+    json_t *probe = hc_probe_results_json(t, HC_PROBE_MAX_TARGETS, &zero, &big, 0);
     char *text = hc_json_dump(probe);
     size_t probe_len = strlen(text), probe_values = 0;
     probe_values = weigh(text);

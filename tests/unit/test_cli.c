@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench/net_sim.h"
 #include "cli/api_client.h"
 #include "cli/cmd.h"
 #include "cli/config.h"
@@ -31,6 +32,7 @@
 #include "common/https_server.h"
 #include "common/pki.h"
 #include "common/util.h"
+#include "controller/state/net.h"
 
 /* ---------------------------------------------------------------- running hcctl */
 
@@ -1110,6 +1112,37 @@ static void on_upgrade(struct hc_request *req, void *arg)
                "\"waiting_on\":null}");
 }
 
+/* net check-jumbo: a check at --mtu 9000 is op-net-bad, the stored result of a simulated 150-node
+ * check with a bad link between its halves (11,250 failing pairs, more than the document lists);
+ * any other is op-net-ok, the same cluster healthy. Both made by the controller's own
+ * hc_net_result_json, and ?failures_only=1 by its filter. */
+static void on_net_check(struct hc_request *req, void *arg)
+{
+    json_t *body = hc_req_json(req);
+    if (!body)
+        return;
+    reply_text(req, 202,
+               json_integer_value(json_object_get(body, "mtu")) == 9000
+                   ? "{\"operation\":{\"id\":\"op-net-bad\",\"kind\":\"net.check\"}}"
+                   : "{\"operation\":{\"id\":\"op-net-ok\",\"kind\":\"net.check\"}}");
+}
+
+static void on_op_result(struct hc_request *req, void *arg)
+{
+    const char *id = hc_req_param(req, "id"), *fo = hc_req_query(req, "failures_only");
+    struct hc_net_check c;
+    assert_int_equal(hc_net_sim_new(&c, 150, 9000), 0);
+    if (strcmp(id, "op-net-bad") == 0)
+        hc_net_sim_segment(&c, 75, HC_NET_BLACKHOLE, 1504, 1504);
+    json_t *res = hc_net_result_json(&c);
+    hc_net_check_clear(&c);
+    if (fo && strcmp(fo, "1") == 0)
+        hc_net_result_failures_only(res);
+    hc_reply_json(req, 200,
+                  json_pack("{s:{s:s, s:s, s:s}, s:o}", "operation", "id", id, "kind", "net.check",
+                            "state", "succeeded", "result", res));
+}
+
 static int before_hook(struct hc_request *req, const struct hc_route *route, void *arg)
 {
     const char *auth = hc_req_header(req, "Authorization");
@@ -1174,6 +1207,8 @@ static void add_routes(struct hc_http_server *srv)
         {"GET", "/v1/cluster", 1, on_cluster},
         {"GET", "/v1/ca", 0, on_ca},
         {"GET", "/v1/upgrade", 1, on_upgrade},
+        {"POST", "/v1/net/check", 1, on_net_check},
+        {"GET", "/v1/operations/{id}/result", 1, on_op_result},
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
         assert_int_equal(hc_http_server_route(srv, routes[i].method, routes[i].pattern,
@@ -1562,6 +1597,40 @@ static void test_api_join_token_ttl_max(void **state)
 
 /* The controller URL must be https:// wherever it comes from: a usage error naming the source,
  * never a transport error ("is hcctld running?"). An unreadable CA file is named too. */
+/* check-jumbo's text for a result that lists only the failing pairs, only some of them: the
+ * counts come from the summary, and it does not claim that -o json has every pair. */
+static void test_api_net_check_large(void **state)
+{
+    (void)state;
+    struct run r = CTL("net", "check-jumbo", "--mtu", "9000");
+    assert_int_equal(r.rc, HC_EXIT_CHECK);
+    assert_non_null(strstr(r.out, "150 node(s), 22350 directed pair(s), 11250 failing: FAILED"));
+    assert_non_null(strstr(r.out, "\nFailing pairs, 11250 of 22350; 10000 listed, 1250 left out "
+                                  "(the matrix is drawn up to 16 nodes; -o json lists the failing "
+                                  "pairs and counts each node's):\n"));
+    assert_non_null(strstr(r.out, "\nn1    n76   blackhole 1504\n"));
+    assert_non_null(strstr(r.out, "error   segment: every pair between {n1, n2, n3, n4, n5, n6, "
+                                  "n7, n8 and 67 more} (75 nodes) and {n76,"));
+    assert_null(strstr(r.out, "has every pair"));
+    run_free(&r);
+    r = CTL("net", "check-jumbo", "--mtu", "9000", "--failures-only");
+    assert_int_equal(r.rc, HC_EXIT_CHECK);
+    assert_non_null(strstr(r.out, "\nFailing pairs, 11250 of 22350; 10000 listed, 1250 left out "));
+    run_free(&r);
+    r = CTL("net", "check-jumbo");
+    assert_int_equal(r.rc, HC_EXIT_OK);
+    assert_non_null(strstr(r.out, "\nPairs: all 22350 directed pairs passed (the matrix is drawn "
+                                  "up to 16 nodes; -o json lists the failing pairs and counts "
+                                  "each node's)\n"));
+    run_free(&r);
+    r = CTL("-o", "json", "net", "check-jumbo", "--mtu", "9000");
+    json_t *doc = one_document(r.out);
+    assert_string_equal(json_string_value(json_object_get(doc, "pairs_listed")), "failures");
+    assert_int_equal(json_integer_value(json_object_get(doc, "pairs_omitted")), 1250);
+    json_decref(doc);
+    run_free(&r);
+}
+
 static void test_settings_checked(void **state)
 {
     (void)state;
@@ -1659,6 +1728,7 @@ int main(void)
         T(test_api_cluster_show),
         T(test_api_upgrade_status_none),
         T(test_api_join_token_ttl_max),
+        T(test_api_net_check_large),
         T(test_settings_checked),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);

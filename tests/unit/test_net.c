@@ -285,6 +285,168 @@ static void test_higher_mtu_warning(void **state)
     hc_net_check_clear(&c);
 }
 
+/* Every pair between {n1,n2,n3} and {n4,n5,n6} vanishes, each half passes among itself: a bad
+ * link between two switches, one finding of scope segment (not nine pair findings). */
+static void test_segment(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 6);
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 3; b < 6; b++) {
+            set_pair(&c, a, b, HC_NET_BLACKHOLE, 1504, 1504);
+            set_pair(&c, b, a, HC_NET_BLACKHOLE, 1504, 1504);
+        }
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 1);
+    const json_t *f0 = json_array_get(f, 0);
+    assert_string_equal(hc_json_str(f0, "scope", ""), "segment");
+    assert_string_equal(hc_json_str(f0, "severity", ""), "error");
+    assert_has(hc_json_str(f0, "message", NULL),
+               "every pair between {n1, n2, n3} (3 nodes) and {n4, n5, n6} (3 nodes) fails: "
+               "9000-byte probes between the two groups: 18 of 18 pairs fail");
+    assert_has(hc_json_str(f0, "message", NULL), "passes only ~1504-byte packets");
+    assert_int_equal(json_array_size(json_object_get(f0, "nodes_a")), 3);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(f0, "nodes_b"), 2)), "n6");
+    assert_int_equal(hc_json_int(f0, "pairs_total", 0), 18);
+    json_decref(f);
+    /* A router between them instead: frag_needed naming 1500. */
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 3; b < 6; b++) {
+            set_pair(&c, a, b, HC_NET_FRAG_NEEDED, 1500, 1500);
+            set_pair(&c, b, a, HC_NET_FRAG_NEEDED, 1500, 1500);
+        }
+    f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 1);
+    assert_has(hc_json_str(json_array_get(f, 0), "message", NULL),
+               "a routed hop between them forwards only 1500-byte packets");
+    json_decref(f);
+    /* One direction of one pair passes: not every pair fails, so no segment but pairs. */
+    set_pair(&c, 0, 3, HC_NET_OK, 9000, 9000);
+    f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 9);
+    assert_string_equal(hc_json_str(json_array_get(f, 0), "scope", ""), "pair");
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* Two nodes against one among five: a segment too (one side has two nodes); one against one
+ * stays a pair (test_pair). A node named by itself is not part of a segment. */
+static void test_segment_two_one(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 5);
+    for (size_t a = 0; a < 2; a++) {
+        set_pair(&c, a, 2, HC_NET_BLACKHOLE, 1504, 1504);
+        set_pair(&c, 2, a, HC_NET_BLACKHOLE, 1504, 1504);
+    }
+    set_pairs(&c, 4, 0, HC_NET_BLACKHOLE, 1504, 1504); /* and n5's switch port */
+    json_t *f = findings_of(&c);
+    assert_int_equal(json_array_size(f), 2);
+    assert_string_equal(hc_json_str(json_array_get(f, 0), "scope", ""), "node");
+    assert_string_equal(hc_json_str(json_array_get(f, 0), "node", ""), "n5");
+    assert_string_equal(hc_json_str(json_array_get(f, 1), "scope", ""), "segment");
+    assert_has(hc_json_str(json_array_get(f, 1), "message", NULL),
+               "every pair between {n1, n2} (2 nodes) and {n3} (1 node) fails");
+    json_decref(f);
+    hc_net_check_clear(&c);
+}
+
+/* The result document of a small check lists every pair; the failures-only filter keeps the
+ * failing ones and says so; each node counts its pairs; an ok pair keeps no detail text. */
+static void test_document_shape(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 4);
+    set_pairs(&c, 2, 0, HC_NET_BLACKHOLE, 1504, 1504);
+    for (size_t k = 0; k < c.npairs; k++)
+        hc_net_pair_detail(&c, &c.pairs[k], "%s",
+                           c.pairs[k].result == HC_NET_OK ? "echo of 9000 bytes in 0.1 ms"
+                                                          : "no echo for 9000 bytes");
+    json_t *doc = hc_net_result_json(&c);
+    json_t *pairs = json_object_get(doc, "pairs");
+    assert_string_equal(hc_json_str(doc, "pairs_listed", ""), "all");
+    assert_int_equal(hc_json_int(doc, "pairs_omitted", -1), 0);
+    assert_int_equal(json_array_size(pairs), 12);
+    assert_true(json_is_null(json_object_get(json_array_get(pairs, 0), "detail")));
+    const json_t *n3 = json_array_get(json_object_get(doc, "nodes"), 2);
+    assert_int_equal(hc_json_int(n3, "pairs_failed", 0), 6);
+    assert_int_equal(hc_json_int(n3, "pairs_ok", -1), 0);
+    const json_t *n1 = json_array_get(json_object_get(doc, "nodes"), 0);
+    assert_int_equal(hc_json_int(n1, "pairs_ok", 0), 4);
+    assert_int_equal(hc_json_int(n1, "pairs_failed", 0), 2);
+    hc_net_result_failures_only(doc);
+    pairs = json_object_get(doc, "pairs");
+    assert_true(json_is_true(json_object_get(doc, "failures_only")));
+    assert_string_equal(hc_json_str(doc, "pairs_listed", ""), "failures");
+    assert_int_equal(json_array_size(pairs), 6);
+    assert_string_equal(hc_json_str(json_array_get(pairs, 0), "detail", ""),
+                        "no echo for 9000 bytes");
+    assert_int_equal(hc_json_int(json_object_get(doc, "summary"), "pairs", 0), 12);
+    json_decref(doc);
+    /* a document without pairs (set-mtu's changes) is left alone */
+    doc = json_pack("{s:{}}", "changes");
+    hc_net_result_failures_only(doc);
+    assert_null(json_object_get(doc, "failures_only"));
+    json_decref(doc);
+    hc_net_check_clear(&c);
+}
+
+/* The per-node indexes list each node's pairs in pair order, whatever order the pairs are in
+ * (set-mtu's verification interleaves the two directions). */
+static void test_index(void **state)
+{
+    struct hc_net_check c = {.mtu = MTU};
+    struct hc_net_index ix;
+    const struct hc_net_pair pairs[] = {{.from = 1, .to = 0},
+                                        {.from = 0, .to = 1},
+                                        {.from = 1, .to = 2},
+                                        {.from = 2, .to = 1},
+                                        {.from = 0, .to = 2}};
+    c.pairs = (struct hc_net_pair *)pairs;
+    c.npairs = 5;
+    c.nnodes = 3;
+    assert_int_equal(hc_net_index_build(&ix, &c), 0);
+    const uint32_t from1[] = {0, 2}, to1[] = {1, 3}, from0[] = {1, 4}, to2[] = {2, 4};
+    assert_int_equal(ix.from_off[2] - ix.from_off[1], 2);
+    assert_memory_equal(ix.by_from + ix.from_off[1], from1, sizeof(from1));
+    assert_memory_equal(ix.by_to + ix.to_off[1], to1, sizeof(to1));
+    assert_memory_equal(ix.by_from + ix.from_off[0], from0, sizeof(from0));
+    assert_memory_equal(ix.by_to + ix.to_off[2], to2, sizeof(to2));
+    assert_int_equal(ix.from_off[3], 5);
+    assert_int_equal(ix.to_off[1] - ix.to_off[0], 1);
+    hc_net_index_free(&ix);
+    hc_net_index_free(&ix); /* emptied: twice is harmless */
+}
+
+/* Detail texts: interned (one copy per distinct text), none for an ok pair or an empty text,
+ * and still right past the first block of the pool. */
+static void test_pair_detail(void **state)
+{
+    struct hc_net_check c;
+    make_check(&c, 3);
+    struct hc_net_pair *p = &c.pairs[0], *q = &c.pairs[1];
+    hc_net_pair_detail(&c, p, "echo of %d bytes", 9000);
+    assert_null(p->detail);
+    p->result = q->result = HC_NET_BLACKHOLE;
+    hc_net_pair_detail(&c, p, "no echo for %d bytes", 9000);
+    hc_net_pair_detail(&c, q, "no echo for %d bytes", 9000);
+    assert_string_equal(p->detail, "no echo for 9000 bytes");
+    assert_ptr_equal(p->detail, q->detail);
+    hc_net_pair_detail(&c, q, "%s", "");
+    assert_null(q->detail);
+    const char *first = p->detail;
+    char want[64];
+    for (int i = 0; i < 5000; i++) { /* ~150 KB of distinct texts: several blocks */
+        hc_net_pair_detail(&c, q, "distinct text number %d, long enough to fill blocks", i);
+        snprintf(want, sizeof(want), "distinct text number %d,", i);
+        assert_has(q->detail, want);
+    }
+    assert_string_equal(first, "no echo for 9000 bytes");
+    hc_net_pair_detail(&c, q, "no echo for %d bytes", 9000);
+    assert_ptr_equal(q->detail, first);
+    hc_net_check_clear(&c);
+}
+
 /* The agent's interface list: storage interface found by address, bridge and bond MTUs. */
 static void test_node_apply(void **state)
 {
@@ -458,21 +620,16 @@ static void test_bench_stalled(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_all_pass),
-        cmocka_unit_test(test_node_mtu),
-        cmocka_unit_test(test_port_blackhole),
-        cmocka_unit_test(test_mismatch_8982),
-        cmocka_unit_test(test_routed_hop),
-        cmocka_unit_test(test_fabric),
-        cmocka_unit_test(test_two_nodes),
-        cmocka_unit_test(test_pair),
-        cmocka_unit_test(test_one_direction),
-        cmocka_unit_test(test_agent_stalled),
-        cmocka_unit_test(test_higher_mtu_warning),
-        cmocka_unit_test(test_node_apply),
-        cmocka_unit_test(test_summary),
-        cmocka_unit_test(test_one_node),
-        cmocka_unit_test(test_hand_joined_names_itself),
+        cmocka_unit_test(test_all_pass),           cmocka_unit_test(test_node_mtu),
+        cmocka_unit_test(test_port_blackhole),     cmocka_unit_test(test_mismatch_8982),
+        cmocka_unit_test(test_routed_hop),         cmocka_unit_test(test_fabric),
+        cmocka_unit_test(test_two_nodes),          cmocka_unit_test(test_pair),
+        cmocka_unit_test(test_one_direction),      cmocka_unit_test(test_agent_stalled),
+        cmocka_unit_test(test_higher_mtu_warning), cmocka_unit_test(test_segment),
+        cmocka_unit_test(test_segment_two_one),    cmocka_unit_test(test_document_shape),
+        cmocka_unit_test(test_pair_detail),        cmocka_unit_test(test_index),
+        cmocka_unit_test(test_node_apply),         cmocka_unit_test(test_summary),
+        cmocka_unit_test(test_one_node),           cmocka_unit_test(test_hand_joined_names_itself),
         cmocka_unit_test(test_bench_stalled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -105,7 +105,7 @@ static void test_explain_full(void **state)
     assert_int_equal(t[4].result, HC_PROBE_BLACKHOLE);
     assert_string_equal(hc_probe_verdict_name(HC_PROBE_NEIGHBOR_UNRESOLVED), "neighbor_unresolved");
 
-    json_t *doc = hc_probe_results_json(t, 5, &roomy, &after);
+    json_t *doc = hc_probe_results_json(t, 5, &roomy, &after, 0);
     const json_t *r0 = json_array_get(json_object_get(doc, "results"), 0);
     const json_t *r3 = json_array_get(json_object_get(doc, "results"), 3);
     assert_string_equal(hc_json_str(r0, "result", ""), "neighbor_unresolved");
@@ -117,7 +117,7 @@ static void test_explain_full(void **state)
     assert_int_equal(hc_json_int(nb, "table_fulls", 0), 50);
     json_decref(doc);
     /* An unknown table is null, not zeros. */
-    doc = hc_probe_results_json(t, 1, NULL, NULL);
+    doc = hc_probe_results_json(t, 1, NULL, NULL, 0);
     assert_true(json_is_null(json_object_get(doc, "neighbors")));
     json_decref(doc);
 }
@@ -175,13 +175,14 @@ static struct hc_net_pair *pair(struct hc_net_check *c, size_t from, size_t to)
     return NULL;
 }
 
-static void unresolved(struct hc_net_pair *p, enum hc_net_result r, const char *neighbor)
+static void unresolved(struct hc_net_check *c, struct hc_net_pair *p, enum hc_net_result r,
+                       const char *neighbor)
 {
     p->result = r;
     p->path_mtu = p->largest_ok = 0;
     p->rtt_ms = -1;
-    snprintf(p->neighbor, sizeof(p->neighbor), "%s", neighbor);
-    snprintf(p->detail, sizeof(p->detail), "no echo for 576 bytes");
+    p->neighbor = (uint8_t)hc_net_neighbor_parse(neighbor);
+    hc_net_pair_detail(c, p, "no echo for 576 bytes");
 }
 
 static const json_t *only_error(const json_t *findings)
@@ -206,19 +207,19 @@ static void test_full_table_named(void **state)
     make_check(&c, 4);
     c.nodes[2].neigh.entries = 1024;
     c.nodes[2].neigh.fulls = 31;
-    unresolved(pair(&c, 2, 0), HC_NET_NEIGHBOR_UNRESOLVED, "none");
-    unresolved(pair(&c, 2, 3), HC_NET_NEIGHBOR_UNRESOLVED, "incomplete");
-    unresolved(pair(&c, 0, 2), HC_NET_UNREACHABLE, "failed");
-    unresolved(pair(&c, 1, 2), HC_NET_UNREACHABLE, "incomplete");
+    unresolved(&c, pair(&c, 2, 0), HC_NET_NEIGHBOR_UNRESOLVED, "none");
+    unresolved(&c, pair(&c, 2, 3), HC_NET_NEIGHBOR_UNRESOLVED, "incomplete");
+    unresolved(&c, pair(&c, 0, 2), HC_NET_UNREACHABLE, "failed");
+    unresolved(&c, pair(&c, 1, 2), HC_NET_UNREACHABLE, "incomplete");
     /* a resolved neighbour that still does not answer is not the table's doing */
-    unresolved(pair(&c, 3, 2), HC_NET_UNREACHABLE, "resolved");
+    unresolved(&c, pair(&c, 3, 2), HC_NET_UNREACHABLE, "resolved");
     hc_net_explain_neighbors(&c);
     assert_int_equal(pair(&c, 0, 2)->result, HC_NET_NEIGHBOR_UNRESOLVED);
     assert_has(pair(&c, 0, 2)->detail, "no neighbour (ARP) answer from n3 (failed)");
     assert_has(pair(&c, 0, 2)->detail, "1024 entries, gc_thresh3 1024, 31 new entries refused");
     assert_int_equal(pair(&c, 1, 2)->result, HC_NET_NEIGHBOR_UNRESOLVED);
     assert_int_equal(pair(&c, 3, 2)->result, HC_NET_UNREACHABLE);
-    unresolved(pair(&c, 3, 2), HC_NET_OK, "");
+    unresolved(&c, pair(&c, 3, 2), HC_NET_OK, "");
     pair(&c, 3, 2)->path_mtu = MTU;
 
     json_t *doc = hc_net_result_json(&c);
@@ -253,7 +254,7 @@ static void test_full_tables_grouped(void **state)
     for (size_t i = 0; i < c.nnodes; i++)
         c.nodes[i].neigh.entries = 1024, c.nodes[i].neigh.fulls = 600;
     for (size_t k = 0; k < c.npairs; k += 3)
-        unresolved(&c.pairs[k], HC_NET_NEIGHBOR_UNRESOLVED, "none");
+        unresolved(&c, &c.pairs[k], HC_NET_NEIGHBOR_UNRESOLVED, "none");
     json_t *findings = hc_net_findings(&c);
     assert_int_equal(json_array_size(findings), 1);
     const json_t *f = only_error(findings);
