@@ -15,7 +15,8 @@ bench_stop() {
     bench_pid=
     lab_down >/dev/null 2>&1 || true
 }
-trap 'bench_stop; rm -rf "$work"' EXIT
+# INT/TERM are ignored while tearing down: a signal then must not leave the lab up.
+trap 'trap "" INT TERM; bench_stop; rm -rf "$work"' EXIT
 
 # bench_controller N POLL [hcctld init options...]: a fresh controller and an N-node lab;
 # BENCH_NODES receives the --node arguments for cluster create.
@@ -28,6 +29,8 @@ bench_controller() {
     hcctld run --data-dir "$work/controller" --poll-interval "$poll" >"$work/hcctld.log" 2>&1 &
     bench_pid=$!
     for _ in $(seq 50); do hcctl -q version >/dev/null 2>&1 && break; sleep 0.1; done
+    hcctl -q version >/dev/null 2>&1 ||
+        { echo "bench: hcctld does not answer; its log:" >&2; cat "$work/hcctld.log" >&2; return 1; }
     BENCH_NODES=()
     for i in $(seq "$n"); do BENCH_NODES+=(--node "198.18.0.$((10 + i))"); done
 }
