@@ -10,7 +10,7 @@
 # put back as they were before the bench).
 # Needs root. Usage: bench/jumbo.sh [BUILD_DIR] (default build-bench, a release build).
 # Environment: SIZES (node counts, 2-200), RUNS (timed runs of check-jumbo and of loop (b),
-# default 5), RUNS_SSH (runs of loop (a), default 1: 4,032 ssh sessions at 64 nodes take ~25 min),
+# default 5), RUNS_SSH (runs of loop (a), default 1: 4,032 ssh sessions at 64 nodes took 17 min),
 # SSH_PAIR_SIZES (the sizes loop (a) runs at, default all of SIZES).
 # Prints "name value" lines; each time is the median of its runs, in seconds.
 set -euo pipefail
