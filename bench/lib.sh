@@ -11,11 +11,16 @@ export XDG_CONFIG_HOME=$work/config HC_TEST_TMP=$work
 bench_pid=
 
 bench_stop() {
-    [ -n "$bench_pid" ] && kill "$bench_pid" 2>/dev/null && wait "$bench_pid" 2>/dev/null
+    # || true: under set -e a controller that dies of the signal (143, e.g. killed while still
+    # starting) would end the shell here, before lab_down, leaving the whole lab up
+    [ -z "$bench_pid" ] || { kill "$bench_pid" 2>/dev/null && wait "$bench_pid" 2>/dev/null; } || true
     bench_pid=
     lab_down >/dev/null 2>&1 || true
 }
-trap 'bench_stop; rm -rf "$work"' EXIT
+# INT/TERM are ignored while tearing down: a signal then must not leave the lab up.
+trap 'trap "" INT TERM; bench_stop; rm -rf "$work"' EXIT
+
+bench_answers() { hcctl -o json version 2>/dev/null | jq -e .controller.version >/dev/null; }
 
 # bench_controller N POLL [hcctld init options...]: a fresh controller and an N-node lab;
 # BENCH_NODES receives the --node arguments for cluster create.
@@ -27,7 +32,9 @@ bench_controller() {
     lab_up "$n" --prefix hcb --key "$work/controller/ssh/id_ed25519.pub" >/dev/null 2>&1
     hcctld run --data-dir "$work/controller" --poll-interval "$poll" >"$work/hcctld.log" 2>&1 &
     bench_pid=$!
-    for _ in $(seq 50); do hcctl -q version >/dev/null 2>&1 && break; sleep 0.1; done
+    # `hcctl version` exits 0 without a controller too: wait for the controller's own version
+    for _ in $(seq 100); do bench_answers && break; sleep 0.1; done
+    bench_answers || { echo "bench: hcctld does not answer; its log:" >&2; cat "$work/hcctld.log" >&2; return 1; }
     BENCH_NODES=()
     for i in $(seq "$n"); do BENCH_NODES+=(--node "198.18.0.$((10 + i))"); done
 }
