@@ -6,6 +6,7 @@ packages=(
     libevent-dev libcurl4-openssl-dev libjansson-dev libsqlite3-dev libssh-dev libssl-dev
     libarchive-dev libreadline-dev libiperf-dev libmnl-dev libcmocka-dev
     openssh-server openssh-client iproute2 iputils-ping util-linux procps psmisc
+    nftables # scripts/check-jumbo-scale.sh: a bad trunk between two switches, on the lab's bridge
     jq curl openssl sqlite3
     zsh fish bsdutils prometheus mandoc man-db systemd file dpkg-dev
     clang libclang-rt-14-dev zlib1g-dev # the libFuzzer build (docs/fuzzing.md)
