@@ -41,7 +41,8 @@ test_expect_success 'a CA-signed impostor at the controller URL never receives t
     # s_server prints what clients send; it needs an open stdin to keep serving
     { sleep 60 | openssl s_server -accept "127.0.0.1:$fake_port" -cert fake.pem -key fake.key \
         >fake.out 2>fake.err & echo $! >"$T/pids/fake"; } &&
-    wait_for 5 "ss -ltnH \"( sport = :$fake_port )\" | grep -q ." &&
+    # 15 s: openssl starts slowly on a loaded 2-core machine (CI once timed out at 5)
+    { wait_for 15 "ss -ltnH \"( sport = :$fake_port )\" | grep -q ." || { cat fake.err; false; }; } &&
     jq --arg u "https://127.0.0.1:$fake_port" ".controller = \$u" \
         "$XDG_CONFIG_HOME/hcctl/config.json" >fake-config.json &&
     mkdir -p fakexdg/hcctl && cp fake-config.json fakexdg/hcctl/config.json &&
