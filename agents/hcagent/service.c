@@ -420,7 +420,9 @@ static int take_definition(struct hc_service *svc, const json_t *manifest,
     svc->manifest = copy;
     svc->env = *env;
     const json_t *limits = json_object_get(manifest, "limits");
-    hc_cgroup_setup(&svc->cg, NULL, (int)hc_json_int(limits, "cpu_percent", 0),
+    char cgname[128];
+    snprintf(cgname, sizeof(cgname), "hcservice-%s", env->node);
+    hc_cgroup_setup(&svc->cg, NULL, cgname, (int)hc_json_int(limits, "cpu_percent", 0),
                     (int)hc_json_int(limits, "memory_mb", 0));
     if (!svc->cg.applied && (svc->cg.cpu_percent || svc->cg.memory_mb))
         HC_WARN("service %s: %s", env->version, svc->cg.detail);

@@ -60,18 +60,39 @@ void hc_hook_run(enum hc_hook_kind kind, const json_t *hook, const struct hc_ser
 /* ---------------------------------------------------------------- cgroups (cgroup.c) */
 
 struct hc_cgroup {
-    char base[1024]; /* our own cgroup */
-    char path[1100]; /* the service's: BASE/hcservice; "" when limits are not applied */
+    int version;          /* 2 or 1 once limits are applied; 0 otherwise */
+    char base[1024];      /* v2: our own cgroup */
+    char path[1100];      /* v2: the service's, BASE/NAME; v1: its cpu one; "" when not applied */
+    char mem_path[1100];  /* v1: the service's memory cgroup ("" when no memory limit) */
+    char acct_path[1100]; /* v1: its cpuacct cgroup, for the accounting ("" when none) */
     int applied;
     int cpu_percent, memory_mb; /* what was asked (0: nothing) */
     char detail[600];           /* what was applied, or plainly why not */
 };
-/* Prepares the service's cgroup under root (default /sys/fs/cgroup, or $HCAGENT_CGROUP_ROOT)
- * with cpu.max and memory.max. Never fails: cg->applied and cg->detail say what happened. */
-void hc_cgroup_setup(struct hc_cgroup *cg, const char *root, int cpu_percent, int memory_mb);
-/* Moves pid into the prepared cgroup. 0 or -1 with why. */
+/* Prepares the service's cgroup NAME (e.g. "hcservice-n1": each agent its own, also when several
+ * share one host's hierarchy, as the lab's do) under root (default /sys/fs/cgroup, or
+ * $HCAGENT_CGROUP_ROOT). cgroup v2: BASE/NAME with cpu.max and memory.max, BASE the agent's own
+ * cgroup. cgroup v1: NAME under the agent's own cgroup of each hierarchy, cpu.cfs_quota_us over
+ * cpu.cfs_period_us and memory.limit_in_bytes, plus cpuacct for the accounting. Never fails:
+ * cg->applied and cg->detail say what happened. */
+void hc_cgroup_setup(struct hc_cgroup *cg, const char *root, const char *name, int cpu_percent,
+                     int memory_mb);
+/* Moves pid into the prepared cgroup(s). 0 or -1 with why. */
 int hc_cgroup_attach(const struct hc_cgroup *cg, pid_t pid, char *why, size_t len);
-/* {"applied","cpu_percent","memory_mb","cgroup","detail"} */
+
+/* What the service's cgroup accounted, read from the kernel's own files; -1 where unknown. */
+struct hc_cgroup_usage {
+    long long cpu_usec;       /* CPU time used (v2 cpu.stat usage_usec, v1 cpuacct.usage) */
+    long long throttled_usec; /* time held back by the CPU bound */
+    long long nr_throttled;   /* periods in which it was */
+    long long memory_bytes;   /* memory in use now */
+    long long memory_peak_bytes;
+    long long memory_limit_hits; /* times it reached the bound (v2 memory.events max, v1 failcnt) */
+    long long oom_kills;         /* processes killed for going over it */
+};
+/* 0, or -1 when limits are not applied. */
+int hc_cgroup_usage(const struct hc_cgroup *cg, struct hc_cgroup_usage *u);
+/* {"applied","version","cpu_percent","memory_mb","cgroup","memory_cgroup","detail","usage"} */
 json_t *hc_cgroup_json(const struct hc_cgroup *cg);
 /* Removes the service's cgroup when it is empty (best effort). */
 void hc_cgroup_release(struct hc_cgroup *cg);

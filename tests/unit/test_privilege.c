@@ -210,7 +210,7 @@ static void test_service_runs_confined(void **state)
     char pid[32];
     snprintf(pid, sizeof(pid), "%lld", (long long)json_integer_value(json_object_get(sj, "pid")));
     json_decref(sj);
-    snprintf(path, sizeof(path), "%s/hcservice", base_cg);
+    snprintf(path, sizeof(path), "%s/hcservice-n1", base_cg); /* hcservice-NODE */
     char *procs = read_in(path, "cgroup.procs");
     assert_non_null(procs);
     assert_string_equal(procs, pid);

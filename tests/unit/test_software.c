@@ -438,7 +438,7 @@ static void test_cgroup(void **state)
     struct hc_cgroup cg;
     path_in(root, sizeof(root), "cg");
     hc_test_fake_cgroup(root, "cpuset cpu io memory pids\n", base, sizeof(base));
-    hc_cgroup_setup(&cg, root, 50, 256);
+    hc_cgroup_setup(&cg, root, "hcservice", 50, 256);
     assert_true(cg.applied);
     snprintf(path, sizeof(path), "%s/hcservice/cpu.max", base);
     text = read_text(path);
@@ -465,20 +465,20 @@ static void test_cgroup(void **state)
     /* Only the memory limit asked: only that controller is needed. */
     path_in(root, sizeof(root), "cg2");
     hc_test_fake_cgroup(root, "io memory\n", base, sizeof(base));
-    hc_cgroup_setup(&cg, root, 0, 64);
+    hc_cgroup_setup(&cg, root, "hcservice", 0, 64);
     assert_true(cg.applied);
-    hc_cgroup_setup(&cg, root, 20, 64);
+    hc_cgroup_setup(&cg, root, "hcservice", 20, 64);
     assert_false(cg.applied);
     assert_non_null(strstr(cg.detail, "limits not applied: the cpu controller is not available"));
     assert_int_equal(hc_cgroup_attach(&cg, 4242, why, sizeof(why)), 0); /* nothing to do */
 
-    /* Not a cgroup v2 hierarchy at all. */
+    /* Neither a cgroup v2 hierarchy nor v1 ones (tests/unit/test_cgroup.c has v1). */
     path_in(root, sizeof(root), "plain");
     mkdir(root, 0755);
-    hc_cgroup_setup(&cg, root, 50, 256);
+    hc_cgroup_setup(&cg, root, "hcservice", 50, 256);
     assert_false(cg.applied);
-    assert_non_null(strstr(cg.detail, "is not a cgroup v2 hierarchy"));
-    hc_cgroup_setup(&cg, root, 0, 0);
+    assert_non_null(strstr(cg.detail, "no cgroup v1 hierarchy holds the cpu controller"));
+    hc_cgroup_setup(&cg, root, "hcservice", 0, 0);
     assert_false(cg.applied);
     assert_string_equal(cg.detail, "the bundle asks for no limits");
 }
