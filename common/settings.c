@@ -11,7 +11,6 @@
  * agent needs to pass a value on safely.
  */
 #include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,17 +328,10 @@ int hc_setting_value_text(const struct hc_setting *s, const json_t *v, char *buf
 
 /* ---------------------------------------------------------------- schemas */
 
-__attribute__((format(printf, 2, 3))) static int schema_bad(struct hc_error *err, const char *fmt,
-                                                            ...)
-{
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    hc_error_set(err, HC_E(BUNDLE_MANIFEST), "manifest.json: %s", msg);
-    return hc_error_hint(err, "see docs/bundles.md \"Settings\" for the schema of a setting");
-}
+/* A schema's refusal is a manifest's, worded like bundle_manifest.c's (the format a literal). */
+#define schema_bad(err, ...)                                                                       \
+    (hc_error_set((err), HC_E(BUNDLE_MANIFEST), "manifest.json: " __VA_ARGS__),                    \
+     hc_error_hint((err), "see docs/bundles.md \"Settings\" for the schema of a setting"))
 
 /* The keys a setting of each type may have, after type, default, help and apply. */
 static const char *const type_keys[][3] = {
@@ -521,18 +513,23 @@ struct hc_settings_schema *hc_settings_schema_parse(const json_t *settings, stru
     struct hc_settings_schema *schema = calloc(1, sizeof(*schema));
     struct entry *e = NULL;
     size_t n = 0;
-    if (!schema)
-        goto oom;
-    if (!settings || json_is_null(settings))
+    int ok = 0;
+    if (!schema) {
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
+        return NULL;
+    }
+    if (!settings || json_is_null(settings) ||
+        (json_is_object(settings) && json_object_size(settings) == 0))
         return schema;
     if (!json_is_object(settings) || json_object_size(settings) > HC_SETTINGS_MAX) {
         schema_bad(err, "'settings' must be an object of at most %d settings", HC_SETTINGS_MAX);
-        goto fail;
+        goto cleanup;
     }
-    if (json_object_size(settings) == 0)
-        return schema;
-    if (!(e = sorted_entries(settings, &n)) || !(schema->items = calloc(n, sizeof(*schema->items))))
-        goto oom;
+    if (!(e = sorted_entries(settings, &n)) ||
+        !(schema->items = calloc(n, sizeof(*schema->items)))) {
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
+        goto cleanup;
+    }
     for (size_t i = 0; i < n; i++) {
         char show[SHOWN_MAX + 4];
         if (strlen(e[i].key) != e[i].len || !hc_setting_name_valid(e[i].key)) {
@@ -541,20 +538,20 @@ struct hc_settings_schema *hc_settings_schema_parse(const json_t *settings, stru
                        "'settings.%s': a setting's name is 1 to %d of a-z, 0-9, '_', '.', "
                        "starting with a letter",
                        show, HC_SETTING_NAME_MAX);
-            goto fail;
+            goto cleanup;
         }
         schema->n++; /* counted first: a half-parsed setting is freed too */
         if (parse_setting(e[i].key, e[i].value, &schema->items[i], err) < 0)
-            goto fail;
+            goto cleanup;
     }
+    ok = 1;
+cleanup:
     free(e);
+    if (!ok) {
+        hc_settings_schema_free(schema);
+        schema = NULL;
+    }
     return schema;
-oom:
-    hc_error_set(err, HC_E(INTERNAL), "out of memory");
-fail:
-    free(e);
-    hc_settings_schema_free(schema);
-    return NULL;
 }
 
 struct hc_settings_schema *hc_settings_schema_of(const json_t *manifest, struct hc_error *err)
@@ -643,38 +640,38 @@ static const struct hc_setting *entry_setting(const struct hc_settings_schema *s
 json_t *hc_settings_normalize(const struct hc_settings_schema *schema, const json_t *values,
                               unsigned flags, struct hc_error *err)
 {
-    struct entry *e;
+    struct entry *e = NULL;
     size_t n;
-    json_t *out = NULL;
-    if (value_set(values, &e, &n, err) < 0)
+    int ok = 0;
+    json_t *out = json_object();
+    if (!out) {
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
-    if (!(out = json_object()))
-        goto oom;
+    }
+    if (value_set(values, &e, &n, err) < 0)
+        goto cleanup;
     for (size_t i = 0; i < n; i++) {
         const struct hc_setting *s = entry_setting(schema, &e[i]);
         json_t *v;
         if (!s) {
             unknown_setting(schema, e[i].key, err);
-            goto fail;
+            goto cleanup;
         }
         if (!(v = hc_setting_value_parse(s, e[i].value, err)))
-            goto fail;
-        if (json_object_set_new(out, s->name, v) < 0)
-            goto oom;
+            goto cleanup;
+        json_object_set_new(out, s->name, v);
     }
     for (size_t i = 0; (flags & HC_SETTINGS_DEFAULTS) && i < hc_settings_schema_count(schema); i++)
-        if (!json_object_get(out, schema->items[i].name) &&
-            json_object_set_new(out, schema->items[i].name, json_deep_copy(schema->items[i].def)) <
-                0)
-            goto oom;
+        if (!json_object_get(out, schema->items[i].name))
+            json_object_set_new(out, schema->items[i].name, json_deep_copy(schema->items[i].def));
+    ok = 1;
+cleanup:
     free(e);
+    if (!ok) {
+        json_decref(out);
+        out = NULL;
+    }
     return out;
-oom:
-    hc_error_set(err, HC_E(INTERNAL), "out of memory");
-fail:
-    free(e);
-    json_decref(out);
-    return NULL;
 }
 
 json_t *hc_settings_defaults(const struct hc_settings_schema *schema)
