@@ -2,7 +2,10 @@
  * The bundle manifest's schema (docs/bundles.md "manifest.json"), versions and bundle paths.
  *
  * Unknown keys are refused, so that a typo ("helth") is an error naming the key instead of a
- * hook silently missing on a node in the middle of an upgrade.
+ * hook silently missing on a node in the middle of an upgrade. The "settings" schema is checked
+ * by common/settings.c (the same parser the controller and the agent use); here, what ties it to
+ * the rest of the manifest: a live setting needs the reload hook, and every {setting:NAME} in the
+ * args and the hooks must name a setting.
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -11,6 +14,7 @@
 #include <string.h>
 
 #include "common/bundle.h"
+#include "common/settings.h"
 
 #define HOOK_TIMEOUT_MAX_MS 600000
 #define ARGS_MAX 64
@@ -160,13 +164,85 @@ static int check_program(const json_t *m, struct hc_error *err)
     return 0;
 }
 
+static const char *const hook_keys[] = {"health", "ok_to_stop", "drain", "resync_status", "reload"};
+
+/* Every {setting:NAME} of the string at where must name a setting of schema. */
+static int check_placeholders(const char *text, const char *where,
+                              const struct hc_settings_schema *schema, struct hc_error *err)
+{
+    struct hc_error why = {0};
+    char *out = hc_settings_render(text, schema, NULL, NULL, &why);
+    free(out);
+    return out ? 0 : bad(err, "'%s': %s", where, why.message);
+}
+
+static int check_strings(const json_t *arr, const char *what,
+                         const struct hc_settings_schema *schema, struct hc_error *err)
+{
+    size_t i;
+    const json_t *item;
+    json_array_foreach(arr, i, item)
+    {
+        char where[64];
+        snprintf(where, sizeof(where), "%s[%zu]", what, i);
+        if (check_placeholders(json_string_value(item), where, schema, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The settings schema, its reload hook, and the placeholders that refer to it. */
+static int check_settings(const json_t *m, struct hc_error *err)
+{
+    struct hc_settings_schema *schema = hc_settings_schema_of(m, err);
+    int rc = -1;
+    if (!schema)
+        return -1;
+    const json_t *reload = json_object_get(m, "reload");
+    for (size_t i = 0; (!reload || json_is_null(reload)) && i < hc_settings_schema_count(schema);
+         i++)
+        if (hc_settings_schema_at(schema, i)->live) {
+            bad(err, "'settings.%s' is live, but there is no 'reload' hook to apply it",
+                hc_settings_schema_at(schema, i)->name);
+            goto cleanup;
+        }
+    if (check_strings(json_object_get(m, "args"), "args", schema, err) < 0)
+        goto cleanup;
+    for (size_t i = 0; i < sizeof(hook_keys) / sizeof(hook_keys[0]); i++) {
+        const json_t *h = json_object_get(m, hook_keys[i]);
+        const char *http = json_string_value(json_object_get(h, "http"));
+        char where[64];
+        snprintf(where, sizeof(where), "%s.http", hook_keys[i]);
+        if (http && check_placeholders(http, where, schema, err) < 0)
+            goto cleanup;
+        snprintf(where, sizeof(where), "%s.command", hook_keys[i]);
+        if (check_strings(json_object_get(h, "command"), where, schema, err) < 0)
+            goto cleanup;
+    }
+    rc = 0;
+cleanup:
+    hc_settings_schema_free(schema);
+    return rc;
+}
+
 int hc_bundle_manifest_check(const json_t *m, struct hc_error *err)
 {
-    static const char *const allowed[] = {
-        "format",          "name",       "version",       "min_upgrade_from",
-        "description",     "entrypoint", "args",          "health",
-        "ok_to_stop",      "drain",      "resync_status", "limits",
-        "stop_timeout_ms", NULL};
+    static const char *const allowed[] = {"format",
+                                          "name",
+                                          "version",
+                                          "min_upgrade_from",
+                                          "description",
+                                          "entrypoint",
+                                          "args",
+                                          "health",
+                                          "ok_to_stop",
+                                          "drain",
+                                          "resync_status",
+                                          "reload",
+                                          "limits",
+                                          "settings",
+                                          "stop_timeout_ms",
+                                          NULL};
     if (!json_is_object(m))
         return bad(err, "must be a JSON object");
     const json_t *format = json_object_get(m, "format");
@@ -175,8 +251,10 @@ int hc_bundle_manifest_check(const json_t *m, struct hc_error *err)
     if (only_keys(m, "", allowed, err) < 0 || check_identity(m, err) < 0 ||
         check_program(m, err) < 0 || check_hook(m, "health", 1, err) < 0 ||
         check_hook(m, "ok_to_stop", 1, err) < 0 || check_hook(m, "drain", 0, err) < 0 ||
-        check_hook(m, "resync_status", 0, err) < 0 || check_limits(m, err) < 0 ||
-        int_in(m, "stop_timeout_ms", "", 100, HOOK_TIMEOUT_MAX_MS, err) < 0)
+        check_hook(m, "resync_status", 0, err) < 0 || check_hook(m, "reload", 0, err) < 0 ||
+        check_limits(m, err) < 0 ||
+        int_in(m, "stop_timeout_ms", "", 100, HOOK_TIMEOUT_MAX_MS, err) < 0 ||
+        check_settings(m, err) < 0)
         return -1;
     return 0;
 }

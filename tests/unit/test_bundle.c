@@ -1,7 +1,9 @@
 /*
  * Unit tests for software bundles (common/bundle*.c): keys, signature lines, opening with every
  * kind of refusal (bad signature, untrusted key, checksum, corrupt gzip, truncation, missing or
- * invalid manifest, unsafe entries), safe extraction, building, and the manifest schema.
+ * invalid manifest, unsafe entries), safe extraction, building, and the manifest schema with its
+ * settings (what ties them to the reload hook and the placeholders; the settings' own schema is
+ * test_settings.c's).
  *
  * Archives with hostile contents are written here with libarchive directly (the builder would
  * refuse to make them) and signed with the trusted key, so that each test reaches the check it
@@ -24,6 +26,7 @@
 
 #include "common/bundle.h"
 #include "common/pki.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 struct env {
@@ -407,6 +410,147 @@ static void test_manifest_missing_fields(void **state)
     expect_open(*state, bad, 1, HC_BUNDLE_ERR_MANIFEST, "'health' is missing");
 }
 
+/* A manifest with settings: a reload hook for the live ones, placeholders naming them. */
+static const char settings_manifest[] =
+    "{\"name\":\"svc\",\"version\":\"1.0\",\"entrypoint\":\"bin/svc\","
+    "\"args\":[\"--log\",\"{setting:log_level}\",\"--config\",\"{settings_file}\","
+    "\"--par={setting:resync_parallelism}\",\"{node}\"],"
+    "\"health\":{\"http\":\"http://127.0.0.1:7480/health?v={setting:log_level}\"},"
+    "\"ok_to_stop\":{\"command\":[\"bin/svc\",\"--ok\",\"{setting:fsync}\"]},"
+    "\"reload\":{\"http\":\"http://127.0.0.1:7480/reload\",\"timeout_ms\":5000},"
+    "\"settings\":{"
+    "\"log_level\":{\"type\":\"enum\",\"values\":[\"debug\",\"info\",\"warn\",\"error\"],"
+    "\"default\":\"info\",\"help\":\"what the service logs\",\"apply\":\"live\"},"
+    "\"resync_parallelism\":{\"type\":\"int\",\"min\":1,\"max\":64,\"default\":8,"
+    "\"help\":\"blocks fetched at once\",\"apply\":\"live\"},"
+    "\"fsync\":{\"type\":\"enum\",\"values\":[\"always\",\"batch\"],\"default\":\"always\","
+    "\"help\":\"when writes reach the disk\",\"apply\":\"restart\"}}}";
+
+/* settings_manifest with one change: path is "key" or "key.sub" (objects) or "key[i]" (an
+ * array's item), value the JSON put there, or NULL to delete it. */
+static json_t *settings_variant(const char *path, const char *value)
+{
+    json_t *m = json_loads(settings_manifest, 0, NULL), *parent = m;
+    char key[128];
+    assert_non_null(m);
+    snprintf(key, sizeof(key), "%s", path);
+    char *dot = strchr(key, '.'), *bracket = strchr(key, '[');
+    if (dot) {
+        *dot = '\0';
+        parent = json_object_get(m, key);
+        memmove(key, dot + 1, strlen(dot + 1) + 1);
+    }
+    json_t *v = value ? json_loads(value, JSON_DECODE_ANY, NULL) : NULL;
+    if (bracket && !dot) {
+        *bracket = '\0';
+        json_array_set_new(json_object_get(m, key), (size_t)atoi(bracket + 1), v);
+    } else if (v) {
+        json_object_set_new(parent, key, v);
+    } else {
+        json_object_del(parent, key);
+    }
+    return m;
+}
+
+static void test_manifest_settings(void **state)
+{
+    struct env *e = *state;
+    struct hc_error err = {0};
+    json_t *m = json_loads(settings_manifest, 0, NULL);
+    assert_int_equal(hc_bundle_manifest_check(m, &err), 0);
+    json_decref(m);
+    /* Only restart settings: no reload hook needed. */
+    m = settings_variant("settings.log_level", NULL);
+    json_t *settings = json_object_get(m, "settings");
+    json_object_del(settings, "resync_parallelism");
+    json_object_del(m, "reload");
+    json_array_set_new(json_object_get(m, "args"), 1, json_string("info"));
+    json_array_set_new(json_object_get(m, "args"), 4, json_string("--par=8"));
+    json_object_set_new(json_object_get(m, "health"), "http",
+                        json_string("http://127.0.0.1:7480/health"));
+    assert_int_equal(hc_bundle_manifest_check(m, &err), 0);
+    json_decref(m);
+    /* A reload hook without settings is fine too (a service that rereads its own files). */
+    m = settings_variant("settings", NULL);
+    json_array_set_new(json_object_get(m, "args"), 1, json_string("info"));
+    json_array_set_new(json_object_get(m, "args"), 4, json_string("--par=8"));
+    json_object_set_new(json_object_get(m, "health"), "http",
+                        json_string("http://127.0.0.1:7480/health"));
+    json_object_set_new(json_object_get(m, "ok_to_stop"), "command", json_pack("[s]", "bin/svc"));
+    assert_int_equal(hc_bundle_manifest_check(m, &err), 0);
+    json_decref(m);
+
+    static const struct {
+        const char *path, *value, *message;
+    } cases[] = {
+        {"reload", NULL,
+         "manifest.json: 'settings.log_level' is live, but there is no 'reload' hook to apply it"},
+        {"reload", "null", "'settings.log_level' is live, but there is no 'reload' hook"},
+        {"args[1]", "\"{setting:fsnc}\"",
+         "manifest.json: 'args[1]': {setting:fsnc} names no "
+         "setting"},
+        {"args[5]", "\"{setting:Log}\"", "'args[5]': a malformed {setting:NAME}"},
+        {"health.http", "\"http://h/{setting:nope}\"", "'health.http': {setting:nope} names no"},
+        {"ok_to_stop.command", "[\"bin/svc\",\"{setting:log_level\"]",
+         "'ok_to_stop.command[1]': a malformed"},
+        {"reload.command", "[\"bin/svc\",\"{setting:x}\"]", "'reload' needs exactly one"},
+        {"reload.http", NULL, "'reload' needs exactly one of \"http\" and \"command\""},
+        {"reload.timeout_ms", "0", "'reload.timeout_ms' must be an integer from 1 to 600000"},
+        {"reload.http", "\"ftp://x\"", "'reload.http' must be an http:// URL"},
+        {"settings", "[]", "manifest.json: 'settings' must be an object"},
+        {"settings.fsync",
+         "{\"type\":\"enum\",\"values\":[\"always\",\"batch\"],\"default\":\"sometimes\","
+         "\"help\":\"h\",\"apply\":\"restart\"}",
+         "manifest.json: 'settings.fsync.default' must be one of always, batch"},
+        {"settings.fsync", "{\"type\":\"enum\"}", "'settings.fsync.help'"},
+        {"setings", "{}", "unknown key 'setings'"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        m = settings_variant(cases[i].path, cases[i].value);
+        assert_int_equal(hc_bundle_manifest_check(m, &err), -1);
+        assert_string_equal(err.code, HC_BUNDLE_ERR_MANIFEST);
+        if (!strstr(err.message, cases[i].message))
+            fail_msg("case %zu: message '%s' lacks '%s'", i, err.message, cases[i].message);
+        json_decref(m);
+    }
+    /* A hook command may name a setting too, and the whole reload command is checked. */
+    m = settings_variant("reload.http", NULL);
+    json_object_set_new(json_object_get(m, "reload"), "command",
+                        json_pack("[s,s]", "bin/svc", "--level={setting:log_level}"));
+    assert_int_equal(hc_bundle_manifest_check(m, &err), 0);
+    json_array_set_new(json_object_get(json_object_get(m, "reload"), "command"), 1,
+                       json_string("{setting:nope}"));
+    assert_int_equal(hc_bundle_manifest_check(m, &err), -1);
+    assert_non_null(strstr(err.message, "'reload.command[1]': {setting:nope} names no setting"));
+    json_decref(m);
+
+    /* Built and opened like any bundle: the schema is read back from the verified manifest. */
+    char manifest[700], out[700];
+    path_in(manifest, sizeof(manifest), e, "settings.json");
+    path_in(out, sizeof(out), e, "svc-settings.tar.gz");
+    write_text(manifest, settings_manifest, 0644);
+    assert_int_equal(hc_bundle_build(manifest, e->src, e->key, out, NULL, &err), 0);
+    struct hc_bundle *b = hc_bundle_open_file(out, NULL, e->keys, &err);
+    assert_non_null(b);
+    struct hc_settings_schema *schema = hc_settings_schema_of(hc_bundle_manifest(b), &err);
+    assert_non_null(schema);
+    assert_int_equal(hc_settings_schema_count(schema), 3);
+    assert_true(hc_settings_schema_has_live(schema));
+    char *arg = hc_settings_render(
+        json_string_value(json_array_get(json_object_get(hc_bundle_manifest(b), "args"), 3)),
+        schema, NULL, "/d/" HC_SETTINGS_FILE, &err);
+    assert_string_equal(arg, "/d/service-settings.json");
+    free(arg);
+    hc_settings_schema_free(schema);
+    hc_bundle_free(b);
+    /* The manifest of a bundle without settings has the empty schema. */
+    b = hc_bundle_open_file(e->out, NULL, e->keys, &err);
+    schema = hc_settings_schema_of(hc_bundle_manifest(b), &err);
+    assert_int_equal(hc_settings_schema_count(schema), 0);
+    hc_settings_schema_free(schema);
+    hc_bundle_free(b);
+}
+
 static void test_path_traversal(void **state)
 {
     struct env *e = *state;
@@ -708,6 +852,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_gzip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_manifest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_missing_fields, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_settings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_path_traversal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlink_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extract_through_symlink, setup, teardown),
