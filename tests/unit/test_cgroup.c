@@ -78,8 +78,8 @@ static void test_v1_fake(void **state)
     char root[600], dirs[3][1800], own[1024], path[2400];
     const char *ctl[3] = {"cpu", "cpuacct", "memory"};
     struct hc_error err = {0};
-    snprintf(root, sizeof(root), "%s/cgv1-%d", getenv("HC_TEST_TMP") ? getenv("HC_TEST_TMP") : "/tmp",
-             (int)getpid());
+    snprintf(root, sizeof(root), "%s/cgv1-%d",
+             getenv("HC_TEST_TMP") ? getenv("HC_TEST_TMP") : "/tmp", (int)getpid());
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof(path), "%s/%s", root, ctl[i]);
         assert_int_equal(hc_mkdir_p(path, 0755, &err), 0);
