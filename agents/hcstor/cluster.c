@@ -129,11 +129,11 @@ struct hcstor_peer *hcstor_peer_by_name(struct hcstor *s, const char *name)
     return NULL;
 }
 
-static struct evhttp_connection *conn_new(struct hcstor *s, struct hcstor_peer *p)
+static struct evhttp_connection *conn_new(struct hcstor *s, struct hcstor_peer *p, int timeout_ms)
 {
     struct evhttp_connection *c =
         evhttp_connection_base_new(s->base, NULL, p->host, (ev_uint16_t)p->port);
-    struct timeval tv = {HCSTOR_PEER_TIMEOUT_MS / 1000, (HCSTOR_PEER_TIMEOUT_MS % 1000) * 1000};
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     if (c) {
         evhttp_connection_set_timeout_tv(c, &tv);
         evhttp_connection_set_retries(c, 0);
@@ -148,6 +148,11 @@ static struct evhttp_connection *conn_new(struct hcstor *s, struct hcstor_peer *
 struct evhttp_connection *hcstor_peer_conn(struct hcstor_peer *p)
 {
     return p->data[p->next_data++ % HCSTOR_DATA_CONNS];
+}
+
+struct evhttp_connection *hcstor_peer_fwd_conn(struct hcstor_peer *p)
+{
+    return p->fwd[p->next_fwd++ % HCSTOR_DATA_CONNS];
 }
 
 void hcstor_peer_mark_down(struct hcstor *s, struct hcstor_peer *p)
@@ -417,7 +422,7 @@ static int fetch_slot(struct hcstor *s, struct hcstor_peer *p)
     for (int i = 0; i < HCSTOR_RESYNC_PARALLEL_MAX; i++) {
         if (p->fetch_busy[i])
             continue;
-        if (!p->fetch[i] && !(p->fetch[i] = conn_new(s, p)))
+        if (!p->fetch[i] && !(p->fetch[i] = conn_new(s, p, HCSTOR_PEER_TIMEOUT_MS)))
             return -1;
         return i;
     }
@@ -644,19 +649,23 @@ static void conn_close(struct evhttp_connection *c)
 static void peer_close(struct hcstor_peer *p)
 {
     conn_close(p->ctl);
-    for (int i = 0; i < HCSTOR_DATA_CONNS; i++)
+    for (int i = 0; i < HCSTOR_DATA_CONNS; i++) {
         conn_close(p->data[i]);
+        conn_close(p->fwd[i]);
+    }
     for (int i = 0; i < HCSTOR_RESYNC_PARALLEL_MAX; i++)
         conn_close(p->fetch[i]);
 }
 
 static int peer_open(struct hcstor *s, struct hcstor_peer *p)
 {
-    p->ctl = conn_new(s, p);
+    p->ctl = conn_new(s, p, HCSTOR_PEER_TIMEOUT_MS);
+    for (int i = 0; i < HCSTOR_DATA_CONNS; i++) {
+        p->data[i] = conn_new(s, p, HCSTOR_PEER_TIMEOUT_MS);
+        p->fwd[i] = conn_new(s, p, HCSTOR_FORWARD_TIMEOUT_MS);
+    }
     for (int i = 0; i < HCSTOR_DATA_CONNS; i++)
-        p->data[i] = conn_new(s, p);
-    for (int i = 0; i < HCSTOR_DATA_CONNS; i++)
-        if (!p->data[i])
+        if (!p->data[i] || !p->fwd[i])
             return -1;
     return p->ctl ? 0 : -1;
 }

@@ -27,8 +27,12 @@
 #define HCSTOR_BLOCK_MAX (16 * 1024 * 1024)
 #define HCSTOR_PEERS_MAX 64
 #define HCSTOR_NAME_MAX 64
-#define HCSTOR_DATA_CONNS 4           /* data connections per peer (each carries one request) */
-#define HCSTOR_PEER_TIMEOUT_MS 2000   /* any request to a peer */
+#define HCSTOR_DATA_CONNS 4         /* data connections per peer (each carries one request) */
+#define HCSTOR_PEER_TIMEOUT_MS 2000 /* any request to a peer, except a forwarded one */
+/* A forwarded client request: the coordinator answers a write only once each replica answered
+ * or timed out (HCSTOR_PEER_TIMEOUT_MS, in parallel), so a slower answer than that is a healthy
+ * coordinator waiting on a hung replica; only past this is the coordinator itself not well. */
+#define HCSTOR_FORWARD_TIMEOUT_MS (2 * HCSTOR_PEER_TIMEOUT_MS + 1000)
 #define HCSTOR_TICK_MS 250            /* peer probes, peers-file reload, resync progress */
 #define HCSTOR_RESYNC_GIVE_UP_MS 1000 /* a peer unreachable this long is skipped by a resync */
 #define HCSTOR_BEHIND_GIVE_UP_MS 5000 /* a peer with an older members list, as long */
@@ -87,6 +91,8 @@ struct hcstor_peer {
     struct evhttp_connection *ctl;                     /* probes and control messages */
     struct evhttp_connection *data[HCSTOR_DATA_CONNS]; /* block traffic, round-robin */
     unsigned next_data;
+    struct evhttp_connection *fwd[HCSTOR_DATA_CONNS]; /* forwarded client requests, as long */
+    unsigned next_fwd;
     /* A resync's fetches from this peer, one request per connection so that resync_parallelism
      * fetches are really on the wire at once; opened when needed, closed when the resync ends. */
     struct evhttp_connection *fetch[HCSTOR_RESYNC_PARALLEL_MAX];
@@ -178,6 +184,8 @@ int hcstor_in_sync_for(const struct hcstor *s, const char *key);
 int hcstor_effective_rf(const struct hcstor *s);
 struct hcstor_peer *hcstor_peer_by_name(struct hcstor *s, const char *name);
 struct evhttp_connection *hcstor_peer_conn(struct hcstor_peer *p);
+/* For a forwarded client request: HCSTOR_FORWARD_TIMEOUT_MS, not HCSTOR_PEER_TIMEOUT_MS. */
+struct evhttp_connection *hcstor_peer_fwd_conn(struct hcstor_peer *p);
 void hcstor_peer_mark_down(struct hcstor *s, struct hcstor_peer *p);
 void hcstor_set_state(struct hcstor *s, enum hcstor_state st);
 /* The resync: begins on start-up and when a peer says we missed writes. */

@@ -324,7 +324,7 @@ static void forward(struct client_op *op)
             evbuffer_add_buffer_reference(evhttp_request_get_output_buffer(r), op->body);
         hcstor_log(s, HCSTOR_DEBUG, "%s of '%s' forwarded to %s",
                    op->cmd == EVHTTP_REQ_PUT ? "write" : "read", op->key, s->peers[idx].name);
-        if (evhttp_make_request(hcstor_peer_conn(&s->peers[idx]), r, op->cmd, uri) == 0)
+        if (evhttp_make_request(hcstor_peer_fwd_conn(&s->peers[idx]), r, op->cmd, uri) == 0)
             return;
     }
     hcstor_reply_error(op->req, HC_E(UNAVAILABLE),

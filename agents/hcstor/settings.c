@@ -22,10 +22,10 @@ static const char *const fsync_words[] = {"always", "batch", NULL};
 
 struct setting {
     const char *name;
-    int restart;               /* 0: applied by a reload; 1: at the next start */
-    const char *const *words;  /* an enum: its words (the value is the index); NULL: integer */
-    int min, max, def;         /* integer range and default; an enum's default index */
-    size_t offset;             /* of the int in struct hcstor_settings */
+    int restart;              /* 0: applied by a reload; 1: at the next start */
+    const char *const *words; /* an enum: its words (the value is the index); NULL: integer */
+    int min, max, def;        /* integer range and default; an enum's default index */
+    size_t offset;            /* of the int in struct hcstor_settings */
 };
 
 #define FIELD(f) offsetof(struct hcstor_settings, f)

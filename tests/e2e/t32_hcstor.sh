@@ -17,7 +17,7 @@ start() { # start N [VERSION]
     wait_for 10 "curl -sf $(url "$1")/health >/dev/null"
 }
 state() { curl -s --max-time 3 "$(url "$1")/health" | jq -r .state; }
-put() { curl -sS --max-time 10 -X PUT --data-binary "$3" "$(url "$1")/blocks/$2"; }
+put() { curl -sSf --max-time 10 -X PUT --data-binary "$3" "$(url "$1")/blocks/$2"; }
 get() { curl -sS --max-time 10 "$(url "$1")/blocks/$2"; }
 code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@"; }
 held_by() { for i in 1 2 3; do [ -f "$T/n$i/blocks/$1" ] && printf 'n%s ' "$i"; done; }
