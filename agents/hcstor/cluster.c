@@ -399,8 +399,11 @@ static void resync_check_done(struct hcstor *s)
 {
     if (s->state != HCSTOR_RESYNCING || hcstor_resync_pending(s) > 0)
         return;
-    hcstor_log(s, HCSTOR_INFO, "resync done: %" PRId64 " blocks fetched in %" PRId64 " ms",
-               s->resynced_keys, hc_mono_ms() - s->resync_started_ms);
+    hcstor_log(s, HCSTOR_INFO,
+               "resync done: %" PRId64 " blocks fetched in %" PRId64
+               " ms, at most %d at once (resync_parallelism %d)",
+               s->resynced_keys, hc_mono_ms() - s->resync_started_ms, s->fetch_peak,
+               s->set.resync_parallelism);
     hcstor_set_state(s, HCSTOR_SERVING);
     hcstor_announce(s, NULL);
 }
