@@ -21,7 +21,9 @@
  * connection of its own. Writes that race with the fetches are safe:
  * a block is stored only over an older version. When nothing is left to list or fetch the node
  * is serving again and tells its peers. A peer unreachable for HCSTOR_RESYNC_GIVE_UP_MS is
- * skipped: waiting for a dead node would keep this one out of service forever.
+ * skipped: waiting for a dead node would keep this one out of service forever. A node that
+ * missed writes while it kept running (told so by a peer, or its own loop stalled past the
+ * peers' timeout) lists every peer, not only the one that noticed: they all wrote around it.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -58,6 +58,15 @@ test_expect_success 'an unknown or bad setting refuses the start (exit 2), namin
     [ ! -d "$T/x/blocks" ]
 '
 
+test_expect_success 'POST /reload without --settings: 409, nothing to reload' '
+    hcstor --listen "127.0.0.93:$PORT" --data "$T/x" --version 1 --log-level error >x.log 2>&1 &
+    echo $! >"$T/pids/x" && wait_for 10 "curl -sf http://127.0.0.93:$PORT/health" &&
+    [ "$(curl -s -o r.json -w "%{http_code}" -X POST "http://127.0.0.93:$PORT/reload")" = 409 ] &&
+    jq -e ".error.message | test(\"started without --settings\")" r.json &&
+    curl -s "http://127.0.0.93:$PORT/settings" | jq -e ".file == null and .settings.log_level == \"error\"" &&
+    stop_daemon x TERM && rm -rf "$T/x"
+'
+
 test_expect_success 'the file overrides the flags, which override the defaults' '
     set_file 1 "{\"resync_parallelism\": 3}" && set_file 2 "{}" &&
     start 1 --log-level warn --resync-parallelism 5 && start 2 &&
@@ -92,7 +101,10 @@ test_expect_success 'a bad file is refused whole (400 naming the key), every old
     set_file 1 "{\"log_level\": " && [ "$(reload 1)" = 400 ] &&
     jq -e ".error.message | test(\"cannot read settings file\")" reload.json &&
     settings 1 | jq -e ".settings.log_level == \"debug\" and .settings.resync_parallelism == 5" &&
-    grep -q "settings not reloaded, keeping the old values: .*colour" n1.log
+    grep -q "settings not reloaded, keeping the old values: .*colour" n1.log &&
+    set_file 1 "{\"log_level\": \"warn\", \"resync_parallelism\": 99}" &&
+    kill -HUP "$(pid_of n1)" && wait_for 5 "grep -q \"n1 warn: settings not reloaded.*: 99 is\" n1.log" &&
+    settings 1 | jq -e ".settings.log_level == \"debug\" and .settings.resync_parallelism == 5"
 '
 
 test_expect_success 'SIGHUP reloads: at level error neither info nor warn messages are written' '
