@@ -454,10 +454,11 @@ static void fetch_done(struct evhttp_request *res, void *arg)
         if (hcstor_store_put(s, f->key, v, n ? evbuffer_pullup(b, -1) : (void *)"", n, why,
                              sizeof(why)) < 0)
             hcstor_log(s, HCSTOR_ERROR, "resync: %s", why);
-        else
+        else {
             s->resynced_keys++;
-        hcstor_log(s, HCSTOR_DEBUG, "resync: fetched '%s' version %" PRId64 " from %s", f->key, v,
-                   f->peer);
+            hcstor_log(s, HCSTOR_DEBUG, "resync: fetched '%s' version %" PRId64 " from %s", f->key,
+                       v, f->peer);
+        }
     } else if (!res && p) {
         hcstor_peer_mark_down(s, p);
         p->need_list = 1; /* list it again when it is back (or give up on it) */
