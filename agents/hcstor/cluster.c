@@ -17,10 +17,13 @@
  *
  * Resync (this node missed writes): for each peer that must be listed, say hello (from then on
  * the peer sends us its replica writes), then list the blocks it holds that are placed here with
- * their versions, and fetch those newer than ours. Writes that race with the fetches are safe:
+ * their versions, and fetch those newer than ours, resync_parallelism at once, each on a
+ * connection of its own. Writes that race with the fetches are safe:
  * a block is stored only over an older version. When nothing is left to list or fetch the node
  * is serving again and tells its peers. A peer unreachable for HCSTOR_RESYNC_GIVE_UP_MS is
- * skipped: waiting for a dead node would keep this one out of service forever.
+ * skipped: waiting for a dead node would keep this one out of service forever. A node that
+ * missed writes while it kept running (told so by a peer, or its own loop stalled past the
+ * peers' timeout) lists every peer, not only the one that noticed: they all wrote around it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -128,14 +131,18 @@ struct hcstor_peer *hcstor_peer_by_name(struct hcstor *s, const char *name)
     return NULL;
 }
 
-static struct evhttp_connection *conn_new(struct hcstor *s, struct hcstor_peer *p)
+static struct evhttp_connection *conn_new(struct hcstor *s, struct hcstor_peer *p, int timeout_ms)
 {
     struct evhttp_connection *c =
         evhttp_connection_base_new(s->base, NULL, p->host, (ev_uint16_t)p->port);
-    struct timeval tv = {HCSTOR_PEER_TIMEOUT_MS / 1000, (HCSTOR_PEER_TIMEOUT_MS % 1000) * 1000};
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     if (c) {
         evhttp_connection_set_timeout_tv(c, &tv);
         evhttp_connection_set_retries(c, 0);
+        /* Replication leaves from the address clients reach this node on (the storage
+         * network's), not whichever the routing table would pick. */
+        if (strcmp(s->host, "0.0.0.0") && strcmp(s->host, "::") && s->host[0])
+            evhttp_connection_set_local_address(c, s->host);
     }
     return c;
 }
@@ -145,10 +152,16 @@ struct evhttp_connection *hcstor_peer_conn(struct hcstor_peer *p)
     return p->data[p->next_data++ % HCSTOR_DATA_CONNS];
 }
 
+struct evhttp_connection *hcstor_peer_fwd_conn(struct hcstor_peer *p)
+{
+    return p->fwd[p->next_fwd++ % HCSTOR_DATA_CONNS];
+}
+
 void hcstor_peer_mark_down(struct hcstor *s, struct hcstor_peer *p)
 {
     if (p->state != HCSTOR_DOWN)
-        hcstor_log(s, "peer %s is down (was %s)", p->name, hcstor_state_name(p->state));
+        hcstor_log(s, HCSTOR_WARN, "peer %s is down (was %s)", p->name,
+                   hcstor_state_name(p->state));
     p->state = HCSTOR_DOWN;
     if (!p->unreachable_since)
         p->unreachable_since = hc_mono_ms();
@@ -281,7 +294,7 @@ static void after_resync_request(struct hcstor *s, struct hcstor_peer *p,
 {
     if (res) {
         p->suspect = 0;
-        hcstor_log(s, "told %s to resync the writes it missed", p->name);
+        hcstor_log(s, HCSTOR_INFO, "told %s to resync the writes it missed", p->name);
     }
 }
 
@@ -296,7 +309,8 @@ static void after_probe(struct hcstor *s, struct hcstor_peer *p, struct evhttp_r
     }
     state_from_answer(p, res, sent_ms);
     if (p->skipped && !p->need_list && !p->listing && p->state != HCSTOR_DOWN) {
-        hcstor_log(s, "%s answers again: listing the blocks this node skipped", p->name);
+        hcstor_log(s, HCSTOR_INFO, "%s answers again: listing the blocks this node skipped",
+                   p->name);
         p->need_list = 1;
         hcstor_resync_kick(s);
     }
@@ -368,7 +382,8 @@ void hcstor_set_state(struct hcstor *s, enum hcstor_state st)
 {
     if (s->state == st)
         return;
-    hcstor_log(s, "state %s -> %s", hcstor_state_name(s->state), hcstor_state_name(st));
+    hcstor_log(s, HCSTOR_INFO, "state %s -> %s", hcstor_state_name(s->state),
+               hcstor_state_name(st));
     s->state = st;
 }
 
@@ -386,8 +401,11 @@ static void resync_check_done(struct hcstor *s)
 {
     if (s->state != HCSTOR_RESYNCING || hcstor_resync_pending(s) > 0)
         return;
-    hcstor_log(s, "resync done: %" PRId64 " blocks fetched in %" PRId64 " ms", s->resynced_keys,
-               hc_mono_ms() - s->resync_started_ms);
+    hcstor_log(s, HCSTOR_INFO,
+               "resync done: %" PRId64 " blocks fetched in %" PRId64
+               " ms, at most %d at once (resync_parallelism %d)",
+               s->resynced_keys, hc_mono_ms() - s->resync_started_ms, s->fetch_peak,
+               s->set.resync_parallelism);
     hcstor_set_state(s, HCSTOR_SERVING);
     hcstor_announce(s, NULL);
 }
@@ -396,7 +414,25 @@ struct fetch {
     struct hcstor *s;
     char key[HCSTOR_KEY_MAX + 1];
     char peer[HCSTOR_NAME_MAX];
+    struct evhttp_connection *conn; /* the peer's fetch[slot], busy until the answer */
+    int slot;
 };
+
+/* An idle fetch connection of p (opened when first needed, then kept like the data
+ * connections): each in-flight fetch has its own, so the resync's parallelism is the number of
+ * requests on the wire, not requests queued behind each other on a few connections. There is
+ * always one: fewer than resync_parallelism <= HCSTOR_RESYNC_PARALLEL_MAX fetches are busy. */
+static int fetch_slot(struct hcstor *s, struct hcstor_peer *p)
+{
+    for (int i = 0; i < HCSTOR_RESYNC_PARALLEL_MAX; i++) {
+        if (p->fetch_busy[i])
+            continue;
+        if (!p->fetch[i] && !(p->fetch[i] = conn_new(s, p, HCSTOR_PEER_TIMEOUT_MS)))
+            return -1;
+        return i;
+    }
+    return -1;
+}
 
 static void fetch_next(struct hcstor *s);
 
@@ -410,14 +446,19 @@ static void fetch_done(struct evhttp_request *res, void *arg)
     int64_t v = vh ? strtoll(vh, NULL, 10) : 0;
     char why[300];
     s->fetching--;
+    if (p && p->fetch[f->slot] == f->conn)
+        p->fetch_busy[f->slot] = 0;
     if (response_code(res) == 200 && v > hcstor_store_version(s, f->key)) {
         struct evbuffer *b = evhttp_request_get_input_buffer(res);
         size_t n = evbuffer_get_length(b);
         if (hcstor_store_put(s, f->key, v, n ? evbuffer_pullup(b, -1) : (void *)"", n, why,
                              sizeof(why)) < 0)
-            hcstor_log(s, "resync: %s", why);
-        else
+            hcstor_log(s, HCSTOR_ERROR, "resync: %s", why);
+        else {
             s->resynced_keys++;
+            hcstor_log(s, HCSTOR_DEBUG, "resync: fetched '%s' version %" PRId64 " from %s", f->key,
+                       v, f->peer);
+        }
     } else if (!res && p) {
         hcstor_peer_mark_down(s, p);
         p->need_list = 1; /* list it again when it is back (or give up on it) */
@@ -429,29 +470,35 @@ static void fetch_done(struct evhttp_request *res, void *arg)
 
 static void fetch_next(struct hcstor *s)
 {
-    while (s->fetching < HCSTOR_FETCH_PARALLEL && json_array_size(s->fetch_queue) > 0) {
+    while (s->fetching < s->set.resync_parallelism && json_array_size(s->fetch_queue) > 0) {
         size_t last = json_array_size(s->fetch_queue) - 1;
         json_t *item = json_array_get(s->fetch_queue, last);
         const char *key = json_string_value(json_array_get(item, 0));
         struct hcstor_peer *p = hcstor_peer_by_name(s, json_string_value(json_array_get(item, 2)));
-        struct fetch *f = key && p ? calloc(1, sizeof(*f)) : NULL;
+        int slot = p ? fetch_slot(s, p) : -1;
+        struct fetch *f = key && slot >= 0 ? calloc(1, sizeof(*f)) : NULL;
         char uri[HCSTOR_KEY_MAX + 40];
         if (f) {
-            *f = (struct fetch){s, "", ""};
+            *f = (struct fetch){s, "", "", p->fetch[slot], slot};
             snprintf(f->key, sizeof(f->key), "%s", key);
             snprintf(f->peer, sizeof(f->peer), "%s", p->name);
         }
         json_array_remove(s->fetch_queue, last); /* frees item */
-        if (!f)
+        if (!f) {
+            if (p)
+                p->need_list = 1; /* out of memory: listed again later */
             continue;
+        }
         snprintf(uri, sizeof(uri), "/internal/blocks/%s", f->key);
-        if (hcstor_peer_request(s, hcstor_peer_conn(p), EVHTTP_REQ_GET, uri, NULL, 0, NULL,
-                                fetch_done, f) < 0) {
+        if (hcstor_peer_request(s, f->conn, EVHTTP_REQ_GET, uri, NULL, 0, NULL, fetch_done, f) <
+            0) {
             free(f);
             p->need_list = 1;
             continue;
         }
-        s->fetching++;
+        p->fetch_busy[slot] = 1;
+        if (++s->fetching > s->fetch_peak)
+            s->fetch_peak = s->fetching;
     }
 }
 
@@ -468,13 +515,14 @@ static void after_list(struct hcstor *s, struct hcstor_peer *p, struct evhttp_re
          * has the list; give up after a while, and serve nothing shared with it until then. */
         if (!p->behind_since) {
             p->behind_since = now;
-            hcstor_log(s, "resync from %s: its members list is older than ours, waiting", p->name);
+            hcstor_log(s, HCSTOR_INFO,
+                       "resync from %s: its members list is older than ours, waiting", p->name);
         }
         if (now - p->behind_since < HCSTOR_BEHIND_GIVE_UP_MS) {
             p->need_list = 1;
         } else if (!p->behind) {
             p->behind = 1;
-            hcstor_log(s,
+            hcstor_log(s, HCSTOR_WARN,
                        "resync: %s still has an older members list after %d ms; the blocks "
                        "it shares with this node are not served here until it is current",
                        p->name, HCSTOR_BEHIND_GIVE_UP_MS);
@@ -502,7 +550,7 @@ static void after_list(struct hcstor *s, struct hcstor_peer *p, struct evhttp_re
         }
     }
     if (j)
-        hcstor_log(s, "resync from %s: %zu blocks listed, %zu to fetch", p->name,
+        hcstor_log(s, HCSTOR_INFO, "resync from %s: %zu blocks listed, %zu to fetch", p->name,
                    json_array_size(json_object_get(j, "keys")), queued);
     json_decref(j);
     fetch_next(s);
@@ -537,7 +585,7 @@ static void resync_step(struct hcstor *s)
         if (!p->need_list || p->listing)
             continue;
         if (p->unreachable_since && now - p->unreachable_since > HCSTOR_RESYNC_GIVE_UP_MS) {
-            hcstor_log(s,
+            hcstor_log(s, HCSTOR_WARN,
                        "resync: skipping %s, unreachable for %" PRId64 " ms; the blocks it "
                        "shares with this node are not served here until it is back",
                        p->name, now - p->unreachable_since);
@@ -564,30 +612,66 @@ void hcstor_resync_kick(struct hcstor *s)
     if (s->state != HCSTOR_RESYNCING) {
         s->resync_started_ms = hc_mono_ms();
         s->resynced_keys = 0;
+        s->fetch_peak = 0;
     }
     hcstor_set_state(s, HCSTOR_RESYNCING);
     resync_step(s);
 }
 
+void hcstor_resync_all(struct hcstor *s)
+{
+    if (s->state == HCSTOR_DRAINING)
+        return;
+    for (size_t i = 0; i < s->npeers; i++)
+        s->peers[i].need_list = 1; /* a listing in flight may predate what was missed: again */
+    hcstor_resync_kick(s);
+}
+
+void hcstor_check_stall(struct hcstor *s)
+{
+    int64_t now = hc_mono_ms(), gap = now - s->loop_seen_ms;
+    s->loop_seen_ms = now;
+    if (gap < HCSTOR_STALL_MS || s->npeers == 0)
+        return;
+    /* Its peers' requests timed out meanwhile: they marked it down and wrote around it. It
+     * cannot know which writes it missed, nor wait to be told (a peer tells it only after its
+     * next probe): its copies may be stale, so it serves nothing before it has listed them. */
+    hcstor_log(s, HCSTOR_WARN,
+               "this node stalled for %" PRId64 " ms (stopped or starved): its peers may have "
+               "written around it; resyncing from every peer",
+               gap);
+    hcstor_resync_all(s);
+}
+
 /* ---- the peers file -------------------------------------------------------------------- */
+
+/* Freed once their pending requests completed: callbacks still run and find no peer. */
+static void conn_close(struct evhttp_connection *c)
+{
+    if (c)
+        evhttp_connection_free_on_completion(c);
+}
 
 static void peer_close(struct hcstor_peer *p)
 {
-    /* Freed once their pending requests completed: callbacks still run and find no peer. */
-    if (p->ctl)
-        evhttp_connection_free_on_completion(p->ctl);
-    for (int i = 0; i < HCSTOR_DATA_CONNS; i++)
-        if (p->data[i])
-            evhttp_connection_free_on_completion(p->data[i]);
+    conn_close(p->ctl);
+    for (int i = 0; i < HCSTOR_DATA_CONNS; i++) {
+        conn_close(p->data[i]);
+        conn_close(p->fwd[i]);
+    }
+    for (int i = 0; i < HCSTOR_RESYNC_PARALLEL_MAX; i++)
+        conn_close(p->fetch[i]);
 }
 
 static int peer_open(struct hcstor *s, struct hcstor_peer *p)
 {
-    p->ctl = conn_new(s, p);
+    p->ctl = conn_new(s, p, HCSTOR_PEER_TIMEOUT_MS);
+    for (int i = 0; i < HCSTOR_DATA_CONNS; i++) {
+        p->data[i] = conn_new(s, p, HCSTOR_PEER_TIMEOUT_MS);
+        p->fwd[i] = conn_new(s, p, HCSTOR_FORWARD_TIMEOUT_MS);
+    }
     for (int i = 0; i < HCSTOR_DATA_CONNS; i++)
-        p->data[i] = conn_new(s, p);
-    for (int i = 0; i < HCSTOR_DATA_CONNS; i++)
-        if (!p->data[i])
+        if (!p->data[i] || !p->fwd[i])
             return -1;
     return p->ctl ? 0 : -1;
 }
@@ -641,7 +725,8 @@ static int load_peers(struct hcstor *s)
     json_t *j = json_load_file(s->peers_path, 0, &jerr);
     json_t *nodes = json_object_get(j, "nodes");
     if (!json_is_array(nodes)) {
-        hcstor_log(s, "ignoring %s: %s", s->peers_path, j ? "no \"nodes\" array" : jerr.text);
+        hcstor_log(s, HCSTOR_WARN, "ignoring %s: %s", s->peers_path,
+                   j ? "no \"nodes\" array" : jerr.text);
         json_decref(j);
         return 0;
     }
@@ -651,10 +736,11 @@ static int load_peers(struct hcstor *s)
     int rc = apply_members(s, nodes);
     json_decref(j);
     if (rc < 0) {
-        hcstor_log(s, "cannot apply %s: out of memory", s->peers_path);
+        hcstor_log(s, HCSTOR_ERROR, "cannot apply %s: out of memory", s->peers_path);
         return 0;
     }
-    hcstor_log(s, "members (epoch %" PRId64 "): this node and %zu peers, replication %d",
+    hcstor_log(s, HCSTOR_INFO,
+               "members (epoch %" PRId64 "): this node and %zu peers, replication %d",
                s->peers_epoch, s->npeers, hcstor_effective_rf(s));
     return 1;
 }
@@ -664,6 +750,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     struct hcstor *s = arg;
     (void)fd;
     (void)what;
+    hcstor_check_stall(s);
     if (load_peers(s))
         hcstor_resync_kick(s);
     for (size_t i = 0; i < s->npeers; i++)
@@ -682,7 +769,7 @@ int hcstor_cluster_init(struct hcstor *s)
         return -1;
     load_peers(s);
     s->state = HCSTOR_RESYNCING;
-    s->resync_started_ms = hc_mono_ms();
+    s->resync_started_ms = s->loop_seen_ms = hc_mono_ms();
     resync_step(s); /* with no peers this is done at once */
     return 0;
 }

@@ -3,8 +3,11 @@
  * libevent loop: the HTTP server for clients and peers, the asynchronous HTTP client it uses to
  * talk to peers, and a periodic tick. Everything below runs on that one thread, so no locks.
  *
- * The three parts:
- *   store.c    blocks on disk, each with a version; the in-memory index key -> version
+ * The four parts:
+ *   store.c    blocks on disk, each with a version; the in-memory index key -> version; the
+ *              fsync policy (every write, or batched)
+ *   settings.c the settings (--settings FILE, the flags, built-in defaults), their validation
+ *              and reload
  *   cluster.c  membership (the peers file the agent writes), placement (rendezvous hashing),
  *              each peer's state as this node sees it, resync
  *   main.c     the HTTP API: client requests (coordinated or forwarded), peer requests, hooks
@@ -24,12 +27,20 @@
 #define HCSTOR_BLOCK_MAX (16 * 1024 * 1024)
 #define HCSTOR_PEERS_MAX 64
 #define HCSTOR_NAME_MAX 64
-#define HCSTOR_DATA_CONNS 4           /* data connections per peer (each carries one request) */
-#define HCSTOR_PEER_TIMEOUT_MS 2000   /* any request to a peer */
+#define HCSTOR_DATA_CONNS 4         /* data connections per peer (each carries one request) */
+#define HCSTOR_PEER_TIMEOUT_MS 2000 /* any request to a peer, except a forwarded one */
+/* A forwarded client request: the coordinator answers a write only once each replica answered
+ * or timed out (HCSTOR_PEER_TIMEOUT_MS, in parallel), so a slower answer than that is a healthy
+ * coordinator waiting on a hung replica; only past this is the coordinator itself not well. */
+#define HCSTOR_FORWARD_TIMEOUT_MS (2 * HCSTOR_PEER_TIMEOUT_MS + 1000)
 #define HCSTOR_TICK_MS 250            /* peer probes, peers-file reload, resync progress */
 #define HCSTOR_RESYNC_GIVE_UP_MS 1000 /* a peer unreachable this long is skipped by a resync */
 #define HCSTOR_BEHIND_GIVE_UP_MS 5000 /* a peer with an older members list, as long */
-#define HCSTOR_FETCH_PARALLEL 8
+#define HCSTOR_RESYNC_PARALLEL_MAX 64 /* the top of resync_parallelism's range */
+#define HCSTOR_DIRTY_MAX 256          /* fsync batch: at most this many writes await their fsync */
+/* The event loop did not run this long (SIGSTOP, starved): its peers' requests to it timed out,
+ * so they marked it down and wrote around it, and it resyncs before it serves again. */
+#define HCSTOR_STALL_MS HCSTOR_PEER_TIMEOUT_MS
 #define HCSTOR_OK_TO_STOP_MS 300 /* a peer silent this long during ok-to-stop is not counted */
 
 /* This node's state, and a peer's state as this node last saw it. */
@@ -40,6 +51,18 @@ enum hcstor_state {
     HCSTOR_DRAINING,  /* refusing client requests, about to stop */
 };
 const char *hcstor_state_name(enum hcstor_state s);
+
+enum hcstor_log_level { HCSTOR_DEBUG, HCSTOR_INFO, HCSTOR_WARN, HCSTOR_ERROR };
+enum hcstor_fsync { HCSTOR_FSYNC_ALWAYS, HCSTOR_FSYNC_BATCH };
+
+/* The settings (settings.c has the table: names, ranges, which apply live). An enum setting is
+ * stored as the index of its word. */
+struct hcstor_settings {
+    int log_level;          /* live: enum hcstor_log_level */
+    int resync_parallelism; /* live: block fetches a resync runs at once */
+    int fsync;              /* restart: enum hcstor_fsync */
+    int fsync_interval_ms;  /* restart: batch mode, the longest a write waits for its fsync */
+};
 
 struct hcstor_peer {
     char name[HCSTOR_NAME_MAX];
@@ -68,6 +91,12 @@ struct hcstor_peer {
     struct evhttp_connection *ctl;                     /* probes and control messages */
     struct evhttp_connection *data[HCSTOR_DATA_CONNS]; /* block traffic, round-robin */
     unsigned next_data;
+    struct evhttp_connection *fwd[HCSTOR_DATA_CONNS]; /* forwarded client requests, as long */
+    unsigned next_fwd;
+    /* A resync's fetches from this peer, one request per connection so that resync_parallelism
+     * fetches are really on the wire at once; opened when needed, closed when the resync ends. */
+    struct evhttp_connection *fetch[HCSTOR_RESYNC_PARALLEL_MAX];
+    unsigned char fetch_busy[HCSTOR_RESYNC_PARALLEL_MAX];
 };
 
 struct hcstor {
@@ -81,7 +110,11 @@ struct hcstor {
     char host[256];
     int port;
     int fail_health;
-    int replication; /* wanted; the effective factor is capped by the member count */
+    /* settings: flags = built-in defaults overridden by the flags; wanted = flags overridden by
+     * the settings file; set = in effect (wanted, except restart settings changed since start) */
+    struct hcstor_settings flags, wanted, set;
+    char settings_path[1100]; /* empty: started without --settings */
+    int replication;          /* wanted; the effective factor is capped by the member count */
     enum hcstor_state state;
     json_t *index; /* key -> version (integer); the blocks this node holds */
     int64_t hlc;   /* last version handed out (hybrid clock, microseconds) */
@@ -97,9 +130,17 @@ struct hcstor {
     /* resync: keys to fetch as a JSON array of [key, version, peer index] */
     json_t *fetch_queue;
     int fetching;
+    int fetch_peak; /* the most fetches in flight at once during this resync */
     int64_t resync_started_ms;
     int64_t resynced_keys;
     struct event *tick;
+    int64_t loop_seen_ms; /* monotonic: the loop last ran a tick or a request (stall check) */
+    /* fsync batch: written and renamed, not yet fsynced (descriptors kept open until then) */
+    int dirty[HCSTOR_DIRTY_MAX];
+    size_t ndirty;
+    struct event *flush_timer;
+    int64_t syncs;   /* fsync calls that succeeded */
+    int64_t flushes; /* batches made durable */
 };
 
 /* store.c */
@@ -114,6 +155,24 @@ int hcstor_store_open_block(const struct hcstor *s, const char *key, off_t *offs
 int64_t hcstor_store_version(const struct hcstor *s, const char *key); /* 0: not held */
 int64_t hcstor_next_version(struct hcstor *s, const char *key);
 int hcstor_key_valid(const char *key);
+/* fsync batch: makes every write not yet durable so (no-op in mode always or when none is). */
+void hcstor_store_flush(struct hcstor *s);
+
+/* settings.c */
+void hcstor_settings_defaults(struct hcstor_settings *set);
+/* A flag's text for setting name into set; -1 with why (naming the setting) when bad. */
+int hcstor_setting_from_text(struct hcstor_settings *set, const char *name, const char *text,
+                             char *why, size_t len);
+/* At start: s->flags overridden by the settings file (if any) into s->wanted and s->set. */
+int hcstor_settings_load(struct hcstor *s, char *why, size_t len);
+/* SIGHUP and POST /reload: re-reads the file; on success applies the live settings, keeps the
+ * changed restart ones pending and returns the answer (the caller owns it); NULL with why
+ * (naming the bad key) when the file is refused, every old value kept. */
+json_t *hcstor_settings_reload(struct hcstor *s, char *why, size_t len);
+/* New references: the settings in effect {name: value}, and the pending restart ones. */
+json_t *hcstor_settings_json(const struct hcstor_settings *set);
+json_t *hcstor_settings_pending(const struct hcstor *s);
+const char *hcstor_fsync_name(int mode);
 
 /* cluster.c */
 int hcstor_cluster_init(struct hcstor *s);
@@ -125,11 +184,17 @@ int hcstor_in_sync_for(const struct hcstor *s, const char *key);
 int hcstor_effective_rf(const struct hcstor *s);
 struct hcstor_peer *hcstor_peer_by_name(struct hcstor *s, const char *name);
 struct evhttp_connection *hcstor_peer_conn(struct hcstor_peer *p);
+/* For a forwarded client request: HCSTOR_FORWARD_TIMEOUT_MS, not HCSTOR_PEER_TIMEOUT_MS. */
+struct evhttp_connection *hcstor_peer_fwd_conn(struct hcstor_peer *p);
 void hcstor_peer_mark_down(struct hcstor *s, struct hcstor_peer *p);
 void hcstor_set_state(struct hcstor *s, enum hcstor_state st);
 /* The resync: begins on start-up and when a peer says we missed writes. */
 void hcstor_resync_kick(struct hcstor *s);
 int64_t hcstor_resync_pending(const struct hcstor *s);
+/* Every peer is listed again: this node may have missed writes coordinated by any of them. */
+void hcstor_resync_all(struct hcstor *s);
+/* Called by every tick and request: after a stall of the loop, resyncs from every peer. */
+void hcstor_check_stall(struct hcstor *s);
 /* Tells every peer this node's state; calls done(s) once all answered or failed. */
 void hcstor_announce(struct hcstor *s, void (*done)(struct hcstor *s));
 /* Probes every peer now; calls done(s, arg) once every probe finished. */
@@ -145,6 +210,8 @@ void hcstor_reply_json(struct evhttp_request *req, int status, json_t *body);
 /* The error shape with code's status (a row of common/error_codes.h: HC_E(NOT_FOUND)). */
 void hcstor_reply_error(struct evhttp_request *req, const struct hc_code *code, const char *fmt,
                         ...) __attribute__((format(printf, 3, 4)));
-void hcstor_log(const struct hcstor *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One line on stderr when level is at or above the log_level in effect. */
+void hcstor_log(const struct hcstor *s, enum hcstor_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -3,7 +3,8 @@
  * shipped as a signed bundle and supervised by hcagent.
  *
  *   hcstor --listen HOST:PORT --data DIR --version VERSION [--node NAME] [--peers FILE]
- *          [--replication N] [--fail-health]
+ *          [--replication N] [--fail-health] [--settings FILE] [--log-level LEVEL]
+ *          [--resync-parallelism N] [--fsync always|batch] [--fsync-interval-ms MS]
  *
  * Plain HTTP on HOST:PORT, libevent evhttp, one thread. Clients:
  *   PUT /blocks/{key}   201 once the block is durable (fsync) on every healthy replica
@@ -13,6 +14,7 @@
  * is never forwarded again). 503 when no replica is serving: the client tries another node.
  * Hooks, for the agent (docs/bundles.md):
  *   GET /health  GET /ok-to-stop  POST /drain  GET /resync
+ * Settings (settings.c): GET /settings, POST /reload (also SIGHUP).
  * Peers (cluster.c): /internal/blocks/{key} (PUT a replica write, GET a block), /internal/keys,
  * /internal/hello, /internal/state, /internal/resync.
  * The command line is the table at the end, read by the shared engine (common/cmdline.h).
@@ -34,13 +36,16 @@
 #include "common/cmdline.h"
 #include "common/util.h"
 
-void hcstor_log(const struct hcstor *s, const char *fmt, ...)
+void hcstor_log(const struct hcstor *s, enum hcstor_log_level level, const char *fmt, ...)
 {
+    static const char *const names[] = {"debug", "info", "warn", "error"};
     char ts[40];
     va_list ap;
+    if ((int)level < s->set.log_level)
+        return;
     va_start(ap, fmt);
-    fprintf(stderr, "%s hcstor %s %s: ", hc_time_format(hc_now_ms(), ts, sizeof(ts)), s->version,
-            s->node);
+    fprintf(stderr, "%s hcstor %s %s %s: ", hc_time_format(hc_now_ms(), ts, sizeof(ts)), s->version,
+            s->node, names[level]);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -85,7 +90,7 @@ static void drain_maybe_answer(struct hcstor *s)
         return;
     hcstor_reply_json(s->drain_reply, 200, json_pack("{s:b, s:i}", "drained", 1, "in_flight", 0));
     s->drain_reply = NULL;
-    hcstor_log(s, "drained: no request in flight, peers told");
+    hcstor_log(s, HCSTOR_INFO, "drained: no request in flight, peers told");
 }
 
 static void request_finished(struct hcstor *s)
@@ -213,8 +218,8 @@ static void replica_written(struct evhttp_request *res, void *arg)
         json_array_append_new(op->acked, json_string(w->peer));
     else if (p) {
         /* not healthy: the write is acknowledged without it, and it resyncs when back */
-        hcstor_log(op->s, "replica write of '%s' to %s failed (%d): marked down", op->key, w->peer,
-                   code);
+        hcstor_log(op->s, HCSTOR_WARN, "replica write of '%s' to %s failed (%d): marked down",
+                   op->key, w->peer, code);
         hcstor_peer_mark_down(op->s, p);
         p->suspect = 1;
     }
@@ -263,6 +268,8 @@ static void coordinate_write(struct client_op *op)
         op_free(op);
         return;
     }
+    hcstor_log(s, HCSTOR_DEBUG, "write of '%s' (%zu bytes) coordinated here: version %" PRId64,
+               op->key, len, op->version);
     op->acked = json_pack("[s]", s->node);
     op->waiting = 1; /* released below, after every replica write was sent */
     for (size_t i = 0; i < op->nreplicas; i++)
@@ -315,7 +322,9 @@ static void forward(struct client_op *op)
         evhttp_add_header(h, "X-Hcstor-Forwarded", s->node);
         if (op->body)
             evbuffer_add_buffer_reference(evhttp_request_get_output_buffer(r), op->body);
-        if (evhttp_make_request(hcstor_peer_conn(&s->peers[idx]), r, op->cmd, uri) == 0)
+        hcstor_log(s, HCSTOR_DEBUG, "%s of '%s' forwarded to %s",
+                   op->cmd == EVHTTP_REQ_PUT ? "write" : "read", op->key, s->peers[idx].name);
+        if (evhttp_make_request(hcstor_peer_fwd_conn(&s->peers[idx]), r, op->cmd, uri) == 0)
             return;
     }
     hcstor_reply_error(op->req, HC_E(UNAVAILABLE),
@@ -394,6 +403,9 @@ static void internal_block(struct hcstor *s, struct evhttp_request *req, const c
         hcstor_reply_error(req, HC_E(IO), "%s", why);
         return;
     }
+    hcstor_log(s, HCSTOR_DEBUG, "replica write of '%s' version %" PRId64 " from %s: %s", key, v,
+               header(req, "X-Hcstor-From") ? header(req, "X-Hcstor-From") : "?",
+               stored ? "stored" : "older than ours, ignored");
     hcstor_reply_json(req, 200,
                       json_pack("{s:b, s:I}", "stored", stored, "version",
                                 (json_int_t)hcstor_store_version(s, key)));
@@ -463,7 +475,7 @@ static void internal_message(struct hcstor *s, struct evhttp_request *req, const
         /* it resyncs from us: it lists our blocks after this answer, so it has missed nothing */
         p->state = HCSTOR_RESYNCING;
         p->suspect = 0;
-        hcstor_log(s, "%s says hello: resyncing from us", p->name);
+        hcstor_log(s, HCSTOR_INFO, "%s says hello: resyncing from us", p->name);
         if ((p->skipped || p->behind) && !p->listing) {
             p->need_list = 1; /* and we list it too: our resync skipped it */
             hcstor_resync_kick(s);
@@ -473,12 +485,14 @@ static void internal_message(struct hcstor *s, struct evhttp_request *req, const
         for (int i = HCSTOR_RESYNCING; i <= HCSTOR_DRAINING; i++)
             if (st && !strcmp(st, hcstor_state_name(i)))
                 p->state = i;
-        hcstor_log(s, "%s is %s", p->name, hcstor_state_name(p->state));
+        hcstor_log(s, HCSTOR_INFO, "%s is %s", p->name, hcstor_state_name(p->state));
     } else {
         p->state = st && !strcmp(st, "serving") ? HCSTOR_SERVING : p->state;
-        p->need_list = 1; /* it skipped writes to us: list it again */
-        hcstor_log(s, "%s says we missed writes: resyncing from it", p->name);
-        hcstor_resync_kick(s);
+        /* It wrote around this node: this node was down in its view, so it was likely down in
+         * the others' too (hung, cut off) and they wrote around it as well, but may not have
+         * told it yet. Listing only this peer would serve the others' blocks stale meanwhile. */
+        hcstor_log(s, HCSTOR_INFO, "%s says we missed writes: resyncing from every peer", p->name);
+        hcstor_resync_all(s);
     }
     json_decref(j);
     hcstor_reply_json(req, 200,
@@ -496,6 +510,17 @@ static void health(struct hcstor *s, struct evhttp_request *req)
                   s->incarnation, "blocks", (json_int_t)json_object_size(s->index), "pending",
                   (json_int_t)hcstor_resync_pending(s), "members", (int)s->npeers + 1,
                   "replication", hcstor_effective_rf(s));
+    json_t *pending = hcstor_settings_pending(s), *names = json_array(), *v;
+    const char *name;
+    json_object_foreach(pending, name, v) json_array_append_new(names, json_string(name));
+    json_decref(pending);
+    /* the settings in effect; those changed in the file that wait for a restart, by name */
+    json_object_set_new(body, "settings", hcstor_settings_json(&s->set));
+    json_object_set_new(body, "pending_restart", names);
+    json_object_set_new(body, "store",
+                        json_pack("{s:s, s:I, s:I, s:I}", "fsync", hcstor_fsync_name(s->set.fsync),
+                                  "unsynced", (json_int_t)s->ndirty, "syncs", (json_int_t)s->syncs,
+                                  "flushes", (json_int_t)s->flushes));
     if (s->fail_health)
         json_object_set_new(body, "reason", json_string("started with --fail-health"));
     hcstor_reply_json(req, s->fail_health ? 503 : 200, body);
@@ -628,9 +653,43 @@ static void resync_status(struct hcstor *s, struct evhttp_request *req)
 {
     int64_t pending = hcstor_resync_pending(s);
     hcstor_reply_json(req, 200,
-                      json_pack("{s:I, s:b, s:s, s:I}", "pending", (json_int_t)pending, "done",
-                                s->state != HCSTOR_RESYNCING, "state", hcstor_state_name(s->state),
-                                "fetched", (json_int_t)s->resynced_keys));
+                      json_pack("{s:I, s:b, s:s, s:I, s:i, s:i, s:i}", "pending",
+                                (json_int_t)pending, "done", s->state != HCSTOR_RESYNCING, "state",
+                                hcstor_state_name(s->state), "fetched",
+                                (json_int_t)s->resynced_keys, "fetching", s->fetching, "fetch_peak",
+                                s->fetch_peak, "parallelism", s->set.resync_parallelism));
+}
+
+/* ---- settings -------------------------------------------------------------------------- */
+
+static void settings_show(struct hcstor *s, struct evhttp_request *req)
+{
+    hcstor_reply_json(req, 200,
+                      json_pack("{s:o, s:o, s:o, s:s?}", "settings", hcstor_settings_json(&s->set),
+                                "pending_restart", hcstor_settings_pending(s), "defaults",
+                                hcstor_settings_json(&s->flags), "file",
+                                s->settings_path[0] ? s->settings_path : NULL));
+}
+
+/* POST /reload and SIGHUP: the answer, or NULL with why (the old values are all kept). */
+static json_t *reload(struct hcstor *s, char *why, size_t len)
+{
+    json_t *answer = hcstor_settings_reload(s, why, len);
+    if (!answer)
+        hcstor_log(s, HCSTOR_WARN, "settings not reloaded, keeping the old values: %s", why);
+    return answer;
+}
+
+static void reload_request(struct hcstor *s, struct evhttp_request *req)
+{
+    char why[600];
+    json_t *answer = reload(s, why, sizeof(why));
+    if (answer)
+        hcstor_reply_json(req, 200, answer);
+    else if (!s->settings_path[0])
+        hcstor_reply_error(req, HC_E(CONFLICT), "%s", why);
+    else
+        hcstor_reply_error(req, HC_E(INVALID_ARGUMENT), "%s", why);
 }
 
 /* ---- routing --------------------------------------------------------------------------- */
@@ -643,6 +702,7 @@ static void route(struct evhttp_request *req, void *arg)
     int get = cmd == EVHTTP_REQ_GET, post = cmd == EVHTTP_REQ_POST;
     if (!path)
         path = "/";
+    hcstor_check_stall(s); /* before anything is served from copies a stall made stale */
     /* libevent reads up to twice the limit: the answer is ours, as JSON, not its HTML page. */
     size_t body = evbuffer_get_length(evhttp_request_get_input_buffer(req));
     if (body > HCSTOR_BLOCK_MAX) {
@@ -669,6 +729,10 @@ static void route(struct evhttp_request *req, void *arg)
         drain(s, req);
     } else if (!strcmp(path, "/resync") && get) {
         resync_status(s, req);
+    } else if (!strcmp(path, "/settings") && get) {
+        settings_show(s, req);
+    } else if (!strcmp(path, "/reload") && post) {
+        reload_request(s, req);
     } else if (!strcmp(path, "/internal/keys") && get) {
         internal_keys(s, req);
     } else if (!strncmp(path, "/internal/", 10) && post &&
@@ -689,13 +753,23 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     event_base_loopexit(arg, NULL);
 }
 
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    char why[600];
+    (void)sig;
+    (void)what;
+    json_decref(reload(arg, why, sizeof(why)));
+}
+
 static int serve(struct hcstor *s)
 {
     struct evhttp *http = evhttp_new(s->base);
     struct event *term = evsignal_new(s->base, SIGTERM, on_signal, s->base);
     struct event *intr = evsignal_new(s->base, SIGINT, on_signal, s->base);
+    struct event *hup = evsignal_new(s->base, SIGHUP, on_hup, s);
     int rc = 1;
-    if (!http || !term || !intr || event_add(term, NULL) < 0 || event_add(intr, NULL) < 0)
+    if (!http || !term || !intr || !hup || event_add(term, NULL) < 0 || event_add(intr, NULL) < 0 ||
+        event_add(hup, NULL) < 0)
         goto cleanup;
     evhttp_set_max_body_size(http, 2 * HCSTOR_BLOCK_MAX);
     /* Every method reaches route(), which answers the unsupported ones with a JSON 405. */
@@ -704,18 +778,26 @@ static int serve(struct hcstor *s)
                                          EVHTTP_REQ_OPTIONS);
     evhttp_set_gencb(http, route, s);
     if (evhttp_bind_socket(http, s->host, (ev_uint16_t)s->port) != 0) {
-        hcstor_log(s, "cannot listen on %s:%d: %s", s->host, s->port, strerror(errno));
+        hcstor_log(s, HCSTOR_ERROR, "cannot listen on %s:%d: %s", s->host, s->port,
+                   strerror(errno));
         goto cleanup;
     }
     if (hcstor_cluster_init(s) < 0) {
-        hcstor_log(s, "cannot start: out of memory");
+        hcstor_log(s, HCSTOR_ERROR, "cannot start: out of memory");
         goto cleanup;
     }
-    hcstor_log(s, "serving on http://%s:%d, %zu blocks in %s%s", s->host, s->port,
+    hcstor_log(s, HCSTOR_INFO, "serving on http://%s:%d, %zu blocks in %s%s", s->host, s->port,
                json_object_size(s->index), s->data,
                s->fail_health ? " (--fail-health: health answers 503)" : "");
+    json_t *set = hcstor_settings_json(&s->set);
+    char *text = json_dumps(set, JSON_COMPACT | JSON_SORT_KEYS);
+    hcstor_log(s, HCSTOR_INFO, "settings %s%s%s", text ? text : "?",
+               s->settings_path[0] ? " from " : "", s->settings_path);
+    free(text);
+    json_decref(set);
     event_base_dispatch(s->base);
-    hcstor_log(s, "stopped");
+    hcstor_store_flush(s); /* fsync batch: a clean stop loses nothing */
+    hcstor_log(s, HCSTOR_INFO, "stopped");
     rc = 0;
 cleanup:
     /* The event base, the peer connections and the requests and timers still pending on them
@@ -725,6 +807,8 @@ cleanup:
         event_free(term);
     if (intr)
         event_free(intr);
+    if (hup)
+        event_free(hup);
     if (http)
         evhttp_free(http);
     return rc;
@@ -746,6 +830,37 @@ static int bad_value(const struct hc_cmdline *cl, const char *fmt, const char *v
     return 2;
 }
 
+/* The flags of the settings: each overrides its built-in default (the file overrides both). */
+static const char *const setting_flags[][2] = {
+    {"log-level", "log_level"},
+    {"resync-parallelism", "resync_parallelism"},
+    {"fsync", "fsync"},
+    {"fsync-interval-ms", "fsync_interval_ms"},
+};
+
+/* Defaults, flags, then the settings file: 2 (usage) when any of them is refused. */
+static int settings_start(struct hcstor *s, const struct hc_cmdline *cl)
+{
+    char why[600], msg[700];
+    hcstor_settings_defaults(&s->flags);
+    for (size_t i = 0; i < HC_ARRAY_LEN(setting_flags); i++) {
+        const char *text = hc_cmdline_opt_str(cl, setting_flags[i][0]);
+        if (text &&
+            hcstor_setting_from_text(&s->flags, setting_flags[i][1], text, why, sizeof(why)) < 0) {
+            snprintf(msg, sizeof(msg), "invalid --%s: %s", setting_flags[i][0], why);
+            return bad_value(cl, "%s", msg);
+        }
+    }
+    if (hc_cmdline_opt_set(cl, "settings"))
+        snprintf(s->settings_path, sizeof(s->settings_path), "%s",
+                 hc_cmdline_opt_str(cl, "settings"));
+    if (hcstor_settings_load(s, why, sizeof(why)) < 0) {
+        fprintf(stderr, "hcstor: %s\n", why);
+        return 2;
+    }
+    return 0;
+}
+
 static int run(struct hc_cmd_ctx *ctx)
 {
     static struct hcstor s = {.replication = 2};
@@ -761,6 +876,9 @@ static int run(struct hc_cmd_ctx *ctx)
     if (hc_cmdline_opt_set(cl, "peers"))
         snprintf(s.peers_path, sizeof(s.peers_path), "%s", hc_cmdline_opt_str(cl, "peers"));
     s.fail_health = hc_cmdline_opt_set(cl, "fail-health");
+    int rc = settings_start(&s, cl);
+    if (rc != 0)
+        return rc;
     if (replication && ((s.replication = (int)strtol(replication, &end, 10)) < 1 || *end ||
                         s.replication > HCSTOR_PEERS_MAX))
         return bad_value(cl, "invalid --replication '%s'", replication);
@@ -781,7 +899,7 @@ static int run(struct hc_cmd_ctx *ctx)
     if (!s.index || !s.base || hc_random_hex(s.incarnation, 16) < 0)
         return 1;
     if (hcstor_store_open(&s, why, sizeof(why)) < 0) {
-        hcstor_log(&s, "%s", why);
+        hcstor_log(&s, HCSTOR_ERROR, "%s", why);
         return 1;
     }
     return serve(&s); /* s.base and s.index stay for the exit: see serve() */
@@ -802,6 +920,17 @@ static const struct hc_cmd_opt hcstor_opts[] = {
            .help = "replicas of every block (default 2)"),
     HC_OPT(.name = "fail-health", .type = HC_OPT_BOOL,
            .help = "answer /health with 503 (tests of a failing upgrade)"),
+    HC_OPT(.name = "settings", .type = HC_OPT_STRING, .value_name = "FILE",
+           .help = "a JSON object of settings, over the flags; re-read on SIGHUP and POST /reload",
+           .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "log-level", .type = HC_OPT_STRING, .value_name = "LEVEL",
+           .help = "debug|info|warn|error (default info)"),
+    HC_OPT(.name = "resync-parallelism", .type = HC_OPT_STRING, .value_name = "N",
+           .help = "block fetches a resync runs at once, 1-64 (default 8)"),
+    HC_OPT(.name = "fsync", .type = HC_OPT_STRING, .value_name = "MODE",
+           .help = "always (every write durable before its answer) or batch (default always)"),
+    HC_OPT(.name = "fsync-interval-ms", .type = HC_OPT_STRING, .value_name = "MS",
+           .help = "batch: the longest a write waits for its fsync, 1-10000 (default 100)"),
     {.name = NULL},
 };
 

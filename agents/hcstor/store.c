@@ -1,8 +1,12 @@
 /*
  * hcstor's blocks on disk. One file per block, DATA/blocks/KEY: a fixed 26-byte header
- * "HCB1 <20-digit version>\n", then the bytes. A write is answered only once it is durable:
- * write a temporary file, fsync it, rename it over the block, fsync the directory. The index
- * (key -> version) is rebuilt from the headers at start-up and kept in memory.
+ * "HCB1 <20-digit version>\n", then the bytes. A write: a temporary file, renamed over the
+ * block. With fsync=always (the default) it is answered only once durable: the file is fsynced
+ * before the rename and the directory after it. With fsync=batch it is answered after write(2)
+ * and rename(2); the file's descriptor is kept, and every fsync_interval_ms (or as soon as
+ * HCSTOR_DIRTY_MAX writes wait) the batch is made durable: each file fsynced, then the
+ * directory once (docs/hcstor.md says what a power loss can take). The index (key -> version)
+ * is rebuilt from the headers at start-up and kept in memory.
  *
  * Versions come from a hybrid clock: wall-clock microseconds, but always above the last version
  * handed out and above the block's current version, so a block's versions only grow even when
@@ -31,6 +35,46 @@ int hcstor_key_valid(const char *key)
            strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
+static int sync_fd(struct hcstor *s, int fd)
+{
+    if (fsync(fd) < 0)
+        return -1;
+    s->syncs++;
+    return 0;
+}
+
+void hcstor_store_flush(struct hcstor *s)
+{
+    int dfd = -1, failed = 0;
+    if (s->ndirty == 0)
+        return;
+    for (size_t i = 0; i < s->ndirty; i++) {
+        if (sync_fd(s, s->dirty[i]) < 0)
+            failed = errno;
+        close(s->dirty[i]);
+    }
+    if ((dfd = open(s->blocks, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || sync_fd(s, dfd) < 0)
+        failed = errno;
+    if (dfd >= 0)
+        close(dfd);
+    /* Already acknowledged: nothing to answer with. The error says the copies here may be lost;
+     * the other replicas hold them, and a restart resyncs them from there. */
+    if (failed)
+        hcstor_log(s, HCSTOR_ERROR, "fsync of a batch of %zu writes failed: %s", s->ndirty,
+                   strerror(failed));
+    else
+        hcstor_log(s, HCSTOR_DEBUG, "fsync batch: %zu writes durable", s->ndirty);
+    s->ndirty = 0;
+    s->flushes++;
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    hcstor_store_flush(arg);
+}
+
 static int read_header(int fd, int64_t *version)
 {
     char hdr[HDR_LEN + 1];
@@ -50,6 +94,10 @@ static int read_header(int fd, int64_t *version)
 int hcstor_store_open(struct hcstor *s, char *why, size_t len)
 {
     struct hc_error err = {0};
+    if (!(s->flush_timer = evtimer_new(s->base, on_flush, s))) {
+        snprintf(why, len, "out of memory");
+        return -1;
+    }
     if (hc_mkdir_p(s->blocks, 0755, &err) < 0) {
         snprintf(why, len, "%s", err.message);
         return -1;
@@ -69,7 +117,7 @@ int hcstor_store_open(struct hcstor *s, char *why, size_t len)
         int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
         int64_t v = 0;
         if (fd < 0 || read_header(fd, &v) < 0 || !hcstor_key_valid(e->d_name))
-            hcstor_log(s, "ignoring %s/%s: not a block file", s->blocks, e->d_name);
+            hcstor_log(s, HCSTOR_WARN, "ignoring %s/%s: not a block file", s->blocks, e->d_name);
         else
             json_object_set_new(s->index, e->d_name, json_integer(v));
         if (fd >= 0)
@@ -94,26 +142,41 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+/* Batch mode: fd (a written, renamed block) waits for the next flush, due at most
+ * fsync_interval_ms from now; made durable at once when the batch is full. */
+static void batch_add(struct hcstor *s, int fd)
+{
+    struct timeval tv = {s->set.fsync_interval_ms / 1000, (s->set.fsync_interval_ms % 1000) * 1000};
+    s->dirty[s->ndirty++] = fd;
+    if (s->ndirty == HCSTOR_DIRTY_MAX || (s->ndirty == 1 && evtimer_add(s->flush_timer, &tv) < 0))
+        hcstor_store_flush(s);
+}
+
 int hcstor_store_put(struct hcstor *s, const char *key, int64_t version, const void *data,
                      size_t len, char *why, size_t why_len)
 {
     char tmp[1400], final[1400], hdr[HDR_LEN + 1];
+    int batch = s->set.fsync == HCSTOR_FSYNC_BATCH;
     snprintf(tmp, sizeof(tmp), "%s/.tmp-%s", s->blocks, key);
     snprintf(final, sizeof(final), "%s/%s", s->blocks, key);
     snprintf(hdr, sizeof(hdr), "HCB1 %020" PRId64 "\n", version);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), dfd = -1, rc = -1;
     if (fd < 0 || write_all(fd, hdr, HDR_LEN) < 0 || write_all(fd, data, len) < 0 ||
-        fsync(fd) < 0) {
+        (!batch && sync_fd(s, fd) < 0)) {
         snprintf(why, why_len, "cannot write block '%s': %s", key, strerror(errno));
         goto cleanup;
     }
-    if (rename(tmp, final) < 0 || (dfd = open(s->blocks, O_RDONLY | O_DIRECTORY)) < 0 ||
-        fsync(dfd) < 0) {
+    if (rename(tmp, final) < 0 ||
+        (!batch && ((dfd = open(s->blocks, O_RDONLY | O_DIRECTORY)) < 0 || sync_fd(s, dfd) < 0))) {
         snprintf(why, why_len, "cannot commit block '%s': %s", key, strerror(errno));
         goto cleanup;
     }
     json_object_set_new(s->index, key, json_integer(version));
     rc = 0;
+    if (batch) {
+        batch_add(s, fd);
+        fd = -1; /* closed by the flush */
+    }
 cleanup:
     if (fd >= 0)
         close(fd);
