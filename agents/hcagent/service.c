@@ -39,6 +39,7 @@
 #include "agents/hcagent/service.h"
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 #define BACKOFF_FIRST_MS 500
@@ -308,6 +309,49 @@ static void plan_free(struct spawn_plan *p)
             close(p->sync[i]);
 }
 
+/* A manifest with settings: the effective values (every default, until the controller hands
+ * desired ones: issue 15, next) written to DIR/service-settings.json, mode 0644, beside the
+ * service's data directory DIR/service-data: the agent, without CAP_DAC_OVERRIDE, cannot write
+ * in the service's own directory, and the service (its own user) can read there but not change
+ * it. {setting:NAME} / {settings_file} are rendered in its arguments. Without settings:
+ * nothing. */
+static int plan_settings(struct hc_service *svc, struct spawn_plan *p, size_t nargs,
+                         struct hc_error *err)
+{
+    char file[1200];
+    int rc = -1;
+    if (!json_object_get(svc->manifest, "settings"))
+        return 0;
+    struct hc_settings_schema *schema = hc_settings_schema_of(svc->manifest, err);
+    json_t *values = schema ? hc_settings_normalize(schema, NULL, HC_SETTINGS_DEFAULTS, err) : NULL;
+    char *text = values ? json_dumps(values, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    if (!values)
+        goto cleanup;
+    if (!text) {
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
+        goto cleanup;
+    }
+    snprintf(file, sizeof(file), "%s", svc->env.data_dir);
+    char *slash = strrchr(file, '/');
+    snprintf(slash ? slash + 1 : file, sizeof(file) - (size_t)(slash ? slash + 1 - file : 0), "%s",
+             HC_SETTINGS_FILE);
+    for (size_t i = 1; i <= nargs; i++) {
+        char *r = hc_settings_render(p->argv[i], schema, values, file, err);
+        if (!r)
+            goto cleanup;
+        free(p->argv[i]);
+        p->argv[i] = r;
+    }
+    if (hc_file_write_atomic(file, text, strlen(text), 0644, err) < 0)
+        goto cleanup;
+    rc = 0;
+cleanup:
+    free(text);
+    json_decref(values);
+    hc_settings_schema_free(schema);
+    return rc;
+}
+
 static int plan_make(struct hc_service *svc, struct spawn_plan *p, struct hc_error *err)
 {
     const json_t *args = json_object_get(svc->manifest, "args");
@@ -326,7 +370,8 @@ static int plan_make(struct hc_service *svc, struct spawn_plan *p, struct hc_err
     /* The service's own user, and its data directory the only place it may write. */
     const char *reach[] = {p->prog, NULL}; /* the bundle's directories down to it */
     if (hc_privilege_service_user(&p->user, err) < 0 ||
-        hc_privilege_service_dir(svc->env.data_dir, reach, &p->user, err) < 0)
+        hc_privilege_service_dir(svc->env.data_dir, reach, &p->user, err) < 0 ||
+        plan_settings(svc, p, n, err) < 0)
         return -1;
     if (!p->user.switch_user)
         HC_INFO("%s", p->user.detail); /* no other user to become: said once per start */

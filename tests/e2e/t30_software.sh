@@ -238,6 +238,23 @@ test_expect_success 'a service log past 16 MiB moves to service.log.1 while the 
     grep -q "service log over 16 MiB" "$T/n1.log" && healthy
 '
 
+# A bundle whose manifest declares settings (agents/hcstor/bundle/1.3.json): the agent writes
+# the effective values (defaults until the controller hands others) beside the service's data
+# directory, readable by the service and not writable by it, and renders {settings_file} in the
+# arguments; hcstor runs on that file.
+test_expect_success 'a bundle with settings: the agent writes their file and hcstor runs on it' '
+    hcctl software upload "$BUNDLES/hcstor-1.3.tar.gz" >/dev/null &&
+    tok=$(stage_token s) &&
+    agent_api POST /v1/software/stage "{\"version\":\"1.3\",\"token\":\"$tok\"}" | jq -e ".staged == true" &&
+    agent_api POST /v1/software/activate "{\"version\":\"1.3\"}" | jq -e ".current == \"1.3\"" &&
+    wait_for 15 healthy && [ "$(svc_version)" = 1.3 ] &&
+    f="$T/n1/service-settings.json" &&
+    jq -e ". == {\"fsync\": \"always\", \"fsync_interval_ms\": 100, \"log_level\": \"info\", \"resync_parallelism\": 8}" "$f" &&
+    [ "$(stat -c %a "$f")" = 644 ] && [ "$(stat -c %u "$f")" = "$(id -u)" ] &&
+    curl -sS --max-time 5 "$SVC/settings" | jq -e ".file == \"$f\" and .settings.resync_parallelism == 8 and .settings.log_level == \"info\"" &&
+    tr "\0" " " <"/proc/$(svc_pid)/cmdline" | grep -q -- "--settings $f "
+'
+
 test_expect_success 'cleanup: the service stops through the agent' '
     agent_api POST /v1/service/stop | jq -e ".service.state == \"stopped\""
 '
