@@ -536,44 +536,41 @@ static void neigh_advice(long need, long seen, long *t1, long *t2, long *t3)
     *t3 = 8 * base;
 }
 
-/* "n1, n2, n3 and 37 more" of the nodes marked in sel. */
-static void neigh_names(const struct hc_net_check *c, const char *sel, size_t count, char *buf,
-                        size_t len)
+/* "n1, n2, n3 and 37 more": at most 8 names of the nodes in bits, then the count left. */
+static void names_text(const struct ctx *x, const uint64_t *bits, char *buf, size_t len)
 {
-    size_t shown = 0;
+    size_t n = x->c->nnodes, shown = 0, total = bit_count(bits, x->words), l;
     buf[0] = '\0';
-    for (size_t i = 0; i < c->nnodes && shown < 8; i++) {
-        if (!sel[i])
-            continue;
-        size_t l = strlen(buf);
-        snprintf(buf + l, len - l, "%s%s", shown ? ", " : "", c->nodes[i].name);
-        shown++;
+    for (size_t i = bit_next(bits, n, 0); i < n && shown < 8; i = bit_next(bits, n, i + 1)) {
+        l = strlen(buf);
+        snprintf(buf + l, len - l, "%s%s", shown++ ? ", " : "", x->c->nodes[i].name);
     }
-    if (count > shown) {
-        size_t l = strlen(buf);
-        snprintf(buf + l, len - l, " and %zu more", count - shown);
-    }
+    l = strlen(buf);
+    if (total > shown)
+        snprintf(buf + l, len - l, " and %zu more", total - shown);
 }
 
-/* One finding about the nodes marked in sel: scope node for one, scope nodes (with their names)
- * for several. */
-static void nodes_finding(struct ctx *x, const char *sel, size_t count, const char *severity,
+static json_t *names_json(const struct ctx *x, const uint64_t *bits)
+{
+    json_t *a = json_array();
+    size_t n = x->c->nnodes;
+    for (size_t i = bit_next(bits, n, 0); i < n; i = bit_next(bits, n, i + 1))
+        json_array_append_new(a, json_string(x->c->nodes[i].name));
+    return a;
+}
+
+/* One finding about the nodes in bits: scope node for one, scope nodes (with their names) for
+ * several. */
+static void nodes_finding(struct ctx *x, const uint64_t *bits, const char *severity,
                           const char *message, const char *fix, const struct tally *t)
 {
-    const struct hc_net_check *c = x->c;
+    size_t count = bit_count(bits, x->words);
     json_t *f = finding(severity, count == 1 ? "node" : "nodes", message, fix);
-    json_t *names = json_array();
-    for (size_t i = 0; i < c->nnodes; i++) {
-        if (!sel[i])
-            continue;
-        if (count == 1)
-            json_object_set_new(f, "node", json_string(c->nodes[i].name));
-        json_array_append_new(names, json_string(c->nodes[i].name));
-    }
-    if (count > 1)
-        json_object_set_new(f, "nodes", names);
+    if (count == 1)
+        json_object_set_new(f, "node",
+                            json_string(x->c->nodes[bit_next(bits, x->c->nnodes, 0)].name));
     else
-        json_decref(names);
+        json_object_set_new(f, "nodes", names_json(x, bits));
     json_object_set_new(f, "pairs_failed", json_integer(t->failed));
     json_object_set_new(f, "pairs_total", json_integer(t->total));
     add(x, f);
@@ -587,7 +584,8 @@ static void neighbour_findings(struct ctx *x)
     size_t nodes = c->cluster_nodes > c->nnodes ? c->cluster_nodes : c->nnodes;
     long need = hc_net_neigh_need(nodes), max_entries = 0, max_fulls = 0, t3 = 0, t2 = 0;
     size_t nfull = 0, nsmall = 0;
-    char *full = calloc(c->nnodes + 1, 1), *small = calloc(c->nnodes + 1, 1);
+    uint64_t *full = calloc(x->words + 1, sizeof(*full)),
+             *small = calloc(x->words + 1, sizeof(*small));
     struct tally tf = {0}, ts = {0};
     char names[400], msg[1024], fix[512];
     long a1, a2, a3;
@@ -598,9 +596,9 @@ static void neighbour_findings(struct ctx *x)
         if (!t->known)
             continue;
         if (hc_net_neigh_full(t)) {
-            full[i] = 1, nfull++;
+            bit_set(full, i), nfull++;
         } else if (t->thresh2 < need || t->entries >= t->thresh2) {
-            small[i] = 1, nsmall++;
+            bit_set(small, i), nsmall++;
         } else {
             continue;
         }
@@ -611,9 +609,9 @@ static void neighbour_findings(struct ctx *x)
     }
     for (size_t k = 0; k < c->npairs; k++) {
         const struct hc_net_pair *p = &c->pairs[k];
-        if (full[p->from] || full[p->to])
+        if (bit_has(full, p->from) || bit_has(full, p->to))
             tally_add(&tf, c, p);
-        if (small[p->from] || small[p->to])
+        if (bit_has(small, p->from) || bit_has(small, p->to))
             tally_add(&ts, c, p);
     }
     neigh_advice(need, max_entries, &a1, &a2, &a3);
@@ -624,7 +622,7 @@ static void neighbour_findings(struct ctx *x)
              "run the check again",
              nfull + nsmall == 1 ? "that host" : "those hosts", a1, a2, a3);
     if (nfull) {
-        neigh_names(c, full, nfull, names, sizeof(names));
+        names_text(x, full, names, sizeof(names));
         snprintf(msg, sizeof(msg),
                  "the neighbour (ARP) %s %s %s full (up to %ld entries, gc_thresh3 %ld, "
                  "up to %ld new entries refused during the check): %d of %d pairs could not "
@@ -633,10 +631,10 @@ static void neighbour_findings(struct ctx *x)
                  nfull == 1 ? "table of" : "tables of the hosts of", names,
                  nfull == 1 ? "is" : "are", max_entries, t3, max_fulls, tf.neigh, tf.total,
                  nfull == 1 ? "host's table" : "hosts' tables");
-        nodes_finding(x, full, nfull, "error", msg, fix, &tf);
+        nodes_finding(x, full, "error", msg, fix, &tf);
     }
     if (nsmall) {
-        neigh_names(c, small, nsmall, names, sizeof(names));
+        names_text(x, small, names, sizeof(names));
         snprintf(msg, sizeof(msg),
                  "the neighbour (ARP) %s%s keeps %ld entries before it collects them by "
                  "force (gc_thresh2; gc_thresh3 %ld), and holds up to %ld now; a %zu-node cluster "
@@ -645,7 +643,7 @@ static void neighbour_findings(struct ctx *x)
                  "gc_thresh3 some are not resolved at all",
                  nsmall == 1 ? "table of " : "table of each of the hosts of ", names, t2, t3,
                  max_entries, nodes, need);
-        nodes_finding(x, small, nsmall, "warning", msg, fix, &ts);
+        nodes_finding(x, small, "warning", msg, fix, &ts);
     }
 cleanup:
     free(full);
@@ -714,30 +712,6 @@ static void path_node_findings(struct ctx *x)
 /* --- segments: two groups of nodes that fail only with each other --------------------------- */
 
 /* "{n1, n2, ..., n8 and 492 more}": the nodes of bits, at most 8 by name. */
-static void names_text(const struct ctx *x, const uint64_t *bits, char *buf, size_t len)
-{
-    size_t n = x->c->nnodes, shown = 0, total = bit_count(bits, x->words), l;
-    snprintf(buf, len, "{");
-    for (size_t i = bit_next(bits, n, 0); i < n && shown < 8; i = bit_next(bits, n, i + 1)) {
-        l = strlen(buf);
-        snprintf(buf + l, len - l, "%s%s", shown++ ? ", " : "", x->c->nodes[i].name);
-    }
-    l = strlen(buf);
-    if (total > shown)
-        snprintf(buf + l, len - l, " and %zu more}", total - shown);
-    else
-        snprintf(buf + l, len - l, "}");
-}
-
-static json_t *names_json(const struct ctx *x, const uint64_t *bits)
-{
-    json_t *a = json_array();
-    size_t n = x->c->nnodes;
-    for (size_t i = bit_next(bits, n, 0); i < n; i = bit_next(bits, n, i + 1))
-        json_array_append_new(a, json_string(x->c->nodes[i].name));
-    return a;
-}
-
 /* The clause on what passes between two groups, and the fix. */
 static void segment_fix(const struct ctx *x, const struct tally *t, char *why, size_t why_len,
                         char *fix, size_t fix_len)
@@ -791,8 +765,8 @@ static void segment_finding(struct ctx *x, const uint64_t *a, const uint64_t *b,
     describe(&t, "between the two groups", seen, sizeof(seen));
     segment_fix(x, &t, why, sizeof(why), fix, sizeof(fix));
     snprintf(msg, sizeof(msg),
-             "every pair between %s (%zu node%s) and %s (%zu node%s) fails: %s; %s", names_a, na,
-             na == 1 ? "" : "s", names_b, nb, nb == 1 ? "" : "s", seen, why);
+             "every pair between {%s} (%zu node%s) and {%s} (%zu node%s) fails: %s; %s", names_a,
+             na, na == 1 ? "" : "s", names_b, nb, nb == 1 ? "" : "s", seen, why);
     json_t *fj = finding("error", "segment", msg, fix);
     json_object_set_new(fj, "nodes_a", names_json(x, a));
     json_object_set_new(fj, "nodes_b", names_json(x, b));
