@@ -310,7 +310,8 @@ static void plan_free(struct spawn_plan *p)
 }
 
 /* A manifest with settings: the effective values (every default, until the controller hands
- * desired ones: issue 15, next) written to DIR/service-settings.json, mode 0644, beside the
+ * desired ones: issue 15, next) written to env.settings_file (DIR/service-settings.json, set
+ * with the other paths in hc_agent_sw_env), mode 0644, beside the
  * service's data directory DIR/service-data: the agent, without CAP_DAC_OVERRIDE, cannot write
  * in the service's own directory, and the service (its own user) can read there but not change
  * it. {setting:NAME} / {settings_file} are rendered in its arguments. Without settings:
@@ -318,7 +319,7 @@ static void plan_free(struct spawn_plan *p)
 static int plan_settings(struct hc_service *svc, struct spawn_plan *p, size_t nargs,
                          struct hc_error *err)
 {
-    char file[1200];
+    const char *file = svc->env.settings_file;
     int rc = -1;
     if (!json_object_get(svc->manifest, "settings"))
         return 0;
@@ -331,10 +332,6 @@ static int plan_settings(struct hc_service *svc, struct spawn_plan *p, size_t na
         hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
-    snprintf(file, sizeof(file), "%s", svc->env.data_dir);
-    char *slash = strrchr(file, '/');
-    snprintf(slash ? slash + 1 : file, sizeof(file) - (size_t)(slash ? slash + 1 - file : 0), "%s",
-             HC_SETTINGS_FILE);
     for (size_t i = 1; i <= nargs; i++) {
         char *r = hc_settings_render(p->argv[i], schema, values, file, err);
         if (!r)

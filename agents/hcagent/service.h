@@ -31,7 +31,8 @@ struct hc_service_env {
     char service_host[256]; /* the agent's listen host, 127.0.0.1 for a wildcard */
     char data_dir[1024];    /* the service's own data, kept across versions */
     char version[65];
-    char bundle_dir[1100]; /* DIR/software/VERSION */
+    char bundle_dir[1100];    /* DIR/software/VERSION */
+    char settings_file[1100]; /* DIR/service-settings.json: the service's settings, if any */
 };
 
 /* text with the placeholders replaced (malloc'd), NULL when out of memory. */

@@ -19,6 +19,7 @@
 #include "common/https_client.h"
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 #define DOWNLOAD_TIMEOUT_MS 120000
@@ -129,6 +130,8 @@ void hc_agent_sw_env(const struct hc_agent_software *sw, const char *version,
              HC_AGENT_DIR_SERVICE_DATA);
     snprintf(env->version, sizeof(env->version), "%s", version);
     snprintf(env->bundle_dir, sizeof(env->bundle_dir), "%s/%s", sw->dir, version);
+    snprintf(env->settings_file, sizeof(env->settings_file), "%s/%s", sw->data_dir,
+             HC_SETTINGS_FILE);
 }
 
 /* Points link at target (NULL: removes it): a new symlink renamed over the old one. */
