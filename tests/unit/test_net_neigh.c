@@ -17,6 +17,7 @@
 
 #include "agents/hcagent/neigh.h"
 #include "agents/hcagent/probe.h"
+#include "bench/net_sim.h"
 #include "common/json_util.h"
 #include "controller/state/net.h"
 
@@ -141,29 +142,13 @@ static void test_explain_roomy(void **state)
 static const struct hc_net_neigh_table host_ok = {
     .known = 1, .entries = 20, .thresh1 = 128, .thresh2 = 512, .thresh3 = 1024};
 
+/* n healthy nodes (bench/net_sim.c) whose hosts' tables are roomy, the whole cluster. */
 static void make_check(struct hc_net_check *c, size_t n)
 {
-    memset(c, 0, sizeof(*c));
-    c->mtu = MTU;
-    c->mtu_source = "cluster";
-    c->nodes = calloc(n, sizeof(*c->nodes));
-    c->nnodes = c->cluster_nodes = n;
-    for (size_t i = 0; i < n; i++) {
-        struct hc_net_node *d = &c->nodes[i];
-        snprintf(d->name, sizeof(d->name), "n%zu", i + 1);
-        snprintf(d->iface, sizeof(d->iface), "eth1");
-        snprintf(d->addr, sizeof(d->addr), "10.0.1.%zu", i + 1);
-        snprintf(d->state, sizeof(d->state), "up");
-        d->mtu = MTU;
-        d->agent_ok = 1;
-        d->neigh = host_ok;
-    }
-    assert_int_equal(hc_net_all_pairs(c, NULL), 0);
-    for (size_t k = 0; k < c->npairs; k++) {
-        c->pairs[k].result = HC_NET_OK;
-        c->pairs[k].path_mtu = MTU;
-        c->pairs[k].rtt_ms = 0.1;
-    }
+    assert_int_equal(hc_net_sim_new(c, n, MTU), 0);
+    c->cluster_nodes = n;
+    for (size_t i = 0; i < n; i++)
+        c->nodes[i].neigh = host_ok;
 }
 
 static struct hc_net_pair *pair(struct hc_net_check *c, size_t from, size_t to)

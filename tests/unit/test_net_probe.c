@@ -19,23 +19,17 @@
 #include <arpa/inet.h>
 
 #include "agents/hcagent/probe.h"
+#include "bench/net_sim.h"
 #include "common/json_util.h"
 #include "controller/remote/net_probe.h"
 #include "controller/state/net.h"
 
 #define NODES 200
 
+/* n healthy nodes (bench/net_sim.c). */
 static void make_check(struct hc_net_check *c, size_t n)
 {
-    memset(c, 0, sizeof(*c));
-    c->mtu = 9000;
-    c->nodes = calloc(n, sizeof(*c->nodes));
-    c->nnodes = n;
-    for (size_t i = 0; i < n; i++)
-        snprintf(c->nodes[i].name, sizeof(c->nodes[i].name), "n%zu", i + 1);
-    assert_int_equal(hc_net_all_pairs(c, NULL), 0);
-    for (size_t k = 0; k < c->npairs; k++)
-        c->pairs[k].result = HC_NET_OK;
+    assert_int_equal(hc_net_sim_new(c, n, 9000), 0);
 }
 
 struct counts {
