@@ -168,27 +168,36 @@ static int check_hierarchy(struct hc_cgroup *cg, const char *root)
     return 0;
 }
 
-static int write_limits(struct hc_cgroup *cg)
+/* Writes text into DIR/FILE, a cgroup's knob; on failure cg->detail says which and why. */
+static int write_knob(struct hc_cgroup *cg, const char *dir, const char *file, const char *text)
 {
-    char path[1300], value[64];
-    if (cg->cpu_percent) {
-        snprintf(path, sizeof(path), "%s/cpu.max", cg->path);
-        snprintf(value, sizeof(value), "%d %d", cg->cpu_percent * (CPU_PERIOD_US / 100),
-                 CPU_PERIOD_US);
-        if (write_small(path, value) < 0)
-            goto fail;
-    }
-    if (cg->memory_mb) {
-        snprintf(path, sizeof(path), "%s/memory.max", cg->path);
-        snprintf(value, sizeof(value), "%lld", (long long)cg->memory_mb * 1024 * 1024);
-        if (write_small(path, value) < 0)
-            goto fail;
-    }
-    return 0;
-fail:
+    char path[1300];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if (write_small(path, text) == 0)
+        return 0;
     snprintf(cg->detail, sizeof(cg->detail), "limits not applied: cannot write %s: %s", path,
              strerror(errno));
     return -1;
+}
+
+static int write_number(struct hc_cgroup *cg, const char *dir, const char *file, long long value)
+{
+    char text[32];
+    snprintf(text, sizeof(text), "%lld", value);
+    return write_knob(cg, dir, file, text);
+}
+
+static int write_limits(struct hc_cgroup *cg)
+{
+    char cpu_max[64];
+    snprintf(cpu_max, sizeof(cpu_max), "%d %d", cg->cpu_percent * (CPU_PERIOD_US / 100),
+             CPU_PERIOD_US);
+    if (cg->cpu_percent && write_knob(cg, cg->path, "cpu.max", cpu_max) < 0)
+        return -1;
+    if (cg->memory_mb &&
+        write_number(cg, cg->path, "memory.max", (long long)cg->memory_mb * 1024 * 1024) < 0)
+        return -1;
+    return 0;
 }
 
 /* The directory of a v1 controller's hierarchy under root: ROOT/cpu, or ROOT/cpu,cpuacct when
@@ -229,29 +238,17 @@ static int v1_leaf(struct hc_cgroup *cg, const char *root, const char *controlle
     return 0;
 }
 
-static int write_v1(struct hc_cgroup *cg, const char *dir, const char *file, long long value)
-{
-    char path[1300], text[32];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
-    snprintf(text, sizeof(text), "%lld", value);
-    if (write_small(path, text) == 0)
-        return 0;
-    snprintf(cg->detail, sizeof(cg->detail), "limits not applied: cannot write %s: %s", path,
-             strerror(errno));
-    return -1;
-}
-
 static void setup_v1(struct hc_cgroup *cg, const char *root, const char *name)
 {
     if (cg->cpu_percent && (v1_leaf(cg, root, "cpu", name, cg->path, sizeof(cg->path)) < 0 ||
-                            write_v1(cg, cg->path, "cpu.cfs_period_us", CPU_PERIOD_US) < 0 ||
-                            write_v1(cg, cg->path, "cpu.cfs_quota_us",
-                                     (long long)cg->cpu_percent * (CPU_PERIOD_US / 100)) < 0))
+                            write_number(cg, cg->path, "cpu.cfs_period_us", CPU_PERIOD_US) < 0 ||
+                            write_number(cg, cg->path, "cpu.cfs_quota_us",
+                                         (long long)cg->cpu_percent * (CPU_PERIOD_US / 100)) < 0))
         goto fail;
     if (cg->memory_mb &&
         (v1_leaf(cg, root, "memory", name, cg->mem_path, sizeof(cg->mem_path)) < 0 ||
-         write_v1(cg, cg->mem_path, "memory.limit_in_bytes",
-                  (long long)cg->memory_mb * 1024 * 1024) < 0))
+         write_number(cg, cg->mem_path, "memory.limit_in_bytes",
+                      (long long)cg->memory_mb * 1024 * 1024) < 0))
         goto fail;
     /* cpuacct for the accounting: the cpu cgroup itself when mounted together, else its own */
     char mount[1100];
