@@ -25,6 +25,7 @@ enum hc_exit {
 #define HC_ERR_INTERNAL "internal"
 #define HC_ERR_INVALID_ARGUMENT "invalid_argument"
 #define HC_ERR_INVALID_JSON "invalid_json"
+#define HC_ERR_INVALID_SETTING "invalid_setting"
 #define HC_ERR_BODY_TOO_LARGE "body_too_large"
 #define HC_ERR_NOT_FOUND "not_found"
 #define HC_ERR_METHOD_NOT_ALLOWED "method_not_allowed"
@@ -67,6 +68,8 @@ enum hc_exit {
 #define HC_ERROR_CODES(X)                                                                          \
     X(INTERNAL, HC_ERR_INTERNAL, 500, 1, 1, "a bug or an exhausted resource (out of memory)")      \
     X(INVALID_ARGUMENT, HC_ERR_INVALID_ARGUMENT, 400, 1, 1, "a field or parameter is invalid")     \
+    X(INVALID_SETTING, HC_ERR_INVALID_SETTING, 400, 2, 1,                                          \
+      "a setting's name or value is not what the service's schema allows")                         \
     X(INVALID_JSON, HC_ERR_INVALID_JSON, 400, 1, 1,                                                \
       "the body (or a file) is not the JSON expected")                                             \
     X(BODY_TOO_LARGE, HC_ERR_BODY_TOO_LARGE, 413, 1, 1,                                            \
@@ -123,6 +126,9 @@ enum hc_exit {
     X(NODES_FAILED, "nodes_failed", 502, 1, 1, "several nodes failed, each for its own reason")    \
     X(DOWNLOAD_FAILED, "download_failed", 502, 1, 1, "the agent could not download the bundle")    \
     X(DRAIN_FAILED, "drain_failed", 502, 1, 1, "the service did not drain")                        \
+    X(RELOAD_FAILED, "reload_failed", 502, 1, 1, "the service did not reload its settings")        \
+    X(CONFIG_ROLLED_BACK, "config_failed_rolled_back", 502, 1, 1,                                  \
+      "a configuration change failed on a node, which was put back on the previous revision")      \
     X(HEALTH_TIMEOUT, "health_timeout", 504, 1, 1, "the service did not turn healthy in time")     \
     X(RESYNC_TIMEOUT, "resync_timeout", 504, 1, 1,                                                 \
       "the service did not finish its resync in time")                                             \

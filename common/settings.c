@@ -236,7 +236,7 @@ static json_t *value_bad(const struct hc_setting *s, const json_t *v, struct hc_
         free(dump);
     }
     hc_setting_describe(s, what, sizeof(what));
-    hc_error_set(err, HC_E(INVALID_ARGUMENT), "%s: %s is not %s", s->name, show, what);
+    hc_error_set(err, HC_E(INVALID_SETTING), "%s: %s is not %s", s->name, show, what);
     return NULL;
 }
 
@@ -277,12 +277,12 @@ json_t *hc_setting_value_parse(const struct hc_setting *s, const json_t *v, stru
     if (json_is_string(v)) {
         size_t n = json_string_length(v);
         if (n > HC_SETTING_VALUE_MAX) {
-            hc_error_set(err, HC_E(INVALID_ARGUMENT), "%s: the value is longer than %d bytes",
+            hc_error_set(err, HC_E(INVALID_SETTING), "%s: the value is longer than %d bytes",
                          s->name, HC_SETTING_VALUE_MAX);
             return NULL;
         }
         if (strlen(json_string_value(v)) != n) {
-            hc_error_set(err, HC_E(INVALID_ARGUMENT), "%s: the value contains a NUL character",
+            hc_error_set(err, HC_E(INVALID_SETTING), "%s: the value contains a NUL character",
                          s->name);
             return NULL;
         }
@@ -605,10 +605,9 @@ static int unknown_setting(const struct hc_settings_schema *schema, const char *
     if (used >= sizeof(known))
         strcpy(known + sizeof(known) - 4, "...");
     if (!used)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+        return hc_error_set(err, HC_E(INVALID_SETTING),
                             "%s: no such setting (the service has no settings)", show);
-    return hc_error_set(err, HC_E(INVALID_ARGUMENT), "%s: no such setting (known: %s)", show,
-                        known);
+    return hc_error_set(err, HC_E(INVALID_SETTING), "%s: no such setting (known: %s)", show, known);
 }
 
 /* values must be NULL, null or an object of at most HC_SETTINGS_MAX keys; its members sorted
@@ -620,10 +619,10 @@ static int value_set(const json_t *values, struct entry **e, size_t *n, struct h
     if (!values || json_is_null(values))
         return 0;
     if (!json_is_object(values))
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+        return hc_error_set(err, HC_E(INVALID_SETTING),
                             "settings must be a JSON object of NAME: value");
     if (json_object_size(values) > HC_SETTINGS_MAX)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "more than %d settings in one set",
+        return hc_error_set(err, HC_E(INVALID_SETTING), "more than %d settings in one set",
                             HC_SETTINGS_MAX);
     if (json_object_size(values) && !(*e = sorted_entries(values, n)))
         return hc_error_set(err, HC_E(INTERNAL), "out of memory");

@@ -182,7 +182,7 @@ static void hook_http(enum hc_hook_kind kind, const char *url, long timeout_ms,
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    if (kind == HC_HOOK_DRAIN) {
+    if (kind == HC_HOOK_DRAIN || kind == HC_HOOK_RELOAD) {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
     }

@@ -37,6 +37,7 @@
 
 #include "agents/hcagent/privilege.h"
 #include "agents/hcagent/service.h"
+#include "agents/hcagent/service_settings.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/settings.h"
@@ -309,41 +310,31 @@ static void plan_free(struct spawn_plan *p)
             close(p->sync[i]);
 }
 
-/* A manifest with settings: the effective values (every default, until the controller hands
- * desired ones: issue 15, next) written to env.settings_file (DIR/service-settings.json, set
- * with the other paths in hc_agent_sw_env), mode 0644, beside the
- * service's data directory DIR/service-data: the agent, without CAP_DAC_OVERRIDE, cannot write
- * in the service's own directory, and the service (its own user) can read there but not change
- * it. {setting:NAME} / {settings_file} are rendered in its arguments. Without settings:
- * nothing. */
+/* A manifest with settings: the effective values (the controller's overrides of the last revision
+ * it handed, under this version's schema: service_settings.h) written to env.settings_file
+ * (DIR/service-settings.json), mode 0644, beside the service's data directory DIR/service-data:
+ * the agent, without CAP_DAC_OVERRIDE, cannot write in the service's own directory, and the
+ * service (its own user) can read there but not change it. {setting:NAME} / {settings_file} are
+ * rendered in its arguments. Without settings: nothing. */
 static int plan_settings(struct hc_service *svc, struct spawn_plan *p, size_t nargs,
                          struct hc_error *err)
 {
-    const char *file = svc->env.settings_file;
     int rc = -1;
     if (!json_object_get(svc->manifest, "settings"))
         return 0;
     struct hc_settings_schema *schema = hc_settings_schema_of(svc->manifest, err);
-    json_t *values = schema ? hc_settings_normalize(schema, NULL, HC_SETTINGS_DEFAULTS, err) : NULL;
-    char *text = values ? json_dumps(values, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    json_t *values = schema ? hc_service_settings_prepare(svc->manifest, &svc->env, err) : NULL;
     if (!values)
         goto cleanup;
-    if (!text) {
-        hc_error_set(err, HC_E(INTERNAL), "out of memory");
-        goto cleanup;
-    }
     for (size_t i = 1; i <= nargs; i++) {
-        char *r = hc_settings_render(p->argv[i], schema, values, file, err);
+        char *r = hc_settings_render(p->argv[i], schema, values, svc->env.settings_file, err);
         if (!r)
             goto cleanup;
         free(p->argv[i]);
         p->argv[i] = r;
     }
-    if (hc_file_write_atomic(file, text, strlen(text), 0644, err) < 0)
-        goto cleanup;
     rc = 0;
 cleanup:
-    free(text);
     json_decref(values);
     hc_settings_schema_free(schema);
     return rc;

@@ -31,8 +31,9 @@ struct hc_service_env {
     char service_host[256]; /* the agent's listen host, 127.0.0.1 for a wildcard */
     char data_dir[1024];    /* the service's own data, kept across versions */
     char version[65];
-    char bundle_dir[1100];    /* DIR/software/VERSION */
-    char settings_file[1100]; /* DIR/service-settings.json: the service's settings, if any */
+    char bundle_dir[1100];     /* DIR/software/VERSION */
+    char settings_file[1100];  /* DIR/service-settings.json: the service's settings, if any */
+    char settings_state[1100]; /* DIR/service-settings.state.json (service_settings.h) */
 };
 
 /* text with the placeholders replaced (malloc'd), NULL when out of memory. */
@@ -42,7 +43,13 @@ char *hc_service_expand(const char *text, const struct hc_service_env *env);
 char **hc_service_environ(const struct hc_service_env *env);
 void hc_service_env_free(char **envp);
 
-enum hc_hook_kind { HC_HOOK_HEALTH, HC_HOOK_OK_TO_STOP, HC_HOOK_DRAIN, HC_HOOK_RESYNC };
+enum hc_hook_kind {
+    HC_HOOK_HEALTH,
+    HC_HOOK_OK_TO_STOP,
+    HC_HOOK_DRAIN,
+    HC_HOOK_RESYNC,
+    HC_HOOK_RELOAD /* settings changed: POST, like drain */
+};
 
 struct hc_hook_result {
     int defined;     /* 0: the manifest has no such hook */
@@ -54,7 +61,7 @@ struct hc_hook_result {
 /* Runs a manifest hook (hook may be NULL: res->defined = 0) within its timeout_ms (default 5 s,
  * drain 30 s). Never fails: a service that does not answer is reported in res (ok = 0). Uses
  * only its arguments (safe on a worker thread). GET for health, ok-to-stop and resync; POST
- * for drain. */
+ * for drain and reload. */
 void hc_hook_run(enum hc_hook_kind kind, const json_t *hook, const struct hc_service_env *env,
                  struct hc_hook_result *res);
 

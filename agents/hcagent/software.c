@@ -5,6 +5,8 @@
  */
 #include "agents/hcagent/software.h"
 
+#include "agents/hcagent/service_settings.h"
+
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
@@ -132,6 +134,8 @@ void hc_agent_sw_env(const struct hc_agent_software *sw, const char *version,
     snprintf(env->bundle_dir, sizeof(env->bundle_dir), "%s/%s", sw->dir, version);
     snprintf(env->settings_file, sizeof(env->settings_file), "%s/%s", sw->data_dir,
              HC_SETTINGS_FILE);
+    snprintf(env->settings_state, sizeof(env->settings_state), "%s/%s", sw->data_dir,
+             HC_SETTINGS_STATE_FILE);
 }
 
 /* Points link at target (NULL: removes it): a new symlink renamed over the old one. */
@@ -340,6 +344,7 @@ void hc_agent_software_status(const struct hc_agent_software *sw, json_t *status
     json_object_set_new(status, "previous_software_version",
                         previous[0] ? json_string(previous) : json_null());
     json_object_set_new(status, "service", hc_service_json(sw->svc));
+    json_object_set_new(status, "settings", hc_agent_sw_settings_status(sw));
 }
 
 /* ---------------------------------------------------------------- staging (a job) */

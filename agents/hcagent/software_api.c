@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "agents/hcagent/privilege.h"
+#include "agents/hcagent/service_settings.h"
 #include "agents/hcagent/software.h"
 #include "common/json_util.h"
 #include "common/log.h"
@@ -585,5 +586,5 @@ int hc_agent_sw_routes(struct hc_http_server *srv, struct hc_agent_software *sw,
         if (hc_http_server_route(srv, routes[i].method, routes[i].path, 0, routes[i].fn, sw) < 0)
             return hc_error_set(err, HC_E(INTERNAL), "cannot register %s %s", routes[i].method,
                                 routes[i].path);
-    return 0;
+    return hc_agent_sw_settings_routes(srv, sw, err);
 }

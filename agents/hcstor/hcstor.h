@@ -33,11 +33,12 @@
  * or timed out (HCSTOR_PEER_TIMEOUT_MS, in parallel), so a slower answer than that is a healthy
  * coordinator waiting on a hung replica; only past this is the coordinator itself not well. */
 #define HCSTOR_FORWARD_TIMEOUT_MS (2 * HCSTOR_PEER_TIMEOUT_MS + 1000)
-#define HCSTOR_TICK_MS 250            /* peer probes, peers-file reload, resync progress */
-#define HCSTOR_RESYNC_GIVE_UP_MS 1000 /* a peer unreachable this long is skipped by a resync */
-#define HCSTOR_BEHIND_GIVE_UP_MS 5000 /* a peer with an older members list, as long */
-#define HCSTOR_RESYNC_PARALLEL_MAX 64 /* the top of resync_parallelism's range */
-#define HCSTOR_DIRTY_MAX 256          /* fsync batch: at most this many writes await their fsync */
+#define HCSTOR_TICK_MS 250                /* peer probes, peers-file reload, resync progress */
+#define HCSTOR_RESYNC_GIVE_UP_MS 1000     /* a peer unreachable this long is skipped by a resync */
+#define HCSTOR_BEHIND_GIVE_UP_MS 5000     /* a peer with an older members list, as long */
+#define HCSTOR_RESYNC_PARALLEL_MAX 64     /* the top of resync_parallelism's range */
+#define HCSTOR_MIN_FREE_MB_MAX (16 << 20) /* the top of min_free_mb's range: 16 TiB */
+#define HCSTOR_DIRTY_MAX 256 /* fsync batch: at most this many writes await their fsync */
 /* The event loop did not run this long (SIGSTOP, starved): its peers' requests to it timed out,
  * so they marked it down and wrote around it, and it resyncs before it serves again. */
 #define HCSTOR_STALL_MS HCSTOR_PEER_TIMEOUT_MS
@@ -62,6 +63,7 @@ struct hcstor_settings {
     int resync_parallelism; /* live: block fetches a resync runs at once */
     int fsync;              /* restart: enum hcstor_fsync */
     int fsync_interval_ms;  /* restart: batch mode, the longest a write waits for its fsync */
+    int min_free_mb;        /* restart: /health fails while the data directory has less free */
 };
 
 struct hcstor_peer {

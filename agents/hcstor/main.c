@@ -5,6 +5,7 @@
  *   hcstor --listen HOST:PORT --data DIR --version VERSION [--node NAME] [--peers FILE]
  *          [--replication N] [--fail-health] [--settings FILE] [--log-level LEVEL]
  *          [--resync-parallelism N] [--fsync always|batch] [--fsync-interval-ms MS]
+ *          [--min-free-mb MB]
  *
  * Plain HTTP on HOST:PORT, libevent evhttp, one thread. Clients:
  *   PUT /blocks/{key}   201 once the block is durable (fsync) on every healthy replica
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "agents/hcstor/hcstor.h"
@@ -502,10 +504,28 @@ static void internal_message(struct hcstor *s, struct evhttp_request *req, const
 
 /* ---- hooks ----------------------------------------------------------------------------- */
 
+/* Why the node is not healthy ("" when it is): --fail-health, or less free space in the data
+ * directory than min_free_mb (a service that keeps writing into a full disk loses data). */
+static void unhealthy_reason(const struct hcstor *s, char *why, size_t len)
+{
+    struct statvfs fs;
+    why[0] = '\0';
+    if (s->fail_health) {
+        snprintf(why, len, "started with --fail-health");
+    } else if (s->set.min_free_mb > 0 && statvfs(s->data, &fs) == 0) {
+        unsigned long long free_mb = (unsigned long long)fs.f_bavail * fs.f_frsize >> 20;
+        if (free_mb < (unsigned long long)s->set.min_free_mb)
+            snprintf(why, len, "only %llu MB free in %s, below min_free_mb %d", free_mb, s->data,
+                     s->set.min_free_mb);
+    }
+}
+
 static void health(struct hcstor *s, struct evhttp_request *req)
 {
+    char why[1300];
+    unhealthy_reason(s, why, sizeof(why));
     json_t *body =
-        json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i}", "ok", !s->fail_health, "version",
+        json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i}", "ok", !why[0], "version",
                   s->version, "state", hcstor_state_name(s->state), "node", s->node, "incarnation",
                   s->incarnation, "blocks", (json_int_t)json_object_size(s->index), "pending",
                   (json_int_t)hcstor_resync_pending(s), "members", (int)s->npeers + 1,
@@ -521,9 +541,9 @@ static void health(struct hcstor *s, struct evhttp_request *req)
                         json_pack("{s:s, s:I, s:I, s:I}", "fsync", hcstor_fsync_name(s->set.fsync),
                                   "unsynced", (json_int_t)s->ndirty, "syncs", (json_int_t)s->syncs,
                                   "flushes", (json_int_t)s->flushes));
-    if (s->fail_health)
-        json_object_set_new(body, "reason", json_string("started with --fail-health"));
-    hcstor_reply_json(req, s->fail_health ? 503 : 200, body);
+    if (why[0])
+        json_object_set_new(body, "reason", json_string(why));
+    hcstor_reply_json(req, why[0] ? 503 : 200, body);
 }
 
 /* An ok-to-stop being decided: answered when every peer answered a fresh probe, or after
@@ -836,6 +856,7 @@ static const char *const setting_flags[][2] = {
     {"resync-parallelism", "resync_parallelism"},
     {"fsync", "fsync"},
     {"fsync-interval-ms", "fsync_interval_ms"},
+    {"min-free-mb", "min_free_mb"},
 };
 
 /* Defaults, flags, then the settings file: 2 (usage) when any of them is refused. */
@@ -931,6 +952,8 @@ static const struct hc_cmd_opt hcstor_opts[] = {
            .help = "always (every write durable before its answer) or batch (default always)"),
     HC_OPT(.name = "fsync-interval-ms", .type = HC_OPT_STRING, .value_name = "MS",
            .help = "batch: the longest a write waits for its fsync, 1-10000 (default 100)"),
+    HC_OPT(.name = "min-free-mb", .type = HC_OPT_STRING, .value_name = "MB",
+           .help = "/health fails while the data directory has less free space (default 0: off)"),
     {.name = NULL},
 };
 

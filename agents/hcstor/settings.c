@@ -47,6 +47,12 @@ static const struct setting settings[] = {
      .max = 10000,
      .def = 100,
      .offset = FIELD(fsync_interval_ms)},
+    {.name = "min_free_mb",
+     .restart = 1,
+     .min = 0,
+     .max = HCSTOR_MIN_FREE_MB_MAX,
+     .def = 0,
+     .offset = FIELD(min_free_mb)},
 };
 
 static int *field(struct hcstor_settings *set, const struct setting *d)

@@ -64,6 +64,13 @@ static const struct {
     {"GET", "/v1/software/{version}", HC_API_READ, hc_res_software_get},
     {"DELETE", "/v1/software/{version}", HC_API_ADMIN, hc_res_software_remove},
     {"GET", "/v1/software/{version}/bundle", HC_API_READ, hc_res_software_bundle},
+    /* the service's configuration (issue 15): res_config.c */
+    {"GET", "/v1/config", HC_API_READ, hc_res_config_show},
+    {"POST", "/v1/config", HC_API_ADMIN, hc_res_config_set},
+    {"POST", "/v1/config/apply", HC_API_ADMIN, hc_res_config_apply},
+    {"GET", "/v1/config/history", HC_API_READ, hc_res_config_history},
+    {"GET", "/v1/config/diff", HC_API_READ, hc_res_config_diff},
+    {"GET", "/v1/config/status", HC_API_READ, hc_res_config_status},
     /* API tokens (issue 12): res_tokens.c */
     {"GET", "/v1/tokens", HC_API_ADMIN, hc_res_tokens_list},
     {"POST", "/v1/tokens", HC_API_ADMIN, hc_res_token_create},

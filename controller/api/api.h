@@ -104,6 +104,12 @@ void hc_res_net_show(struct hc_request *req, void *arg);          /* res_net.c *
 void hc_res_net_check(struct hc_request *req, void *arg);         /* res_net.c */
 void hc_res_net_mtu(struct hc_request *req, void *arg);           /* res_net.c */
 void hc_res_net_bench(struct hc_request *req, void *arg);         /* res_net.c */
+void hc_res_config_show(struct hc_request *req, void *arg);       /* res_config.c */
+void hc_res_config_set(struct hc_request *req, void *arg);        /* res_config.c */
+void hc_res_config_apply(struct hc_request *req, void *arg);      /* res_config.c */
+void hc_res_config_history(struct hc_request *req, void *arg);    /* res_config.c */
+void hc_res_config_diff(struct hc_request *req, void *arg);       /* res_config.c */
+void hc_res_config_status(struct hc_request *req, void *arg);     /* res_config.c */
 void hc_res_software_upload(struct hc_request *req, void *arg);   /* res_software.c */
 void hc_res_software_list(struct hc_request *req, void *arg);     /* res_software.c */
 void hc_res_software_get(struct hc_request *req, void *arg);      /* res_software.c */

@@ -128,7 +128,7 @@ int hc_net_check_after_join(struct hc_op_ctx *ctx, struct hc_error *err)
         !(doc = hc_net_check_run(db, client, &o, err)))
         goto cleanup;
     json_t *stored = json_pack("{s:O}", "net_check", doc);
-    if (hc_net_store_result(db, hc_op_id(ctx), stored, err) < 0) {
+    if (hc_ops_store_result(db, hc_op_id(ctx), stored, err) < 0) {
         json_decref(stored);
         goto cleanup;
     }
@@ -159,7 +159,7 @@ static enum hc_op_result net_check_run(struct hc_op_ctx *ctx, struct hc_error *e
     hc_op_waiting(ctx, "the agents to probe every pair of nodes");
     doc = hc_net_check_run(hc_op_db(ctx), client, &o, err);
     hc_op_waiting(ctx, NULL);
-    if (doc && hc_net_store_result(hc_op_db(ctx), hc_op_id(ctx), doc, err) == 0)
+    if (doc && hc_ops_store_result(hc_op_db(ctx), hc_op_id(ctx), doc, err) == 0)
         r = HC_OP_SUCCEEDED; /* the check ran: whether it passed is in the result */
     json_decref(doc);
     hc_http_client_free(client);
@@ -208,7 +208,7 @@ static void change_set(struct mtu_job *j, size_t i, const char *state, int previ
     if (change_id)
         json_object_set_new(ch, "change_id", json_string(change_id));
     json_object_set_new(ch, "state", json_string(state));
-    if (hc_net_store_result(j->db, hc_op_id(j->ctx), j->state, &err) < 0)
+    if (hc_ops_store_result(j->db, hc_op_id(j->ctx), j->state, &err) < 0)
         HC_WARN("operation %s: cannot record the change on %s: %s", hc_op_id(j->ctx), n->name,
                 err.message);
 }
@@ -685,7 +685,7 @@ static int step_verify_unchanged(struct hc_op_ctx *ctx, void *arg, char *detail,
     hc_net_probe(j->client, &v, 0);
     doc = hc_net_result_json(&v);
     json_object_set(j->state, "unchanged_check", doc);
-    hc_net_store_result(j->db, hc_op_id(ctx), j->state, &ignored);
+    hc_ops_store_result(j->db, hc_op_id(ctx), j->state, &ignored);
     json_array_foreach(json_object_get(doc, "findings"), k, f)
     {
         if (!first && strcmp(hc_json_str(f, "severity", ""), "error") == 0)
@@ -720,7 +720,7 @@ static enum hc_op_result set_mtu_failed(struct mtu_job *j, struct hc_error *err)
     json_object_set_new(j->state, "error",
                         json_pack("{s:s, s:s, s:s}", "code", err->code, "message", err->message,
                                   "hint", err->hint));
-    hc_net_store_result(j->db, hc_op_id(j->ctx), j->state, &e);
+    hc_ops_store_result(j->db, hc_op_id(j->ctx), j->state, &e);
     return HC_OP_FAILED;
 }
 
@@ -757,7 +757,7 @@ static enum hc_op_result set_mtu_run(struct hc_op_ctx *ctx, struct hc_error *err
         r = HC_OP_FAILED;
     if (r == HC_OP_SUCCEEDED) {
         json_object_set_new(j.state, "cluster_mtu", json_integer(j.mtu));
-        hc_net_store_result(j.db, hc_op_id(ctx), j.state, err);
+        hc_ops_store_result(j.db, hc_op_id(ctx), j.state, err);
     }
 cleanup:
     hc_op_waiting(ctx, NULL);
@@ -860,7 +860,7 @@ static enum hc_op_result bench_run(struct hc_op_ctx *ctx, struct hc_error *err)
         json_array_append_new(
             pairs, bench_pair(ctx, client, &c.nodes[i], &c.nodes[(i + 1) % c.nnodes], seconds));
     json_t *doc = json_pack("{s:i, s:O}", "duration_s", seconds, "pairs", pairs);
-    r = hc_net_store_result(hc_op_db(ctx), hc_op_id(ctx), doc, err) == 0 ? cp : HC_OP_FAILED;
+    r = hc_ops_store_result(hc_op_db(ctx), hc_op_id(ctx), doc, err) == 0 ? cp : HC_OP_FAILED;
     json_decref(doc);
 cleanup:
     hc_op_waiting(ctx, NULL);

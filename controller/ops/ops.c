@@ -1051,3 +1051,17 @@ int hc_ops_resume_for_node(struct hc_db *db, const char *node, struct hc_error *
     json_decref(rows);
     return rc;
 }
+
+int hc_ops_store_result(struct hc_db *db, const char *op_id, const json_t *result,
+                        struct hc_error *err)
+{
+    char *text = hc_json_dump(result);
+    if (!text)
+        return hc_error_set(err, HC_E(INTERNAL), "cannot serialise the result of %s", op_id);
+    int rc = hc_db_run(db, err,
+                       "UPDATE operations SET result_json = ?, updated_at = ? "
+                       "WHERE id = ?",
+                       "sis", text, hc_now_ms(), op_id);
+    free(text);
+    return rc < 0 ? -1 : 0;
+}

@@ -46,6 +46,10 @@ void hc_ops_test_kinds(const struct hc_op_kind *const *kinds);
  * params is borrowed. id_out receives "op-<12 hex>". 409 conflict if the lease is held. */
 int hc_ops_submit(struct hc_db *db, const char *cluster_id, const char *kind, const json_t *params,
                   const char *requested_by, char id_out[32], struct hc_error *err);
+/* Stores an operation's result document (operations.result_json, GET
+ * /v1/operations/{id}/result). 0 or -1 with err. */
+int hc_ops_store_result(struct hc_db *db, const char *op_id, const json_t *result,
+                        struct hc_error *err);
 /* "pause", "resume" or "abort". 404 for an unknown id, 409 when the state does not allow it. */
 int hc_ops_control(struct hc_db *db, const char *id, const char *action, struct hc_error *err);
 /* {"operation":OP,"steps":[...]} or NULL with err (404). */

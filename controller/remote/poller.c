@@ -34,6 +34,7 @@
 #include "controller/api/metrics.h"
 #include "controller/ops/ops.h"
 #include "controller/remote/agent_client.h"
+#include "controller/remote/config_repair.h"
 #include "controller/state/events.h"
 #include "controller/state/nodes.h"
 #include "db/db.h"
@@ -379,9 +380,10 @@ static int poller_health_event(struct hc_db *db, const char *node, const char *f
 
 /* Records one node's answers (status, interfaces) inside the caller's transaction; echo may be
  * NULL (no echo probes: no stall verdict). */
-static int poller_record(struct hc_db *db, int64_t id, const char *name,
+static int poller_record(struct hc_db *db, int64_t id, const char *name, const char *agent_url,
                          const struct hc_http_call *status, const struct hc_http_call *ifaces,
-                         const struct poller_echo *echo, int64_t now, struct hc_error *err)
+                         const struct poller_echo *echo, struct hc_config_cycle *cfg, int64_t now,
+                         struct hc_error *err)
 {
     struct poller_verdict v;
     int rc = -1;
@@ -395,7 +397,8 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
         return found;                         /* 0: removed while we polled */
     if (strcmp(v.health, "unreachable") != 0) /* answered, and as this node */
         rc = poller_store_status(db, id, status, &v, now, err) < 0 ||
-                     poller_store_ifaces(db, id, ifaces, now, err) != 0
+                     poller_store_ifaces(db, id, ifaces, now, err) != 0 ||
+                     hc_config_cycle_node(cfg, db, name, agent_url, status->resp.body, err) < 0
                  ? -1
                  : 0;
     else {
@@ -403,7 +406,7 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name,
          * while cluster create's own call saw it enroll) is old news: it changes nothing. */
         int changed =
             hc_node_set_unanswered(db, id, v.health, v.detail, now - status->elapsed_ms, err);
-        rc = changed < 0 ? -1 : 0;
+        rc = changed < 0 || hc_config_node_unreachable(db, name, err) < 0 ? -1 : 0;
         if (changed == 0)
             return 0;
     }
@@ -422,7 +425,11 @@ int hc_poller_record(struct hc_db *db, int64_t node_id, const char *node_name,
                      const struct hc_http_call *status, const struct hc_http_call *ifaces,
                      int64_t now_ms, struct hc_error *err)
 {
-    return poller_record(db, node_id, node_name, status, ifaces, NULL, now_ms, err);
+    struct hc_config_cycle cfg;
+    hc_config_cycle_begin(&cfg, db);
+    int rc = poller_record(db, node_id, node_name, "", status, ifaces, NULL, &cfg, now_ms, err);
+    hc_config_cycle_end(&cfg);
+    return rc;
 }
 
 /* One call of hc_poller_ask; 0 when the URL could not be made (why says so). */
@@ -464,17 +471,23 @@ int hc_poller_ask(struct hc_db *db, struct hc_http_client *client, int64_t node_
                      json_is_array(json_object_get(ifaces.resp.body, "interfaces"));
         if (hc_db_begin(db, err) != 0) {
             rc = -1;
-        } else if (poller_record(db, node_id, node_name, &status, &ifaces, NULL, hc_now_ms(),
-                                 err) != 0 ||
-                   hc_db_commit(db, err) != 0) {
-            hc_db_rollback(db);
-            rc = -1;
-        } else if (!listed) {
+        } else {
+            struct hc_config_cycle cfg;
+            hc_config_cycle_begin(&cfg, db);
+            if (poller_record(db, node_id, node_name, agent_url, &status, &ifaces, NULL, &cfg,
+                              hc_now_ms(), err) != 0 ||
+                hc_db_commit(db, err) != 0) {
+                hc_db_rollback(db);
+                rc = -1;
+            }
+            hc_config_cycle_end(&cfg);
+        }
+        if (rc == 0 && !listed) {
             snprintf(why, why_len, "no interface list: %s",
                      ifaces.ok ? "unexpected answer to "
                                  "GET /v1/interfaces"
                                : ifaces.err.message);
-        } else {
+        } else if (rc == 0) {
             rc = 1;
         }
     }
@@ -490,24 +503,30 @@ static void poller_store(struct hc_poller *p, const json_t *nodes, struct hc_htt
     int64_t now = hc_now_ms();
     const json_t *node;
     size_t i;
+    struct hc_config_cycle cfg;
     if (hc_db_begin(p->db, &err) != 0) {
         HC_WARN("poller cannot record the poll: %s", err.message);
         return;
     }
+    hc_config_cycle_begin(&cfg, p->db);
     json_array_foreach(nodes, i, node)
     {
         hc_metrics_agent_poll(calls[2 * i].ok && calls[2 * i].resp.status == 200,
                               (int64_t)calls[2 * i].elapsed_ms); /* for /metrics */
         /* SQLite undoes only the failed statement: one bad answer does not lose the others. */
         if (poller_record(p->db, hc_json_int(node, "id", 0), hc_json_str(node, "name", "?"),
-                          &calls[2 * i], &calls[2 * i + 1], echo ? &echo[i] : NULL, now, &err) != 0)
+                          hc_json_str(node, "agent_url", ""), &calls[2 * i], &calls[2 * i + 1],
+                          echo ? &echo[i] : NULL, &cfg, now, &err) != 0)
             HC_WARN("poller cannot record node %s: %s", hc_json_str(node, "name", "?"),
                     err.message);
     }
     if (hc_db_commit(p->db, &err) != 0) {
         HC_WARN("poller cannot record the poll: %s", err.message);
         hc_db_rollback(p->db);
+    } else {
+        hc_config_cycle_repair(&cfg, p->db, p->client, hc_agent_timeout_ms(p->ctl));
     }
+    hc_config_cycle_end(&cfg);
 }
 
 /* Fills the two calls (status, interfaces) of every node; urls holds 2 * n strings. */

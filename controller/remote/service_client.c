@@ -120,3 +120,31 @@ int hc_sw_rollback(const struct hc_svc_node *n, struct hc_error *err)
 {
     return call(n, "POST", "/v1/software/rollback", NULL, NULL, err);
 }
+
+int hc_cfg_push(const struct hc_svc_node *n, int64_t revision, const json_t *overrides,
+                json_t **answer, struct hc_error *err)
+{
+    json_t *req = json_pack("{s:I, s:O}", "revision", (json_int_t)revision, "values", overrides);
+    int rc = req ? call(n, "PUT", "/v1/service/settings", req, answer, err)
+                 : hc_error_set(err, HC_E(INTERNAL), "out of memory");
+    json_decref(req);
+    if (rc == 0 && !json_is_object(*answer)) {
+        json_decref(*answer);
+        *answer = NULL;
+        rc = hc_error_set(err, HC_E(AGENT_ERROR), "node %s: the settings answer is not an object",
+                          n->name);
+    }
+    return rc;
+}
+
+int hc_cfg_get(const struct hc_svc_node *n, json_t **answer, struct hc_error *err)
+{
+    if (call(n, "GET", "/v1/service/settings", NULL, answer, err) < 0)
+        return -1;
+    if (json_is_object(json_object_get(*answer, "values")))
+        return 0;
+    json_decref(*answer);
+    *answer = NULL;
+    return hc_error_set(err, HC_E(AGENT_ERROR), "node %s: the settings answer has no values",
+                        n->name);
+}

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "common/error.h"
 #include "common/https_client.h"
 
@@ -54,5 +56,14 @@ int hc_sw_stage(const struct hc_svc_node *n, const char *version, const char *ur
 int hc_sw_activate(const struct hc_svc_node *n, const char *version, int start,
                    struct hc_error *err);
 int hc_sw_rollback(const struct hc_svc_node *n, struct hc_error *err);
+
+/* Settings (docs/api.md "PUT /v1/service/settings"): hands the node a revision and its
+ * overrides; *answer (new reference) {"version","revision","digest","changed","reloaded",
+ * "pending_restart"}. A reload the service refused is reload_failed (502), and the node keeps its
+ * old values. */
+int hc_cfg_push(const struct hc_svc_node *n, int64_t revision, const json_t *overrides,
+                json_t **answer, struct hc_error *err);
+/* GET /v1/service/settings: {"version","revision","overrides","values","digest",...}. */
+int hc_cfg_get(const struct hc_svc_node *n, json_t **answer, struct hc_error *err);
 
 #endif

@@ -197,8 +197,4 @@ json_t *hc_net_result_json(const struct hc_net_check *c);
  * without "pairs" (set-mtu's changes) is left alone. Changes res in place. */
 void hc_net_result_failures_only(json_t *res);
 
-/* Stores a result document in operations.result_json of op_id. 0 or -1 with err. */
-int hc_net_store_result(struct hc_db *db, const char *op_id, const json_t *result,
-                        struct hc_error *err);
-
 #endif

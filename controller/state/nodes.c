@@ -17,7 +17,8 @@
 #define NODE_SELECT                                                                                \
     "SELECT name, address, agent_url, hostname, state, health, health_detail, maintenance, "       \
     "agent_version, software_version, service_state, uptime_s AS uptime_seconds, "                 \
-    "poll_latency_ms, last_seen, joined_at, cert_serial FROM nodes "
+    "poll_latency_ms, last_seen, joined_at, cert_serial, config_revision, "                        \
+    "COALESCE(config_state, 'unknown') AS config_state, config_detail FROM nodes "
 
 #define IFACE_SELECT                                                                               \
     "SELECT i.name AS name, i.mtu AS mtu, i.state AS state, i.kind AS kind, "                      \
@@ -225,7 +226,10 @@ json_t *hc_nodes_health_counts(struct hc_db *db, struct hc_error *err)
     I(last_seen)                                                                                   \
     I(joined_at)                                                                                   \
     I(maintenance_since)                                                                           \
-    I(service_observed_at)
+    I(service_observed_at)                                                                         \
+    I(config_revision)                                                                             \
+    T(config_state)                                                                                \
+    T(config_detail)
 /* clang-format on */
 
 #define ROW_SQL_NAME(c) ", " #c
@@ -522,4 +526,66 @@ json_t *hc_nodes_maintenance_list(struct hc_db *db, struct hc_error *err)
                                     "operation_id, health, service_state FROM nodes ORDER BY name",
                                     "");
     return rows ? json_pack("{s:o}", "nodes", rows) : NULL;
+}
+
+/* --- configuration (controller/state/config.h) ------------------------------------------ */
+
+int hc_node_set_config(struct hc_db *db, const char *name, const struct hc_node_config *c,
+                       struct hc_error *err)
+{
+    const char *detail = c->detail && *c->detail ? c->detail : NULL;
+    if (c->revision < 0)
+        return hc_db_run(db, err,
+                         "UPDATE nodes SET config_revision = NULL, config_digest = NULL, "
+                         "config_pending_restart = 0, config_state = ?, config_detail = ? "
+                         "WHERE name = ?",
+                         "sss", c->state, detail, name);
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET config_detail = CASE WHEN ? = 'drift' AND config_state = "
+                     "'drift' AND config_digest IS ? AND config_detail IS NOT NULL THEN "
+                     "config_detail ELSE ? END, config_revision = ?, config_digest = ?, "
+                     "config_pending_restart = ?, config_state = ? WHERE name = ?",
+                     "sssisiss", c->state, c->digest, detail, c->revision, c->digest,
+                     (int64_t)(c->pending_restart != 0), c->state, name);
+}
+
+int hc_node_set_config_state(struct hc_db *db, const char *name, const char *state,
+                             const char *detail, struct hc_error *err)
+{
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET config_state = COALESCE(?, config_state), config_detail = ? "
+                     "WHERE name = ?",
+                     "sss", state, detail, name);
+}
+
+json_t *hc_nodes_config_list(struct hc_db *db, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT name, software_version, config_revision AS "
+                                    "applied_revision, COALESCE(config_state, 'unknown') AS "
+                                    "state, config_detail AS detail, config_pending_restart AS "
+                                    "pending_restart FROM nodes ORDER BY name",
+                                    "");
+    json_t *row;
+    size_t i;
+    json_array_foreach(rows, i, row) json_object_set_new(
+        row, "pending_restart",
+        json_boolean(json_integer_value(json_object_get(row, "pending_restart"))));
+    return rows;
+}
+
+json_t *hc_nodes_versions(struct hc_db *db, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT DISTINCT software_version AS v FROM nodes WHERE "
+                                    "software_version IS NOT NULL AND software_version != '' "
+                                    "ORDER BY software_version",
+                                    "");
+    if (!rows)
+        return NULL;
+    json_t *out = json_array(), *row;
+    size_t i;
+    json_array_foreach(rows, i, row) json_array_append(out, json_object_get(row, "v"));
+    json_decref(rows);
+    return out;
 }

@@ -62,6 +62,9 @@ struct hc_node_row {
     int64_t joined_at;
     int64_t maintenance_since;
     int64_t service_observed_at;
+    int64_t config_revision; /* what the agent reported (controller/state/config.h) */
+    char *config_state;      /* in_sync | drift | pending_restart | unreachable | not_applied */
+    char *config_detail;
 };
 
 /* Which rows hc_nodes_rows returns: every non-NULL field must match (NULL: any). */
@@ -134,6 +137,28 @@ int hc_node_set_software_version(struct hc_db *db, const char *name, const char 
 int hc_node_set_removing(struct hc_db *db, const char *name, struct hc_error *err);
 int hc_node_set_cert_pin(struct hc_db *db, int64_t id, const char *pin, struct hc_error *err);
 int hc_node_delete(struct hc_db *db, const char *name, struct hc_error *err);
+
+/* The configuration a node reported (controller/state/config.h): revision -1 stores none (the
+ * version declares no settings), digest NULL likewise. A drift whose digest has not changed
+ * keeps its detail (what the repair learnt says more than the judge). */
+struct hc_node_config {
+    int64_t revision;
+    const char *digest;
+    int pending_restart;
+    const char *state; /* in_sync | drift | pending_restart | unreachable | not_applied */
+    const char *detail;
+};
+int hc_node_set_config(struct hc_db *db, const char *name, const struct hc_node_config *c,
+                       struct hc_error *err);
+/* Only the state and detail (unreachable: the last report is kept; a repair's finding). NULL
+ * state keeps it. */
+int hc_node_set_config_state(struct hc_db *db, const char *name, const char *state,
+                             const char *detail, struct hc_error *err);
+/* [{"name","software_version","applied_revision","state","detail","pending_restart"}] sorted
+ * by name (state "unknown" before the first report). New reference or NULL with err. */
+json_t *hc_nodes_config_list(struct hc_db *db, struct hc_error *err);
+/* The versions the nodes run, sorted, without duplicates or empty ones ([] when none). */
+json_t *hc_nodes_versions(struct hc_db *db, struct hc_error *err);
 
 /* {"nodes":[{name, maintenance, mode, since_ms, operation_id, health, service_state}...]}
  * sorted by name (GET /v1/maintenance). New reference or NULL with err. */

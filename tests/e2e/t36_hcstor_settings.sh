@@ -41,7 +41,7 @@ test_expect_success 'an unknown or bad setting refuses the start (exit 2), namin
     try() { hcstor --listen 127.0.0.99:1 --data "$T/x" --version 1 "$@"; } &&
     echo "{\"log_level\": \"info\", \"colour\": \"red\"}" >bad.json &&
     expect_exit 2 try --settings bad.json 2>err && cat err &&
-    grep -q "unknown setting .colour. (known: log_level, resync_parallelism, fsync, fsync_interval_ms)" err &&
+    grep -q "unknown setting .colour. (known: log_level, resync_parallelism, fsync, fsync_interval_ms, min_free_mb)" err &&
     echo "{\"resync_parallelism\": 65}" >bad.json &&
     expect_exit 2 try --settings bad.json 2>err &&
     grep -q "setting .resync_parallelism.: 65 is out of range (an integer 1-64)" err &&
@@ -67,13 +67,26 @@ test_expect_success 'POST /reload without --settings: 409, nothing to reload' '
     stop_daemon x TERM && rm -rf "$T/x"
 '
 
+test_expect_success 'min_free_mb: health fails while the data directory has less free space' '
+    hcstor --listen "127.0.0.93:$PORT" --data "$T/x" --version 1 --min-free-mb 16000000 >x.log 2>&1 &
+    echo $! >"$T/pids/x" && wait_for 10 "curl -s http://127.0.0.93:$PORT/health | jq -e .reason" &&
+    [ "$(curl -s -o h.json -w "%{http_code}" "http://127.0.0.93:$PORT/health")" = 503 ] &&
+    jq -e ".ok == false and (.reason | test(\"MB free in .*, below min_free_mb 16000000\"))" h.json &&
+    stop_daemon x TERM && rm -rf "$T/x" || exit 1
+    hcstor --listen "127.0.0.93:$PORT" --data "$T/x" --version 1 --min-free-mb 1 >x.log 2>&1 &
+    echo $! >"$T/pids/x" && wait_for 10 "curl -sf http://127.0.0.93:$PORT/health" &&
+    stop_daemon x TERM && rm -rf "$T/x" &&
+    expect_exit 2 hcstor --listen "127.0.0.93:$PORT" --data "$T/x" --version 1 --min-free-mb 16777217 2>err &&
+    grep -q "min-free-mb" err
+'
+
 test_expect_success 'the file overrides the flags, which override the defaults' '
     set_file 1 "{\"resync_parallelism\": 3}" && set_file 2 "{}" &&
     start 1 --log-level warn --resync-parallelism 5 && start 2 &&
     wait_for 10 "[ \"\$(state 1)\$(state 2)\" = servingserving ]" &&
     settings 1 >s1.json && cat s1.json &&
     jq -e ".settings == {log_level: \"warn\", resync_parallelism: 3, fsync: \"always\",
-                         fsync_interval_ms: 100}" s1.json &&
+                         fsync_interval_ms: 100, min_free_mb: 0}" s1.json &&
     jq -e ".defaults.resync_parallelism == 5 and .pending_restart == {}" s1.json &&
     health 2 | jq -e ".settings.log_level == \"info\" and .settings.resync_parallelism == 8 and
                       .pending_restart == []"

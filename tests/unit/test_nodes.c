@@ -293,8 +293,12 @@ static const struct {
     {"controller/state/nodes.c", -1}, /* the home */
     /* net show: a node's health with its storage interface's addresses (interfaces) */
     {"controller/api/res_net.c", 1},
-    /* the upgrade's queue and node list, joined with upgrade_nodes (its own progress) */
-    {"controller/ops/op_upgrade.c", 2},
+    /* the upgrade's node list, joined with upgrade_nodes (its own progress) */
+    {"controller/ops/op_upgrade.c", 1},
+    /* the rolling engine's queue, joined with upgrade_nodes (every rolling kind's progress) */
+    {"controller/ops/rolling.c", 1},
+    /* a configuration change's nodes, joined with upgrade_nodes (its progress) */
+    {"controller/ops/op_config.c", 1},
     /* the poll cycle's targets with each one's management MTU (interfaces) */
     {"controller/remote/poller.c", 1},
 };

@@ -279,7 +279,7 @@ static void run_value_cases(const struct hc_settings_schema *s, const struct val
         } else {
             if (out)
                 fail_msg("%s: accepted", what);
-            assert_string_equal(err.code, HC_ERR_INVALID_ARGUMENT);
+            assert_string_equal(err.code, HC_ERR_INVALID_SETTING);
             expect_fragment(err.message, cases[i].fragment, what);
             /* One line, naming the key first. */
             assert_null(strchr(err.message, '\n'));
@@ -595,7 +595,7 @@ static void test_normalize(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         in = load(bad[i].json);
         assert_null(hc_settings_normalize(s, in, HC_SETTINGS_DEFAULTS, &err));
-        assert_string_equal(err.code, HC_ERR_INVALID_ARGUMENT);
+        assert_string_equal(err.code, HC_ERR_INVALID_SETTING);
         expect_fragment(err.message, bad[i].message, bad[i].json);
         json_decref(in);
     }
