@@ -62,7 +62,7 @@ static void test_config_key(void **state)
     json_decref(back);
     json_decref(j);
 
-    const char *bad[] = {"\"\"", "\"eth1/x\"", "\"a b\"", "\"..\"", "\"0123456789abcdef\"",
+    const char *bad[] = {"\"\"",       "\"eth1/x\"", "\"a b\"", "\"..\"", "\"0123456789abcdef\"",
                          "\"eth0:1\"", "7"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         memset(&err, 0, sizeof(err));
