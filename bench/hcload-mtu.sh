@@ -34,6 +34,13 @@ for mtu in 9000 1500; do
         hcctl -q net set-mtu "$mtu" --yes >/dev/null
         wait_serving
     fi
+    # the nodes' storage interfaces as the poller last saw them: the MTU really in force
+    for _ in $(seq 50); do
+        [ "$(hcctl net show -o json | jq -c '[.nodes[].mtu] | unique')" = "[$mtu]" ] && break
+        sleep 0.2
+    done
+    [ "$(hcctl net show -o json | jq -c '[.nodes[].mtu] | unique')" = "[$mtu]" ] ||
+        { echo "bench: the storage interfaces are not at MTU $mtu" >&2; exit 1; }
     for b in "${blocks[@]}"; do
         hcload --nodes "$nodes" --duration "$duration" --workers 4 --keys 50 --block-size "$b" \
             --json --quiet >"$work/mtu$mtu-b$b.json" || true
