@@ -19,10 +19,8 @@ ms() { date +%s%3N; }
 secs() { awk -v t="$1" 'BEGIN {printf "%.2f", t / 1000}'; }
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 fail() { echo "config.sh: $*" >&2; exit 1; }
-# hcstor's client address of every node (where its service listens: the agent's service host).
-svc_nodes() {
-    hcctl node list -o json | jq -r '[.nodes[].agent_url | capture("https://(?<h>[^:]+)").h + ":7480"] | join(",")'
-}
+# hcstor's client address of every node: its storage address (docs/hcstor.md).
+svc_nodes() { hcctl net show -o json | jq -r '[.nodes[].address + ":7480"] | join(",")'; }
 in_sync_at() { # REV N: every node reports revision REV in sync
     hcctl config status -o json | jq -e --argjson r "$1" --argjson n "$2" \
         '[.nodes[] | select(.state == "in_sync" and .applied_revision == $r)] | length == $n' >/dev/null

@@ -20,7 +20,7 @@ figures() { # PHASE NODES REPORT
 }
 for n in 3 5; do
     bench_hcstor_cluster "$n"
-    nodes=$(hcctl node list -o json | jq -r '[.nodes[].address | sub(":[0-9]+$"; "") + ":7480"] | join(",")')
+    nodes=$(hcctl net show -o json | jq -r '[.nodes[].address + ":7480"] | join(",")')
     load=(hcload --nodes "$nodes" --workers 4 --json --quiet)
     "${load[@]}" --duration 8 >"$work/before.json"
     "${load[@]}" --duration 0 >"$work/during.json" &

@@ -18,7 +18,7 @@
 #include "common/settings.h"
 
 static const struct hc_col settings_cols[] = {
-    {"SETTING", "name", NULL}, {"VALUE", "value", NULL}, {"DEFAULT", "default", NULL},
+    {"SETTING", "name", NULL}, {"VALUE", "value", NULL},     {"DEFAULT", "default", NULL},
     {"APPLY", "apply", NULL},  {"ALLOWED", "allowed", NULL}, {NULL, NULL, NULL},
 };
 
@@ -169,9 +169,9 @@ static int cmd_revert(struct hc_cmd_ctx *ctx)
 }
 
 static const struct hc_col history_cols[] = {
-    {"REV", "revision", NULL},          {"ACTION", "action", NULL},
-    {"AUTHOR", "author", NULL},         {"TIME", "created_at", hc_fmt_time},
-    {"MESSAGE", "message", NULL},       {"OPERATION", "operation_id", NULL},
+    {"REV", "revision", NULL},    {"ACTION", "action", NULL},
+    {"AUTHOR", "author", NULL},   {"TIME", "created_at", hc_fmt_time},
+    {"MESSAGE", "message", NULL}, {"OPERATION", "operation_id", NULL},
     {NULL, NULL, NULL},
 };
 
@@ -240,9 +240,9 @@ static int cmd_apply(struct hc_cmd_ctx *ctx)
     int64_t maxu = hc_cmd_opt_int(ctx, "max-unavailable");
     if (maxu < 1)
         return hc_cmd_usage(ctx, "at least 1", "invalid --max-unavailable %lld", (long long)maxu);
-    json_t *body = json_pack("{s:I, s:I, s:b}", "max_unavailable", (json_int_t)maxu,
-                             "node_timeout_seconds",
-                             (json_int_t)(hc_cmd_opt_ms(ctx, "node-timeout") / 1000), "dry_run", 1);
+    json_t *body =
+        json_pack("{s:I, s:I, s:b}", "max_unavailable", (json_int_t)maxu, "node_timeout_seconds",
+                  (json_int_t)(hc_cmd_opt_ms(ctx, "node-timeout") / 1000), "dry_run", 1);
     json_t *plan = hc_cmd_request(ctx, "POST", "/v1/config/apply", body, &err), *doc = NULL;
     int rc = HC_EXIT_OK;
     if (!plan) {

@@ -71,7 +71,7 @@ say "hcctl upgrade --rolling --to 1.0 (first install, one node at a time)"
 hcctl upgrade --rolling --to 1.0 --yes
 say "hcctl upgrade --rolling --to 1.1 --dry-run"
 hcctl upgrade --rolling --to 1.1 --dry-run
-svc_nodes=$(hcctl node list -o json | jq -r '[.nodes[].address | sub(":[0-9]+$"; "") + ":7480"] | join(",")')
+svc_nodes=$(hcctl net show -o json | jq -r '[.nodes[].address + ":7480"] | join(",")')
 say "hcload --nodes $svc_nodes: a workload writing and reading blocks during the upgrade"
 hcload --nodes "$svc_nodes" --duration 0 --workers 4 >"$work/hcload.txt" 2>"$work/hcload.err" &
 load_pid=$!

@@ -6,8 +6,8 @@
  *   agent.key  0600  the agent's EC private key (never leaves the node)
  *   agent.pem  0644  the agent's certificate, signed by the cluster CA at enrollment
  *   ca.pem     0644  the cluster CA, pinned by the join token's fingerprint
- *   agent.json 0644  {"name","controller","listen","agent_url"}, written last: its presence
- *                    means "enrolled"
+ *   agent.json 0644  {"name","controller","listen","agent_url","storage_interface"?}, written
+ *                    last: its presence means "enrolled"
  *   kept/NAME/       the storage service's data of an earlier membership, moved there when the
  *                    node left the cluster (POST /v1/leave without purge); a later join starts
  *                    with none and never reads it
@@ -41,10 +41,16 @@ struct hc_agent_config {
                                        configurations from before pins */
     char controller_client_pin[64]; /* the controller's client key: the only client the agent
                                        API accepts ("" before pins: the CN alone decides) */
+    char storage_interface[16];     /* the node's storage interface (IFNAMSIZ), whose IPv4
+                                       address the storage service serves on ({storage_host},
+                                       docs/bundles.md); "" when not given: the listen host */
 };
 
 /* agent_config.c */
 
+/* Interface names as the kernel takes them: 1-15 bytes, no '/', ':', whitespace or control
+ * character, not "." or "..". 0 or -1 with err naming where it came from. */
+int hc_agent_iface_check(const char *iface, struct hc_error *err);
 /* Node names: 1-63 characters of letters, digits, '.', '-', '_', starting with a letter or a
  * digit (it becomes a certificate CN and a path segment in the controller API). 0 or -1. */
 int hc_agent_name_check(const char *name, struct hc_error *err);
@@ -64,8 +70,9 @@ struct hc_join_options {
     const char *controller; /* https://HOST:PORT */
     const char *token;      /* hcj1.<id>.<secret>.<ca fingerprint> */
     const char *data_dir;
-    const char *listen; /* NULL: HC_AGENT_DEFAULT_LISTEN */
-    const char *name;   /* NULL: the hostname */
+    const char *listen;            /* NULL: HC_AGENT_DEFAULT_LISTEN */
+    const char *name;              /* NULL: the hostname */
+    const char *storage_interface; /* NULL: none (the service serves on the listen host) */
 };
 
 /* Checks that ca_pem is the CA the join token pins: its SHA-256 fingerprint must equal

@@ -19,13 +19,29 @@ int hc_agent_name_check(const char *name, struct hc_error *err)
                               "with a letter or a digit");
 }
 
+int hc_agent_iface_check(const char *iface, struct hc_error *err)
+{
+    size_t n = iface ? strlen(iface) : 0;
+    int ok = n > 0 && n < sizeof(((struct hc_agent_config *)0)->storage_interface) &&
+             strcmp(iface, ".") != 0 && strcmp(iface, "..") != 0;
+    for (size_t i = 0; ok && i < n; i++)
+        ok =
+            (unsigned char)iface[i] > ' ' && iface[i] != 0x7f && iface[i] != '/' && iface[i] != ':';
+    if (ok)
+        return 0;
+    hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid storage interface '%s'", iface ? iface : "");
+    return hc_error_hint(err, "an interface name as 'ip link' shows it: 1-15 characters, no '/', "
+                              "':' or spaces");
+}
+
 json_t *hc_agent_config_to_json(const struct hc_agent_config *cfg)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s?}", "name", cfg->name, "controller",
-                     cfg->controller, "listen", cfg->listen, "agent_url", cfg->agent_url,
-                     "controller_pin", cfg->controller_pin[0] ? cfg->controller_pin : NULL,
-                     "controller_client_pin",
-                     cfg->controller_client_pin[0] ? cfg->controller_client_pin : NULL);
+    return json_pack(
+        "{s:s, s:s, s:s, s:s, s:s?, s:s?, s:s*}", "name", cfg->name, "controller", cfg->controller,
+        "listen", cfg->listen, "agent_url", cfg->agent_url, "controller_pin",
+        cfg->controller_pin[0] ? cfg->controller_pin : NULL, "controller_client_pin",
+        cfg->controller_client_pin[0] ? cfg->controller_client_pin : NULL, "storage_interface",
+        cfg->storage_interface[0] ? cfg->storage_interface : NULL);
 }
 
 /* Copies a required string member into a fixed buffer, refusing truncation. */
@@ -67,6 +83,18 @@ int hc_agent_config_from_json(const json_t *obj, struct hc_agent_config *cfg, st
         return -1;
     if (hc_agent_name_check(tmp.name, err) < 0)
         return -1;
+    /* Optional: configurations from before the storage network have none. */
+    const char *iface = hc_json_str(obj, "storage_interface", NULL);
+    if (!json_is_null(json_object_get(obj, "storage_interface")) &&
+        json_object_get(obj, "storage_interface") && !iface)
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                            "field 'storage_interface' is not a "
+                            "string");
+    if (iface) {
+        if (hc_agent_iface_check(iface, err) < 0)
+            return hc_error_prefix(err, "field 'storage_interface'");
+        memcpy(tmp.storage_interface, iface, strlen(iface) + 1);
+    }
     *cfg = tmp;
     return 0;
 }

@@ -32,10 +32,10 @@ extern char **environ;
 
 char *hc_service_expand(const char *text, const struct hc_service_env *env)
 {
-    static const char *const names[] = {"{node}", "{service_host}", "{data_dir}", "{version}",
-                                        "{bundle_dir}"};
-    const char *values[] = {env->node, env->service_host, env->data_dir, env->version,
-                            env->bundle_dir};
+    static const char *const names[] = {"{node}",     "{service_host}", "{storage_host}",
+                                        "{data_dir}", "{version}",      "{bundle_dir}"};
+    const char *values[] = {env->node,     env->service_host, env->storage_host,
+                            env->data_dir, env->version,      env->bundle_dir};
     size_t cap = strlen(text) + 1, len = 0;
     for (size_t i = 0; i < HC_ARRAY_LEN(values); i++)
         for (const char *p = text; (p = strstr(p, names[i])); p++)
@@ -59,12 +59,58 @@ char *hc_service_expand(const char *text, const struct hc_service_env *env)
     return out;
 }
 
+/* 1 when a string of v (a string, or the strings of an array or an object, any depth) contains
+ * needle. */
+static int json_mentions(const json_t *v, const char *needle)
+{
+    size_t i;
+    const char *key;
+    const json_t *it;
+    if (json_is_string(v))
+        return strstr(json_string_value(v), needle) != NULL;
+    json_array_foreach(v, i, it)
+    {
+        if (json_mentions(it, needle))
+            return 1;
+    }
+    json_object_foreach((json_t *)v, key, it)
+    {
+        if (json_mentions(it, needle))
+            return 1;
+    }
+    return 0;
+}
+
+/* -1 with err when v refers to {storage_host} and env has no storage address. */
+static int refuse_storage_host(const json_t *v, const struct hc_service_env *env,
+                               struct hc_error *err)
+{
+    if (env->storage_host[0] || !json_mentions(v, "{storage_host}"))
+        return 0;
+    hc_error_set(err, HC_E(PRECONDITION_FAILED), "%s: the service serves on {storage_host}",
+                 env->storage_problem[0] ? env->storage_problem : "no storage address is known");
+    return hc_error_hint(err, "give the storage interface an IPv4 address (ip addr add ADDR/LEN "
+                              "dev IFACE), then start the service again");
+}
+
+int hc_service_env_check(const json_t *manifest, const struct hc_service_env *env,
+                         struct hc_error *err)
+{
+    /* The manifest's members placeholders are expanded in (docs/bundles.md "Placeholders"). */
+    static const char *const members[] = {"args",  "health",        "ok_to_stop",
+                                          "drain", "resync_status", "reload"};
+    for (size_t i = 0; i < HC_ARRAY_LEN(members); i++)
+        if (refuse_storage_host(json_object_get(manifest, members[i]), env, err) < 0)
+            return -1;
+    return 0;
+}
+
 char **hc_service_environ(const struct hc_service_env *env)
 {
     size_t n = 0;
     while (environ && environ[n])
         n++;
-    char **out = calloc(n + 6, sizeof(*out));
+    char **out = calloc(n + 7, sizeof(*out));
     if (!out)
         return NULL;
     size_t k = 0;
@@ -72,10 +118,10 @@ char **hc_service_environ(const struct hc_service_env *env)
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], "HC_", 3) != 0)
             failed |= !(out[k++] = strdup(environ[i]));
-    const char *const keys[] = {"HC_NODE_NAME", "HC_SERVICE_VERSION", "HC_SERVICE_DATA_DIR",
-                                "HC_SERVICE_HOST", "HC_BUNDLE_DIR"};
-    const char *values[] = {env->node, env->version, env->data_dir, env->service_host,
-                            env->bundle_dir};
+    const char *const keys[] = {"HC_NODE_NAME",    "HC_SERVICE_VERSION", "HC_SERVICE_DATA_DIR",
+                                "HC_SERVICE_HOST", "HC_STORAGE_HOST",    "HC_BUNDLE_DIR"};
+    const char *values[] = {env->node,         env->version,      env->data_dir,
+                            env->service_host, env->storage_host, env->bundle_dir};
     for (size_t i = 0; i < HC_ARRAY_LEN(keys); i++)
         if (asprintf(&out[k++], "%s=%s", keys[i], values[i]) < 0) {
             out[k - 1] = NULL;
@@ -319,6 +365,13 @@ void hc_hook_run(enum hc_hook_kind kind, const json_t *hook, const struct hc_ser
     if (!json_is_object(hook))
         return;
     res->defined = 1;
+    /* A hook toward {storage_host} on a node with no storage address would ask "http://:PORT":
+     * the answer is the reason instead. */
+    struct hc_error why = {0};
+    if (refuse_storage_host(hook, env, &why) < 0) {
+        snprintf(res->detail, sizeof(res->detail), "%s", why.message);
+        return;
+    }
     long timeout = (long)hc_json_int(hook, "timeout_ms",
                                      kind == HC_HOOK_DRAIN ? DRAIN_DEFAULT_TIMEOUT_MS
                                                            : HOOK_DEFAULT_TIMEOUT_MS);

@@ -387,7 +387,8 @@ cleanup:
     return rc < 0 ? -1 : 0;
 }
 
-/* Fills the configuration (name, controller without trailing '/', listen, agent_url). */
+/* Fills the configuration (name, controller without trailing '/', listen, agent_url,
+ * storage_interface). */
 static int join_config(struct join *j, struct hc_error *err)
 {
     const struct hc_join_options *opt = j->opt;
@@ -410,6 +411,12 @@ static int join_config(struct join *j, struct hc_error *err)
     snprintf(j->cfg.controller, sizeof(j->cfg.controller), "%.*s", (int)n, opt->controller);
     snprintf(j->cfg.listen, sizeof(j->cfg.listen), "%s",
              opt->listen ? opt->listen : HC_AGENT_DEFAULT_LISTEN);
+    if (opt->storage_interface) {
+        if (hc_agent_iface_check(opt->storage_interface, err) < 0)
+            return -1;
+        snprintf(j->cfg.storage_interface, sizeof(j->cfg.storage_interface), "%s",
+                 opt->storage_interface);
+    }
     char host[256], port[16];
     if (controller_host_port(j->cfg.controller, host, sizeof(host), port, sizeof(port), err) < 0)
         return -1;

@@ -38,7 +38,7 @@ struct hc_cmd_ctx {
 };
 
 struct cli {
-    const char *controller, *token, *token_file, *data_dir, *listen, *name;
+    const char *controller, *token, *token_file, *data_dir, *listen, *name, *storage_interface;
     const char *config, *pidfile, *log_file;
     const char *max_connections, *request_deadline;
     int daemon;
@@ -114,6 +114,7 @@ static int read_options(const char *cmd, const struct hc_cmdline *cl, struct cli
         cli->controller = hc_cmdline_opt_str(cl, "controller");
         cli->token_file = hc_cmdline_opt_str(cl, "token-file");
         cli->listen = hc_cmdline_opt_str(cl, "listen");
+        cli->storage_interface = hc_cmdline_opt_str(cl, "storage-interface");
         cli->name = hc_cmdline_opt_str(cl, "name");
         cli->config = hc_cmdline_opt_str(cl, "config");
         tokens = (char *const *)hc_cmdline_opt_list(cl, "token", &ntokens);
@@ -178,6 +179,8 @@ static int load_config_file(struct cli *cli, struct hc_error *err)
     cli->data_dir = cli->data_dir ? cli->data_dir : hc_json_str(c, "data_dir", NULL);
     cli->listen = cli->listen ? cli->listen : hc_json_str(c, "listen", NULL);
     cli->name = cli->name ? cli->name : hc_json_str(c, "name", NULL);
+    cli->storage_interface =
+        cli->storage_interface ? cli->storage_interface : hc_json_str(c, "storage_interface", NULL);
     if (!cli->token && !cli->token_file)
         cli->token_file = hc_json_str(c, "token_file", NULL);
     return 0;
@@ -251,7 +254,8 @@ static int cmd_join(struct hc_cmd_ctx *ctx)
                                  .token = cli.token,
                                  .data_dir = cli.data_dir,
                                  .listen = cli.listen,
-                                 .name = cli.name};
+                                 .name = cli.name,
+                                 .storage_interface = cli.storage_interface};
     if (hc_join(&jo, &err) < 0) {
         report(&err);
         goto cleanup;
@@ -382,9 +386,12 @@ static const struct hc_cmd_opt join_opts[] = {
            .help = "address of the agent API (default " HC_AGENT_DEFAULT_LISTEN ")"),
     HC_OPT(.name = "name", .type = HC_OPT_STRING, .value_name = "NAME",
            .help = "node name (default: the hostname)"),
+    HC_OPT(.name = "storage-interface", .type = HC_OPT_STRING, .value_name = "IFACE",
+           .help = "the storage network's interface: the storage service serves on its IPv4 "
+                   "address (default: the listen address)"),
     HC_OPT(.name = "config", .type = HC_OPT_STRING, .value_name = "FILE",
-           .help = "JSON with any of controller, data_dir, listen, name, token_file (what 'hcctl "
-                   "cluster create' installs); options override it",
+           .help = "JSON with any of controller, data_dir, listen, name, storage_interface, "
+                   "token_file (what 'hcctl cluster create' installs); options override it",
            .completer = HC_COMPLETE_FILE),
     LOG_LEVEL_OPT,
     DAEMON_OPTS,

@@ -357,7 +357,8 @@ static int plan_make(struct hc_service *svc, struct spawn_plan *p, struct hc_err
         return hc_error_set(err, HC_E(INTERNAL), "out of memory");
     /* The service's own user, and its data directory the only place it may write. */
     const char *reach[] = {p->prog, NULL}; /* the bundle's directories down to it */
-    if (hc_privilege_service_user(&p->user, err) < 0 ||
+    if (hc_service_env_check(svc->manifest, &svc->env, err) < 0 ||
+        hc_privilege_service_user(&p->user, err) < 0 ||
         hc_privilege_service_dir(svc->env.data_dir, reach, &p->user, err) < 0 ||
         plan_settings(svc, p, n, err) < 0)
         return -1;

@@ -24,12 +24,18 @@
 
 /* ---------------------------------------------------------------- hooks (hooks.c) */
 
-/* What args and hooks may refer to: {node}, {service_host}, {data_dir}, {version},
- * {bundle_dir}. */
+/* What args and hooks may refer to: {node}, {service_host}, {storage_host}, {data_dir},
+ * {version}, {bundle_dir}. */
 struct hc_service_env {
     char node[64];
     char service_host[256]; /* the agent's listen host, 127.0.0.1 for a wildcard */
-    char data_dir[1024];    /* the service's own data, kept across versions */
+    /* The IPv4 address of the node's storage interface (agent.json storage_interface), read
+     * when the environment is made, or service_host on a node configured without one. Empty
+     * when the interface has no IPv4 address: storage_problem then says why, and a service or
+     * hook that refers to {storage_host} is refused with it (hc_service_env_check). */
+    char storage_host[64];
+    char storage_problem[200];
+    char data_dir[1024]; /* the service's own data, kept across versions */
     char version[65];
     char bundle_dir[1100];     /* DIR/software/VERSION */
     char settings_file[1100];  /* DIR/service-settings.json: the service's settings, if any */
@@ -38,8 +44,13 @@ struct hc_service_env {
 
 /* text with the placeholders replaced (malloc'd), NULL when out of memory. */
 char *hc_service_expand(const char *text, const struct hc_service_env *env);
-/* HC_NODE_NAME, HC_SERVICE_VERSION, HC_SERVICE_DATA_DIR, HC_SERVICE_HOST, HC_BUNDLE_DIR plus
- * the agent's environment, NULL-terminated (free with hc_service_env_free). */
+/* -1 with err (env->storage_problem) when the manifest's args or hooks refer to {storage_host}
+ * and env has none; 0 otherwise. */
+int hc_service_env_check(const json_t *manifest, const struct hc_service_env *env,
+                         struct hc_error *err);
+/* HC_NODE_NAME, HC_SERVICE_VERSION, HC_SERVICE_DATA_DIR, HC_SERVICE_HOST, HC_STORAGE_HOST,
+ * HC_BUNDLE_DIR plus the agent's environment, NULL-terminated (free with
+ * hc_service_env_free). */
 char **hc_service_environ(const struct hc_service_env *env);
 void hc_service_env_free(char **envp);
 

@@ -98,7 +98,8 @@ static int state_save(const char *path, const struct state *st, struct hc_error 
 {
     json_t *o = json_pack("{s:I, s:O, s:O?}", "revision", (json_int_t)st->revision, "overrides",
                           st->overrides, "started", st->started);
-    int rc = o ? write_json(path, o, 0600, err) : hc_error_set(err, HC_E(INTERNAL), "out of memory");
+    int rc =
+        o ? write_json(path, o, 0600, err) : hc_error_set(err, HC_E(INTERNAL), "out of memory");
     json_decref(o);
     return rc;
 }
@@ -190,8 +191,7 @@ static void applied_clear(struct applied *a)
 
 /* 0 (a->schema NULL when the version declares no settings, or no version is active) or -1 with
  * err. */
-static int applied_read(const struct hc_agent_software *sw, struct applied *a,
-                        struct hc_error *err)
+static int applied_read(const struct hc_agent_software *sw, struct applied *a, struct hc_error *err)
 {
     int missing;
     memset(a, 0, sizeof(*a));
@@ -250,10 +250,9 @@ static void settings_get(struct hc_request *req, void *arg)
     } else {
         hc_reply_json(req, 200,
                       json_pack("{s:s, s:I, s:O, s:O?, s:s?, s:b, s:O?}", "version", a.version,
-                                "revision", (json_int_t)a.st.revision, "overrides",
-                                a.st.overrides, "values", a.values, "digest",
-                                a.values ? a.digest : NULL, "pending_restart", a.pending_restart,
-                                "started", a.st.started));
+                                "revision", (json_int_t)a.st.revision, "overrides", a.st.overrides,
+                                "values", a.values, "digest", a.values ? a.digest : NULL,
+                                "pending_restart", a.pending_restart, "started", a.st.started));
     }
     applied_clear(&a);
 }
@@ -263,12 +262,12 @@ static void settings_get(struct hc_request *req, void *arg)
 struct put_ctx {
     struct hc_agent_software *sw;
     struct hc_deferred *d;
-    struct applied a;      /* before the change */
-    json_t *values;        /* the new effective values */
-    json_t *changed;       /* names */
-    int64_t revision;      /* the new revision */
-    json_t *overrides;     /* the new overrides */
-    json_t *reload;        /* the hook (copy), NULL when no reload is due */
+    struct applied a;  /* before the change */
+    json_t *values;    /* the new effective values */
+    json_t *changed;   /* names */
+    int64_t revision;  /* the new revision */
+    json_t *overrides; /* the new overrides */
+    json_t *reload;    /* the hook (copy), NULL when no reload is due */
     struct hc_hook_result res;
 };
 
@@ -308,8 +307,7 @@ static void put_reply(struct put_ctx *c, struct hc_request *req)
                      c->res.detail[0] ? c->res.detail : "no answer");
         struct hc_error werr = {0};
         if (put_write(c, 1, &werr) < 0)
-            hc_error_prefix(&err, "and the old settings could not be put back (%s)",
-                            werr.message);
+            hc_error_prefix(&err, "and the old settings could not be put back (%s)", werr.message);
         HC_WARN("settings revision %lld not applied: %s", (long long)c->revision, err.message);
     } else if (hc_settings_digest(c->values, digest, &err) == 0) {
         int pending = service_runs(c->sw) && c->a.st.started &&
@@ -347,7 +345,8 @@ static void reload_done(void *arg)
 /* The request's revision and values into c (checked against the schema). 0 or -1 with err. */
 static int put_parse(struct put_ctx *c, const json_t *body, struct hc_error *err)
 {
-    const json_t *rev = json_object_get(body, "revision"), *values = json_object_get(body, "values");
+    const json_t *rev = json_object_get(body, "revision"),
+                 *values = json_object_get(body, "values");
     if (!json_is_integer(rev) || json_integer_value(rev) < 0 || !json_is_object(values))
         return hc_error_set(err, HC_E(INVALID_ARGUMENT),
                             "expected {\"revision\": N >= 0, \"values\": {NAME: value...}}");

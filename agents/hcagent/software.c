@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents/hcagent/netinfo.h"
 #include "common/https_client.h"
 #include "common/json_util.h"
 #include "common/log.h"
@@ -122,12 +123,59 @@ json_t *hc_agent_sw_manifest(const struct hc_agent_software *sw, const char *ver
     return m;
 }
 
+/* {storage_host}: the first IPv4 address of the storage interface, in the kernel's order (the
+ * one the controller records from GET /v1/interfaces and sends to the peers,
+ * controller/remote/storage_peers.c), read now so that a re-addressed interface is followed at
+ * the next start; the listen host on a node configured without one (said once, at agent
+ * start). */
+static void storage_host(const struct hc_agent_software *sw, struct hc_service_env *env)
+{
+    const char *iface = sw->cfg.storage_interface;
+    struct hc_error err = {0};
+    size_t i, j;
+    const json_t *it, *a;
+    if (!iface[0]) {
+        snprintf(env->storage_host, sizeof(env->storage_host), "%s", sw->service_host);
+        return;
+    }
+    json_t *ifaces = hc_netinfo_interfaces(&err);
+    int found = 0;
+    json_array_foreach(ifaces, i, it)
+    {
+        if (strcmp(hc_json_str(it, "name", ""), iface) != 0)
+            continue;
+        found = 1;
+        json_array_foreach(json_object_get(it, "addresses"), j, a)
+        {
+            const char *s = json_string_value(a);
+            if (s && strchr(s, '.') && !strchr(s, ':')) {
+                snprintf(env->storage_host, sizeof(env->storage_host), "%.*s", (int)strcspn(s, "/"),
+                         s);
+                break;
+            }
+        }
+        break;
+    }
+    json_decref(ifaces);
+    if (env->storage_host[0])
+        return;
+    if (!ifaces)
+        snprintf(env->storage_problem, sizeof(env->storage_problem),
+                 "cannot read the address of storage interface %s: %s", iface, err.message);
+    else
+        snprintf(env->storage_problem, sizeof(env->storage_problem),
+                 found ? "storage interface %s has no IPv4 address"
+                       : "storage interface %s does not exist",
+                 iface);
+}
+
 void hc_agent_sw_env(const struct hc_agent_software *sw, const char *version,
                      struct hc_service_env *env)
 {
     memset(env, 0, sizeof(*env));
     snprintf(env->node, sizeof(env->node), "%s", sw->cfg.name);
     snprintf(env->service_host, sizeof(env->service_host), "%s", sw->service_host);
+    storage_host(sw, env);
     snprintf(env->data_dir, sizeof(env->data_dir), "%s/%s", sw->data_dir,
              HC_AGENT_DIR_SERVICE_DATA);
     snprintf(env->version, sizeof(env->version), "%s", version);
@@ -345,6 +393,17 @@ void hc_agent_software_status(const struct hc_agent_software *sw, json_t *status
                         previous[0] ? json_string(previous) : json_null());
     json_object_set_new(status, "service", hc_service_json(sw->svc));
     json_object_set_new(status, "settings", hc_agent_sw_settings_status(sw));
+    /* Where the service serves ({storage_host}): the controller names this address in the
+     * storage peers (controller/remote/storage_peers.c). */
+    struct hc_service_env env;
+    hc_agent_sw_env(sw, current, &env);
+    json_object_set_new(status, "storage_interface",
+                        sw->cfg.storage_interface[0] ? json_string(sw->cfg.storage_interface)
+                                                     : json_null());
+    json_object_set_new(status, "storage_host",
+                        env.storage_host[0] ? json_string(env.storage_host) : json_null());
+    if (env.storage_problem[0])
+        json_object_set_new(status, "storage_problem", json_string(env.storage_problem));
 }
 
 /* ---------------------------------------------------------------- staging (a job) */
@@ -554,6 +613,10 @@ struct hc_agent_software *hc_agent_software_new(struct hc_http_server *srv, stru
     snprintf(sw->keys_dir, sizeof(sw->keys_dir), "%s/%s", sw->data_dir, HC_AGENT_DIR_KEYS);
     snprintf(sw->ca_file, sizeof(sw->ca_file), "%s/%s", sw->data_dir, HC_AGENT_FILE_CA);
     service_host(cfg, sw->service_host, sizeof(sw->service_host));
+    if (!cfg->storage_interface[0])
+        HC_INFO("software: agent.json names no storage_interface: {storage_host} is the listen "
+                "host %s",
+                sw->service_host);
     /* Hooks use libcurl from job threads: initialise it here, on the main thread. */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (hc_mkdir_p(sw->dir, 0755, err) < 0 || !(sw->jobs = hc_jobs_new(base)) ||

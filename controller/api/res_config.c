@@ -55,12 +55,12 @@ static json_t *describe(const struct hc_settings_schema *s, const json_t *values
         const struct hc_setting *st = hc_settings_schema_at(s, i);
         char allowed[512];
         hc_setting_describe(st, allowed, sizeof(allowed));
-        json_array_append_new(
-            list, json_pack("{s:s, s:s, s:s, s:O, s:O?, s:b, s:s, s:s}", "name", st->name, "type",
-                            hc_setting_type_name(st->type), "apply", st->live ? "live" : "restart",
-                            "default", st->def, "value", json_object_get(values, st->name), "set",
-                            json_object_get(overrides, st->name) != NULL, "allowed", allowed,
-                            "help", st->help));
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:O, s:O?, s:b, s:s, s:s}", "name",
+                                              st->name, "type", hc_setting_type_name(st->type),
+                                              "apply", st->live ? "live" : "restart", "default",
+                                              st->def, "value", json_object_get(values, st->name),
+                                              "set", json_object_get(overrides, st->name) != NULL,
+                                              "allowed", allowed, "help", st->help));
     }
     return list;
 }
@@ -279,9 +279,8 @@ static void record_and_apply(struct hc_request *req, struct hc_api *api, const j
         json_decref(ignored);
     }
     json_t *params = json_pack("{s:I, s:I, s:I, s:O?}", "revision", (json_int_t)rev,
-                               "max_unavailable", (json_int_t)p->max_unavailable,
-                               "node_timeout_ms", (json_int_t)(p->node_timeout_s * 1000), "nodes",
-                               only);
+                               "max_unavailable", (json_int_t)p->max_unavailable, "node_timeout_ms",
+                               (json_int_t)(p->node_timeout_s * 1000), "nodes", only);
     const char *kind = restart ? HC_CONFIG_ROLLING_KIND : HC_CONFIG_APPLY_KIND;
     if (hc_ops_submit(api->db, api->ctl->cluster_id, kind, params, hc_api_actor(req), op_id, err) ==
         0) {
@@ -290,8 +289,8 @@ static void record_and_apply(struct hc_request *req, struct hc_api *api, const j
         hc_config_set_op(api->db, rev, op_id, err);
         json_t *op = hc_ops_show(api->db, op_id, err);
         hc_api_reply(req, 202,
-                     op ? json_pack("{s:I, s:O, s:b, s:O}", "revision", (json_int_t)rev,
-                                    "changes", changes, "restart", restart, "operation",
+                     op ? json_pack("{s:I, s:O, s:b, s:O}", "revision", (json_int_t)rev, "changes",
+                                    changes, "restart", restart, "operation",
                                     json_object_get(op, "operation"))
                         : NULL,
                      err);
@@ -318,8 +317,8 @@ void hc_res_config_set(struct hc_request *req, void *arg)
         goto done;
     if (hc_json_bool(body, "dry_run", 0) || json_array_size(changes) == 0) {
         hc_api_reply(req, 200,
-                     json_pack("{s:I, s:O, s:b, s:n, s:b}", "revision", (json_int_t)rev,
-                               "changes", changes, "restart", restart, "operation", "dry_run",
+                     json_pack("{s:I, s:O, s:b, s:n, s:b}", "revision", (json_int_t)rev, "changes",
+                               changes, "restart", restart, "operation", "dry_run",
                                hc_json_bool(body, "dry_run", 0)),
                      &err);
         replied = 1;

@@ -291,14 +291,18 @@ static int check_membership(struct boot_host *h, struct hc_error *err)
     return rc;
 }
 
-/* What the agent's `join --config` reads (a new string; caller frees). */
+/* What the agent's `join --config` reads (a new string; caller frees). storage_interface is
+ * the one preflight found (--storage-interface, or the interface carrying the node's address),
+ * the same that pin records in nodes.storage_interface: the agent serves the storage service on
+ * its address, and the storage peers name that address (controller/remote/storage_peers.c). */
 static char *join_config(const struct boot_host *h, const char *token_path)
 {
     char listen[300];
     snprintf(listen, sizeof(listen), "%s:%d", h->target.host, HC_PORT_AGENT);
-    json_t *conf = json_pack("{s:s, s:s, s:s, s:s, s:s}", "controller", h->job->controller_url,
-                             "name", h->name, "listen", listen, "token_file", token_path,
-                             "data_dir", HC_REMOTE_AGENT_DATA);
+    json_t *conf =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?}", "controller", h->job->controller_url, "name",
+                  h->name, "listen", listen, "token_file", token_path, "data_dir",
+                  HC_REMOTE_AGENT_DATA, "storage_interface", h->pf.iface[0] ? h->pf.iface : NULL);
     char *text = json_dumps(conf, JSON_INDENT(2));
     json_decref(conf);
     return text;

@@ -44,7 +44,8 @@ struct apply {
 static void note(struct apply *a, const char *node, const char *state, const char *detail)
 {
     pthread_mutex_lock(&a->lock);
-    json_object_set_new(a->outcome, node, json_pack("{s:s, s:s}", "state", state, "detail", detail));
+    json_object_set_new(a->outcome, node,
+                        json_pack("{s:s, s:s}", "state", state, "detail", detail));
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -137,11 +138,11 @@ static int step_rollback(struct hc_op_ctx *ctx, void *arg, char *detail, size_t 
     int written = hc_rolling_event_written(ctx, "config.rolled_back", n->svc->name, err);
     if (written < 0 ||
         (!written &&
-         hc_event_add(hc_op_db(ctx), "config.rolled_back", n->svc->name, hc_op_id(ctx),
-                      "controller", json_pack("{s:I, s:I}", "from", (json_int_t)a->revision, "to",
-                                              (json_int_t)from),
-                      err, "node %s put back from configuration revision %lld to %lld",
-                      n->svc->name, (long long)a->revision, (long long)from) < 0))
+         hc_event_add(
+             hc_op_db(ctx), "config.rolled_back", n->svc->name, hc_op_id(ctx), "controller",
+             json_pack("{s:I, s:I}", "from", (json_int_t)a->revision, "to", (json_int_t)from), err,
+             "node %s put back from configuration revision %lld to %lld", n->svc->name,
+             (long long)a->revision, (long long)from) < 0))
         goto cleanup;
     snprintf(n->previous, sizeof(n->previous), "revision %lld", (long long)from);
     snprintf(detail, len, "back on revision %lld, healthy", (long long)from);
@@ -260,15 +261,14 @@ static enum hc_op_result config_run(struct hc_op_ctx *ctx, int rolling, struct h
     rows = json_array();
     json_array_foreach(nodes, i, row)
     {
-        const char *why, *want =
-                              hc_config_judge_digest(&j, hc_json_str(row, "software_version", ""),
-                                                     &why);
+        const char *why,
+            *want = hc_config_judge_digest(&j, hc_json_str(row, "software_version", ""), &why);
         int done = want[0] && !strcmp(want, hc_json_str(row, "config_digest", ""));
         if (done)
             json_array_append(same, row);
-        json_array_append_new(rows, json_pack("{s:O, s:s, s:b}", "name",
-                                              json_object_get(row, "name"), "from",
-                                              hc_json_str(row, "from", "0"), "done", done));
+        json_array_append_new(rows,
+                              json_pack("{s:O, s:s, s:b}", "name", json_object_get(row, "name"),
+                                        "from", hc_json_str(row, "from", "0"), "done", done));
     }
     hc_config_judge_clear(&j);
     if (hc_rolling_progress_init(&a.r, rows, err) < 0 ||
@@ -300,5 +300,4 @@ static enum hc_op_result config_rolling_run(struct hc_op_ctx *ctx, struct hc_err
 }
 
 const struct hc_op_kind hc_op_kind_config_apply = {HC_CONFIG_APPLY_KIND, 0, config_apply_run};
-const struct hc_op_kind hc_op_kind_config_rolling = {HC_CONFIG_ROLLING_KIND, 1,
-                                                     config_rolling_run};
+const struct hc_op_kind hc_op_kind_config_rolling = {HC_CONFIG_ROLLING_KIND, 1, config_rolling_run};

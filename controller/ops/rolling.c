@@ -184,8 +184,8 @@ static enum hc_op_result roll_back(struct hc_rolling_node *n, const struct hc_er
         c->done(n, 1, &rb) < 0) {
         hc_rolling_progress(ctx, n->svc->name, "failed", "rollback");
         hc_error_set(err, HC_E(ROLLBACK_FAILED),
-                     "%s failed on %s (%s) and the rollback failed too: %s", n->r->to,
-                     n->svc->name, cause->message, rb.message);
+                     "%s failed on %s (%s) and the rollback failed too: %s", n->r->to, n->svc->name,
+                     cause->message, rb.message);
         hc_error_hint(err, "the node is in maintenance; see 'hcctl node show %s'", n->svc->name);
         return HC_OP_FAILED;
     }

@@ -40,8 +40,8 @@ struct hc_rolling_node {
     struct hc_op_ctx *ctx;         /* the slot's */
     struct hc_http_client *client; /* the slot's */
     const struct hc_svc_node *svc; /* the node's name, agent URL, the slot's client */
-    char from[64];     /* what the node ran before (upgrade_nodes.from_version) */
-    char previous[64]; /* set by the rollback: what the node is back on */
+    char from[64];                 /* what the node ran before (upgrade_nodes.from_version) */
+    char previous[64];             /* set by the rollback: what the node is back on */
 };
 
 /* What a kind changes on a node. */

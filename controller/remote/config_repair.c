@@ -80,9 +80,8 @@ static void repair(struct hc_config_cycle *c, struct hc_db *db, struct hc_svc_no
         goto done; /* repaired meanwhile */
     size_t i, used = 0;
     json_t *d;
-    json_array_foreach(diff, i, d) if (used < sizeof(names))
-        used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
-                                 hc_json_str(d, "name", "?"));
+    json_array_foreach(diff, i, d) if (used < sizeof(names)) used += (size_t)snprintf(
+        names + used, sizeof(names) - used, "%s%s", i ? ", " : "", hc_json_str(d, "name", "?"));
     if (restart) {
         char detail[400];
         snprintf(detail, sizeof(detail),
@@ -100,8 +99,8 @@ static void repair(struct hc_config_cycle *c, struct hc_db *db, struct hc_svc_no
             hc_event_add(db, "config.repaired", n->name, NULL, "controller",
                          json_pack("{s:I, s:s}", "revision", (json_int_t)c->judge.revision,
                                    "settings", names),
-                         &err, "node %s: %s handed revision %lld again (it was in drift)",
-                         n->name, names, (long long)c->judge.revision) < 0 ||
+                         &err, "node %s: %s handed revision %lld again (it was in drift)", n->name,
+                         names, (long long)c->judge.revision) < 0 ||
             hc_db_commit(db, &err) < 0)
             hc_db_rollback(db);
     }

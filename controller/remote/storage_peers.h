@@ -16,10 +16,13 @@
 #include "controller/ops/ops.h"
 
 /* A step ("storage_peers") of the running operation that sends the members,
- * {"epoch", "nodes": [{"name", "host"}]}, to every member's agent. A node that does not answer is
- * named in the step's detail and left out: it receives the list with the next membership change or
- * upgrade (its service, if running, keeps its previous list). Fails only when no agent took the
- * list. */
+ * {"epoch", "nodes": [{"name", "host"}]}, to every member's agent. Each host is where that
+ * member's service serves: its storage address as its agent reports it (GET /v1/status
+ * "storage_host", asked of every member at once), the management host of an agent configured
+ * without a storage interface, the recorded storage address of one that does not answer. A node
+ * that does not answer is named in the step's detail and left out: it receives the list with the
+ * next membership change or upgrade (its service, if running, keeps its previous list). Fails only
+ * when no agent took the list. */
 int hc_storage_peers_step(struct hc_op_ctx *ctx, struct hc_http_client *client,
                           struct hc_error *err);
 

@@ -13,8 +13,7 @@
 
 /* ---------------------------------------------------------------- revisions */
 
-int hc_config_revision(struct hc_db *db, int64_t revision, json_t **overrides,
-                       struct hc_error *err)
+int hc_config_revision(struct hc_db *db, int64_t revision, json_t **overrides, struct hc_error *err)
 {
     *overrides = NULL;
     if (revision == 0) {
@@ -35,20 +34,20 @@ int hc_config_revision(struct hc_db *db, int64_t revision, json_t **overrides,
     return found;
 }
 
-int hc_config_desired(struct hc_db *db, int64_t *revision, json_t **overrides,
-                      struct hc_error *err)
+int hc_config_desired(struct hc_db *db, int64_t *revision, json_t **overrides, struct hc_error *err)
 {
-    json_t *rows = hc_db_query_json(db, err, "SELECT COALESCE(MAX(revision), 0) AS r FROM "
-                                             "config_revisions",
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT COALESCE(MAX(revision), 0) AS r FROM "
+                                    "config_revisions",
                                     "");
     if (!rows)
         return -1;
     *revision = hc_json_int(json_array_get(rows, 0), "r", 0);
     json_decref(rows);
     if (hc_config_revision(db, *revision, overrides, err) < 1)
-        return err->code[0] ? -1
-                            : hc_error_set(err, HC_E(DB), "revision %lld vanished",
-                                           (long long)*revision);
+        return err->code[0]
+                   ? -1
+                   : hc_error_set(err, HC_E(DB), "revision %lld vanished", (long long)*revision);
     return 0;
 }
 
@@ -71,8 +70,8 @@ int hc_config_record(struct hc_db *db, const json_t *overrides, const char *acti
     if (hc_db_run(db, err,
                   "INSERT INTO config_revisions (revision, overrides, action, author, message, "
                   "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                  "issssi", *revision, text, action, author,
-                  message && *message ? message : NULL, hc_now_ms()) < 0)
+                  "issssi", *revision, text, action, author, message && *message ? message : NULL,
+                  hc_now_ms()) < 0)
         goto cleanup;
     if (reverted_to > 0 &&
         hc_db_run(db, err, "UPDATE config_revisions SET reverted_to = ? WHERE revision = ?", "ii",
@@ -113,9 +112,9 @@ json_t *hc_config_history(struct hc_db *db, struct hc_error *err)
         char buf[32];
         json_object_set(row, "values", json_object_get(row, "values_json"));
         json_object_del(row, "values_json");
-        json_object_set_new(row, "created_at",
-                            json_string(hc_time_format(hc_json_int(row, "created_at", 0), buf,
-                                                       sizeof(buf))));
+        json_object_set_new(
+            row, "created_at",
+            json_string(hc_time_format(hc_json_int(row, "created_at", 0), buf, sizeof(buf))));
     }
     return json_pack("{s:o}", "revisions", rows);
 }
@@ -134,7 +133,8 @@ struct hc_settings_schema *hc_config_schema(struct hc_db *db, const char *versio
                          version);
         return NULL;
     }
-    struct hc_settings_schema *s = hc_settings_schema_of(json_object_get(row, "manifest_json"), err);
+    struct hc_settings_schema *s =
+        hc_settings_schema_of(json_object_get(row, "manifest_json"), err);
     json_decref(row);
     return s;
 }
@@ -261,7 +261,7 @@ void hc_config_judge_clear(struct hc_config_judge *j)
 }
 
 const char *hc_config_judge_digest(struct hc_config_judge *j, const char *version,
-                                  const char **error)
+                                   const char **error)
 {
     size_t i;
     for (i = 0; i < j->n_seen; i++)

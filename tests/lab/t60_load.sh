@@ -8,7 +8,6 @@ if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"
 . "$HC_SRC/tests/lab/lab.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
 lab_trap_teardown 'e2e_cleanup'
-svc_nodes() { hcctl node list -o json | jq -r '[.nodes[].address | sub(":[0-9]+$"; "") + ":7480"] | join(",")'; }
 
 # load_start NAME: hcload in the background against every member, until load_stop NAME.
 load_start() {
@@ -45,13 +44,16 @@ hcstor_pid() { lab_exec "n$1" cat /var/lib/hcctl/agent/software/service.pid | jq
 
 upgrade_lab_up load hcw 5 3
 
-test_expect_success 'install 1.0 on 3 nodes; every member knows its 2 peers' '
+test_expect_success 'install 1.0 on 3 nodes; every member knows its 2 peers, on the storage network' '
     hcctl software upload "$BUNDLES/hcstor-1.0.tar.gz" >/dev/null &&
     hcctl software upload "$BUNDLES/hcstor-1.1.tar.gz" >/dev/null &&
     hcctl upgrade --rolling --to 1.0 --yes >/dev/null &&
     for i in 1 2 3; do
-        curl -s "http://198.18.0.1$i:7480/health" | jq -e ".members == 3 and .replication == 2 and .state == \"serving\"" || exit 1
-    done
+        curl -s "$(stor_url $i /health)" | jq -e ".members == 3 and .replication == 2 and .state == \"serving\"" || exit 1
+        ! curl -s --max-time 2 "http://198.18.0.1$i:7480/health" || exit 1
+    done &&
+    lab_exec n1 cat "$AGENT_DATA/service-data/peers.json" |
+        jq -e "[.nodes[].host] | sort == [\"198.18.1.11\", \"198.18.1.12\", \"198.18.1.13\"]"
 '
 
 test_expect_success '3 nodes: rolling upgrade 1.0 -> 1.1 under load, nothing failed or lost' '
@@ -87,19 +89,19 @@ test_expect_success 'a node SIGKILLed mid-upgrade: the upgrade pauses, resumes w
 test_expect_success 'maintenance enter on the only in-sync replica of some blocks is refused with the reason' '
     load_start m1 && sleep 1 &&
     p=$(hcstor_pid 1) && kill -STOP "$p" &&
-    wait_for 10 "curl -s http://198.18.0.12:7480/ok-to-stop | jq -e \".ok_to_stop == false\"" &&
+    wait_for 10 "curl -s $(stor_url 2 /ok-to-stop) | jq -e \".ok_to_stop == false\"" &&
     hcctl maintenance enter hcw-n2 --yes 2>err; rc=$?
     kill -CONT "$p"; cat err; [ "$rc" = 5 ] &&
     grep -Eq "has no other in-sync serving replica \(hcw-n1 is (down|not answering)" err &&
     hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")" &&
-    wait_for 20 "curl -s http://198.18.0.11:7480/health | jq -e \".state == \\\"serving\\\"\"" &&
+    wait_for 20 "curl -s $(stor_url 1 /health) | jq -e \".state == \\\"serving\\\"\"" &&
     load_stop m1
 '
 
 test_expect_success 'node add makes 5 members; 5 nodes: rolling upgrade 1.1 -> 1.0 under load' '
     hcctl node add 198.18.0.14 198.18.0.15 --storage-interface eth1 --accept-new-host-keys >/dev/null &&
     hcctl upgrade --rolling --to 1.1 --yes >/dev/null &&
-    wait_for 20 "for i in 1 2 3 4 5; do curl -s http://198.18.0.1\$i:7480/health | jq -e \".members == 5 and .state == \\\"serving\\\"\" || exit 1; done" &&
+    wait_for 20 "for i in 1 2 3 4 5; do curl -s \$(stor_url \$i /health) | jq -e \".members == 5 and .state == \\\"serving\\\"\" || exit 1; done" &&
     load_start u5 && sleep 2 &&
     hcctl upgrade --rolling --to 1.0 --yes >/dev/null &&
     sleep 2 && load_stop u5 &&

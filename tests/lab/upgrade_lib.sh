@@ -19,6 +19,11 @@ upgrade_lab_up() {
     hcctl cluster create "$1" "${nodes[@]}" --storage-interface eth1 --accept-new-host-keys \
         >"$T/create.out" 2>&1 || { cat "$T/create.out"; exit 1; }
 }
+# svc_nodes: hcstor's client addresses, HOST:7480 on each node's storage address (the one the
+# controller records and sends in the storage peers), comma-separated, for hcload --nodes.
+svc_nodes() { hcctl net show -o json | jq -r '[.nodes[].address + ":7480"] | join(",")'; }
+# stor_url N PATH: hcstor of lab node N on the storage network.
+stor_url() { echo "http://198.18.1.$((10 + $1)):7480$2"; }
 versions() { hcctl node list -o json | jq -r '[.nodes[].software_version // "none"] | join(" ")'; }
 up_state() { hcctl upgrade status -o json | jq -r .state; }
 up_id() { hcctl upgrade status -o json | jq -r .operation_id; }

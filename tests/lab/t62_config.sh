@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Configuration changes on a 3-node namespace lab (issue 15, docs/config.md), hcstor 1.3 serving
+# on the storage network: a live change reaches every node with the services' pids unchanged; a
+# restart change under hcload restarts them one at a time (the agents' own service histories: at
+# most one down at any instant) with 0 failed operations and 0 lost writes; a 5-minute-old
+# revision is what a node that was down (its agent stopped) gets as soon as it is back.
+. "$(dirname "$0")/lab_test.sh"
+. "$HC_SRC/tests/lab/upgrade_lib.sh"
+
+upgrade_lab_up cfg hcc 3 3
+
+# The hcstor pid of each node (one PID namespace: told apart by their listen address).
+pids() {
+    local i
+    for i in 1 2 3; do pgrep -f "hcstor --listen 198.18.1.$((10 + i)):7480" | head -1; done | tr '\n' ' '
+}
+setting() { curl -s --max-time 3 "$(stor_url "$1" /settings)" | jq -r ".settings.$2"; }
+in_sync_at() {
+    hcctl config status -o json | jq -e --argjson r "$1" \
+        '[.nodes[] | select(.state == "in_sync" and .applied_revision == $r)] | length == 3'
+}
+
+test_expect_success 'hcstor 1.3 on every node, at revision 0' '
+    hcctl -q software upload "$BUNDLES/hcstor-1.3.tar.gz" &&
+    hcctl upgrade --rolling --to 1.3 --yes >up.out 2>&1 &&
+    wait_for 20 "in_sync_at 0"
+'
+
+test_expect_success 'a live change: every node runs it, no service restarted' '
+    before=$(pids) &&
+    hcctl config set log_level=debug resync_parallelism=16 --yes >live.out 2>&1 &&
+    for i in 1 2 3; do
+        [ "$(setting $i log_level)" = debug ] && [ "$(setting $i resync_parallelism)" = 16 ] || exit 1
+    done &&
+    [ "$(pids)" = "$before" ] && wait_for 10 "in_sync_at 1"
+'
+
+test_expect_success 'a restart change under hcload: one node at a time, 0 failed, 0 lost' '
+    hcload --nodes "$(svc_nodes)" --workers 4 --duration 0 --json --quiet --prefix cfg \
+        >load.json 2>load.err &
+    echo $! >"$T/pids/load" && sleep 2 &&
+    t0=$(now_ms) && hcctl config set fsync=batch --yes >restart.out 2>&1 && t1=$(now_ms) &&
+    sleep 1 && kill -INT "$(pid_of load)" && wait "$(pid_of load)"; rm -f "$T/pids/load"
+    cat load.json && jq -e ".errors == 0 and .verify.lost == 0 and .corrupt_reads == 0 and .writes > 0" load.json &&
+    for i in 1 2 3; do curl -s "$(stor_url $i /health)" | jq -e ".store.fsync == \"batch\"" || exit 1; done &&
+    down=$(max_down_from_histories "$t0" "$t1") && echo "most services down at once: $down" &&
+    [ "$down" = 1 ] && wait_for 10 "in_sync_at 2"
+'
+
+test_expect_success 'a node whose agent was away gets the revision when it is back (live repair)' '
+    sup=$(lab_exec n3 cat /run/hcctl/hcagent.pid) && kill -STOP "$sup" $(pgrep -P "$sup") &&
+    hcctl config set log_level=warn >away.out 2>&1 &&
+    [ "$(setting 1 log_level)" = warn ] && [ "$(setting 3 log_level)" = debug ] &&
+    kill -CONT "$sup" $(pgrep -P "$sup") &&
+    wait_for 30 "[ \"\$(setting 3 log_level)\" = warn ]" && wait_for 10 "in_sync_at 3" &&
+    hcctl events -o json | jq -e "[.events[] | select(.type == \"config.repaired\")] | length >= 1"
+'
+
+test_done
