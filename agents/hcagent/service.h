@@ -59,6 +59,7 @@ void hc_hook_run(enum hc_hook_kind kind, const json_t *hook, const struct hc_ser
                  struct hc_hook_result *res);
 
 /* ---------------------------------------------------------------- cgroups (cgroup.c) */
+/* (The service's network bound, limits.net_mbit, is agents/hcagent/netlimit.h.) */
 
 struct hc_cgroup {
     int version;          /* 2 or 1 once limits are applied; 0 otherwise */

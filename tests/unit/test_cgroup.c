@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -233,6 +234,7 @@ static pid_t child(int *go, void (*work)(void))
     assert_true(pid >= 0);
     if (pid == 0) {
         char c;
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion skips the kill: not forever */
         close(p[1]);
         if (read(p[0], &c, 1) != 1)
             _exit(3);
@@ -292,6 +294,22 @@ static double cpu_share(const struct hc_cgroup *cg)
     return (double)(b.cpu_usec - a.cpu_usec) / ((now_s() - t0) * 1e6) * 100;
 }
 
+/* cpu_share until it is within 5 points of target, at most 3 times: the bound is a ceiling,
+ * and a machine busy with other work may leave the process less than it; no measure may be
+ * above target + 5. The last measure. */
+static double share_near(const struct hc_cgroup *cg, int target, char *seen, size_t len)
+{
+    double pct = 0;
+    seen[0] = '\0';
+    for (int i = 0; i < 3 && (i == 0 || pct < target - 5); i++) {
+        pct = cpu_share(cg);
+        size_t n = strlen(seen);
+        snprintf(seen + n, len - n, "%s%.1f%%", n ? ", " : "", pct);
+        assert_true(pct <= target + 5);
+    }
+    return pct;
+}
+
 /* A spinning process in a new cgroup NAME-PID bounded to cpu_percent, started; cg ready. */
 static pid_t spinner(struct hc_cgroup *cg, const char *name, int cpu_percent)
 {
@@ -346,22 +364,24 @@ static const char *knob(const struct hc_cgroup *cg, const char *v1dir, const cha
 }
 
 /* Live: a process spinning at 50% of a CPU lowered to 20% while it runs, each measured from
- * the cgroup's accounting over 2 s (within 5 points), then unbounded. */
+ * the cgroup's accounting over 2 s (within 5 points; up to 3 times when the machine's other
+ * work leaves it less, never above), then unbounded. */
 static void test_real_cpu_update(void **state)
 {
     struct hc_cgroup cg;
+    char seen50[64], seen20[64];
     pid_t pid = spinner(&cg, "hctest-cpulive", 50);
-    double at50 = cpu_share(&cg);
+    double at50 = share_near(&cg, 50, seen50, sizeof(seen50));
     int rc = hc_cgroup_update(&cg, 20, 0);
     usleep(300 * 1000);
-    double at20 = cpu_share(&cg);
+    double at20 = share_near(&cg, 20, seen20, sizeof(seen20));
     int rc0 = hc_cgroup_update(&cg, 0, 0);
     char unbounded[64];
     snprintf(unbounded, sizeof(unbounded), "%s", knob(&cg, cg.path, "cpu.cfs_quota_us", "cpu.max"));
     reap(&cg, pid);
-    printf("# cgroup v%d live: 50%% measured %.1f%%, lowered to 20%% measured %.1f%%; "
+    printf("# cgroup v%d live: 50%% measured %s, lowered to 20%% measured %s; "
            "unbounded: '%s'\n",
-           cg.version, at50, at20, unbounded);
+           cg.version, seen50, seen20, unbounded);
     assert_int_equal(rc, 0);
     assert_int_equal(rc0, 0);
     assert_true(at50 >= 45 && at50 <= 55);
