@@ -89,8 +89,7 @@ static void class_options(const struct nlattr *opts, struct tc_seen *s)
         if (mnl_attr_get_type(attr) == TCA_HTB_PARMS &&
             mnl_attr_get_payload_len(attr) >= sizeof(struct tc_htb_opt) && !s->rate)
             s->rate = ((const struct tc_htb_opt *)mnl_attr_get_payload(attr))->rate.rate;
-        if (mnl_attr_get_type(attr) == TCA_HTB_RATE64 &&
-            mnl_attr_validate(attr, MNL_TYPE_U64) == 0)
+        if (mnl_attr_get_type(attr) == TCA_HTB_RATE64 && mnl_attr_validate(attr, MNL_TYPE_U64) == 0)
             s->rate = mnl_attr_get_u64(attr); /* beyond 4 GB/s; it then wins over the parms */
     }
 }
@@ -274,8 +273,7 @@ cleanup:
 /* ---------------------------------------------------------------- apply and clear */
 
 /* nl from what the kernel holds on ifname now; why (if any) says what did not happen. */
-static void record(struct hc_netlimit *nl, const char *ifname, const char *address,
-                   const char *why)
+static void record(struct hc_netlimit *nl, const char *ifname, const char *address, const char *why)
 {
     struct tc_seen s;
     char read_why[200] = "", why_copy[500];
@@ -342,8 +340,8 @@ int hc_netlimit_apply(const char *ifname, const char *src_ipv4, int mbit, struct
         goto done;
     }
     if (!ours(&s)) {
-        const char *args[] = {"qdisc", "replace", "dev", ifname, "root", "handle", "4863:", "htb",
-                              "default", "0", NULL};
+        const char *args[] = {"qdisc", "replace", "dev",     ifname, "root", "handle",
+                              "4863:", "htb",     "default", "0",    NULL};
         if (run_tc(args, said, sizeof(said)) < 0) {
             tc_reason(what, said, why, sizeof(why));
             goto done;
@@ -351,14 +349,14 @@ int hc_netlimit_apply(const char *ifname, const char *src_ipv4, int mbit, struct
         made = 1;
     }
     snprintf(rate, sizeof(rate), "%dmbit", mbit);
-    const char *class_args[] = {"class", "replace", "dev",  ifname,  "parent", "4863:",
-                                "classid", "4863:1", "htb", "rate", rate,     "ceil",
-                                rate,      "quantum", "65536", NULL};
+    const char *class_args[] = {
+        "class", "replace", "dev", ifname, "parent", "4863:",   "classid", "4863:1",
+        "htb",   "rate",    rate,  "ceil", rate,     "quantum", "65536",   NULL};
     snprintf(src, sizeof(src), "%s/32", src_ipv4);
-    const char *filter_args[] = {"filter", "replace", "dev", ifname, "parent", "4863:", "protocol",
-                                 "ip", "prio", "1", "handle", "800::800", "u32", "match", "ip",
-                                 "src", src, "match", "ip", "protocol", "6", "0xff", "flowid",
-                                 "4863:1", NULL};
+    const char *filter_args[] = {
+        "filter", "replace",  "dev",      ifname, "parent", "4863:",  "protocol", "ip", "prio",
+        "1",      "handle",   "800::800", "u32",  "match",  "ip",     "src",      src,  "match",
+        "ip",     "protocol", "6",        "0xff", "flowid", "4863:1", NULL};
     if (run_tc(class_args, said, sizeof(said)) < 0 || run_tc(filter_args, said, sizeof(said)) < 0) {
         tc_reason(what, said, why, sizeof(why));
         if (made) { /* leave the interface as it was found */
@@ -423,8 +421,8 @@ json_t *hc_netlimit_json(const struct hc_netlimit *nl)
                  mbit_of(&s), nl->interface);
     return json_pack("{s:b, s:i, s:s?, s:s?, s:s, s:o, s:o, s:o}", "applied", held, "mbit",
                      held ? mbit_of(&s) : 0, "interface", nl->interface[0] ? nl->interface : NULL,
-                     "address", nl->address[0] ? nl->address : NULL, "detail", detail,
-                     "sent_bytes", held ? json_integer((json_int_t)s.bytes) : json_null(),
-                     "dropped", held ? json_integer(s.drops) : json_null(), "overlimits",
+                     "address", nl->address[0] ? nl->address : NULL, "detail", detail, "sent_bytes",
+                     held ? json_integer((json_int_t)s.bytes) : json_null(), "dropped",
+                     held ? json_integer(s.drops) : json_null(), "overlimits",
                      held ? json_integer(s.overlimits) : json_null());
 }

@@ -488,13 +488,13 @@ static void bench_cpu(void **state)
     const int asked[] = {10, 20, 50};
     struct hc_cgroup cg;
     pid_t pid = spinner(&cg, "hcbench-cpu", asked[0]);
-    printf("%-18s %8s %10s\n", "bound", "asked", "measured");
     for (size_t i = 0; i < sizeof(asked) / sizeof(asked[0]); i++) {
         if (i) {
             assert_int_equal(hc_cgroup_update(&cg, asked[i], 0), 0);
             usleep(300 * 1000);
         }
-        printf("%-18s %7d%% %9.1f%%\n", "cpu (cgroup v1)", asked[i], cpu_share(&cg));
+        printf("%-16s %12d%% %13.1f%%\n", cg.version == 1 ? "cpu, cgroup v1" : "cpu, cgroup v2",
+               asked[i], cpu_share(&cg));
     }
     reap(&cg, pid);
 }

@@ -158,7 +158,8 @@ static void tc_show(const char *what, char *out, size_t len)
 {
     char cmd[256];
     snprintf(cmd, sizeof(cmd),
-             "ip netns exec %s tc %s show dev " IF_A " 2>&1 | sed 's/ direct_packets_stat [0-9]*//'",
+             "ip netns exec %s tc %s show dev " IF_A
+             " 2>&1 | sed 's/ direct_packets_stat [0-9]*//'",
              lab.ns_a, what);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
@@ -275,8 +276,8 @@ static void test_bound_live(void **state)
     printf("# %s\n", nl.detail);
     assert_true(nl.applied);
     assert_int_equal(nl.mbit, 50);
-    assert_string_equal(nl.detail, "egress TCP from " ADDR_A " on " IF_A
-                                   " held to 50 Mbit/s (htb 4863:)");
+    assert_string_equal(nl.detail,
+                        "egress TCP from " ADDR_A " on " IF_A " held to 50 Mbit/s (htb 4863:)");
     tc_show("qdisc", qdisc, sizeof(qdisc));
     tc_show("class", klass, sizeof(klass));
     tc_show("filter", filter, sizeof(filter));
@@ -333,8 +334,7 @@ static void test_other_source_unbounded(void **state)
     flow_stop(&bounded);
     json_t *j = json_in_a(&nl);
     char *text = json_dumps(j, JSON_COMPACT);
-    printf("# from " ADDR_A2 ": %.1f Mbit/s; from " ADDR_A " at 50: %.1f; %s\n", fast, slow,
-           text);
+    printf("# from " ADDR_A2 ": %.1f Mbit/s; from " ADDR_A " at 50: %.1f; %s\n", fast, slow, text);
     free(text);
     assert_true(json_is_true(json_object_get(j, "applied")));
     assert_int_equal(json_integer_value(json_object_get(j, "mbit")), 50);
@@ -465,14 +465,13 @@ static void bench_net(void **state)
     struct hc_netlimit nl;
     struct flow f;
     flow_start(&f, ADDR_A, 5004);
-    printf("%-18s %8s %10s\n", "bound", "asked", "measured");
     for (size_t i = 0; i < sizeof(asked) / sizeof(asked[0]); i++) {
         assert_int_equal(apply_in_a(ADDR_A, asked[i], &nl), 0);
         double got = flow_measure(&f, 2, NULL);
         if (asked[i])
-            printf("%-18s %5d Mb %7.1f Mb\n", "net (htb, veth)", asked[i], got);
+            printf("%-16s %6d Mbit/s %7.1f Mbit/s\n", "net, htb on veth", asked[i], got);
         else
-            printf("%-18s %8s %7.1f Mb\n", "net (htb, veth)", "none", got);
+            printf("%-16s %13s %7.1f Mbit/s\n", "net, htb on veth", "none", got);
     }
     flow_stop(&f);
 }
