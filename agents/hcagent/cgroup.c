@@ -247,11 +247,12 @@ static int v1_leaf(struct hc_cgroup *cg, const char *root, const char *controlle
 }
 
 /* cg->detail: the bounds that apply now and where ("cpu 20%, memory unbounded in ..."), then
- * note ("; ..."), if any. */
+ * note ("; ...") and the caveat, if any. */
 static void describe(struct hc_cgroup *cg, const char *note)
 {
-    char cpu[32] = "unbounded", mem[32] = "unbounded", note_copy[600];
-    snprintf(note_copy, sizeof(note_copy), "%s", note ? note : "");
+    char cpu[32] = "unbounded", mem[32] = "unbounded", note_copy[1024];
+    snprintf(note_copy, sizeof(note_copy), "%s%s%s", note ? note : "",
+             note && note[0] && cg->caveat[0] ? "; " : "", cg->caveat);
     if (cg->cpu_percent)
         snprintf(cpu, sizeof(cpu), "%d%%", cg->cpu_percent);
     if (cg->memory_mb)
@@ -428,10 +429,12 @@ static int move_procs(struct hc_cgroup *cg, const char *from, const char *to)
 }
 
 /* v1: the cgroup of controller made live at out, knob set, the service's processes moved in
- * from its other cgroups; undone on failure. */
+ * from its other cgroups; undone on failure. cg->caveat says what a memory bound does not
+ * count. */
 static int v1_add(struct hc_cgroup *cg, const char *controller, char *out, size_t len,
                   const char *knob, long long value)
 {
+    int is_memory = strcmp(controller, "memory") == 0;
     const char *from = out != cg->path && cg->path[0]           ? cg->path
                        : out != cg->mem_path && cg->mem_path[0] ? cg->mem_path
                                                                 : cg->acct_path;
@@ -440,6 +443,14 @@ static int v1_add(struct hc_cgroup *cg, const char *controller, char *out, size_
     if (strcmp(controller, "cpu") == 0 &&
         write_number(cg, out, "cpu.cfs_period_us", CPU_PERIOD_US) < 0)
         goto fail;
+    /* v1 leaves a moved process's memory charged to its old cgroup unless told to move it
+     * too (anon and file pages: 3); kernels since 6.x refuse that (EINVAL, deprecated), and
+     * the new bound then counts only what the service allocates from now on */
+    if (is_memory && write_number(cg, out, "memory.move_charge_at_immigrate", 3) < 0)
+        snprintf(cg->caveat, sizeof(cg->caveat),
+                 "the memory the service held before the bound stays charged where it was (this "
+                 "kernel moves no v1 charges): it counts what it allocated since, all of it "
+                 "after a restart");
     if (write_number(cg, out, knob, value) < 0 || move_procs(cg, from, out) < 0)
         goto fail;
     return 0;
@@ -522,7 +533,7 @@ static const char *reason(const struct hc_cgroup *cg)
 
 int hc_cgroup_update(struct hc_cgroup *cg, int cpu_percent, int memory_mb)
 {
-    char why[600] = "", note[300] = "";
+    char why[800] = "", note[300] = "";
     int rc = 0;
     if (!cg->applied) {
         if (!cpu_percent && !memory_mb && !cg->cpu_percent && !cg->memory_mb)

@@ -178,15 +178,21 @@ static int mbit_of(const struct tc_seen *s)
 
 /* ---------------------------------------------------------------- running tc */
 
-/* What tc wrote, on one line: its lines joined with "; ". */
-static void one_line(char *text)
+/* What tc wrote, on one line into out: its lines joined with "; ". */
+static void one_line(const char *text, char *out, size_t len)
 {
-    size_t n = strlen(text);
+    size_t n = strlen(text), o = 0;
     while (n && (text[n - 1] == '\n' || text[n - 1] == ' '))
-        text[--n] = '\0';
-    for (char *p = text; *p; p++)
-        if (*p == '\n')
-            *p = ';';
+        n--;
+    for (size_t i = 0; i < n && o + 3 < len; i++) {
+        if (text[i] == '\n') {
+            out[o++] = ';';
+            out[o++] = ' ';
+        } else {
+            out[o++] = text[i];
+        }
+    }
+    out[o] = '\0';
 }
 
 /* Runs tc with args (from argv[1], NULL-terminated) within TC_TIMEOUT_MS, stdout and stderr in
@@ -195,7 +201,7 @@ static int run_tc(const char *const *args, char *out, size_t len)
 {
     const char *tc = getenv("HCAGENT_TC") ? getenv("HCAGENT_TC") : "/sbin/tc";
     const char *argv[32] = {tc};
-    char text[600] = "";
+    char text[600] = "", said[700];
     size_t used = 0, n = 1;
     int fds[2] = {-1, -1}, rc = -1, status = 0, err;
     pid_t pid = -1;
@@ -237,8 +243,14 @@ static int run_tc(const char *const *args, char *out, size_t len)
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
-        text[used] = '\0';
-        done = waitpid(pid, &status, WNOHANG) == pid;
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        /* ECHILD: reaped elsewhere (SIGCHLD ignored), its status lost; the caller reads back
+         * what the kernel holds anyway */
+        if (w < 0 && errno == ECHILD) {
+            status = 0;
+            w = pid;
+        }
+        done = w == pid;
     }
     while (done && !eof && used < sizeof(text) - 1) { /* what it wrote just before exiting */
         struct pollfd p = {fds[0], POLLIN, 0};
@@ -248,20 +260,20 @@ static int run_tc(const char *const *args, char *out, size_t len)
         used += (size_t)got;
     }
     text[used] = '\0';
-    one_line(text);
+    one_line(text, said, sizeof(said));
     if (!done) {
         kill(pid, SIGKILL);
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
             ;
         snprintf(out, len, "%s %s did not finish within %d s (killed)%s%s", tc, args[0],
-                 TC_TIMEOUT_MS / 1000, text[0] ? ": " : "", text);
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !text[0]) {
+                 TC_TIMEOUT_MS / 1000, said[0] ? ": " : "", said);
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !said[0]) {
         snprintf(out, len, "cannot run %s", tc);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         snprintf(out, len, "%s %s %s failed (%s %d)%s%s", tc, args[0], args[1],
                  WIFEXITED(status) ? "exit" : "signal",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), text[0] ? ": " : "",
-                 text);
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), said[0] ? ": " : "",
+                 said);
     } else {
         rc = 0;
     }

@@ -71,7 +71,8 @@ struct hc_cgroup {
     char acct_path[1100]; /* v1: its cpuacct cgroup, for the accounting ("" when none) */
     int applied;
     int cpu_percent, memory_mb; /* what was asked (0: nothing) */
-    char detail[600];           /* what was applied, or plainly why not */
+    char detail[1024];          /* what was applied, or plainly why not */
+    char caveat[200]; /* what a bound added live does not count (v1 memory), until a restart */
 };
 /* Prepares the service's cgroup NAME (e.g. "hcservice-n1": each agent its own, also when several
  * share one host's hierarchy, as the lab's do) under root (default /sys/fs/cgroup, or

@@ -482,6 +482,53 @@ static void test_real_memory_bound(void **state)
     assert_true(u.memory_peak_bytes > 0 && u.memory_peak_bytes <= 32ll << 20);
 }
 
+/* Live on v1: a memory bound for a service started with a CPU bound only: its cgroup is made
+ * and the process moved in. The 64 MB it holds move with it where the kernel still moves v1
+ * charges (then a bound below them is refused, EBUSY); where it does not (6.x: EINVAL) the
+ * detail says, from then on, that the bound counts only what the service allocated since. */
+static void test_real_memory_added(void **state)
+{
+    if (!real_cgroups())
+        fail_msg("needs root and a writable cgroup hierarchy at /sys/fs/cgroup");
+    char name[64], why[300], procs[32];
+    snprintf(name, sizeof(name), "hctest-memadd-%d", (int)getpid());
+    struct hc_cgroup cg;
+    hc_cgroup_setup(&cg, "/sys/fs/cgroup", name, 80, 0);
+    if (!cg.applied)
+        fail_msg("%s", cg.detail);
+    int go;
+    pid_t pid = child(&go, hold);
+    assert_int_equal(hc_cgroup_attach(&cg, pid, why, sizeof(why)), 0);
+    assert_int_equal(write(go, "x", 1), 1);
+    close(go);
+    usleep(500 * 1000); /* 64 MB touched */
+    int rc = hc_cgroup_update(&cg, 80, 256);
+    char added[700];
+    snprintf(added, sizeof(added), "%s", cg.detail);
+    struct hc_cgroup_usage u;
+    assert_int_equal(hc_cgroup_usage(&cg, &u), 0);
+    snprintf(procs, sizeof(procs), "%d", (int)pid);
+    char in[32];
+    snprintf(in, sizeof(in), "%s",
+             cg.mem_path[0] ? knob(&cg, cg.mem_path, "cgroup.procs", "x") : "");
+    int lowered = hc_cgroup_update(&cg, 80, 32);
+    printf("# cgroup v%d live, a memory bound added: %d '%s', %lld bytes charged; lowered to "
+           "32 MB: %d '%s'\n",
+           cg.version, rc, added, u.memory_bytes, lowered, cg.detail);
+    reap(&cg, pid);
+    assert_int_equal(rc, 0);
+    if (cg.version == 1) {
+        assert_string_equal(in, procs);
+        int moved = u.memory_bytes >= 64ll << 20;
+        const char *caveat = "; the memory the service held before the bound stays charged "
+                             "where it was (this kernel moves no v1 charges)";
+        assert_true(moved || strstr(added, caveat));
+        assert_int_equal(lowered, moved ? -1 : 0);
+        /* said as long as it is so, not only by the change that made it so */
+        assert_non_null(strstr(cg.detail, moved ? "(EBUSY)" : caveat));
+    }
+}
+
 /* bench/netlimit.sh: asked vs measured CPU, one cgroup changed live from one to the next. */
 static void bench_cpu(void **state)
 {
@@ -502,9 +549,10 @@ static void bench_cpu(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_v1_fake),         cmocka_unit_test(test_v2_fake_update),
-        cmocka_unit_test(test_real_cpu_bound),  cmocka_unit_test(test_real_memory_bound),
-        cmocka_unit_test(test_real_cpu_update), cmocka_unit_test(test_real_memory_update),
+        cmocka_unit_test(test_v1_fake),           cmocka_unit_test(test_v2_fake_update),
+        cmocka_unit_test(test_real_cpu_bound),    cmocka_unit_test(test_real_memory_bound),
+        cmocka_unit_test(test_real_cpu_update),   cmocka_unit_test(test_real_memory_update),
+        cmocka_unit_test(test_real_memory_added),
     };
     const struct CMUnitTest bench[] = {cmocka_unit_test(bench_cpu)};
     if (argc > 1 && strcmp(argv[1], "bench") == 0)
