@@ -67,20 +67,6 @@ static void kind_of(const struct nlattr *attr, char *out, size_t len)
         snprintf(out, len, "%s", mnl_attr_get_str(attr));
 }
 
-static int qdisc_cb(const struct nlmsghdr *nlh, void *data)
-{
-    struct tc_seen *s = data;
-    const struct tcmsg *tcm = mnl_nlmsg_get_payload(nlh);
-    if (nlh->nlmsg_type != RTM_NEWQDISC || (unsigned int)tcm->tcm_ifindex != s->ifindex ||
-        tcm->tcm_parent != TC_H_ROOT)
-        return MNL_CB_OK;
-    const struct nlattr *attr;
-    s->has_root = 1;
-    s->root_handle = tcm->tcm_handle;
-    mnl_attr_for_each(attr, nlh, sizeof(*tcm)) kind_of(attr, s->root_kind, sizeof(s->root_kind));
-    return MNL_CB_OK;
-}
-
 static void class_options(const struct nlattr *opts, struct tc_seen *s)
 {
     const struct nlattr *attr;
@@ -115,28 +101,39 @@ static void class_stats(const struct nlattr *stats, struct tc_seen *s)
     }
 }
 
-static int class_cb(const struct nlmsghdr *nlh, void *data)
+/* A qdisc or class of the dump: the root qdisc of s->ifindex, or the agent's class on it. */
+static int tc_cb(const struct nlmsghdr *nlh, void *data)
 {
     struct tc_seen *s = data;
     const struct tcmsg *tcm = mnl_nlmsg_get_payload(nlh);
-    if (nlh->nlmsg_type != RTM_NEWTCLASS || (unsigned int)tcm->tcm_ifindex != s->ifindex ||
-        tcm->tcm_handle != CLASS_HANDLE)
+    if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*tcm) ||
+        (unsigned int)tcm->tcm_ifindex != s->ifindex)
+        return MNL_CB_OK;
+    int root = nlh->nlmsg_type == RTM_NEWQDISC && tcm->tcm_parent == TC_H_ROOT;
+    int klass = nlh->nlmsg_type == RTM_NEWTCLASS && tcm->tcm_handle == CLASS_HANDLE;
+    if (!root && !klass)
         return MNL_CB_OK;
     const struct nlattr *attr;
     char kind[32] = "";
     mnl_attr_for_each(attr, nlh, sizeof(*tcm))
     {
         kind_of(attr, kind, sizeof(kind));
-        if (mnl_attr_get_type(attr) == TCA_OPTIONS)
+        if (klass && mnl_attr_get_type(attr) == TCA_OPTIONS)
             class_options(attr, s);
-        if (mnl_attr_get_type(attr) == TCA_STATS2)
+        if (klass && mnl_attr_get_type(attr) == TCA_STATS2)
             class_stats(attr, s);
     }
-    s->has_class = strcmp(kind, "htb") == 0 && s->rate > 0;
+    if (root) {
+        s->has_root = 1;
+        s->root_handle = tcm->tcm_handle;
+        snprintf(s->root_kind, sizeof(s->root_kind), "%s", kind);
+    } else {
+        s->has_class = strcmp(kind, "htb") == 0 && s->rate > 0;
+    }
     return MNL_CB_OK;
 }
 
-static int dump(int type, mnl_cb_t cb, struct tc_seen *s)
+static int dump(int type, struct tc_seen *s)
 {
     char buf[256];
     struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
@@ -145,7 +142,7 @@ static int dump(int type, mnl_cb_t cb, struct tc_seen *s)
     struct tcmsg *tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
     tcm->tcm_family = AF_UNSPEC;
     tcm->tcm_ifindex = (int)s->ifindex;
-    return hc_rtnl_transact(nlh, cb, s);
+    return hc_rtnl_transact(nlh, tc_cb, s);
 }
 
 /* The root qdisc of ifname and the agent's class on it. 0, or -1 with why (no such interface,
@@ -157,8 +154,8 @@ static int read_kernel(const char *ifname, struct tc_seen *s, char *why, size_t 
         snprintf(why, len, "no interface %s", ifname);
         return -1;
     }
-    if (dump(RTM_GETQDISC, qdisc_cb, s) < 0 ||
-        (s->has_root && s->root_handle == QDISC_HANDLE && dump(RTM_GETTCLASS, class_cb, s) < 0)) {
+    if (dump(RTM_GETQDISC, s) < 0 ||
+        (s->has_root && s->root_handle == QDISC_HANDLE && dump(RTM_GETTCLASS, s) < 0)) {
         snprintf(why, len, "cannot read the qdiscs of %s: %s", ifname, strerror(errno));
         return -1;
     }

@@ -310,21 +310,29 @@ static double share_near(const struct hc_cgroup *cg, int target, char *seen, siz
     return pct;
 }
 
-/* A spinning process in a new cgroup NAME-PID bounded to cpu_percent, started; cg ready. */
-static pid_t spinner(struct hc_cgroup *cg, const char *name, int cpu_percent)
+/* A child running work() in a new real cgroup NAME-PID with the bounds, started; cg ready. */
+static pid_t started(struct hc_cgroup *cg, const char *name, int cpu_percent, int memory_mb,
+                     void (*work)(void))
 {
     char leaf[64], why[300];
     int go;
     if (!real_cgroups())
         fail_msg("needs root and a writable cgroup hierarchy at /sys/fs/cgroup");
     snprintf(leaf, sizeof(leaf), "%s-%d", name, (int)getpid());
-    hc_cgroup_setup(cg, "/sys/fs/cgroup", leaf, cpu_percent, 0);
+    hc_cgroup_setup(cg, "/sys/fs/cgroup", leaf, cpu_percent, memory_mb);
     if (!cg->applied)
         fail_msg("%s", cg->detail);
-    pid_t pid = child(&go, spin);
+    pid_t pid = child(&go, work);
     assert_int_equal(hc_cgroup_attach(cg, pid, why, sizeof(why)), 0);
     assert_int_equal(write(go, "x", 1), 1);
     close(go);
+    return pid;
+}
+
+/* A spinning process bounded to cpu_percent, running for 0.3 s already. */
+static pid_t spinner(struct hc_cgroup *cg, const char *name, int cpu_percent)
+{
+    pid_t pid = started(cg, name, cpu_percent, 0, spin);
     usleep(300 * 1000);
     return pid;
 }
@@ -395,19 +403,8 @@ static void test_real_cpu_update(void **state)
  * kills, and the detail says how many), raised again, a cpu bound added, then unbounded. */
 static void test_real_memory_update(void **state)
 {
-    if (!real_cgroups())
-        fail_msg("needs root and a writable cgroup hierarchy at /sys/fs/cgroup");
-    char name[64], why[300];
-    snprintf(name, sizeof(name), "hctest-memlive-%d", (int)getpid());
     struct hc_cgroup cg;
-    hc_cgroup_setup(&cg, "/sys/fs/cgroup", name, 0, 256);
-    if (!cg.applied)
-        fail_msg("%s", cg.detail);
-    int go;
-    pid_t pid = child(&go, hold);
-    assert_int_equal(hc_cgroup_attach(&cg, pid, why, sizeof(why)), 0);
-    assert_int_equal(write(go, "x", 1), 1);
-    close(go);
+    pid_t pid = started(&cg, "hctest-memlive", 0, 256, hold);
     struct hc_cgroup_usage u = {0};
     for (int i = 0; i < 100 && u.memory_bytes < (64ll << 20); i++) {
         usleep(50 * 1000);
@@ -488,19 +485,9 @@ static void test_real_memory_bound(void **state)
  * detail says, from then on, that the bound counts only what the service allocated since. */
 static void test_real_memory_added(void **state)
 {
-    if (!real_cgroups())
-        fail_msg("needs root and a writable cgroup hierarchy at /sys/fs/cgroup");
-    char name[64], why[300], procs[32];
-    snprintf(name, sizeof(name), "hctest-memadd-%d", (int)getpid());
+    char procs[32];
     struct hc_cgroup cg;
-    hc_cgroup_setup(&cg, "/sys/fs/cgroup", name, 80, 0);
-    if (!cg.applied)
-        fail_msg("%s", cg.detail);
-    int go;
-    pid_t pid = child(&go, hold);
-    assert_int_equal(hc_cgroup_attach(&cg, pid, why, sizeof(why)), 0);
-    assert_int_equal(write(go, "x", 1), 1);
-    close(go);
+    pid_t pid = started(&cg, "hctest-memadd", 80, 0, hold);
     usleep(500 * 1000); /* 64 MB touched */
     int rc = hc_cgroup_update(&cg, 80, 256);
     char added[700];
