@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/gen_stats.h>
+#include <linux/pkt_cls.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
@@ -59,6 +60,8 @@ struct tc_seen {
     uint64_t rate;  /* bytes per second */
     uint64_t bytes; /* sent through the class */
     uint32_t drops, overlimits;
+    int has_filter;      /* the agent's filter: TCP from filter_src into the class */
+    char filter_src[16]; /* its address */
 };
 
 static void kind_of(const struct nlattr *attr, char *out, size_t len)
@@ -101,7 +104,40 @@ static void class_stats(const struct nlattr *stats, struct tc_seen *s)
     }
 }
 
-/* A qdisc or class of the dump: the root qdisc of s->ifindex, or the agent's class on it. */
+/* The u32 filter's keys as tc writes them for "match ip src ADDR/32 match ip protocol 6 0xff"
+ * (src at offset 12 of the IP header, protocol in the third byte of the word at 8). */
+static void filter_options(const struct nlattr *opts, struct tc_seen *s)
+{
+    const struct nlattr *attr;
+    uint32_t classid = 0, src = 0;
+    int tcp = 0;
+    mnl_attr_for_each_nested(attr, opts)
+    {
+        size_t n = mnl_attr_get_payload_len(attr);
+        if (mnl_attr_get_type(attr) == TCA_U32_CLASSID &&
+            mnl_attr_validate(attr, MNL_TYPE_U32) == 0)
+            classid = mnl_attr_get_u32(attr);
+        if (mnl_attr_get_type(attr) != TCA_U32_SEL || n < sizeof(struct tc_u32_sel))
+            continue;
+        const struct tc_u32_sel *sel = mnl_attr_get_payload(attr);
+        if (n < sizeof(*sel) + sel->nkeys * sizeof(struct tc_u32_key))
+            continue;
+        for (unsigned int i = 0; i < sel->nkeys; i++) {
+            const struct tc_u32_key *k = &sel->keys[i];
+            if (k->off == 12 && k->mask == 0xffffffffu)
+                src = k->val;
+            if (k->off == 8 && k->mask == htonl(0x00ff0000u) && k->val == htonl(0x00060000u))
+                tcp = 1;
+        }
+    }
+    if (classid == CLASS_HANDLE && src && tcp) {
+        struct in_addr a = {.s_addr = src};
+        s->has_filter = inet_ntop(AF_INET, &a, s->filter_src, sizeof(s->filter_src)) != NULL;
+    }
+}
+
+/* A qdisc, class or filter of the dump: the root qdisc of s->ifindex, or the agent's class on it.
+ */
 static int tc_cb(const struct nlmsghdr *nlh, void *data)
 {
     struct tc_seen *s = data;
@@ -111,7 +147,8 @@ static int tc_cb(const struct nlmsghdr *nlh, void *data)
         return MNL_CB_OK;
     int root = nlh->nlmsg_type == RTM_NEWQDISC && tcm->tcm_parent == TC_H_ROOT;
     int klass = nlh->nlmsg_type == RTM_NEWTCLASS && tcm->tcm_handle == CLASS_HANDLE;
-    if (!root && !klass)
+    int filter = nlh->nlmsg_type == RTM_NEWTFILTER && tcm->tcm_parent == QDISC_HANDLE;
+    if (!root && !klass && !filter)
         return MNL_CB_OK;
     const struct nlattr *attr;
     char kind[32] = "";
@@ -122,18 +159,20 @@ static int tc_cb(const struct nlmsghdr *nlh, void *data)
             class_options(attr, s);
         if (klass && mnl_attr_get_type(attr) == TCA_STATS2)
             class_stats(attr, s);
+        if (filter && mnl_attr_get_type(attr) == TCA_OPTIONS)
+            filter_options(attr, s);
     }
     if (root) {
         s->has_root = 1;
         s->root_handle = tcm->tcm_handle;
         snprintf(s->root_kind, sizeof(s->root_kind), "%s", kind);
-    } else {
+    } else if (klass) {
         s->has_class = strcmp(kind, "htb") == 0 && s->rate > 0;
     }
     return MNL_CB_OK;
 }
 
-static int dump(int type, struct tc_seen *s)
+static int dump(int type, uint32_t parent, struct tc_seen *s)
 {
     char buf[256];
     struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
@@ -142,6 +181,7 @@ static int dump(int type, struct tc_seen *s)
     struct tcmsg *tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
     tcm->tcm_family = AF_UNSPEC;
     tcm->tcm_ifindex = (int)s->ifindex;
+    tcm->tcm_parent = parent;
     return hc_rtnl_transact(nlh, tc_cb, s);
 }
 
@@ -154,8 +194,9 @@ static int read_kernel(const char *ifname, struct tc_seen *s, char *why, size_t 
         snprintf(why, len, "no interface %s", ifname);
         return -1;
     }
-    if (dump(RTM_GETQDISC, s) < 0 ||
-        (s->has_root && s->root_handle == QDISC_HANDLE && dump(RTM_GETTCLASS, s) < 0)) {
+    if (dump(RTM_GETQDISC, 0, s) < 0 ||
+        (s->has_root && s->root_handle == QDISC_HANDLE &&
+         (dump(RTM_GETTCLASS, 0, s) < 0 || dump(RTM_GETTFILTER, QDISC_HANDLE, s) < 0))) {
         snprintf(why, len, "cannot read the qdiscs of %s: %s", ifname, strerror(errno));
         return -1;
     }
@@ -165,6 +206,12 @@ static int read_kernel(const char *ifname, struct tc_seen *s, char *why, size_t 
 static int ours(const struct tc_seen *s)
 {
     return s->has_root && s->root_handle == QDISC_HANDLE && strcmp(s->root_kind, "htb") == 0;
+}
+
+/* The bound is in place: the agent's qdisc, its class at a rate, its filter into the class. */
+static int held(const struct tc_seen *s)
+{
+    return ours(s) && s->has_class && s->has_filter;
 }
 
 /* The kernel's rate in whole Mbit/s (tc stores bytes per second). */
@@ -289,9 +336,9 @@ static void record(struct hc_netlimit *nl, const char *ifname, const char *addre
     snprintf(why_copy, sizeof(why_copy), "%s", why ? why : "");
     int known = read_kernel(ifname, &s, read_why, sizeof(read_why)) == 0;
     snprintf(nl->interface, sizeof(nl->interface), "%s", ifname);
-    if (address)
-        snprintf(nl->address, sizeof(nl->address), "%s", address);
-    nl->applied = known && ours(&s) && s.has_class;
+    nl->applied = known && held(&s);
+    if (nl->applied || address) /* the kernel's filter says which address is bounded */
+        snprintf(nl->address, sizeof(nl->address), "%s", nl->applied ? s.filter_src : address);
     nl->mbit = nl->applied ? mbit_of(&s) : 0;
     if (nl->applied)
         snprintf(nl->detail, sizeof(nl->detail),
@@ -417,21 +464,22 @@ json_t *hc_netlimit_json(const struct hc_netlimit *nl)
 {
     struct tc_seen s = {0};
     char why[200] = "", detail[800];
-    int held = nl->interface[0] && read_kernel(nl->interface, &s, why, sizeof(why)) == 0 &&
-               ours(&s) && s.has_class;
+    int on = nl->interface[0] && read_kernel(nl->interface, &s, why, sizeof(why)) == 0 && held(&s);
+    const char *address = on ? s.filter_src : nl->address;
     snprintf(detail, sizeof(detail), "%s", nl->detail);
-    if (nl->applied && !held)
+    if (nl->applied && !on)
         snprintf(detail, sizeof(detail),
                  "the net bound of %d Mbit/s on %s is gone (%s): the service's traffic is not "
                  "bounded",
                  nl->mbit, nl->interface, why[0] ? why : "removed outside the agent");
-    else if (held && (!nl->applied || mbit_of(&s) != nl->mbit))
-        snprintf(detail, sizeof(detail), "the kernel holds %d Mbit/s on %s, set outside the agent",
-                 mbit_of(&s), nl->interface);
-    return json_pack("{s:b, s:i, s:s?, s:s?, s:s, s:o, s:o, s:o}", "applied", held, "mbit",
-                     held ? mbit_of(&s) : 0, "interface", nl->interface[0] ? nl->interface : NULL,
-                     "address", nl->address[0] ? nl->address : NULL, "detail", detail, "sent_bytes",
-                     held ? json_integer((json_int_t)s.bytes) : json_null(), "dropped",
-                     held ? json_integer(s.drops) : json_null(), "overlimits",
-                     held ? json_integer(s.overlimits) : json_null());
+    else if (on && (!nl->applied || mbit_of(&s) != nl->mbit || strcmp(address, nl->address)))
+        snprintf(detail, sizeof(detail),
+                 "the kernel holds %d Mbit/s for TCP from %s on %s, set outside the agent",
+                 mbit_of(&s), address, nl->interface);
+    return json_pack("{s:b, s:i, s:s?, s:s?, s:s, s:o, s:o, s:o}", "applied", on, "mbit",
+                     on ? mbit_of(&s) : 0, "interface", nl->interface[0] ? nl->interface : NULL,
+                     "address", address[0] ? address : NULL, "detail", detail, "sent_bytes",
+                     on ? json_integer((json_int_t)s.bytes) : json_null(), "dropped",
+                     on ? json_integer(s.drops) : json_null(), "overlimits",
+                     on ? json_integer(s.overlimits) : json_null());
 }

@@ -14,10 +14,10 @@
 
 /* What applies on an interface, as the last apply or clear found it in the kernel. */
 struct hc_netlimit {
-    int applied;        /* 1: the kernel holds the agent's class on interface */
+    int applied;        /* 1: the kernel holds the agent's qdisc, class and filter there */
     int mbit;           /* its rate (0 when not applied) */
     char interface[16]; /* "" before any apply */
-    char address[16];   /* the source address it matches */
+    char address[16];   /* the source address it matches (the kernel's filter's) */
     char detail[700];   /* what applies, or plainly why not */
 };
 
@@ -38,8 +38,9 @@ int hc_netlimit_apply(const char *ifname, const char *src_ipv4, int mbit, struct
 int hc_netlimit_clear(const char *ifname, struct hc_netlimit *nl);
 
 /* {"applied","mbit","interface","address","detail","sent_bytes","dropped","overlimits"}, read
- * from the kernel now (rtnetlink, no process: fine on the loop thread). applied and mbit are
- * what the kernel holds (a bound removed by hand shows as gone, the detail says so);
+ * from the kernel now (rtnetlink, no process: fine on the loop thread). applied, mbit and
+ * address are what the kernel holds (qdisc, class and filter: a bound or its filter removed by
+ * hand shows as gone, the detail says so);
  * sent_bytes, dropped and overlimits are the class's counters (the service's TCP through the
  * bound), null when there is none. New reference. */
 json_t *hc_netlimit_json(const struct hc_netlimit *nl);

@@ -381,6 +381,7 @@ static void test_cannot_apply(void **state)
     need_root();
     struct hc_netlimit nl;
     char detail[1024], show[1024], script[600];
+    json_t *j;
 
     setenv("HCAGENT_TC", "/nonexistent/tc", 1);
     assert_int_equal(apply_in_a(ADDR_A, 50, &nl), -1);
@@ -447,9 +448,22 @@ static void test_cannot_apply(void **state)
                                    "(htb 4863:); net bound of 200 Mbit/s not applied: cannot run "
                                    "/nonexistent/tc: No such file or directory");
 
+    /* the filter removed by hand: the class alone bounds nothing, and the report says so */
+    hc_test_sh("ip netns exec %s tc filter del dev " IF_A " parent 4863: prio 1", lab.ns_a);
+    j = json_in_a(&nl);
+    assert_true(json_is_false(json_object_get(j, "applied")));
+    assert_non_null(strstr(json_string_value(json_object_get(j, "detail")), "is gone"));
+    json_decref(j);
+    /* a new address, live: the filter replaced, and the kernel's address reported */
+    assert_int_equal(apply_in_a(ADDR_A2, 50, &nl), 0);
+    assert_string_equal(nl.address, ADDR_A2);
+    j = json_in_a(&nl);
+    assert_string_equal(json_string_value(json_object_get(j, "address")), ADDR_A2);
+    json_decref(j);
+
     /* a bound removed by hand: the report says it is gone */
     hc_test_sh("ip netns exec %s tc qdisc del dev " IF_A " root", lab.ns_a);
-    json_t *j = json_in_a(&nl);
+    j = json_in_a(&nl);
     const char *said = json_string_value(json_object_get(j, "detail"));
     printf("# removed by hand: %s\n", said);
     assert_true(json_is_false(json_object_get(j, "applied")));
