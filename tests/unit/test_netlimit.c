@@ -7,6 +7,7 @@
  *   wire); applied again, the same qdisc, class and filter; raised to 200 while the flow runs:
  *   within 20% of 200; cleared: well above 200 (over 400);
  * - TCP from the interface's other address is not bounded (over 400) while .1's is;
+ * - the agent's own privilege (its five capabilities, no_new_privs) is enough for tc;
  * - what cannot apply says so and bounds nothing: tc missing, tc not permitted (a child as
  *   nobody), tc that hangs (killed after 5 s), a root qdisc the agent did not make (left
  *   alone, by clear too), no such interface, an IPv6 address; a change that fails keeps the
@@ -38,6 +39,7 @@
 #include <unistd.h>
 
 #include "agents/hcagent/netlimit.h"
+#include "agents/hcagent/privilege.h"
 #include "support/support.h"
 
 #define IF_A "nla"
@@ -375,6 +377,38 @@ static int apply_as_nobody(char *detail, size_t len)
     return rc;
 }
 
+/* The agent's own privilege (hc_privilege_restrict_agent: its five capabilities,
+ * no_new_privs) is enough for tc: a child so restricted applies and clears the bound. */
+static void test_agent_privilege(void **state)
+{
+    need_root();
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    enter(lab.a);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct hc_netlimit nl;
+        struct hc_error err = {0};
+        close(p[0]);
+        if (hc_privilege_restrict_agent(&err) < 0) {
+            dprintf(p[1], "restrict: %s", err.message);
+            _exit(1);
+        }
+        int a = hc_netlimit_apply(IF_A, ADDR_A, 50, &nl), applied = nl.applied;
+        dprintf(p[1], "%d %d %d %s", a, applied, hc_netlimit_clear(IF_A, &nl), nl.detail);
+        _exit(0);
+    }
+    enter(lab.home);
+    close(p[1]);
+    char buf[1024];
+    ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+    close(p[0]);
+    waitpid(pid, NULL, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    printf("# with the agent's capabilities: %s\n", buf);
+    assert_string_equal(buf, "0 1 0 the service's traffic on " IF_A " is not bounded");
+}
+
 /* What cannot apply says why and bounds nothing. */
 static void test_cannot_apply(void **state)
 {
@@ -495,6 +529,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_bound_live, clean_root),
         cmocka_unit_test_setup(test_other_source_unbounded, clean_root),
+        cmocka_unit_test_setup(test_agent_privilege, clean_root),
         cmocka_unit_test_setup(test_cannot_apply, clean_root),
     };
     const struct CMUnitTest bench[] = {cmocka_unit_test(bench_net)};
