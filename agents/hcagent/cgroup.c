@@ -536,13 +536,21 @@ int hc_cgroup_update(struct hc_cgroup *cg, int cpu_percent, int memory_mb)
     char why[800] = "", note[300] = "";
     int rc = 0;
     if (!cg->applied) {
-        if (!cpu_percent && !memory_mb && !cg->cpu_percent && !cg->memory_mb)
-            return 0; /* unbounded, as it runs */
+        const char *prefix = "limits not changed live: ";
+        if (!cpu_percent && !memory_mb) { /* unbounded, as it runs */
+            if (cg->cpu_percent || cg->memory_mb ||
+                strncmp(cg->detail, prefix, strlen(prefix)) == 0)
+                snprintf(cg->detail, sizeof(cg->detail), "no limits asked"); /* withdrawn */
+            cg->cpu_percent = cg->memory_mb = 0;
+            return 0;
+        }
+        if (strncmp(cg->detail, prefix, strlen(prefix)) == 0)
+            return -1; /* said already, with the reason */
         snprintf(why, sizeof(why), "%s", cg->detail);
         snprintf(cg->detail, sizeof(cg->detail),
-                 "limits not changed live: the service runs in no cgroup of the agent (%s); "
-                 "they apply when it is put in one",
-                 why);
+                 "%sthe service runs in no cgroup of the agent (%s); they apply when it is put "
+                 "in one",
+                 prefix, why);
         return -1;
     }
     if (cpu_percent != cg->cpu_percent) {

@@ -213,8 +213,13 @@ static void test_v2_fake_update(void **state)
     hc_cgroup_setup(&cg, root, "hcservice", 0, 0);
     assert_int_equal(hc_cgroup_update(&cg, 0, 0), 0);
     assert_int_equal(hc_cgroup_update(&cg, 20, 0), -1);
-    assert_non_null(strstr(cg.detail, "limits not changed live: the service runs in no cgroup "
-                                      "of the agent (the bundle asks for no limits)"));
+    const char *said = "limits not changed live: the service runs in no cgroup of the agent (the "
+                       "bundle asks for no limits); they apply when it is put in one";
+    assert_string_equal(cg.detail, said);
+    assert_int_equal(hc_cgroup_update(&cg, 30, 0), -1);
+    assert_string_equal(cg.detail, said); /* once, not nested */
+    assert_int_equal(hc_cgroup_update(&cg, 0, 0), 0);
+    assert_string_equal(cg.detail, "no limits asked");
     hc_test_sh("rm -rf '%s'", root);
 }
 
