@@ -329,11 +329,12 @@ cleanup:
 /* ---------------------------------------------------------------- apply and clear */
 
 /* nl from what the kernel holds on ifname now; why (if any) says what did not happen. */
-static void record(struct hc_netlimit *nl, const char *ifname, const char *address, const char *why)
+static void record(struct hc_netlimit *nl, const char *name, const char *address, const char *why)
 {
     struct tc_seen s;
-    char read_why[200] = "", why_copy[500];
+    char read_why[200] = "", why_copy[600], ifname[sizeof(nl->interface)];
     snprintf(why_copy, sizeof(why_copy), "%s", why ? why : "");
+    snprintf(ifname, sizeof(ifname), "%s", name); /* name may be nl->interface itself */
     int known = read_kernel(ifname, &s, read_why, sizeof(read_why)) == 0;
     snprintf(nl->interface, sizeof(nl->interface), "%s", ifname);
     nl->applied = known && held(&s);
@@ -367,19 +368,33 @@ static int valid_name(const char *ifname)
 
 int hc_netlimit_apply(const char *ifname, const char *src_ipv4, int mbit, struct hc_netlimit *nl)
 {
-    char what[80], rate[32], src[40], said[500], why[600] = "";
+    char what[80], rate[32], src[40], said[500], why[600] = "", old[sizeof(nl->interface)];
+    char moved[300] = "";
     struct in_addr a;
     struct tc_seen s;
     int made = 0, rc = -1;
-    memset(nl, 0, sizeof(*nl));
+    snprintf(old, sizeof(old), "%s", nl->interface);
     if (!valid_name(ifname) || !src_ipv4 || inet_pton(AF_INET, src_ipv4, &a) != 1 || mbit < 0 ||
         mbit > MAX_MBIT) {
-        snprintf(nl->detail, sizeof(nl->detail),
+        snprintf(why, sizeof(why),
                  "net bound not applied: needs an interface, an IPv4 address and 0-%d Mbit/s "
-                 "(got '%s', '%s', %d): the service's traffic is not bounded",
+                 "(got '%s', '%s', %d)",
                  MAX_MBIT, ifname ? ifname : "", src_ipv4 ? src_ipv4 : "", mbit);
+        if (valid_name(old)) { /* what the last apply left there still holds */
+            record(nl, old, NULL, why);
+        } else {
+            memset(nl, 0, sizeof(*nl));
+            snprintf(nl->detail, sizeof(nl->detail), "%s: the service's traffic is not bounded",
+                     why);
+        }
         return -1;
     }
+    if (valid_name(old) && strcmp(old, ifname) != 0) { /* the storage interface changed */
+        struct hc_netlimit there = {0};
+        if (hc_netlimit_clear(old, &there) < 0)
+            snprintf(moved, sizeof(moved), "the bound on %s stays: %s", old, there.detail);
+    }
+    memset(nl, 0, sizeof(*nl));
     if (mbit == 0)
         return hc_netlimit_clear(ifname, nl);
     snprintf(nl->address, sizeof(nl->address), "%s", src_ipv4);
@@ -423,10 +438,15 @@ int hc_netlimit_apply(const char *ifname, const char *src_ipv4, int mbit, struct
     }
     rc = 0;
 done:
+    if (moved[0]) {
+        size_t n = strlen(why);
+        snprintf(why + n, sizeof(why) - n, "%s%s", n ? "; " : "", moved);
+    }
     record(nl, ifname, src_ipv4, why);
-    if (rc == 0 && (!nl->applied || nl->mbit != mbit)) {
-        snprintf(why, sizeof(why), "%s: tc succeeded but the kernel holds %d Mbit/s", what,
-                 nl->mbit);
+    if (rc == 0 && (!nl->applied || nl->mbit != mbit || strcmp(nl->address, src_ipv4) != 0)) {
+        snprintf(why, sizeof(why), "%s for %s: tc succeeded but the kernel holds %d Mbit/s%s%s",
+                 what, src_ipv4, nl->mbit, nl->applied ? " for " : "",
+                 nl->applied ? nl->address : "");
         record(nl, ifname, src_ipv4, why);
         rc = -1;
     }

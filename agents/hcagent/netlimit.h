@@ -29,8 +29,10 @@ struct hc_netlimit {
  * may block ~15 s: call it on a job thread (it uses only its arguments). A root qdisc the agent
  * did not put there is left alone (refused). 0, or -1 with nl->detail saying plainly why (tc
  * missing, not permitted, no such interface, someone else's qdisc, tc's own words): the
- * service then runs unbounded (or on the bound it had), and the detail says which. nl receives
- * what the kernel holds afterwards. */
+ * service then runs unbounded (or on the bound it had), and the detail says which. nl is in and
+ * out: zeroed before the first apply, it receives what the kernel holds afterwards; a bound an
+ * earlier apply put on another interface (nl->interface: the storage interface changed) is
+ * removed first; arguments refused leave the bound as it was, said in the detail. */
 int hc_netlimit_apply(const char *ifname, const char *src_ipv4, int mbit, struct hc_netlimit *nl);
 
 /* Removes the agent's root qdisc from ifname and nothing else. 0 when no bound of the agent's

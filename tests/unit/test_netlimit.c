@@ -469,6 +469,22 @@ static void test_cannot_apply(void **state)
                                    "the service's traffic on nosuch0 is not bounded");
     assert_int_equal(hc_netlimit_apply(IF_A, "fd00::1", 50, &nl), -1);
     assert_non_null(strstr(nl.detail, "needs an interface, an IPv4 address"));
+    /* refused arguments leave what an earlier apply set, and say it still holds */
+    assert_int_equal(hc_netlimit_apply(IF_A, ADDR_A, 50, &nl), 0);
+    assert_int_equal(hc_netlimit_apply(IF_A, ADDR_A, -5, &nl), -1);
+    assert_true(nl.applied);
+    assert_string_equal(nl.detail, "egress TCP from " ADDR_A " on " IF_A " held to 50 Mbit/s "
+                                   "(htb 4863:); net bound not applied: needs an interface, an "
+                                   "IPv4 address and 0-1000000 Mbit/s (got 'nla', "
+                                   "'198.18.150.1', -5)");
+    /* another interface: the bound moves (lo: a root qdisc of its own is fine there) */
+    assert_int_equal(hc_netlimit_apply("lo", "127.0.0.1", 20, &nl), 0);
+    assert_string_equal(nl.interface, "lo");
+    enter(lab.home);
+    tc_show("qdisc", show, sizeof(show));
+    assert_null(strstr(show, "htb"));
+    enter(lab.a);
+    assert_int_equal(hc_netlimit_apply("lo", "127.0.0.1", 0, &nl), 0);
     enter(lab.home);
 
     /* a change that fails leaves the bound it had, and says both */
