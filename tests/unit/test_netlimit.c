@@ -349,32 +349,47 @@ static void test_other_source_unbounded(void **state)
     assert_true(slow >= 40 && slow <= 60);
 }
 
-/* Runs apply in a child in A as nobody (no CAP_NET_ADMIN): its rc and detail. */
-static int apply_as_nobody(char *detail, size_t len)
+/* Runs work(fd) in a child in A, what it writes to fd into out. */
+static void in_child_of_a(void (*work)(int fd), char *out, size_t len)
 {
-    int p[2], rc = 0;
+    int p[2];
     assert_int_equal(pipe(p), 0);
     enter(lab.a);
     pid_t pid = fork();
     if (pid == 0) {
-        struct hc_netlimit nl;
         close(p[0]);
-        if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
-            _exit(3);
-        int r = hc_netlimit_apply(IF_A, ADDR_A, 50, &nl);
-        dprintf(p[1], "%d %s", r, nl.detail);
+        work(p[1]);
         _exit(0);
     }
     enter(lab.home);
     close(p[1]);
-    char buf[1024];
-    ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+    ssize_t n = read(p[0], out, len - 1);
     close(p[0]);
     waitpid(pid, NULL, 0);
-    buf[n > 0 ? n : 0] = '\0';
-    sscanf(buf, "%d", &rc);
-    snprintf(detail, len, "%s", strchr(buf, ' ') ? strchr(buf, ' ') + 1 : buf);
-    return rc;
+    out[n > 0 ? n : 0] = '\0';
+}
+
+/* As nobody (no CAP_NET_ADMIN): apply's rc and detail. */
+static void apply_as_nobody(int fd)
+{
+    struct hc_netlimit nl = {0};
+    if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+        _exit(3);
+    int r = hc_netlimit_apply(IF_A, ADDR_A, 50, &nl);
+    dprintf(fd, "%d %s", r, nl.detail);
+}
+
+/* With the agent's privilege: apply's rc, applied, clear's rc and detail. */
+static void apply_as_agent(int fd)
+{
+    struct hc_netlimit nl = {0};
+    struct hc_error err = {0};
+    if (hc_privilege_restrict_agent(&err) < 0) {
+        dprintf(fd, "restrict: %s", err.message);
+        return;
+    }
+    int a = hc_netlimit_apply(IF_A, ADDR_A, 50, &nl), applied = nl.applied;
+    dprintf(fd, "%d %d %d %s", a, applied, hc_netlimit_clear(IF_A, &nl), nl.detail);
 }
 
 /* The agent's own privilege (hc_privilege_restrict_agent: its five capabilities,
@@ -382,29 +397,8 @@ static int apply_as_nobody(char *detail, size_t len)
 static void test_agent_privilege(void **state)
 {
     need_root();
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    enter(lab.a);
-    pid_t pid = fork();
-    if (pid == 0) {
-        struct hc_netlimit nl;
-        struct hc_error err = {0};
-        close(p[0]);
-        if (hc_privilege_restrict_agent(&err) < 0) {
-            dprintf(p[1], "restrict: %s", err.message);
-            _exit(1);
-        }
-        int a = hc_netlimit_apply(IF_A, ADDR_A, 50, &nl), applied = nl.applied;
-        dprintf(p[1], "%d %d %d %s", a, applied, hc_netlimit_clear(IF_A, &nl), nl.detail);
-        _exit(0);
-    }
-    enter(lab.home);
-    close(p[1]);
     char buf[1024];
-    ssize_t n = read(p[0], buf, sizeof(buf) - 1);
-    close(p[0]);
-    waitpid(pid, NULL, 0);
-    buf[n > 0 ? n : 0] = '\0';
+    in_child_of_a(apply_as_agent, buf, sizeof(buf));
     printf("# with the agent's capabilities: %s\n", buf);
     assert_string_equal(buf, "0 1 0 the service's traffic on " IF_A " is not bounded");
 }
@@ -439,10 +433,10 @@ static void test_cannot_apply(void **state)
     assert_non_null(strstr(nl.detail, " qdisc did not finish within 5 s (killed): starting: "
                                       "the service's traffic on " IF_A " is not bounded"));
 
-    assert_int_equal(apply_as_nobody(detail, sizeof(detail)), -1);
+    in_child_of_a(apply_as_nobody, detail, sizeof(detail));
     printf("# as nobody: %s\n", detail);
-    assert_non_null(strstr(detail, "net bound of 50 Mbit/s not applied: not permitted to change "
-                                   "qdiscs (CAP_NET_ADMIN): "));
+    assert_non_null(strstr(detail, "-1 net bound of 50 Mbit/s not applied: not permitted to "
+                                   "change qdiscs (CAP_NET_ADMIN): "));
     assert_non_null(strstr(detail, "Operation not permitted"));
     assert_non_null(strstr(detail, "the service's traffic on " IF_A " is not bounded"));
 
