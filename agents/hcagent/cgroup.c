@@ -14,6 +14,12 @@
  * (the same quota), memory.limit_in_bytes, and in cpuacct (when mounted apart) a cgroup for the
  * accounting only. v1 has no internal-process rule, so the agent stays where it is.
  *
+ * Live changes (hc_cgroup_update, the limits.* settings): the same knobs rewritten while the
+ * service runs, 0 meaning unbounded ("max" on v2, -1 on v1); on v1 a cgroup of a controller the
+ * service was started without is made then and its processes are moved in. Lowering memory
+ * below what the service uses is the kernel's call: v1 refuses it (EBUSY) and the old bound
+ * stays, v2 reclaims or OOM-kills; either is said in the detail as it happened.
+ *
  * NAME is per agent ("hcservice-NODE"): agents that share a host's hierarchy (the namespace lab)
  * each bound their own service, not all of them together.
  *
@@ -48,7 +54,7 @@ static int read_small(const char *path, char *buf, size_t len)
 
 static int write_small(const char *path, const char *text)
 {
-    int fd = open(path, O_WRONLY | O_CLOEXEC | O_CREAT, 0644), saved;
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_CREAT | O_TRUNC, 0644), saved;
     if (fd < 0)
         return -1;
     ssize_t n = write(fd, text, strlen(text));
@@ -121,14 +127,14 @@ static int move_self(const struct hc_cgroup *cg)
     return write_small(path, pid);
 }
 
-/* Enables the needed controllers for BASE's children. */
+/* Enables the needed controllers ("+cpu", "+memory" or both) for BASE's children. */
 static int enable_controllers(struct hc_cgroup *cg, const char *needed)
 {
     char path[1200], have[512] = "";
     snprintf(path, sizeof(path), "%s/cgroup.subtree_control", cg->base);
     read_small(path, have, sizeof(have));
-    int missing =
-        (cg->cpu_percent && !has_word(have, "cpu")) || (cg->memory_mb && !has_word(have, "memory"));
+    int missing = (strstr(needed, "+cpu") && !has_word(have, "cpu")) ||
+                  (strstr(needed, "+memory") && !has_word(have, "memory"));
     if (!missing)
         return 0;
     if (write_small(path, needed) == 0)
@@ -175,8 +181,10 @@ static int write_knob(struct hc_cgroup *cg, const char *dir, const char *file, c
     snprintf(path, sizeof(path), "%s/%s", dir, file);
     if (write_small(path, text) == 0)
         return 0;
+    int saved = errno; /* the caller may tell the kernel's refusals apart */
     snprintf(cg->detail, sizeof(cg->detail), "limits not applied: cannot write %s: %s", path,
-             strerror(errno));
+             strerror(saved));
+    errno = saved;
     return -1;
 }
 
@@ -238,6 +246,24 @@ static int v1_leaf(struct hc_cgroup *cg, const char *root, const char *controlle
     return 0;
 }
 
+/* cg->detail: the bounds that apply now and where ("cpu 20%, memory unbounded in ..."), then
+ * note ("; ...") and the caveat, if any. */
+static void describe(struct hc_cgroup *cg, const char *note)
+{
+    char cpu[32] = "unbounded", mem[32] = "unbounded", note_copy[1024];
+    snprintf(note_copy, sizeof(note_copy), "%s%s%s", note ? note : "",
+             note && note[0] && cg->caveat[0] ? "; " : "", cg->caveat);
+    if (cg->cpu_percent)
+        snprintf(cpu, sizeof(cpu), "%d%%", cg->cpu_percent);
+    if (cg->memory_mb)
+        snprintf(mem, sizeof(mem), "%d MB", cg->memory_mb);
+    int v1_both = cg->version == 1 && cg->path[0] && cg->mem_path[0];
+    snprintf(cg->detail, sizeof(cg->detail), "cpu %s, memory %s in %s%s%s%s%s%s", cpu, mem,
+             cg->version == 1 ? "cgroup v1 " : "", cg->path[0] ? cg->path : cg->mem_path,
+             v1_both ? " and " : "", v1_both ? cg->mem_path : "", note_copy[0] ? "; " : "",
+             note_copy);
+}
+
 static void setup_v1(struct hc_cgroup *cg, const char *root, const char *name)
 {
     if (cg->cpu_percent && (v1_leaf(cg, root, "cpu", name, cg->path, sizeof(cg->path)) < 0 ||
@@ -257,9 +283,7 @@ static void setup_v1(struct hc_cgroup *cg, const char *root, const char *name)
         cg->acct_path[0] = '\0';
     cg->version = 1;
     cg->applied = 1;
-    snprintf(cg->detail, sizeof(cg->detail), "cpu %d%%, memory %d MB in cgroup v1 %s%s%s",
-             cg->cpu_percent, cg->memory_mb, cg->path[0] ? cg->path : cg->mem_path,
-             cg->path[0] && cg->mem_path[0] ? " and " : "", cg->path[0] ? cg->mem_path : "");
+    describe(cg, NULL);
     return;
 fail:
     hc_cgroup_release(cg);
@@ -284,20 +308,21 @@ static void safe_name(const char *name, char *out, size_t len)
 void hc_cgroup_setup(struct hc_cgroup *cg, const char *root, const char *name, int cpu_percent,
                      int memory_mb)
 {
-    char needed[32], leaf[128], v2[1200];
+    char needed[32], v2[1200];
     memset(cg, 0, sizeof(*cg));
     cg->cpu_percent = cpu_percent;
     cg->memory_mb = memory_mb;
-    safe_name(name, leaf, sizeof(leaf));
+    safe_name(name, cg->name, sizeof(cg->name));
     if (!root)
         root = getenv("HCAGENT_CGROUP_ROOT") ? getenv("HCAGENT_CGROUP_ROOT") : "/sys/fs/cgroup";
+    snprintf(cg->root, sizeof(cg->root), "%s", root);
     if (!cpu_percent && !memory_mb) {
         snprintf(cg->detail, sizeof(cg->detail), "the bundle asks for no limits");
         return;
     }
     snprintf(v2, sizeof(v2), "%s/cgroup.controllers", root);
     if (access(v2, F_OK) < 0) {
-        setup_v1(cg, root, leaf);
+        setup_v1(cg, root, cg->name);
         return;
     }
     own_cgroup(root, cg->base, sizeof(cg->base));
@@ -305,7 +330,7 @@ void hc_cgroup_setup(struct hc_cgroup *cg, const char *root, const char *name, i
              cpu_percent && memory_mb ? " " : "", memory_mb ? "+memory" : "");
     if (check_hierarchy(cg, root) < 0 || enable_controllers(cg, needed) < 0)
         return;
-    snprintf(cg->path, sizeof(cg->path), "%s/%s", cg->base, leaf);
+    snprintf(cg->path, sizeof(cg->path), "%s/%s", cg->base, cg->name);
     if (mkdir(cg->path, 0755) < 0 && errno != EEXIST) {
         snprintf(cg->detail, sizeof(cg->detail), "limits not applied: cannot create %s: %s",
                  cg->path, strerror(errno));
@@ -318,8 +343,7 @@ void hc_cgroup_setup(struct hc_cgroup *cg, const char *root, const char *name, i
     }
     cg->version = 2;
     cg->applied = 1;
-    snprintf(cg->detail, sizeof(cg->detail), "cpu %d%%, memory %d MB in %s", cpu_percent, memory_mb,
-             cg->path);
+    describe(cg, NULL);
 }
 
 static int attach_one(const char *dir, pid_t pid, char *why, size_t len)
@@ -377,6 +401,182 @@ static long long number(const char *dir, const char *file)
     if (read_small(path, text, sizeof(text)) < 0 || !text[0] || strcmp(text, "max") == 0)
         return -1;
     return strtoll(text, NULL, 10);
+}
+
+/* ---------------------------------------------------------------- live changes */
+
+/* Every pid of FROM/cgroup.procs written into TO/cgroup.procs: a v1 cgroup made while the
+ * service runs gets its processes from one it is already in. */
+static int move_procs(struct hc_cgroup *cg, const char *from, const char *to)
+{
+    char path[1300], line[32];
+    int moved = 0, rc = 0;
+    snprintf(path, sizeof(path), "%s/cgroup.procs", from);
+    FILE *f = from[0] ? fopen(path, "r") : NULL;
+    while (f && rc == 0 && fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        rc = write_knob(cg, to, "cgroup.procs", line);
+        moved++;
+    }
+    if (f)
+        fclose(f);
+    if (rc == 0 && !moved) {
+        snprintf(cg->detail, sizeof(cg->detail), "no process of the service in %s to move into %s",
+                 from[0] ? from : "any cgroup", to);
+        rc = -1;
+    }
+    return rc;
+}
+
+/* v1: the cgroup of controller made live at out, knob set, the service's processes moved in
+ * from its other cgroups; undone on failure. cg->caveat says what a memory bound does not
+ * count. */
+static int v1_add(struct hc_cgroup *cg, const char *controller, char *out, size_t len,
+                  const char *knob, long long value)
+{
+    int is_memory = strcmp(controller, "memory") == 0;
+    const char *from = out != cg->path && cg->path[0]           ? cg->path
+                       : out != cg->mem_path && cg->mem_path[0] ? cg->mem_path
+                                                                : cg->acct_path;
+    if (v1_leaf(cg, cg->root, controller, cg->name, out, len) < 0)
+        goto fail;
+    if (strcmp(controller, "cpu") == 0 &&
+        write_number(cg, out, "cpu.cfs_period_us", CPU_PERIOD_US) < 0)
+        goto fail;
+    /* v1 leaves a moved process's memory charged to its old cgroup unless told to move it
+     * too (anon and file pages: 3); kernels since 6.x refuse that (EINVAL, deprecated), and
+     * the new bound then counts only what the service allocates from now on */
+    if (is_memory && write_number(cg, out, "memory.move_charge_at_immigrate", 3) < 0)
+        snprintf(cg->caveat, sizeof(cg->caveat),
+                 "the memory the service held before the bound stays charged where it was (this "
+                 "kernel moves no v1 charges): it counts what it allocated since, all of it "
+                 "after a restart");
+    if (write_number(cg, out, knob, value) < 0 || move_procs(cg, from, out) < 0)
+        goto fail;
+    return 0;
+fail:
+    if (out[0])
+        rmdir(out);
+    out[0] = '\0';
+    return -1;
+}
+
+static int update_cpu(struct hc_cgroup *cg, int cpu_percent)
+{
+    long long quota = cpu_percent ? (long long)cpu_percent * (CPU_PERIOD_US / 100) : -1;
+    char cpu_max[64], file[1200];
+    if (cg->version == 1) {
+        if (!cg->path[0])
+            return cpu_percent
+                       ? v1_add(cg, "cpu", cg->path, sizeof(cg->path), "cpu.cfs_quota_us", quota)
+                       : 0;
+        return write_number(cg, cg->path, "cpu.cfs_quota_us", quota);
+    }
+    snprintf(file, sizeof(file), "%s/cpu.max", cg->path);
+    if (!cpu_percent && access(file, F_OK) < 0)
+        return 0; /* the cpu controller was never enabled: unbounded already */
+    if (cpu_percent && enable_controllers(cg, "+cpu") < 0)
+        return -1;
+    if (cpu_percent)
+        snprintf(cpu_max, sizeof(cpu_max), "%lld %d", quota, CPU_PERIOD_US);
+    else
+        snprintf(cpu_max, sizeof(cpu_max), "max %d", CPU_PERIOD_US);
+    return write_knob(cg, cg->path, "cpu.max", cpu_max);
+}
+
+/* The memory bound changed; note receives what the kernel did beyond it (v2's OOM kills). */
+static int update_memory(struct hc_cgroup *cg, int memory_mb, char *note, size_t len)
+{
+    long long bytes = memory_mb ? (long long)memory_mb * 1024 * 1024 : -1;
+    char file[1200];
+    if (cg->version == 1) {
+        if (!cg->mem_path[0])
+            return memory_mb ? v1_add(cg, "memory", cg->mem_path, sizeof(cg->mem_path),
+                                      "memory.limit_in_bytes", bytes)
+                             : 0;
+        if (write_number(cg, cg->mem_path, "memory.limit_in_bytes", bytes) == 0)
+            return 0;
+        if (errno == EBUSY) {
+            long long used = number(cg->mem_path, "memory.usage_in_bytes");
+            snprintf(cg->detail, sizeof(cg->detail),
+                     "the kernel refused to lower the bound (EBUSY): the service uses %lld MB "
+                     "that it could not reclaim",
+                     used >= 0 ? used >> 20 : -1);
+        }
+        return -1;
+    }
+    snprintf(file, sizeof(file), "%s/memory.max", cg->path);
+    if (!memory_mb && access(file, F_OK) < 0)
+        return 0; /* the memory controller was never enabled: unbounded already */
+    if (memory_mb && enable_controllers(cg, "+memory") < 0)
+        return -1;
+    long long kills = keyed(cg->path, "memory.events", "oom_kill");
+    if ((memory_mb ? write_number(cg, cg->path, "memory.max", bytes)
+                   : write_knob(cg, cg->path, "memory.max", "max")) < 0)
+        return -1;
+    long long after = keyed(cg->path, "memory.events", "oom_kill");
+    if (after > kills && kills >= 0)
+        snprintf(note, len,
+                 "the service used more than %d MB: the kernel killed %lld of its processes "
+                 "(memory.events oom_kill)",
+                 memory_mb, after - kills);
+    return 0;
+}
+
+/* cg->detail of a failed step without setup's "limits not applied: " */
+static const char *reason(const struct hc_cgroup *cg)
+{
+    const char *prefix = "limits not applied: ";
+    size_t n = strlen(prefix);
+    return strncmp(cg->detail, prefix, n) == 0 ? cg->detail + n : cg->detail;
+}
+
+int hc_cgroup_update(struct hc_cgroup *cg, int cpu_percent, int memory_mb)
+{
+    char why[800] = "", note[300] = "";
+    int rc = 0;
+    if (!cg->applied) {
+        const char *prefix = "limits not changed live: ";
+        if (!cpu_percent && !memory_mb) { /* unbounded, as it runs */
+            if (cg->cpu_percent || cg->memory_mb ||
+                strncmp(cg->detail, prefix, strlen(prefix)) == 0)
+                snprintf(cg->detail, sizeof(cg->detail), "no limits asked"); /* withdrawn */
+            cg->cpu_percent = cg->memory_mb = 0;
+            return 0;
+        }
+        if (strncmp(cg->detail, prefix, strlen(prefix)) == 0)
+            return -1; /* said already, with the reason */
+        snprintf(why, sizeof(why), "%s", cg->detail);
+        snprintf(cg->detail, sizeof(cg->detail),
+                 "%sthe service runs in no cgroup of the agent (%s); they apply when it is put "
+                 "in one",
+                 prefix, why);
+        return -1;
+    }
+    if (cpu_percent != cg->cpu_percent) {
+        if (update_cpu(cg, cpu_percent) == 0)
+            cg->cpu_percent = cpu_percent;
+        else {
+            snprintf(why, sizeof(why), "cpu %d%% not applied: %s", cpu_percent, reason(cg));
+            rc = -1;
+        }
+    }
+    if (memory_mb != cg->memory_mb) {
+        if (update_memory(cg, memory_mb, note, sizeof(note)) == 0)
+            cg->memory_mb = memory_mb;
+        else {
+            size_t n = strlen(why);
+            snprintf(why + n, sizeof(why) - n, "%smemory %d MB not applied: %s", n ? "; " : "",
+                     memory_mb, reason(cg));
+            rc = -1;
+        }
+    }
+    if (note[0]) {
+        size_t n = strlen(why);
+        snprintf(why + n, sizeof(why) - n, "%s%s", n ? "; " : "", note);
+    }
+    describe(cg, why);
+    return rc;
 }
 
 int hc_cgroup_usage(const struct hc_cgroup *cg, struct hc_cgroup_usage *u)

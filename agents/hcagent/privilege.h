@@ -18,7 +18,8 @@
 #include "common/error.h"
 
 /* The capabilities the agent keeps (numbers from linux/capability.h):
- *   CAP_NET_ADMIN (12)  MTU changes over rtnetlink, the route-cache flush after them
+ *   CAP_NET_ADMIN (12)  MTU changes over rtnetlink, the route-cache flush after them, the
+ *                       service's network bound (tc, which inherits it: netlimit.c)
  *   CAP_SETUID (7), CAP_SETGID (6)  to become the service user before exec
  *   CAP_KILL (5)        to signal, stop and watch (kill 0) the service, which runs as another uid
  *   CAP_CHOWN (0)       to give the service its data directory

@@ -77,16 +77,20 @@ void hc_hook_run(enum hc_hook_kind kind, const json_t *hook, const struct hc_ser
                  struct hc_hook_result *res);
 
 /* ---------------------------------------------------------------- cgroups (cgroup.c) */
+/* (The service's network bound, limits.net_mbit, is agents/hcagent/netlimit.h.) */
 
 struct hc_cgroup {
     int version;          /* 2 or 1 once limits are applied; 0 otherwise */
+    char root[1024];      /* the hierarchy's root (/sys/fs/cgroup) */
+    char name[128];       /* the service's cgroup name, made a safe path component */
     char base[1024];      /* v2: our own cgroup */
     char path[1100];      /* v2: the service's, BASE/NAME; v1: its cpu one; "" when not applied */
     char mem_path[1100];  /* v1: the service's memory cgroup ("" when no memory limit) */
     char acct_path[1100]; /* v1: its cpuacct cgroup, for the accounting ("" when none) */
     int applied;
     int cpu_percent, memory_mb; /* what was asked (0: nothing) */
-    char detail[600];           /* what was applied, or plainly why not */
+    char detail[1024];          /* what was applied, or plainly why not */
+    char caveat[200]; /* what a bound added live does not count (v1 memory), until a restart */
 };
 /* Prepares the service's cgroup NAME (e.g. "hcservice-n1": each agent its own, also when several
  * share one host's hierarchy, as the lab's do) under root (default /sys/fs/cgroup, or
@@ -98,6 +102,16 @@ void hc_cgroup_setup(struct hc_cgroup *cg, const char *root, const char *name, i
                      int memory_mb);
 /* Moves pid into the prepared cgroup(s). 0 or -1 with why. */
 int hc_cgroup_attach(const struct hc_cgroup *cg, pid_t pid, char *why, size_t len);
+/* Changes the bounds of the running service live (0: unbounded, v2 "max", v1 -1): v2 cpu.max
+ * and memory.max, v1 cpu.cfs_quota_us and memory.limit_in_bytes; a v1 cgroup the service was
+ * started without (cpu or memory then 0) is made and the service's processes are moved into it
+ * from its other one. cg->cpu_percent, cg->memory_mb and cg->detail say what applies now: 0,
+ * or -1 when a bound could not be changed (it keeps its old value and the detail says why, e.g.
+ * v1's EBUSY for a memory bound below what the service uses and the kernel cannot reclaim; v2
+ * reclaims or OOM-kills instead, and the detail says how many it killed). -1 as well when the
+ * service runs in no cgroup of the agent (setup was not applied): hc_cgroup_setup and
+ * hc_cgroup_attach of its pid put it in one, live. */
+int hc_cgroup_update(struct hc_cgroup *cg, int cpu_percent, int memory_mb);
 
 /* What the service's cgroup accounted, read from the kernel's own files; -1 where unknown. */
 struct hc_cgroup_usage {
