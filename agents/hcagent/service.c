@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agents/hcagent/netlimit.h"
 #include "agents/hcagent/privilege.h"
 #include "agents/hcagent/service.h"
 #include "agents/hcagent/service_settings.h"
@@ -75,6 +76,11 @@ struct hc_service {
     int64_t started_mono, started_wall;
     char last_exit[300];
     struct hc_cgroup cg;
+    /* the bounds asked by settings (-1: not asked, the manifest's "limits" hold) */
+    int want_cpu, want_mem, want_net;
+    struct hc_netlimit net;       /* what the last apply found (loop thread) */
+    struct netlimit_job *net_job; /* the apply in flight, NULL when none */
+    int net_again;                /* another apply is due once it ends */
     hc_service_stopped_fn stop_done;
     void *stop_arg;
 };
@@ -102,6 +108,7 @@ struct hc_service *hc_service_new(struct event_base *base, struct hc_jobs *jobs,
     }
     svc->base = base;
     svc->jobs = jobs;
+    svc->want_cpu = svc->want_mem = svc->want_net = -1;
     svc->pidfd = -1;
     snprintf(svc->log_path, sizeof(svc->log_path), "%s/service.log", sw_dir);
     snprintf(svc->pid_path, sizeof(svc->pid_path), "%s/service.pid", sw_dir);
@@ -333,6 +340,7 @@ static int plan_settings(struct hc_service *svc, struct spawn_plan *p, size_t na
         free(p->argv[i]);
         p->argv[i] = r;
     }
+    hc_service_apply_bounds(svc, values); /* before the fork: the child is attached to them */
     rc = 0;
 cleanup:
     json_decref(values);
@@ -755,12 +763,132 @@ const char *hc_service_version(const struct hc_service *svc)
     return svc->pid ? svc->env.version : "";
 }
 
+/* ---------------------------------------------------------------- bounds from settings */
+
+struct netlimit_job {
+    struct hc_service *svc; /* NULL once the service is freed: the result is dropped */
+    char ifname[16], addr[64];
+    int mbit;
+    struct hc_netlimit nl;
+};
+
+static void netlimit_work(void *arg)
+{
+    struct netlimit_job *j = arg;
+    hc_netlimit_apply(j->ifname, j->addr, j->mbit, &j->nl);
+}
+
+static void netlimit_start(struct hc_service *svc);
+
+static void netlimit_done(void *arg)
+{
+    struct netlimit_job *j = arg;
+    struct hc_service *svc = j->svc;
+    if (svc) {
+        svc->net = j->nl;
+        svc->net_job = NULL;
+        if (!j->nl.applied && j->mbit)
+            HC_WARN("service network bound of %d Mbit/s not applied: %s", j->mbit, j->nl.detail);
+        else
+            HC_INFO("service network bound: %s", j->nl.detail);
+        if (svc->net_again) {
+            svc->net_again = 0;
+            netlimit_start(svc);
+        }
+    }
+    free(j);
+}
+
+static void netlimit_start(struct hc_service *svc)
+{
+    struct hc_error err = {0};
+    if (svc->net_job) {
+        svc->net_again = 1;
+        return;
+    }
+    struct netlimit_job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        snprintf(svc->net.detail, sizeof(svc->net.detail), "out of memory");
+        return;
+    }
+    j->svc = svc;
+    j->nl = svc->net;
+    j->mbit = svc->want_net;
+    snprintf(j->ifname, sizeof(j->ifname), "%s", svc->env.storage_interface);
+    snprintf(j->addr, sizeof(j->addr), "%s", svc->env.storage_host);
+    if (!j->ifname[0] || !j->addr[0]) {
+        snprintf(svc->net.detail, sizeof(svc->net.detail), "no network bound: %s",
+                 j->ifname[0] ? svc->env.storage_problem : "the node has no storage interface");
+        svc->net.applied = 0;
+        free(j);
+        return;
+    }
+    svc->net_job = j;
+    if (hc_jobs_start(svc->jobs, netlimit_work, netlimit_done, j, &err) < 0) {
+        snprintf(svc->net.detail, sizeof(svc->net.detail), "%s", err.message);
+        svc->net_job = NULL;
+        free(j);
+    }
+}
+
+/* A limits.NAME of values as an int, or -1 when values has none. */
+static int bound_of(const json_t *values, const char *name)
+{
+    const json_t *v = json_object_get(values, name);
+    return json_is_integer(v) ? (int)json_integer_value(v) : -1;
+}
+
+void hc_service_apply_bounds(struct hc_service *svc, const json_t *values)
+{
+    const json_t *limits = json_object_get(svc->manifest, "limits");
+    int cpu = bound_of(values, "limits.cpu_percent"), mem = bound_of(values, "limits.memory_mb");
+    int net = bound_of(values, "limits.net_mbit");
+    int changed = cpu != svc->want_cpu || mem != svc->want_mem;
+    svc->want_cpu = cpu;
+    svc->want_mem = mem;
+    if (cpu < 0)
+        cpu = (int)hc_json_int(limits, "cpu_percent", 0);
+    if (mem < 0)
+        mem = (int)hc_json_int(limits, "memory_mb", 0);
+    if (changed || svc->cg.cpu_percent != cpu || svc->cg.memory_mb != mem) {
+        if (svc->pid && svc->cg.applied) {
+            if (hc_cgroup_update(&svc->cg, cpu, mem) < 0)
+                HC_WARN("service bounds: %s", svc->cg.detail);
+        } else {
+            char cgname[128], why[400];
+            snprintf(cgname, sizeof(cgname), "hcservice-%s", svc->env.node);
+            hc_cgroup_setup(&svc->cg, NULL, cgname, cpu, mem);
+            if (svc->pid && svc->cg.applied &&
+                hc_cgroup_attach(&svc->cg, svc->pid, why, sizeof(why)) < 0) {
+                snprintf(svc->cg.detail, sizeof(svc->cg.detail), "limits not applied: %s", why);
+                svc->cg.applied = 0;
+            }
+        }
+    }
+    if (net >= 0 || svc->want_net > 0) {
+        svc->want_net = net < 0 ? 0 : net;
+        netlimit_start(svc);
+    }
+}
+
+int hc_service_bounds_ok(const struct hc_service *svc, char *why, size_t len)
+{
+    why[0] = '\0';
+    if ((svc->want_cpu > 0 || svc->want_mem > 0) && !svc->cg.applied)
+        snprintf(why, len, "%s", svc->cg.detail);
+    else if (svc->want_net > 0 && !svc->net_job && !svc->net.applied)
+        snprintf(why, len, "%s", svc->net.detail);
+    return !why[0];
+}
+
 json_t *hc_service_json(const struct hc_service *svc)
 {
     char when[32];
     json_t *o =
         json_pack("{s:s, s:i, s:s, s:o}", "state", hc_service_state_name(svc->state), "restarts",
                   svc->restarts, "log", svc->log_path, "limits", hc_cgroup_json(&svc->cg));
+    if (svc->want_net >= 0)
+        json_object_set_new(json_object_get(o, "limits"), "net", hc_netlimit_json(&svc->net));
     json_object_set_new(o, "version", svc->pid ? json_string(svc->env.version) : json_null());
     json_object_set_new(o, "pid", svc->pid ? json_integer(svc->pid) : json_null());
     json_object_set_new(o, "started_at",
@@ -798,6 +926,8 @@ void hc_service_free(struct hc_service *svc, int stop)
         history(svc, "stopped", svc->pid, NULL, "the node leaves the cluster");
         hc_cgroup_release(&svc->cg);
     }
+    if (svc->net_job)
+        svc->net_job->svc = NULL; /* its end is dropped */
     unwatch(svc);
     if (svc->restart_timer)
         event_free(svc->restart_timer);

@@ -35,7 +35,8 @@ struct hc_service_env {
      * hook that refers to {storage_host} is refused with it (hc_service_env_check). */
     char storage_host[64];
     char storage_problem[200];
-    char data_dir[1024]; /* the service's own data, kept across versions */
+    char storage_interface[16]; /* its name ("" without one): where limits.net_mbit applies */
+    char data_dir[1024];        /* the service's own data, kept across versions */
     char version[65];
     char bundle_dir[1100];     /* DIR/software/VERSION */
     char settings_file[1100];  /* DIR/service-settings.json: the service's settings, if any */
@@ -170,8 +171,17 @@ void hc_service_note_health(struct hc_service *svc, const char *version, int ok,
 enum hc_service_state hc_service_state(const struct hc_service *svc);
 /* The version the process runs ("" when none). */
 const char *hc_service_version(const struct hc_service *svc);
+/* The service's bounds from settings (docs/bundles.md "Limits"): limits.cpu_percent and
+ * limits.memory_mb (the cgroup, changed live while it runs) and limits.net_mbit (the egress bound
+ * on the storage interface, applied on a job: tc may take seconds), each when values has it;
+ * a bound values lacks keeps the manifest's "limits". Called at each start and by a settings
+ * change. Never fails: hc_service_bounds_ok says what applies. */
+void hc_service_apply_bounds(struct hc_service *svc, const json_t *values);
+/* 1 when every bound the settings ask for is in place (or none is asked), else 0 with why. */
+int hc_service_bounds_ok(const struct hc_service *svc, char *why, size_t len);
+
 /* {"state","version","pid","restarts","started_at","last_exit","healthy","health_detail",
- * "limits":{...},"log"} (new reference). */
+ * "limits":{...,"net":{...}},"log"} (new reference). */
 json_t *hc_service_json(const struct hc_service *svc);
 
 /* The service's history, DIR/software/HC_SERVICE_HISTORY_FILE: one JSON line per change of the

@@ -229,6 +229,9 @@ json_t *hc_agent_sw_settings_status(const struct hc_agent_software *sw)
         o = json_pack("{s:s, s:I, s:s?, s:b}", "version", a.version, "revision",
                       (json_int_t)a.st.revision, "digest", a.values ? a.digest : NULL,
                       "pending_restart", a.pending_restart);
+    char why[1100];
+    if (o && a.schema && service_runs(sw) && !hc_service_bounds_ok(sw->svc, why, sizeof(why)))
+        json_object_set_new(o, "bounds", json_pack("{s:b, s:s}", "applied", 0, "detail", why));
     applied_clear(&a);
     return o ? o : json_null();
 }
@@ -297,6 +300,16 @@ static int put_write(struct put_ctx *c, int restore, struct hc_error *err)
     return state_save(c->a.env.settings_state, &st, err);
 }
 
+/* 1 when a limits.* setting is among the changed names. */
+static int bounds_changed(const json_t *changed)
+{
+    size_t i;
+    json_t *name;
+    json_array_foreach(changed, i,
+                       name) if (!strncmp(json_string_value(name), "limits.", 7)) return 1;
+    return 0;
+}
+
 static void put_reply(struct put_ctx *c, struct hc_request *req)
 {
     struct hc_error err = {0};
@@ -310,6 +323,8 @@ static void put_reply(struct put_ctx *c, struct hc_request *req)
             hc_error_prefix(&err, "and the old settings could not be put back (%s)", werr.message);
         HC_WARN("settings revision %lld not applied: %s", (long long)c->revision, err.message);
     } else if (hc_settings_digest(c->values, digest, &err) == 0) {
+        if (service_runs(c->sw) && bounds_changed(c->changed))
+            hc_service_apply_bounds(c->sw->svc, c->values);
         int pending = service_runs(c->sw) && c->a.st.started &&
                       restart_differs(c->a.schema, c->a.st.started, c->values);
         HC_INFO("settings revision %lld applied (%zu changed%s%s)", (long long)c->revision,

@@ -176,6 +176,8 @@ void hc_agent_sw_env(const struct hc_agent_software *sw, const char *version,
     snprintf(env->node, sizeof(env->node), "%s", sw->cfg.name);
     snprintf(env->service_host, sizeof(env->service_host), "%s", sw->service_host);
     storage_host(sw, env);
+    snprintf(env->storage_interface, sizeof(env->storage_interface), "%s",
+             sw->cfg.storage_interface);
     snprintf(env->data_dir, sizeof(env->data_dir), "%s/%s", sw->data_dir,
              HC_AGENT_DIR_SERVICE_DATA);
     snprintf(env->version, sizeof(env->version), "%s", version);

@@ -6,7 +6,8 @@
  * start (a bad or unknown key: exit 2) and again on SIGHUP and POST /reload, where the whole
  * file is checked before anything changes: one bad key refuses it and every old value stays.
  * A restart setting whose value changed is not applied by a reload: it is pending until the
- * next start, and /health and /settings say so.
+ * next start, and /health and /settings say so. Keys limits.* in the file are the bounds the agent
+ * applies around the service (docs/bundles.md "Limits"): hcstor leaves them alone.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -184,6 +185,9 @@ static int settings_read(const char *path, const struct hcstor_settings *base,
     json_object_foreach(j, key, value)
     {
         char one[300];
+        /* limits.*: the resource bounds the agent applies around the service, not its own */
+        if (!strncmp(key, "limits.", 7))
+            continue;
         if (setting_set(out, key, value, one, sizeof(one)) < 0) {
             snprintf(why, len, "settings file %s: %s", path, one);
             goto cleanup;

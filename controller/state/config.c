@@ -311,6 +311,12 @@ const char *hc_config_judge_node(struct hc_config_judge *j, const json_t *report
                      (long long)j->revision);
         return "drift";
     }
+    const json_t *bounds = json_object_get(reported, "bounds");
+    if (json_is_false(json_object_get(bounds, "applied"))) {
+        snprintf(detail, len, "a resource bound is not applied: %s",
+                 hc_json_str(bounds, "detail", "?"));
+        return "not_applied";
+    }
     if (json_is_true(json_object_get(reported, "pending_restart"))) {
         snprintf(detail, len, "written; the service runs the old values until it restarts");
         return "pending_restart";

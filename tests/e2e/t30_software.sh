@@ -249,7 +249,7 @@ test_expect_success 'a bundle with settings: the agent writes their file and hcs
     agent_api POST /v1/software/activate "{\"version\":\"1.3\"}" | jq -e ".current == \"1.3\"" &&
     wait_for 15 healthy && [ "$(svc_version)" = 1.3 ] &&
     f="$T/n1/service-settings.json" &&
-    jq -e ". == {\"fsync\": \"always\", \"fsync_interval_ms\": 100, \"log_level\": \"info\", \"min_free_mb\": 0, \"resync_parallelism\": 8}" "$f" &&
+    jq -e ". == {\"fsync\": \"always\", \"fsync_interval_ms\": 100, \"limits.cpu_percent\": 0, \"limits.memory_mb\": 0, \"limits.net_mbit\": 0, \"log_level\": \"info\", \"min_free_mb\": 0, \"resync_parallelism\": 8}" "$f" &&
     [ "$(stat -c %a "$f")" = 644 ] && [ "$(stat -c %u "$f")" = "$(id -u)" ] &&
     curl -sS --max-time 5 "$SVC/settings" | jq -e ".file == \"$f\" and .settings.resync_parallelism == 8 and .settings.log_level == \"info\"" &&
     tr "\0" " " <"/proc/$(svc_pid)/cmdline" | grep -q -- "--settings $f "

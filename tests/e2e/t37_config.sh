@@ -11,7 +11,8 @@
 #   node is put back on the previous revision, the operation fails, no other node restarts;
 # - drift made by hand: a live value edited on a node is repaired by the poller (event), a
 #   restart value waits for `config apply`; revert and diff; node list's config fields;
-# - hcctld SIGKILLed in the middle of a rolling change resumes and finishes it.
+# - hcctld SIGKILLed in the middle of a rolling change resumes and finishes it;
+# - bounds the agents cannot apply (no cgroup rights, no storage interface here): not_applied.
 . "$(dirname "$0")/lib.sh"
 
 need_bundles
@@ -32,6 +33,7 @@ track_services() {
 revisions() { hcctl config history -o json | jq '.revisions | length'; }
 in_sync() { hcctl config status -o json | jq -e '[.nodes[] | select(.state == "in_sync")] | length == 3'; }
 node_state() { hcctl config status -o json | jq -r --arg n "$1" '.nodes[] | select(.name == $n) | .state'; }
+all_detail() { hcctl config status -o json | jq -e --arg p "$1" 'all(.nodes[]; (.detail // "") | test($p))'; }
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
 # hcload in the background, report in NAME.json (killed by the cleanup whatever happens)
 hcload_bg() {
@@ -224,10 +226,22 @@ test_expect_success 'hcctld SIGKILLed mid-apply: restarted, the rolling change f
     wait_for 10 in_sync && track_services
 '
 
+test_expect_success 'a bound the nodes cannot apply: not_applied per node, with the reason; unset: in sync' '
+    hcctl config set limits.cpu_percent=50 -o json >b.json && jq -e ".operation.state == \"succeeded\"" b.json &&
+    wait_for 10 "[ \"\$(node_state n1)\$(node_state n2)\$(node_state n3)\" = not_appliednot_appliednot_applied ]" &&
+    all_detail "a resource bound is not applied: limits not applied" &&
+    expect_exit 4 hcctl config status >/dev/null 2>&1 &&
+    hcctl config set limits.net_mbit=100 >/dev/null 2>&1 &&
+    hcctl config unset limits.cpu_percent >/dev/null 2>&1 &&
+    wait_for 10 "all_detail \"no network bound: the node has no storage interface\"" &&
+    hcctl config unset limits.net_mbit >/dev/null 2>&1 && wait_for 10 in_sync &&
+    hcctl config show -o json | jq -e ".values[\"limits.cpu_percent\"] == 0 and .revision == 9"
+'
+
 test_expect_success 'a read-only token cannot change the configuration' '
     ro=$(hcctld token create --data-dir "$CTL_DIR" --name ro --role readonly --ttl 10m | grep -o "hct1\.[0-9a-f.]*") &&
     expect_exit 3 hcctl --token "$ro" config set log_level=info 2>err && grep -q "read-only" err &&
-    hcctl --token "$ro" config show -o json | jq -e ".revision == 5"
+    hcctl --token "$ro" config show -o json | jq -e ".revision == 9"
 '
 
 test_expect_success 'agents and controller stop cleanly, without sanitizer reports' '
