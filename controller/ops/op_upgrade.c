@@ -27,6 +27,7 @@
 #include "controller/api/auth.h"
 #include "controller/ops/op_maintenance.h"
 #include "controller/ops/ops.h"
+#include "controller/ops/sw_steps.h"
 #include "controller/remote/agent_client.h"
 #include "controller/remote/service_client.h"
 #include "controller/remote/storage_peers.h"
@@ -34,7 +35,6 @@
 #include "controller/state/nodes.h"
 #include "controller/state/software.h"
 
-#define STAGE_TOKEN_TTL_MS (30 * 60 * 1000)
 #define UPGRADE_MAX_PARALLEL 32
 #define PRESTAGE_PARALLEL 16 /* nodes fetching the bundle from the controller at once */
 
@@ -57,14 +57,6 @@ int hc_version_cmp(const char *a, const char *b)
 
 /* --- plan ----------------------------------------------------------------------------------- */
 
-static json_t *load_bundle(struct hc_db *db, const char *version, struct hc_error *err)
-{
-    json_t *row = hc_software_row(db, version, err);
-    if (!row && !strcmp(err->code, HC_ERR_NOT_FOUND))
-        hc_error_hint(err, "upload it first: hcctl software upload FILE; see hcctl software list");
-    return row;
-}
-
 static const char *const node_steps[] = {
     "stage",         "budget", "ok_to_stop", "drain",  "stop", "activate",
     "verify_health", "start",  "healthy",    "resync", NULL};
@@ -72,7 +64,7 @@ static const char *const node_steps[] = {
 json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error *err)
 {
     const char *to = hc_json_str(params, "to_version", "");
-    json_t *bundle = load_bundle(db, to, err), *plan = NULL;
+    json_t *bundle = hc_sw_bundle_row(db, to, err), *plan = NULL;
     struct hc_node_row *nodes = NULL;
     size_t n = 0;
     if (!bundle)
@@ -170,12 +162,11 @@ typedef enum hc_op_result (*node_work_fn)(struct slot *w, const json_t *row, str
 struct upgrade {
     struct hc_op_ctx *ctx;
     struct hc_http_client *client; /* the run's own thread (pre-stage) */
-    const char *to;
-    json_t *bundle;
-    json_t *nodes; /* rows: name, agent_url, software_version */
+    const char *to;                /* target.version */
+    struct hc_sw_target target;    /* the bundle, and the token the agents fetch it with */
+    json_t *nodes;                 /* rows: name, agent_url, software_version */
     int max_unavailable;
     int64_t node_timeout_ms;
-    char token[HC_AUTH_TOKEN_TEXT_MAX]; /* read-only, for the agents to fetch the bundle */
     /* The slots: threads taking the next row of the queue, for pre-staging and for upgrading. */
     node_work_fn work;
     json_t *queue; /* rows {name, agent_url}; to upgrade: nodes already down first */
@@ -194,62 +185,6 @@ struct node_step {
     struct hc_svc_node svc;
     char previous[64];
 };
-
-static int step_stage(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
-                      struct hc_error *err)
-{
-    struct node_step *s = arg;
-    struct upgrade *u = s->u;
-    if (hc_sw_stage(&s->svc, u->to, NULL, u->token, hc_json_str(u->bundle, "sha256", ""),
-                    hc_json_str(u->bundle, "signature", ""), err) < 0)
-        return -1;
-    snprintf(detail, len, "%s staged and verified on the node", u->to);
-    return 0;
-}
-
-/* 1 when this operation already wrote event `type` for the node (a step that wrote its event
- * and was cut before its end was recorded runs again: the event is not written twice), 0 when
- * not, -1 with err. */
-static int event_written(struct hc_op_ctx *ctx, const char *type, const char *node,
-                         struct hc_error *err)
-{
-    /* Only the events since the operation started are looked at (events_ts index): the log
-     * is long. */
-    json_t *rows = hc_db_query_json(hc_op_db(ctx), err,
-                                    "SELECT COUNT(*) AS n FROM events "
-                                    "WHERE ts >= (SELECT COALESCE(started_at, created_at) FROM "
-                                    "operations WHERE id = ?) AND op_id = ? AND node = ? AND "
-                                    "type = ?",
-                                    "ssss", hc_op_id(ctx), hc_op_id(ctx), node, type);
-    if (!rows)
-        return -1;
-    int n = (int)hc_json_int(json_array_get(rows, 0), "n", 0);
-    json_decref(rows);
-    return n > 0;
-}
-
-static int step_activate(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
-                         struct hc_error *err)
-{
-    struct node_step *s = arg;
-    struct hc_sw_state st;
-    if (hc_sw_state(&s->svc, &st, err) < 0)
-        return -1;
-    /* Already on the target: activated by this operation before a restart (the agent takes the
-     * same activation again as a no-op); what it ran before is now its previous version. */
-    const char *was = !strcmp(st.current, s->u->to) ? st.previous : st.current;
-    int written;
-    if (hc_sw_activate(&s->svc, s->u->to, 1, err) < 0 ||
-        (written = event_written(ctx, "software.activated", s->svc.name, err)) < 0 ||
-        (!written &&
-         hc_event_add(hc_op_db(ctx), "software.activated", s->svc.name, hc_op_id(ctx), "controller",
-                      json_pack("{s:s, s:s}", "from", was, "to", s->u->to), err,
-                      "node %s activated %s (was %s)", s->svc.name, s->u->to,
-                      was[0] ? was : "nothing") < 0))
-        return -1;
-    snprintf(detail, len, "%s active (was %s)", s->u->to, was[0] ? was : "none");
-    return 0;
-}
 
 static int step_verify_health(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                               struct hc_error *err)
@@ -274,7 +209,7 @@ static int step_rollback(struct hc_op_ctx *ctx, void *arg, char *detail, size_t 
         (!strcmp(st.current, s->u->to) &&
          (hc_sw_rollback(&s->svc, err) < 0 || hc_sw_state(&s->svc, &st, err) < 0)) ||
         hc_maint_wait_healthy(ctx, &s->svc, s->u->node_timeout_ms, err) < 0 ||
-        (written = event_written(ctx, "software.rolled_back", s->svc.name, err)) < 0 ||
+        (written = hc_sw_event_written(ctx, "software.rolled_back", s->svc.name, err)) < 0 ||
         (!written &&
          hc_event_add(hc_op_db(ctx), "software.rolled_back", s->svc.name, hc_op_id(ctx),
                       "controller", json_pack("{s:s, s:s}", "from", s->u->to, "to", st.current),
@@ -320,27 +255,6 @@ static enum hc_op_result roll_back(struct node_step *s, const struct hc_error *c
                  s->u->to, s->svc.name, cause->message, s->previous);
     hc_error_hint(err, "fix the bundle and upload a new version; the cluster is healthy on %s",
                   s->previous);
-    return HC_OP_FAILED;
-}
-
-/* A failure of a step: the agent vanished (pause until it is back), the user interrupted
- * (pause/abort), or a real failure. */
-static enum hc_op_result classify(struct hc_op_ctx *ctx, const char *node,
-                                  const struct hc_error *err)
-{
-    if (!strcmp(err->code, "interrupted"))
-        return hc_op_checkpoint(ctx) == HC_OP_ABORTED ? HC_OP_ABORTED : HC_OP_PAUSED;
-    if (hc_agent_err_is_transport(err)) {
-        hc_op_pause_until_reachable(ctx, node, err->message);
-        return HC_OP_PAUSED;
-    }
-    char other[128];
-    struct hc_error e = {0};
-    if (!strcmp(err->code, HC_ERR_OTHER_UNREACHABLE) &&
-        hc_avail_unreachable(hc_op_db(ctx), node, other, sizeof(other), &e) > 0) {
-        hc_op_pause_until_reachable(ctx, other, err->message);
-        return HC_OP_PAUSED;
-    }
     return HC_OP_FAILED;
 }
 
@@ -457,14 +371,14 @@ static enum hc_op_result upgrade_node(struct slot *w, const json_t *row, struct 
             progress(ctx, name, "pending", NULL); /* it was not taken down */
         if (!strcmp(err->code, "interrupted") && stopping(u))
             return HC_OP_SUCCEEDED; /* another slot stopped the upgrade and has the reason */
-        return classify(ctx, name, err);
+        return hc_sw_step_result(ctx, name, err);
     }
     progress(ctx, name, "upgrading", "activate");
-    if (hc_op_step(ctx, name, "activate", step_activate, &s, err) < 0)
-        return classify(ctx, name, err);
+    if (hc_sw_activate_step(ctx, &s.svc, u->to, err) < 0)
+        return hc_sw_step_result(ctx, name, err);
     progress(ctx, name, NULL, "health");
     if (hc_op_step(ctx, name, "verify_health", step_verify_health, &s, err) < 0) {
-        r = classify(ctx, name, err);
+        r = hc_sw_step_result(ctx, name, err);
         if (r != HC_OP_FAILED)
             return r;
         struct hc_error cause = *err;
@@ -472,7 +386,7 @@ static enum hc_op_result upgrade_node(struct slot *w, const json_t *row, struct 
     }
     progress(ctx, name, NULL, "resync");
     if (hc_maint_exit_steps(ctx, w->client, name, u->node_timeout_ms, err) < 0)
-        return classify(ctx, name, err);
+        return hc_sw_step_result(ctx, name, err);
     if (record_version(ctx, name, u->to, err) < 0)
         return HC_OP_FAILED;
     progress(ctx, name, "done", NULL);
@@ -565,8 +479,8 @@ static enum hc_op_result stage_node(struct slot *w, const json_t *row, struct hc
     s.svc = (struct hc_svc_node){w->client, name, hc_json_str(row, "agent_url", ""),
                                  w->u->node_timeout_ms};
     progress(w->ctx, name, NULL, "stage");
-    if (hc_op_step(w->ctx, name, "stage", step_stage, &s, err) < 0)
-        return classify(w->ctx, name, err);
+    if (hc_sw_stage_step(w->ctx, &s.svc, &w->u->target, err) < 0)
+        return hc_sw_step_result(w->ctx, name, err);
     progress(w->ctx, name, NULL, NULL); /* staged: pending, with no step under way */
     return HC_OP_SUCCEEDED;
 }
@@ -587,20 +501,6 @@ static enum hc_op_result prestage(struct upgrade *u, struct hc_error *err)
     return run_slots(u, queue, stage_node, PRESTAGE_PARALLEL, err);
 }
 
-/* The token agents download the bundle with: it reads that one bundle and nothing else, and
- * lives while this run does (an earlier run's, after a crash or a pause, goes first). */
-static int mint_token(struct upgrade *u, struct hc_error *err)
-{
-    char name[96], suffix[9], scope[80];
-    hc_random_hex(suffix, 4);
-    snprintf(name, sizeof(name), "stage-%s-%s", hc_op_id(u->ctx), suffix);
-    snprintf(scope, sizeof(scope), "bundle:%s", u->to);
-    if (hc_auth_scoped_tokens_delete(hc_op_db(u->ctx), hc_op_id(u->ctx), err) < 0)
-        return -1;
-    return hc_auth_token_create_scoped(hc_op_db(u->ctx), name, scope, hc_op_id(u->ctx),
-                                       hc_now_ms() + STAGE_TOKEN_TTL_MS, u->token, err);
-}
-
 static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err)
 {
     const json_t *p = hc_op_params(ctx);
@@ -611,7 +511,7 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
     u.max_unavailable = (int)hc_json_int(p, "max_unavailable", 1);
     u.node_timeout_ms = hc_json_int(p, "node_timeout_ms", HC_UPGRADE_NODE_TIMEOUT_MS);
     json_t *plan = hc_upgrade_plan(hc_op_db(ctx), p, err);
-    if (!plan || !(u.bundle = load_bundle(hc_op_db(ctx), u.to, err)))
+    if (!plan || hc_sw_target_load(hc_op_db(ctx), u.to, &u.target, err) < 0)
         goto cleanup;
     u.nodes = hc_db_query_json(hc_op_db(ctx), err,
                                "SELECT n.name, n.agent_url, "
@@ -619,7 +519,8 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
                                "FROM nodes n LEFT JOIN upgrade_nodes un ON un.node = n.name AND "
                                "un.op_id = ? ORDER BY n.name",
                                "s", hc_op_id(ctx));
-    if (!u.nodes || progress_init(ctx, u.nodes, u.to, err) < 0 || mint_token(&u, err) < 0 ||
+    if (!u.nodes || progress_init(ctx, u.nodes, u.to, err) < 0 ||
+        hc_sw_target_token(ctx, &u.target, err) < 0 ||
         !(u.client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err)) ||
         hc_storage_peers_step(ctx, u.client, err) < 0) /* a first install starts with peers */
         goto cleanup;
@@ -629,12 +530,9 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
 cleanup:
     if (r != HC_OP_PAUSED)
         hc_op_waiting(ctx, NULL);
-    struct hc_error token_err = {0};
-    if (u.token[0] && hc_auth_scoped_tokens_delete(hc_op_db(ctx), hc_op_id(ctx), &token_err) < 0)
-        HC_WARN("%s: staging token left to expire: %s", hc_op_id(ctx), token_err.message);
+    hc_sw_target_clear(ctx, &u.target);
     hc_http_client_free(u.client);
     json_decref(plan);
-    json_decref(u.bundle);
     json_decref(u.nodes);
     json_decref(u.queue);
     pthread_mutex_destroy(&u.admit);
