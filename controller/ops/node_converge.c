@@ -80,8 +80,7 @@ static int step_version(struct hc_op_ctx *ctx, void *arg, char *detail, size_t l
     char target[64] = "";
     if (differ)
         latest_target(hc_op_db(ctx), target, sizeof(target));
-    snprintf(c->version, sizeof(c->version), "%s",
-             !top ? NONE_YET : target[0] ? target : top);
+    snprintf(c->version, sizeof(c->version), "%s", !top ? NONE_YET : target[0] ? target : top);
     if (!top)
         snprintf(detail, len, "%s: no node runs a storage version yet", NONE_YET);
     else if (!differ)
@@ -120,13 +119,13 @@ static int decided_version(struct hc_op_ctx *ctx, struct converge *c, struct hc_
 static int record_result(struct hc_op_ctx *ctx, const struct converge *c, struct hc_error *err)
 {
     int none = !strcmp(c->version, NONE_YET);
-    json_t *rows = hc_db_query_json(hc_op_db(ctx), err,
-                                    "SELECT result_json FROM operations WHERE id = ?", "s",
-                                    hc_op_id(ctx));
+    json_t *rows = hc_db_query_json(
+        hc_op_db(ctx), err, "SELECT result_json FROM operations WHERE id = ?", "s", hc_op_id(ctx));
     if (!rows)
         return -1;
     const json_t *prev = json_object_get(json_array_get(rows, 0), "result_json");
-    json_t *doc = json_is_object(prev) ? json_deep_copy(prev) : json_object(), *names = json_array();
+    json_t *doc = json_is_object(prev) ? json_deep_copy(prev) : json_object(),
+           *names = json_array();
     for (size_t i = 0; i < c->n; i++)
         json_array_append_new(names, json_string(c->names[i]));
     json_object_set_new(
@@ -143,25 +142,22 @@ static int record_result(struct hc_op_ctx *ctx, const struct converge *c, struct
     return rc;
 }
 
-static int step_healthy(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
-                        struct hc_error *err)
-{
-    const struct hc_svc_node *n = arg;
-    int64_t t0 = hc_mono_ms();
-    if (hc_maint_wait_healthy(ctx, n, HC_UPGRADE_NODE_TIMEOUT_MS, err) < 0)
-        return -1;
-    snprintf(detail, len, "healthy after %lld ms", (long long)(hc_mono_ms() - t0));
-    return 0;
-}
+/* A wait of one new node as a step: its service healthy, or in sync with the members. */
+struct wait_step {
+    const struct hc_svc_node *n;
+    int (*wait)(struct hc_op_ctx *ctx, const struct hc_svc_node *n, int64_t timeout_ms,
+                struct hc_error *err);
+    const char *done; /* the detail: "DONE after N ms" */
+};
 
-static int step_resync(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
-                       struct hc_error *err)
+static int step_wait(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
+                     struct hc_error *err)
 {
-    const struct hc_svc_node *n = arg;
+    const struct wait_step *w = arg;
     int64_t t0 = hc_mono_ms();
-    if (hc_maint_wait_resync(ctx, n, HC_UPGRADE_NODE_TIMEOUT_MS, err) < 0)
+    if (w->wait(ctx, w->n, HC_UPGRADE_NODE_TIMEOUT_MS, err) < 0)
         return -1;
-    snprintf(detail, len, "in sync after %lld ms: a storage member", (long long)(hc_mono_ms() - t0));
+    snprintf(detail, len, "%s after %lld ms", w->done, (long long)(hc_mono_ms() - t0));
     return 0;
 }
 
@@ -183,18 +179,20 @@ static enum hc_op_result install(struct hc_op_ctx *ctx, struct hc_http_client *c
 {
     struct hc_maint_node mn;
     struct hc_svc_node n;
+    struct wait_step healthy = {&n, hc_maint_wait_healthy, "healthy"};
     enum hc_op_result r;
     if (svc_node(ctx, client, name, &mn, &n, err) < 0)
         return HC_OP_FAILED;
     if ((r = hc_op_checkpoint(ctx)) != HC_OP_SUCCEEDED)
         return r;
+    hc_op_waiting(ctx, "%s to stage and start %s", name, t->version);
     if (hc_sw_stage_step(ctx, &n, t, err) < 0)
         return hc_sw_step_result(ctx, name, err);
     /* settings: the lead adds the configuration push here (the cluster's configuration
      * revision, before the service first starts on the node, so that its restart settings
      * take effect at once) */
     if (hc_sw_activate_step(ctx, &n, t->version, err) < 0 ||
-        hc_op_step(ctx, name, "healthy", step_healthy, &n, err) < 0)
+        hc_op_step(ctx, name, "healthy", step_wait, &healthy, err) < 0)
         return hc_sw_step_result(ctx, name, err);
     if (hc_node_set_software_version(hc_op_db(ctx), name, t->version, hc_now_ms(), err) < 0)
         return HC_OP_FAILED;
@@ -206,9 +204,10 @@ static enum hc_op_result wait_resync(struct hc_op_ctx *ctx, struct hc_http_clien
 {
     struct hc_maint_node mn;
     struct hc_svc_node n;
+    struct wait_step synced = {&n, hc_maint_wait_resync, "a storage member, in sync"};
     if (svc_node(ctx, client, name, &mn, &n, err) < 0)
         return HC_OP_FAILED;
-    if (hc_op_step(ctx, name, "resync", step_resync, &n, err) < 0)
+    if (hc_op_step(ctx, name, "resync", step_wait, &synced, err) < 0)
         return hc_sw_step_result(ctx, name, err);
     return HC_OP_SUCCEEDED;
 }

@@ -21,10 +21,6 @@ sum_of() { # FIELD N: the sum of /resync's FIELD over nodes 1..N
     for i in $(seq "$2"); do t=$((t + $(curl -s --max-time 3 "$(svc "$i")/resync" | jq ".$1"))); done
     echo $t
 }
-step_of() { # OP NODE STEP: that step's record
-    hcctl operation show "$1" -o json | jq -c --arg n "$2" --arg s "$3" \
-        '[.steps[] | select((.node // "") == $n and .step == $s)][0]'
-}
 
 upgrade_lab_up nadd hcna 5 3
 
@@ -34,7 +30,10 @@ test_expect_success 'a 3-node cluster on hcstor-1.3' '
     [ "$(versions)" = "1.3 1.3 1.3" ] && members_everywhere 3 3
 '
 
+# The controller counts and logs its durable steps from here (docs/operations.md "Crash points"):
+# the last test learns from this add where its stage ends.
 test_expect_success 'node add of a 4th node under hcload: 1.3, a storage member, resynced, serving' '
+    controller_stop && HCCTLD_TEST_CRASH_AFTER_STEP=0 POLL=500ms controller_start &&
     load_start a1 && sleep 3 &&
     hcctl node add 198.18.0.14 --storage-interface eth1 --accept-new-host-keys >add.out 2>&1 ||
         { cat add.out; exit 1; }
@@ -43,7 +42,7 @@ test_expect_success 'node add of a 4th node under hcload: 1.3, a storage member,
     grep -q "hcna-n4: step .stage. succeeded" add.out &&
     grep -q "hcna-n4: step .activate. succeeded .*1.3 active (was none)" add.out &&
     grep -q "step .storage_peers. succeeded .*4 members sent to every agent" add.out &&
-    grep -q "hcna-n4: step .resync. succeeded .*a storage member" add.out &&
+    grep -q "hcna-n4: step .resync. succeeded .*: a storage member, in sync after" add.out &&
     [ "$(versions)" = "1.3 1.3 1.3 1.3" ] && members_everywhere 4 4 &&
     curl -s "$(svc 4)/resync" | jq -e ".pending == 0 and .fetched > 0 and .settled" &&
     wait_for 30 "[ \"\$(sum_of stale 4)\" = 0 ]" &&
@@ -60,19 +59,27 @@ test_expect_success 'the new node serves: a block placed on it reads from it, an
     load_start a3 "198.18.0.14:7480" && sleep 3 && load_stop a3
 '
 
+# The add runs in under two seconds: the controller is killed by its crash hook right after the
+# durable step that records the new node's stage succeeded (its number learnt from the 4th
+# node's add, which has the same steps), before activate, healthy and the peers.
 test_expect_success 'hcctld SIGKILLed after the stage, before the peers: restarted, the add finishes' '
+    add4=$(hcctl operation list -o json | jq -r "[.operations[] | select(.kind == \"node.add\")][0].id") &&
+    n=$(grep -o "test hook: durable step [0-9]*: $add4 .*" "$T/hcctld.log" |
+        sed "s/^test hook: durable step [0-9]*: [^ ]* //" | grep -n "^hcna-n4/stage succeeded$" | cut -d: -f1) &&
+    echo "the 4th node stage succeeded at durable step $n of its add" && [ -n "$n" ] &&
+    controller_stop && HCCTLD_TEST_CRASH_AFTER_STEP=$n POLL=500ms controller_start &&
     load_start a4 && sleep 2 &&
     hcctl node add 198.18.0.15 --storage-interface eth1 --accept-new-host-keys --no-wait >id.out &&
-    id=$(tail -n 1 id.out) &&
-    wait_for 120 "step_of $id hcna-n5 stage | jq -e \".state == \\\"succeeded\\\"\"" &&
-    step_of "$id" "" storage_peers | jq -e ". == null" &&
-    controller_stop KILL && echo "killed hcctld after: $(step_of "$id" hcna-n5 stage)" &&
-    POLL=500ms controller_start &&
+    id=$(tail -n 1 id.out) && pid=$(pid_of hcctld) &&
+    wait_for 120 "! kill -0 $pid" &&
+    grep "test hook: durable step $n: $id hcna-n5/stage succeeded" "$T/hcctld.log" &&
+    grep -q "test hook: killing hcctld after durable step $n" "$T/hcctld.log" &&
+    rm -f "$T/pids/hcctld" && POLL=500ms controller_start &&
     hcctl operation wait "$id" --timeout 5m &&
     hcctl operation show "$id" -o json >op.json &&
     jq -e "[.steps[] | select(.node == \"hcna-n5\" and .step == \"stage\")][0].attempts == 1" op.json &&
     jq -e "[.steps[] | select(.node == \"hcna-n5\" and .step == \"resync\")][0].state == \"succeeded\"" op.json &&
-    hcctl events --type op.resumed -o json | jq -e --arg id "$id" "[.events[] | select(.op_id == \$id)] | length >= 1" &&
+    hcctl events --type op.resumed -o json | jq -e --arg id "$id" "[.events[] | select(.op_id == \$id)] | length == 1" &&
     [ "$(versions)" = "1.3 1.3 1.3 1.3 1.3" ] && members_everywhere 5 5 &&
     wait_for 30 "[ \"\$(sum_of stale 5)\" = 0 ]" &&
     load_stop a4
