@@ -841,8 +841,8 @@ int hcstor_members_reload(struct hcstor *s)
     } else {
         /* Nothing to fetch: the new members resync from us, and the copies that moved to them
          * are dropped here once they hold them (drops below). */
-        hcstor_log(s, HCSTOR_INFO,
-                   "members added: no block is newly placed on this node, serving on");
+        hcstor_log(s, HCSTOR_INFO, "%s: no block is newly placed on this node, serving on",
+                   s->npeers + 1 > s->nprev ? "members added" : "the same members");
     }
     return 1;
 }

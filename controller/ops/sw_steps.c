@@ -9,6 +9,7 @@
 #include "common/util.h"
 #include "controller/ops/op_maintenance.h"
 #include "controller/remote/agent_client.h"
+#include "controller/remote/service_client.h"
 #include "controller/state/events.h"
 #include "controller/state/software.h"
 

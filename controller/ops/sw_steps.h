@@ -13,8 +13,9 @@
 #include "common/error.h"
 #include "controller/api/auth.h"
 #include "controller/ops/ops.h"
-#include "controller/remote/service_client.h"
 #include "db/db.h"
+
+struct hc_svc_node; /* controller/remote/service_client.h: ops headers talk to no node */
 
 /* A version to give nodes. Zero-initialise; hc_sw_target_clear frees what it holds. */
 struct hc_sw_target {

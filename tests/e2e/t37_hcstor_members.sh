@@ -86,7 +86,7 @@ test_expect_success 'a write by the new list while others have the old one: no s
 # The 4th member is in the list but not running: the old owners keep every copy.
 test_expect_success 'a member added but down: old nodes serve on, copies that moved are kept' '
     push p4.json 2 3 &&
-    wait_for 5 "for i in 1 2 3; do curl -s $(url \$i)/health | jq -e \".members == 4\" || exit 1; done" &&
+    wait_for 5 "(for i in 1 2 3; do curl -s $(url \$i)/health | jq -e \".members == 4\" || exit 1; done)" &&
     for i in 1 2 3; do grep -q "members added: no block is newly placed on this node, serving on" n$i.log || exit 1; done &&
     ! grep "serving -> resyncing" n1.log n2.log n3.log &&
     stale=$(sum stale 1 2 3) && echo "stale copies: $stale" && [ "$stale" -gt 0 ] && sleep 1.5 &&
