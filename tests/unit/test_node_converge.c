@@ -151,9 +151,19 @@ static const char *detail(const json_t *show, const char *step, size_t *steps)
     json_t *s;
     const char *d = "";
     *steps = json_array_size(json_object_get(show, "steps"));
-    json_array_foreach(json_object_get(show, "steps"), i, s) if (!strcmp(
-        hc_json_str(s, "step", ""), step)) d = hc_json_str(s, "detail", "");
+    json_array_foreach(json_object_get(show, "steps"), i,
+                       s) if (!strcmp(hc_json_str(s, "step", ""), step)) d =
+        hc_json_str(s, "detail", "");
     return d;
+}
+
+/* Runs the convergence of n4 (params by default) to want_state; its decision must be want. */
+static json_t *decide(struct fixture *f, json_t *params, const char *want_state, const char *want)
+{
+    size_t steps;
+    json_t *show = run(f, params ? params : json_pack("{s:[s]}", "nodes", "n4"), want_state);
+    assert_string_equal(detail(show, "storage_version", &steps), want);
+    return show;
 }
 
 static void test_no_version_yet_stops_after_enrollment(void **state)
@@ -164,14 +174,13 @@ static void test_no_version_yet_stops_after_enrollment(void **state)
     add_node(f, "n1", NULL);
     add_node(f, "n2", NULL);
     add_node(f, "n4", "0.9"); /* the new node: what it runs does not count */
-    json_t *show = run(f, json_pack("{s:[s]}", "nodes", "n4"), "succeeded");
-    assert_string_equal(detail(show, "storage_version", &steps),
-                        "none: no node runs a storage version yet");
+    json_t *show = decide(f, NULL, "succeeded", "none: no node runs a storage version yet");
+    detail(show, "storage_version", &steps);
     assert_int_equal(steps, 1); /* no stage, activate, peers or resync */
     json_t *rows = hc_db_query_json(f->db, &err, "SELECT result_json FROM operations WHERE id = ?",
                                     "s", hc_json_str(json_object_get(show, "operation"), "id", ""));
-    const json_t *res = json_object_get(json_object_get(json_array_get(rows, 0), "result_json"),
-                                        "storage");
+    const json_t *res =
+        json_object_get(json_object_get(json_array_get(rows, 0), "result_json"), "storage");
     assert_true(json_is_null(json_object_get(res, "version")));
     assert_true(json_is_false(json_object_get(res, "members")));
     assert_non_null(strstr(hc_json_str(res, "note", ""), "not storage members"));
@@ -182,13 +191,10 @@ static void test_no_version_yet_stops_after_enrollment(void **state)
 static void test_the_version_every_other_node_runs(void **state)
 {
     struct fixture *f = *state;
-    size_t steps;
     add_node(f, "n1", "1.1");
     add_node(f, "n2", "1.1");
     add_node(f, "n4", NULL);
-    json_t *show = run(f, json_pack("{s:[s]}", "nodes", "n4"), "failed");
-    assert_string_equal(detail(show, "storage_version", &steps),
-                        "1.1: the version every other node runs");
+    json_t *show = decide(f, NULL, "failed", "1.1: the version every other node runs");
     const json_t *e = json_object_get(json_object_get(show, "operation"), "error");
     assert_string_equal(hc_json_str(e, "code", ""), "not_found");
     assert_non_null(strstr(hc_json_str(e, "message", ""), "'1.1'"));
@@ -199,42 +205,34 @@ static void test_the_version_every_other_node_runs(void **state)
 static void test_versions_differ_latest_upgrade_target(void **state)
 {
     struct fixture *f = *state;
-    size_t steps;
     add_node(f, "n1", "1.0");
     add_node(f, "n2", "1.1");
     add_node(f, "n4", NULL);
     upgraded_to(f, "1.0"); /* rolled back half-way from 1.1, say */
     upload(f, "1.0");
-    json_t *show = run(f, json_pack("{s:[s]}", "nodes", "n4"), "failed");
-    assert_string_equal(detail(show, "storage_version", &steps),
-                        "1.0: the nodes run different versions; the latest upgrade's target");
-    json_decref(show);
+    json_decref(decide(f, NULL, "failed",
+                       "1.0: the nodes run different versions; the latest upgrade's target"));
 }
 
 static void test_versions_differ_target_gone_highest(void **state)
 {
     struct fixture *f = *state;
-    size_t steps;
     add_node(f, "n1", "1.9");
     add_node(f, "n2", "1.10");
     add_node(f, "n3", "1.2");
     add_node(f, "n4", NULL);
     upgraded_to(f, "1.2"); /* its bundle since removed */
-    json_t *show = run(f, json_pack("{s:[s]}", "nodes", "n4"), "failed");
-    assert_string_equal(detail(show, "storage_version", &steps),
-                        "1.10: the nodes run different versions; the highest one run");
-    json_decref(show);
+    json_decref(
+        decide(f, NULL, "failed", "1.10: the nodes run different versions; the highest one run"));
 }
 
 static void test_a_resumed_run_keeps_the_decision(void **state)
 {
     struct fixture *f = *state;
-    size_t steps;
     add_node(f, "n1", "1.1");
     add_node(f, "n4", NULL);
-    json_t *show = run(f, json_pack("{s:[s], s:b}", "nodes", "n4", "twice", 1), "failed");
-    assert_string_equal(detail(show, "storage_version", &steps),
-                        "1.1: the version every other node runs");
+    json_t *show = decide(f, json_pack("{s:[s], s:b}", "nodes", "n4", "twice", 1), "failed",
+                          "1.1: the version every other node runs");
     /* the second pass looked for 1.1 again, not for the 2.0 every node now runs */
     const json_t *e = json_object_get(json_object_get(show, "operation"), "error");
     assert_non_null(strstr(hc_json_str(e, "message", ""), "'1.1'"));
@@ -249,8 +247,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_the_version_every_other_node_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_versions_differ_latest_upgrade_target, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_versions_differ_target_gone_highest, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_versions_differ_target_gone_highest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_resumed_run_keeps_the_decision, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
