@@ -7,7 +7,12 @@
 . "$(dirname "$0")/lab_test.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
 
-svc() { echo "http://198.18.0.1$1:7480"; }
+# hcstor of lab node N at the host its peers file names it by: what the controller sent and
+# hcstor listens on (whichever network that is).
+peers_of() { lab_exec "n$1" cat "$AGENT_DATA/service-data/peers.json"; }
+svc_addr() { peers_of "$1" | jq -r --arg n "hcna-n$1" '.nodes[] | select(.name == $n) | .host + ":7480"'; }
+svc() { echo "http://$(svc_addr "$1")"; }
+members() { peers_of 1 | jq -r '[.nodes[].host + ":7480"] | join(",")'; }
 # members_everywhere N COUNT: nodes 1..N each list COUNT members and serve.
 members_everywhere() {
     local i
@@ -34,7 +39,7 @@ test_expect_success 'a 3-node cluster on hcstor-1.3' '
 # the last test learns from this add where its stage ends.
 test_expect_success 'node add of a 4th node under hcload: 1.3, a storage member, resynced, serving' '
     controller_stop && HCCTLD_TEST_CRASH_AFTER_STEP=0 POLL=500ms controller_start &&
-    load_start a1 && sleep 3 &&
+    load_start a1 "$(members)" && sleep 3 &&
     hcctl node add 198.18.0.14 --storage-interface eth1 --accept-new-host-keys >add.out 2>&1 ||
         { cat add.out; exit 1; }
     cat add.out &&
@@ -55,8 +60,8 @@ test_expect_success 'node add of a 4th node under hcload: 1.3, a storage member,
 test_expect_success 'the new node serves: a block placed on it reads from it, and hcload on all 4 is clean' '
     key=$(lab_exec n4 ls /var/lib/hcctl/agent/service-data/blocks | head -n 1) && [ -n "$key" ] &&
     curl -sf -o /dev/null -D hdr "$(svc 4)/blocks/$key" && grep -qi "^x-hcstor-version" hdr &&
-    load_start a2 && sleep 5 && load_stop a2 &&
-    load_start a3 "198.18.0.14:7480" && sleep 3 && load_stop a3
+    load_start a2 "$(members)" && sleep 5 && load_stop a2 &&
+    load_start a3 "$(svc_addr 4)" && sleep 3 && load_stop a3
 '
 
 # The add runs in under two seconds: the controller is killed by its crash hook right after the
@@ -68,7 +73,7 @@ test_expect_success 'hcctld SIGKILLed after the stage, before the peers: restart
         sed "s/^test hook: durable step [0-9]*: [^ ]* //" | grep -n "^hcna-n4/stage succeeded$" | cut -d: -f1) &&
     echo "the 4th node stage succeeded at durable step $n of its add" && [ -n "$n" ] &&
     controller_stop && HCCTLD_TEST_CRASH_AFTER_STEP=$n POLL=500ms controller_start &&
-    load_start a4 && sleep 2 &&
+    load_start a4 "$(members)" && sleep 2 &&
     hcctl node add 198.18.0.15 --storage-interface eth1 --accept-new-host-keys --no-wait >id.out &&
     id=$(tail -n 1 id.out) && pid=$(pid_of hcctld) &&
     wait_for 120 "! kill -0 $pid" &&

@@ -8,6 +8,7 @@ if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"
 . "$HC_SRC/tests/lab/lab.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
 lab_trap_teardown 'e2e_cleanup'
+svc_nodes() { hcctl node list -o json | jq -r '[.nodes[].address | sub(":[0-9]+$"; "") + ":7480"] | join(",")'; }
 # node_kill N: SIGKILL of every process of node N (agent, its supervisor, hcstor) but the
 # lab's own (the namespace holder and sshd): the node's software dies, the "machine" stays.
 node_kill() {

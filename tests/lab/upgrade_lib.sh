@@ -24,11 +24,8 @@ up_state() { hcctl upgrade status -o json | jq -r .state; }
 up_id() { hcctl upgrade status -o json | jq -r .operation_id; }
 now_ms() { date +%s%3N; }
 
-# The storage service's address of every node (hcstor listens on the agent's host, port 7480).
-svc_nodes() { hcctl node list -o json | jq -r '[.nodes[].address | sub(":[0-9]+$"; "") + ":7480"] | join(",")'; }
-
-# load_start NAME [NODES]: hcload in the background against every member (or NODES), until
-# load_stop NAME.
+# load_start NAME [NODES]: hcload in the background against NODES (HOST:PORT,...; default the
+# test's svc_nodes), until load_stop NAME.
 load_start() {
     hcload --nodes "${2:-$(svc_nodes)}" --duration 0 --workers 4 --json --quiet \
         --timeline "$T/$1.timeline" >"$T/$1.json" 2>"$T/$1.err" &
