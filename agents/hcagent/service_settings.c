@@ -190,12 +190,16 @@ static void applied_clear(struct applied *a)
 }
 
 /* 0 (a->schema NULL when the version declares no settings, or no version is active) or -1 with
- * err. */
-static int applied_read(const struct hc_agent_software *sw, struct applied *a, struct hc_error *err)
+ * err. version NULL: the one that runs, else the current one. */
+static int applied_read(const struct hc_agent_software *sw, const char *version, struct applied *a,
+                        struct hc_error *err)
 {
     int missing;
     memset(a, 0, sizeof(*a));
-    settings_version(sw, a->version);
+    if (version)
+        snprintf(a->version, sizeof(a->version), "%s", version);
+    else
+        settings_version(sw, a->version);
     if (!a->version[0])
         return 0;
     hc_agent_sw_env(sw, a->version, &a->env);
@@ -211,7 +215,8 @@ static int applied_read(const struct hc_agent_software *sw, struct applied *a, s
         return -1;
     if (a->values && hc_settings_digest(a->values, a->digest, err) < 0)
         return hc_error_prefix(err, "%s", a->env.settings_file);
-    a->pending_restart = service_runs(sw) && a->st.started && a->values &&
+    a->pending_restart = service_runs(sw) && !strcmp(hc_service_version(sw->svc), a->version) &&
+                         a->st.started && a->values &&
                          restart_differs(a->schema, a->st.started, a->values);
     return 0;
 }
@@ -221,7 +226,7 @@ json_t *hc_agent_sw_settings_status(const struct hc_agent_software *sw)
     struct applied a;
     struct hc_error err = {0};
     json_t *o;
-    if (applied_read(sw, &a, &err) < 0)
+    if (applied_read(sw, NULL, &a, &err) < 0)
         o = json_pack("{s:s, s:s}", "version", a.version, "error", err.message);
     else if (!a.schema)
         o = json_null();
@@ -242,7 +247,7 @@ static void settings_get(struct hc_request *req, void *arg)
 {
     struct applied a;
     struct hc_error err = {0};
-    if (applied_read(arg, &a, &err) < 0) {
+    if (applied_read(arg, NULL, &a, &err) < 0) {
         hc_reply_error(req, &err);
     } else if (!a.schema) {
         if (a.version[0])
@@ -386,7 +391,8 @@ static int put_parse(struct put_ctx *c, const json_t *body, struct hc_error *err
     }
     json_decref(diff);
     const json_t *hook = json_object_get(c->a.manifest, "reload");
-    if (live && service_runs(c->sw) && json_is_object(hook))
+    if (live && service_runs(c->sw) && !strcmp(hc_service_version(c->sw->svc), c->a.version) &&
+        json_is_object(hook))
         c->reload = json_deep_copy(hook);
     return 0;
 }
@@ -405,8 +411,25 @@ static void settings_put(struct hc_request *req, void *arg)
         return;
     }
     c->sw = sw;
-    if (applied_read(sw, &c->a, &err) < 0 || put_parse(c, body, &err) < 0 ||
-        put_write(c, 0, &err) < 0)
+    /* "version": a staged version that is not running yet (a node being added), whose first
+     * start then reads these values; otherwise the running (or current) one. */
+    const json_t *version = json_object_get(body, "version");
+    if (json_is_null(version))
+        version = NULL;
+    const char *running = hc_service_version(sw->svc);
+    if (version &&
+        (!json_is_string(version) || !hc_bundle_version_valid(json_string_value(version)))) {
+        hc_error_set(&err, HC_E(INVALID_ARGUMENT), "version must be a version string");
+        goto fail;
+    }
+    if (version && running[0] && strcmp(running, json_string_value(version)) != 0) {
+        hc_error_set(&err, HC_E(CONFLICT),
+                     "version %s runs, not %s: settings go to the running one", running,
+                     json_string_value(version));
+        goto fail;
+    }
+    if (applied_read(sw, version ? json_string_value(version) : NULL, &c->a, &err) < 0 ||
+        put_parse(c, body, &err) < 0 || put_write(c, 0, &err) < 0)
         goto fail;
     if (!c->reload) {
         put_reply(c, req);

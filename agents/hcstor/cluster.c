@@ -4,8 +4,13 @@
  *
  * Membership is the peers file DATA/peers.json, written by hcagent when the controller sends the
  * node list ({"epoch", "replication"?, "nodes": [{"name", "host"}]}); every member's hcstor
- * listens on the same port as this one. It is re-read when it changes, and a change starts a
- * resync (placement moved: blocks may now belong here).
+ * listens on the same port as this one. It is re-read when it changes. A change that may place
+ * blocks here (a member left, the replication factor grew) starts a resync; one that only adds
+ * members leaves a serving node serving (rendezvous hashing moves blocks only to the new
+ * members). Until every peer has the new list (their /health says its epoch) the change is
+ * unsettled: writes coordinated here also go to the replicas of the previous list, which a
+ * member still on it serves from. Once settled, the copies held here that the list places
+ * elsewhere are dropped, each only when every one of its owners says it holds it (drops).
  *
  * Placement is rendezvous hashing: a block's replicas are the `rf` members with the highest
  * hash(member, key), rf = min(--replication, members). Every node computes the same sets.
@@ -75,16 +80,14 @@ int hcstor_effective_rf(const struct hcstor *s)
     return s->replication < members ? s->replication : members;
 }
 
-/* Fills out[] with the replicas of key, best first: -1 is this node, i >= 0 is peers[i]. */
-size_t hcstor_replicas(const struct hcstor *s, const char *key, int *out, size_t max)
+/* The rf of names[0..n) with the highest hash(name, key), best first, as indexes into names. */
+static size_t rank(const char *const *names, size_t n, size_t rf, const char *key, int *out)
 {
-    size_t rf = (size_t)hcstor_effective_rf(s), n = 0;
     uint64_t score[HCSTOR_PEERS_MAX + 1];
-    if (rf > max)
-        rf = max;
-    for (int m = -1; m < (int)s->npeers; m++) {
-        uint64_t h = mix_hash(m < 0 ? s->node : s->peers[m].name, key);
-        size_t at = n < rf ? n++ : rf;
+    size_t got = 0;
+    for (size_t m = 0; m < n; m++) {
+        uint64_t h = mix_hash(names[m], key);
+        size_t at = got < rf ? got++ : rf;
         if (at == rf && h <= score[rf - 1])
             continue;
         if (at == rf)
@@ -95,7 +98,58 @@ size_t hcstor_replicas(const struct hcstor *s, const char *key, int *out, size_t
             at--;
         }
         score[at] = h;
-        out[at] = m;
+        out[at] = (int)m;
+    }
+    return got;
+}
+
+/* The index of the peer named name, -1 when it is this node or no member. */
+static int peer_index(const struct hcstor *s, const char *name)
+{
+    for (size_t i = 0; i < s->npeers; i++)
+        if (!strcmp(s->peers[i].name, name))
+            return (int)i;
+    return -1;
+}
+
+/* Fills out[] with the replicas of key, best first: -1 is this node, i >= 0 is peers[i]. */
+size_t hcstor_replicas(const struct hcstor *s, const char *key, int *out, size_t max)
+{
+    const char *names[HCSTOR_PEERS_MAX + 1];
+    size_t rf = (size_t)hcstor_effective_rf(s), n;
+    names[0] = s->node;
+    for (size_t i = 0; i < s->npeers; i++)
+        names[i + 1] = s->peers[i].name;
+    n = rank(names, s->npeers + 1, rf < max ? rf : max, key, out);
+    for (size_t i = 0; i < n; i++)
+        out[i] -= 1; /* names[0] is this node (-1), names[i] is peers[i - 1] */
+    return n;
+}
+
+int hcstor_members_settled(const struct hcstor *s)
+{
+    for (size_t i = 0; i < s->npeers; i++)
+        if (s->peers[i].epoch < s->peers_epoch)
+            return 0;
+    return 1;
+}
+
+size_t hcstor_write_targets(const struct hcstor *s, const char *key, int *out, size_t max)
+{
+    const char *names[HCSTOR_PEERS_MAX + 1];
+    int old[HCSTOR_PEERS_MAX + 1];
+    size_t n = hcstor_replicas(s, key, out, max);
+    if (s->nprev == 0 || hcstor_members_settled(s))
+        return n;
+    for (size_t i = 0; i < s->nprev; i++)
+        names[i] = s->prev[i];
+    size_t k = rank(names, s->nprev, (size_t)s->prev_rf, key, old);
+    for (size_t i = 0; i < k && n < max; i++) {
+        int idx = peer_index(s, s->prev[old[i]]), known = idx < 0;
+        for (size_t j = 0; j < n && !known; j++)
+            known = out[j] == idx;
+        if (!known)
+            out[n++] = idx; /* an old replica that still serves the block by the old list */
     }
     return n;
 }
@@ -282,10 +336,12 @@ static int send_msg(struct hcstor *s, struct hcstor_peer *p, enum evhttp_cmd_typ
 
 static void state_from_answer(struct hcstor_peer *p, struct evhttp_request *res, int64_t sent_ms)
 {
-    json_t *j = response_json(res);
+    json_t *j = response_json(res), *epoch = json_object_get(j, "epoch");
     if (sent_ms >= p->changed_ms && j)
         peer_seen(p, state_parse(json_string_value(json_object_get(j, "state"))),
                   json_string_value(json_object_get(j, "incarnation")));
+    if (json_is_integer(epoch)) /* /health says it; the answers to messages do not */
+        p->epoch = json_integer_value(epoch);
     json_decref(j);
 }
 
@@ -676,6 +732,36 @@ static int peer_open(struct hcstor *s, struct hcstor_peer *p)
     return p->ctl ? 0 : -1;
 }
 
+/* The members as they are now (this node first) become the previous members. */
+static void members_save(struct hcstor *s)
+{
+    snprintf(s->prev[0], sizeof(s->prev[0]), "%s", s->node);
+    for (size_t i = 0; i < s->npeers; i++)
+        snprintf(s->prev[i + 1], sizeof(s->prev[i + 1]), "%s", s->peers[i].name);
+    s->nprev = s->npeers + 1;
+    s->prev_rf = hcstor_effective_rf(s);
+}
+
+/* 1 when the latest change may have placed blocks here that were placed elsewhere before: a
+ * member left, or the replication factor grew. When members were only added, rendezvous
+ * hashing moves blocks to the new members and to no node that stays: what this node serves is
+ * still all here. */
+static int members_gain(const struct hcstor *s)
+{
+    if (hcstor_effective_rf(s) > s->prev_rf)
+        return 1;
+    for (size_t i = 1; i < s->nprev; i++)
+        if (peer_index(s, s->prev[i]) < 0)
+            return 1;
+    return 0;
+}
+
+static void relist_all(struct hcstor *s)
+{
+    for (size_t i = 0; i < s->npeers; i++)
+        s->peers[i].need_list = 1;
+}
+
 /* Builds the new peer table, keeping what is known about peers that stay (same host). */
 static int apply_members(struct hcstor *s, json_t *nodes)
 {
@@ -692,7 +778,7 @@ static int apply_members(struct hcstor *s, json_t *nodes)
             continue;
         struct hcstor_peer *old = hcstor_peer_by_name(s, name);
         if (old && !strcmp(old->host, host)) {
-            next[n] = *old;
+            next[n] = *old; /* with its resync flags: members_reload decides what is listed */
             kept[old - s->peers] = 1;
         } else {
             memset(&next[n], 0, sizeof(next[n]));
@@ -702,7 +788,6 @@ static int apply_members(struct hcstor *s, json_t *nodes)
             if (peer_open(s, &next[n]) < 0)
                 return -1;
         }
-        next[n].need_list = 1;
         n++;
     }
     for (i = 0; i < s->npeers; i++)
@@ -733,6 +818,7 @@ static int load_peers(struct hcstor *s)
     if (json_integer_value(json_object_get(j, "replication")) > 0)
         s->replication = (int)json_integer_value(json_object_get(j, "replication"));
     s->peers_epoch = json_integer_value(json_object_get(j, "epoch"));
+    members_save(s);
     int rc = apply_members(s, nodes);
     json_decref(j);
     if (rc < 0) {
@@ -745,19 +831,191 @@ static int load_peers(struct hcstor *s)
     return 1;
 }
 
+int hcstor_members_reload(struct hcstor *s)
+{
+    if (!load_peers(s))
+        return 0;
+    if (members_gain(s) || s->state != HCSTOR_SERVING) {
+        relist_all(s);
+        hcstor_resync_kick(s);
+    } else {
+        /* Nothing to fetch: the new members resync from us, and the copies that moved to them
+         * are dropped here once they hold them (drops below). */
+        hcstor_log(s, HCSTOR_INFO, "%s: no block is newly placed on this node, serving on",
+                   s->npeers + 1 > s->nprev ? "members added" : "the same members");
+    }
+    return 1;
+}
+
+/* ---- drops: copies this node no longer owns ---------------------------------------------- */
+
+int64_t hcstor_stale_copies(const struct hcstor *s)
+{
+    const char *key;
+    json_t *v;
+    int64_t n = 0;
+    json_object_foreach(s->index, key, v) n += !hcstor_is_replica(s, key);
+    return n;
+}
+
+/* 1 when p is one of key's replicas. */
+static int owns(const struct hcstor *s, const struct hcstor_peer *p, const char *key)
+{
+    int r[HCSTOR_PEERS_MAX + 1];
+    size_t n = hcstor_replicas(s, key, r, HC_ARRAY_LEN(r));
+    for (size_t i = 0; i < n; i++)
+        if (r[i] >= 0 && &s->peers[r[i]] == p)
+            return 1;
+    return 0;
+}
+
+/* An owner's answer: each key it holds at our version or newer counts once, and only from a
+ * node that owns the key (no other's word makes a copy safe to drop). */
+static void after_holds(struct hcstor *s, struct hcstor_peer *p, struct evhttp_request *res,
+                        int64_t sent_ms)
+{
+    json_t *j = response_json(res), *seen = json_object(), *k, *e;
+    size_t i;
+    json_array_foreach(json_object_get(j, "held"), i, k)
+    {
+        const char *key = json_string_value(k);
+        if (!key || !s->drop_round || !(e = json_object_get(s->drop_round, key)) ||
+            json_object_get(seen, key) || !owns(s, p, key))
+            continue;
+        json_object_set_new(seen, key, json_true());
+        json_array_set_new(e, 2, json_integer(json_integer_value(json_array_get(e, 2)) + 1));
+    }
+    json_decref(seen);
+    json_decref(j);
+}
+
+/* Every owner answered (or failed): drops each copy that all of its owners hold, unless the
+ * members changed meanwhile or a newer version arrived here since the question. */
+static void drop_finish(struct hcstor *s, void *arg)
+{
+    json_t *round = s->drop_round, *e;
+    const char *key;
+    char why[300];
+    int64_t n = 0;
+    (void)arg;
+    s->drop_round = NULL;
+    if (s->drop_epoch != s->peers_epoch || s->state != HCSTOR_SERVING) {
+        json_decref(round);
+        return;
+    }
+    json_object_foreach(round, key, e)
+    {
+        int64_t v = json_integer_value(json_array_get(e, 0));
+        if (json_integer_value(json_array_get(e, 1)) != json_integer_value(json_array_get(e, 2)) ||
+            hcstor_store_version(s, key) != v || hcstor_is_replica(s, key))
+            continue;
+        if (hcstor_store_drop(s, key, why, sizeof(why)) < 0) {
+            hcstor_log(s, HCSTOR_ERROR, "drop: %s", why);
+            continue;
+        }
+        n++;
+        hcstor_log(s, HCSTOR_DEBUG, "dropped '%s' version %" PRId64 ": every owner holds it", key,
+                   v);
+    }
+    s->dropped += n;
+    if (n)
+        hcstor_log(s, HCSTOR_INFO,
+                   "dropped %" PRId64 " copies placed on other members, each held by all of "
+                   "its owners (%" PRId64 " stale left, %" PRId64 " dropped in all)",
+                   n, hcstor_stale_copies(s), s->dropped);
+    json_decref(round);
+}
+
+/* The next round: up to HCSTOR_DROP_BATCH copies held here that the members place elsewhere,
+ * each owner asked which of them it holds. Only while serving, and only once every peer has
+ * our members list: until then a peer may still serve the block from here by the old list. */
+static void drop_stale(struct hcstor *s)
+{
+    json_t *ask[HCSTOR_PEERS_MAX] = {0}, *v;
+    const char *key;
+    int r[HCSTOR_PEERS_MAX + 1];
+    size_t total = 0, at = 0, start, taken = 0;
+    if (s->drop_round || s->state != HCSTOR_SERVING || !hcstor_members_settled(s) ||
+        (total = (size_t)hcstor_stale_copies(s)) == 0)
+        return;
+    start = s->drop_cursor % total; /* rounds move on: a copy no owner confirms starves none */
+    s->drop_round = json_object();
+    s->drop_epoch = s->peers_epoch;
+    json_object_foreach(s->index, key, v)
+    {
+        size_t n, down = 0;
+        if (hcstor_is_replica(s, key) || at++ < start || taken == HCSTOR_DROP_BATCH)
+            continue;
+        taken++;
+        n = hcstor_replicas(s, key, r, HC_ARRAY_LEN(r));
+        for (size_t i = 0; i < n; i++)
+            down += s->peers[r[i]].state == HCSTOR_DOWN;
+        if (down)
+            continue; /* an owner that does not answer cannot say it holds it */
+        json_object_set_new(s->drop_round, key, json_pack("[O, I, i]", v, (json_int_t)n, 0));
+        for (size_t i = 0; i < n; i++) {
+            if (!ask[r[i]])
+                ask[r[i]] = json_array();
+            json_array_append_new(ask[r[i]], json_pack("[s, O]", key, v));
+        }
+    }
+    s->drop_cursor = start + taken;
+    struct batch *b = calloc(1, sizeof(*b));
+    if (!b) {
+        for (size_t i = 0; i < s->npeers; i++)
+            json_decref(ask[i]);
+        json_decref(s->drop_round);
+        s->drop_round = NULL;
+        return;
+    }
+    *b = (struct batch){1, drop_finish, NULL}; /* the extra count is released below */
+    for (size_t i = 0; i < s->npeers; i++)
+        if (ask[i])
+            send_msg(s, &s->peers[i], EVHTTP_REQ_POST, "/internal/holds",
+                     json_pack("{s:s, s:I, s:o}", "node", s->node, "epoch",
+                               (json_int_t)s->peers_epoch, "keys", ask[i]),
+                     b, after_holds);
+    batch_step(s, b);
+}
+
+void hcstor_holds_answer(struct hcstor *s, struct evhttp_request *req, json_t *body)
+{
+    json_t *held, *item;
+    size_t i;
+    int64_t epoch = json_integer_value(json_object_get(body, "epoch"));
+    if (epoch != s->peers_epoch) {
+        /* Placed by another list, the asker may be asking the wrong owners. */
+        hcstor_reply_error(req, HC_E(MEMBERS_BEHIND),
+                           "the asker's members list (epoch %" PRId64
+                           ") is not this node's (%" PRId64 ")",
+                           epoch, s->peers_epoch);
+        return;
+    }
+    hcstor_store_flush(s); /* "holds" means durably, with fsync=batch too */
+    held = json_array();
+    json_array_foreach(json_object_get(body, "keys"), i, item)
+    {
+        const char *key = json_string_value(json_array_get(item, 0));
+        int64_t v = json_integer_value(json_array_get(item, 1));
+        if (key && v > 0 && hcstor_store_version(s, key) >= v)
+            json_array_append_new(held, json_string(key));
+    }
+    hcstor_reply_json(req, 200, json_pack("{s:s, s:o}", "node", s->node, "held", held));
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct hcstor *s = arg;
     (void)fd;
     (void)what;
     hcstor_check_stall(s);
-    if (load_peers(s))
-        hcstor_resync_kick(s);
+    hcstor_members_reload(s);
     for (size_t i = 0; i < s->npeers; i++)
         if (!s->peers[i].probing)
             probe(s, &s->peers[i], NULL);
     if (s->state == HCSTOR_RESYNCING)
         resync_step(s);
+    drop_stale(s);
 }
 
 int hcstor_cluster_init(struct hcstor *s)
@@ -768,6 +1026,7 @@ int hcstor_cluster_init(struct hcstor *s)
     if (!s->fetch_queue || !s->tick || event_add(s->tick, &tv) < 0)
         return -1;
     load_peers(s);
+    relist_all(s);
     s->state = HCSTOR_RESYNCING;
     s->resync_started_ms = s->loop_seen_ms = hc_mono_ms();
     resync_step(s); /* with no peers this is done at once */

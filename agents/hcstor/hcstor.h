@@ -43,6 +43,7 @@
  * so they marked it down and wrote around it, and it resyncs before it serves again. */
 #define HCSTOR_STALL_MS HCSTOR_PEER_TIMEOUT_MS
 #define HCSTOR_OK_TO_STOP_MS 300 /* a peer silent this long during ok-to-stop is not counted */
+#define HCSTOR_DROP_BATCH 512    /* stale copies asked about in one round (cluster.c "drops") */
 
 /* This node's state, and a peer's state as this node last saw it. */
 enum hcstor_state {
@@ -89,8 +90,11 @@ struct hcstor_peer {
     int64_t behind_since;
     int behind;
     int64_t unreachable_since; /* monotonic ms, 0 while reachable; resync gives up after a while */
-    int64_t heard_ms;          /* monotonic ms of its last answer or message */
-    struct evhttp_connection *ctl;                     /* probes and control messages */
+    /* The epoch of its members list, from its last /health answer (0: not known yet). Until
+     * every peer is known to have ours the membership change is unsettled (cluster.c). */
+    int64_t epoch;
+    int64_t heard_ms;              /* monotonic ms of its last answer or message */
+    struct evhttp_connection *ctl; /* probes and control messages */
     struct evhttp_connection *data[HCSTOR_DATA_CONNS]; /* block traffic, round-robin */
     unsigned next_data;
     struct evhttp_connection *fwd[HCSTOR_DATA_CONNS]; /* forwarded client requests, as long */
@@ -125,6 +129,18 @@ struct hcstor {
     size_t npeers;
     int64_t peers_epoch;
     struct timespec peers_mtime;
+    /* The members before the latest change (this node included) and their replication factor:
+     * while the change is unsettled, a coordinated write goes to the replicas of both, because
+     * a member still on the old list serves the block by the old placement. */
+    char prev[HCSTOR_PEERS_MAX + 1][HCSTOR_NAME_MAX];
+    size_t nprev;
+    int prev_rf;
+    /* Copies held here that the members no longer place here: dropped once every owner said it
+     * holds the block at this version or newer (a round of /internal/holds at a time). */
+    json_t *drop_round; /* key -> [version, owners asked, owners that hold it]; NULL: none */
+    int64_t drop_epoch; /* the members epoch the round was asked under */
+    size_t drop_cursor; /* where the next round starts among the stale copies */
+    int64_t dropped;    /* stale copies dropped since start */
     /* requests being served asynchronously; drain answers once this reaches 0 */
     int in_flight;
     struct evhttp_request *drain_reply;
@@ -155,6 +171,9 @@ int hcstor_store_put(struct hcstor *s, const char *key, int64_t version, const v
 int hcstor_store_open_block(const struct hcstor *s, const char *key, off_t *offset, size_t *len,
                             int64_t *version);
 int64_t hcstor_store_version(const struct hcstor *s, const char *key); /* 0: not held */
+/* Deletes this node's copy of key (file, then the directory made durable); the index forgets
+ * it. -1 with why. */
+int hcstor_store_drop(struct hcstor *s, const char *key, char *why, size_t why_len);
 int64_t hcstor_next_version(struct hcstor *s, const char *key);
 int hcstor_key_valid(const char *key);
 /* fsync batch: makes every write not yet durable so (no-op in mode always or when none is). */
@@ -180,6 +199,21 @@ const char *hcstor_fsync_name(int mode);
 int hcstor_cluster_init(struct hcstor *s);
 size_t hcstor_replicas(const struct hcstor *s, const char *key, int *out, size_t max);
 int hcstor_is_replica(const struct hcstor *s, const char *key);
+/* Where a coordinated write of key goes besides this node: its replicas (as hcstor_replicas)
+ * and, while the latest membership change is unsettled, the replicas the previous members
+ * placed it on that are still members. */
+size_t hcstor_write_targets(const struct hcstor *s, const char *key, int *out, size_t max);
+/* 1 once every peer is known to hold this node's members list (or a newer one). */
+int hcstor_members_settled(const struct hcstor *s);
+/* Re-reads the peers file now when it changed, and acts on a membership change (resync, or
+ * serving on when only members were added). 1 when the membership changed. */
+int hcstor_members_reload(struct hcstor *s);
+/* Copies held here that this node is no longer a replica of (not yet dropped). */
+int64_t hcstor_stale_copies(const struct hcstor *s);
+/* POST /internal/holds {"epoch", "keys": [[key, version]...]}: which of them this node holds at
+ * that version or newer, durably: {"node", "held": [key...]}; 409 members_behind when the
+ * asker's members epoch is not this node's. */
+void hcstor_holds_answer(struct hcstor *s, struct evhttp_request *req, json_t *body);
 /* 1 when this node may serve key from its own copy: it is serving, a replica of key, and shares
  * key with no peer its resync skipped. */
 int hcstor_in_sync_for(const struct hcstor *s, const char *key);

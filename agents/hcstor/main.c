@@ -17,7 +17,7 @@
  *   GET /health  GET /ok-to-stop  POST /drain  GET /resync
  * Settings (settings.c): GET /settings, POST /reload (also SIGHUP).
  * Peers (cluster.c): /internal/blocks/{key} (PUT a replica write, GET a block), /internal/keys,
- * /internal/hello, /internal/state, /internal/resync.
+ * /internal/hello, /internal/state, /internal/resync, /internal/holds (drops of moved copies).
  * The command line is the table at the end, read by the shared engine (common/cmdline.h).
  */
 #include <errno.h>
@@ -274,9 +274,11 @@ static void coordinate_write(struct client_op *op)
                op->key, len, op->version);
     op->acked = json_pack("[s]", s->node);
     op->waiting = 1; /* released below, after every replica write was sent */
-    for (size_t i = 0; i < op->nreplicas; i++)
-        if (op->replicas[i] >= 0)
-            send_replica(op, &s->peers[op->replicas[i]], data, len);
+    int to[HCSTOR_PEERS_MAX + 1];
+    size_t n = hcstor_write_targets(s, op->key, to, HC_ARRAY_LEN(to));
+    for (size_t i = 0; i < n; i++)
+        if (to[i] >= 0)
+            send_replica(op, &s->peers[to[i]], data, len);
     if (--op->waiting == 0)
         write_acked(op);
 }
@@ -348,6 +350,16 @@ static void client_block(struct hcstor *s, struct evhttp_request *req, const cha
                            s->fail_health ? "failing its health check" : "draining");
         return;
     }
+    const char *by = header(req, "X-Hcstor-Forwarded");
+    if (by && !hcstor_peer_by_name(s, by)) {
+        /* Routed here by a members list this node does not have yet (a node just added, still
+         * alone, would take itself for the only replica of everything). */
+        hcstor_reply_error(req, HC_E(UNAVAILABLE),
+                           "forwarded by %s, not a member in this node's list (epoch %" PRId64
+                           "): ask another replica",
+                           by, s->peers_epoch);
+        return;
+    }
     if (cmd == EVHTTP_REQ_GET && hcstor_in_sync_for(s, key)) {
         read_local(s, req, key);
         return;
@@ -362,7 +374,7 @@ static void client_block(struct hcstor *s, struct evhttp_request *req, const cha
             coordinate_write(op);
         return;
     }
-    if (header(req, "X-Hcstor-Forwarded")) {
+    if (by) {
         hcstor_reply_error(req, HC_E(UNAVAILABLE), "%s is not an in-sync replica of '%s' (%s)",
                            s->node, key, hcstor_state_name(s->state));
         return;
@@ -525,11 +537,11 @@ static void health(struct hcstor *s, struct evhttp_request *req)
     char why[1300];
     unhealthy_reason(s, why, sizeof(why));
     json_t *body =
-        json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i}", "ok", !why[0], "version",
+        json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:I}", "ok", !why[0], "version",
                   s->version, "state", hcstor_state_name(s->state), "node", s->node, "incarnation",
                   s->incarnation, "blocks", (json_int_t)json_object_size(s->index), "pending",
                   (json_int_t)hcstor_resync_pending(s), "members", (int)s->npeers + 1,
-                  "replication", hcstor_effective_rf(s));
+                  "replication", hcstor_effective_rf(s), "epoch", (json_int_t)s->peers_epoch);
     json_t *pending = hcstor_settings_pending(s), *names = json_array(), *v;
     const char *name;
     json_object_foreach(pending, name, v) json_array_append_new(names, json_string(name));
@@ -669,15 +681,23 @@ static void ok_to_stop(struct hcstor *s, struct evhttp_request *req)
     hcstor_probe_all(s, verdict_probed, v);
 }
 
+/* Reads a peers file the agent has just written first: an answer asked after a membership
+ * change always counts the resync that change starts. */
 static void resync_status(struct hcstor *s, struct evhttp_request *req)
 {
+    hcstor_members_reload(s);
     int64_t pending = hcstor_resync_pending(s);
-    hcstor_reply_json(req, 200,
-                      json_pack("{s:I, s:b, s:s, s:I, s:i, s:i, s:i}", "pending",
-                                (json_int_t)pending, "done", s->state != HCSTOR_RESYNCING, "state",
-                                hcstor_state_name(s->state), "fetched",
-                                (json_int_t)s->resynced_keys, "fetching", s->fetching, "fetch_peak",
-                                s->fetch_peak, "parallelism", s->set.resync_parallelism));
+    json_t *body =
+        json_pack("{s:I, s:b, s:s, s:I, s:i, s:i, s:i}", "pending", (json_int_t)pending, "done",
+                  s->state != HCSTOR_RESYNCING, "state", hcstor_state_name(s->state), "fetched",
+                  (json_int_t)s->resynced_keys, "fetching", s->fetching, "fetch_peak",
+                  s->fetch_peak, "parallelism", s->set.resync_parallelism);
+    /* the membership: its epoch, whether every peer has it, the copies that moved away */
+    json_object_set_new(body, "epoch", json_integer(s->peers_epoch));
+    json_object_set_new(body, "settled", json_boolean(hcstor_members_settled(s)));
+    json_object_set_new(body, "stale", json_integer(hcstor_stale_copies(s)));
+    json_object_set_new(body, "dropped", json_integer(s->dropped));
+    hcstor_reply_json(req, 200, body);
 }
 
 /* ---- settings -------------------------------------------------------------------------- */
@@ -755,6 +775,10 @@ static void route(struct evhttp_request *req, void *arg)
         reload_request(s, req);
     } else if (!strcmp(path, "/internal/keys") && get) {
         internal_keys(s, req);
+    } else if (!strcmp(path, "/internal/holds") && post) {
+        json_t *j = body_json(req);
+        hcstor_holds_answer(s, req, j);
+        json_decref(j);
     } else if (!strncmp(path, "/internal/", 10) && post &&
                (!strcmp(path + 10, "hello") || !strcmp(path + 10, "state") ||
                 !strcmp(path + 10, "resync"))) {

@@ -8,6 +8,10 @@
  * directory once (docs/hcstor.md says what a power loss can take). The index (key -> version)
  * is rebuilt from the headers at start-up and kept in memory.
  *
+ * A copy this node no longer owns (the members changed) is deleted only when cluster.c has made
+ * sure every owner holds it: the file is unlinked and the directory fsynced, in both modes (a
+ * drop is rare, and a dropped copy coming back after a power loss would be served as current).
+ *
  * Versions come from a hybrid clock: wall-clock microseconds, but always above the last version
  * handed out and above the block's current version, so a block's versions only grow even when
  * the clock steps back. Only an in-sync replica coordinates a write (main.c), so "above the
@@ -209,6 +213,25 @@ int hcstor_store_open_block(const struct hcstor *s, const char *key, off_t *offs
 int64_t hcstor_store_version(const struct hcstor *s, const char *key)
 {
     return json_integer_value(json_object_get(s->index, key));
+}
+
+int hcstor_store_drop(struct hcstor *s, const char *key, char *why, size_t why_len)
+{
+    char path[1400];
+    int dfd = -1, rc = -1;
+    snprintf(path, sizeof(path), "%s/%s", s->blocks, key);
+    if (unlink(path) < 0 && errno != ENOENT) {
+        snprintf(why, why_len, "cannot delete block '%s': %s", key, strerror(errno));
+        return -1;
+    }
+    json_object_del(s->index, key);
+    if ((dfd = open(s->blocks, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || sync_fd(s, dfd) < 0)
+        snprintf(why, why_len, "block '%s' deleted, but not durably: %s", key, strerror(errno));
+    else
+        rc = 0;
+    if (dfd >= 0)
+        close(dfd);
+    return rc;
 }
 
 int64_t hcstor_next_version(struct hcstor *s, const char *key)

@@ -22,6 +22,7 @@
 #include "common/pki.h"
 #include "common/util.h"
 #include "controller/api/auth.h"
+#include "controller/ops/node_converge.h"
 #include "controller/ops/op_net.h"
 #include "controller/ops/ops.h"
 #include "controller/remote/agent_client.h"
@@ -796,6 +797,21 @@ static enum hc_op_result job_result(struct boot_job *job, struct hc_error *err)
     return HC_OP_SUCCEEDED;
 }
 
+/* node.add: the joined nodes get the cluster's storage version and join its members. */
+static enum hc_op_result converge(struct boot_job *job, struct hc_error *err)
+{
+    const char **names = calloc(job->nhosts, sizeof(*names));
+    if (!names) {
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
+        return HC_OP_FAILED;
+    }
+    for (size_t i = 0; i < job->nhosts; i++)
+        names[i] = job->hosts[i].name;
+    enum hc_op_result r = hc_node_converge(job->ctx, names, job->nhosts, err);
+    free(names);
+    return r;
+}
+
 static enum hc_op_result bootstrap_run(struct hc_op_ctx *ctx, int create, struct hc_error *err)
 {
     struct boot_job job = {.ctx = ctx, .ctl = hc_op_controller(ctx), .create = create};
@@ -812,6 +828,8 @@ static enum hc_op_result bootstrap_run(struct hc_op_ctx *ctx, int create, struct
     /* A node that cannot carry the cluster's MTU stays joined, but never silently. */
     if (result == HC_OP_SUCCEEDED && hc_net_check_after_join(ctx, err) < 0)
         result = HC_OP_FAILED;
+    if (result == HC_OP_SUCCEEDED && !create)
+        result = converge(&job, err);
     hc_op_waiting(ctx, NULL);
 cleanup:
     free(job.hosts);

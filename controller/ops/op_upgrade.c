@@ -18,6 +18,7 @@
 #include "controller/ops/op_maintenance.h"
 #include "controller/ops/ops.h"
 #include "controller/ops/rolling.h"
+#include "controller/ops/sw_steps.h"
 #include "controller/remote/agent_client.h"
 #include "controller/remote/service_client.h"
 #include "controller/remote/storage_peers.h"
@@ -26,7 +27,6 @@
 #include "controller/state/nodes.h"
 #include "controller/state/software.h"
 
-#define STAGE_TOKEN_TTL_MS (30 * 60 * 1000)
 #define PRESTAGE_PARALLEL 16 /* nodes fetching the bundle from the controller at once */
 
 int hc_version_cmp(const char *a, const char *b)
@@ -47,14 +47,6 @@ int hc_version_cmp(const char *a, const char *b)
 }
 
 /* --- plan ----------------------------------------------------------------------------------- */
-
-static json_t *load_bundle(struct hc_db *db, const char *version, struct hc_error *err)
-{
-    json_t *row = hc_software_row(db, version, err);
-    if (!row && !strcmp(err->code, HC_ERR_NOT_FOUND))
-        hc_error_hint(err, "upload it first: hcctl software upload FILE; see hcctl software list");
-    return row;
-}
 
 /* The configuration's overrides must stay valid under the new version's schema (a setting it no
  * longer has is dropped): refused (409) naming the first that is not, before any node is
@@ -84,7 +76,7 @@ static const char *const node_steps[] = {
 json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error *err)
 {
     const char *to = hc_json_str(params, "to_version", "");
-    json_t *bundle = load_bundle(db, to, err), *plan = NULL;
+    json_t *bundle = hc_sw_bundle_row(db, to, err), *plan = NULL;
     struct hc_node_row *nodes = NULL;
     size_t n = 0;
     if (!bundle)
@@ -135,45 +127,14 @@ struct upgrade {
     struct hc_rolling r;
     struct hc_http_client *client; /* the run's own thread */
     const char *to;
-    json_t *bundle;
-    json_t *nodes;                      /* rows: name, agent_url, software_version */
-    char token[HC_AUTH_TOKEN_TEXT_MAX]; /* read-only, for the agents to fetch the bundle */
+    struct hc_sw_target target; /* the bundle and the token the agents fetch it with */
+    json_t *nodes;              /* rows: name, agent_url, software_version */
 };
-
-static int step_stage(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
-                      struct hc_error *err)
-{
-    (void)ctx;
-    struct hc_rolling_node *n = arg;
-    struct upgrade *u = n->r->change->arg;
-    if (hc_sw_stage(n->svc, u->to, NULL, u->token, hc_json_str(u->bundle, "sha256", ""),
-                    hc_json_str(u->bundle, "signature", ""), err) < 0)
-        return -1;
-    snprintf(detail, len, "%s staged and verified on the node", u->to);
-    return 0;
-}
-
 static int step_activate(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
                          struct hc_error *err)
 {
     struct hc_rolling_node *n = arg;
-    const char *to = n->r->to;
-    struct hc_sw_state st;
-    if (hc_sw_state(n->svc, &st, err) < 0)
-        return -1;
-    /* Already on the target: activated by this operation before a restart (the agent takes the
-     * same activation again as a no-op); what it ran before is now its previous version. */
-    const char *was = !strcmp(st.current, to) ? st.previous : st.current;
-    int written;
-    if (hc_sw_activate(n->svc, to, 1, err) < 0 ||
-        (written = hc_rolling_event_written(ctx, "software.activated", n->svc->name, err)) < 0 ||
-        (!written && hc_event_add(hc_op_db(ctx), "software.activated", n->svc->name, hc_op_id(ctx),
-                                  "controller", json_pack("{s:s, s:s}", "from", was, "to", to), err,
-                                  "node %s activated %s (was %s)", n->svc->name, to,
-                                  was[0] ? was : "nothing") < 0))
-        return -1;
-    snprintf(detail, len, "%s active (was %s)", to, was[0] ? was : "none");
-    return 0;
+    return hc_sw_activate_node(ctx, n->svc, n->r->to, detail, len, err);
 }
 
 static int step_rollback(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
@@ -238,8 +199,9 @@ static enum hc_op_result stage_node(struct hc_rolling_node *n, const json_t *row
 {
     (void)row;
     const char *name = n->svc->name;
+    struct upgrade *u = n->r->change->arg;
     hc_rolling_progress(n->ctx, name, NULL, "stage");
-    if (hc_op_step(n->ctx, name, "stage", step_stage, n, err) < 0)
+    if (hc_sw_stage_step(n->ctx, n->svc, &u->target, err) < 0)
         return hc_rolling_classify(n->ctx, name, err);
     hc_rolling_progress(n->ctx, name, NULL, NULL); /* staged: pending, with no step under way */
     return HC_OP_SUCCEEDED;
@@ -261,21 +223,6 @@ static enum hc_op_result prestage(struct upgrade *u, struct hc_error *err)
     return hc_rolling_each(&u->r, queue, stage_node, PRESTAGE_PARALLEL, err);
 }
 
-/* The token agents download the bundle with: it reads that one bundle and nothing else, and
- * lives while this run does (an earlier run's, after a crash or a pause, goes first). */
-static int mint_token(struct upgrade *u, struct hc_error *err)
-{
-    struct hc_op_ctx *ctx = u->r.ctx;
-    char name[96], suffix[9], scope[80];
-    hc_random_hex(suffix, 4);
-    snprintf(name, sizeof(name), "stage-%s-%s", hc_op_id(ctx), suffix);
-    snprintf(scope, sizeof(scope), "bundle:%s", u->to);
-    if (hc_auth_scoped_tokens_delete(hc_op_db(ctx), hc_op_id(ctx), err) < 0)
-        return -1;
-    return hc_auth_token_create_scoped(hc_op_db(ctx), name, scope, hc_op_id(ctx),
-                                       hc_now_ms() + STAGE_TOKEN_TTL_MS, u->token, err);
-}
-
 static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err)
 {
     const json_t *p = hc_op_params(ctx);
@@ -295,7 +242,7 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
                     hc_json_int(p, "node_timeout_ms", HC_UPGRADE_NODE_TIMEOUT_MS));
     json_t *plan = hc_upgrade_plan(hc_op_db(ctx), p, err), *rows = NULL, *row;
     size_t i;
-    if (!plan || !(u.bundle = load_bundle(hc_op_db(ctx), u.to, err)))
+    if (!plan || hc_sw_target_load(hc_op_db(ctx), u.to, &u.target, err) < 0)
         goto cleanup;
     u.nodes = hc_db_query_json(hc_op_db(ctx), err,
                                "SELECT n.name, n.agent_url, "
@@ -312,7 +259,8 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
                               json_pack("{s:s, s:s?, s:b}", "name", hc_json_str(row, "name", ""),
                                         "from", from, "done", from && !strcmp(from, u.to)));
     }
-    if (hc_rolling_progress_init(&u.r, rows, err) < 0 || mint_token(&u, err) < 0 ||
+    if (hc_rolling_progress_init(&u.r, rows, err) < 0 ||
+        hc_sw_target_token(ctx, &u.target, err) < 0 ||
         !(u.client = hc_agent_client_new(hc_op_controller(ctx), hc_op_db(ctx), err)) ||
         hc_storage_peers_step(ctx, u.client, err) < 0) /* a first install starts with peers */
         goto cleanup;
@@ -322,13 +270,10 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
 cleanup:
     if (r != HC_OP_PAUSED)
         hc_op_waiting(ctx, NULL);
-    struct hc_error token_err = {0};
-    if (u.token[0] && hc_auth_scoped_tokens_delete(hc_op_db(ctx), hc_op_id(ctx), &token_err) < 0)
-        HC_WARN("%s: staging token left to expire: %s", hc_op_id(ctx), token_err.message);
+    hc_sw_target_clear(ctx, &u.target);
     hc_http_client_free(u.client);
     json_decref(plan);
     json_decref(rows);
-    json_decref(u.bundle);
     json_decref(u.nodes);
     hc_rolling_clear(&u.r);
     return r;

@@ -124,7 +124,14 @@ int hc_sw_rollback(const struct hc_svc_node *n, struct hc_error *err)
 int hc_cfg_push(const struct hc_svc_node *n, int64_t revision, const json_t *overrides,
                 json_t **answer, struct hc_error *err)
 {
-    json_t *req = json_pack("{s:I, s:O}", "revision", (json_int_t)revision, "values", overrides);
+    return hc_cfg_push_for(n, NULL, revision, overrides, answer, err);
+}
+
+int hc_cfg_push_for(const struct hc_svc_node *n, const char *version, int64_t revision,
+                    const json_t *overrides, json_t **answer, struct hc_error *err)
+{
+    json_t *req = json_pack("{s:I, s:O, s:s*}", "revision", (json_int_t)revision, "values",
+                            overrides, "version", version);
     int rc = req ? call(n, "PUT", "/v1/service/settings", req, answer, err)
                  : hc_error_set(err, HC_E(INTERNAL), "out of memory");
     json_decref(req);

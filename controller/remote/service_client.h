@@ -63,6 +63,10 @@ int hc_sw_rollback(const struct hc_svc_node *n, struct hc_error *err);
  * old values. */
 int hc_cfg_push(const struct hc_svc_node *n, int64_t revision, const json_t *overrides,
                 json_t **answer, struct hc_error *err);
+/* The same for a staged version that is not active yet (node add: before the service's first
+ * start, so that its restart settings apply from the start). */
+int hc_cfg_push_for(const struct hc_svc_node *n, const char *version, int64_t revision,
+                    const json_t *overrides, json_t **answer, struct hc_error *err);
 /* GET /v1/service/settings: {"version","revision","overrides","values","digest",...}. */
 int hc_cfg_get(const struct hc_svc_node *n, json_t **answer, struct hc_error *err);
 

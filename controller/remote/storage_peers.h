@@ -3,10 +3,11 @@
  * (PUT /v1/service/peers, docs/api.md), which the service reads from its data directory
  * (hcstor: DATA/peers.json; placement and replication follow it, docs/hcstor.md).
  *
- * Sent by the operations that change membership or start the service: cluster create and node
- * add (at their end), node remove, and a rolling upgrade (before staging, so a first install
- * starts with its peers). The epoch is the controller's wall clock in milliseconds when the
- * list was made: a later list always has a larger epoch.
+ * Sent by the operations that change membership or start the service: node add (once the new
+ * nodes run the cluster's storage version, controller/ops/node_converge.c), node remove, and a
+ * rolling upgrade (before staging, so a first install starts with its peers). The epoch is the
+ * controller's wall clock in milliseconds when the list was made: a later list always has a larger
+ * epoch.
  */
 #ifndef HC_CONTROLLER_STORAGE_PEERS_H
 #define HC_CONTROLLER_STORAGE_PEERS_H

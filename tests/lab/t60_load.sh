@@ -8,25 +8,6 @@ if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"
 . "$HC_SRC/tests/lab/lab.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
 lab_trap_teardown 'e2e_cleanup'
-
-# load_start NAME: hcload in the background against every member, until load_stop NAME.
-load_start() {
-    hcload --nodes "$(svc_nodes)" --duration 0 --workers 4 --json --quiet \
-        --timeline "$T/$1.timeline" >"$T/$1.json" 2>"$T/$1.err" &
-    echo $! >"$T/pids/hcload-$1"
-    wait_for 10 "[ -s \"$T/$1.timeline\" ]"
-}
-# load_stop NAME: stops it; it verifies every acknowledged write; the report must be clean.
-load_stop() {
-    local pid
-    pid=$(pid_of "hcload-$1")
-    kill -INT "$pid" && wait_for 120 "! [ -d /proc/$pid ] || grep -q zombie /proc/$pid/status 2>/dev/null"
-    rm -f "$T/pids/hcload-$1"
-    jq -c '{ops, ops_per_sec, errors, failovers, latency_ms, longest_stall_ms, stale_reads,
-            corrupt_reads, verify}' "$T/$1.json" || { cat "$T/$1.err"; return 1; }
-    jq -e '.ops > 0 and .errors == 0 and .stale_reads == 0 and .corrupt_reads == 0
-           and .verify.lost == 0 and .verify.ok == true' "$T/$1.json" >/dev/null
-}
 # node_kill N: SIGKILL of every process of node N (agent, its supervisor, hcstor) but the
 # lab's own (the namespace holder and sshd): the node's software dies, the "machine" stays.
 node_kill() {

@@ -56,4 +56,54 @@ test_expect_success 'a node whose agent was away gets the revision when it is ba
     hcctl events -o json | jq -e "[.events[] | select(.type == \"config.repaired\")] | length >= 1"
 '
 
+# agent_url I: the agent of the cluster's I-th node (by name: lab node nI)
+agent_url() { hcctl node list -o json | jq -r --argjson i "$1" '.nodes | sort_by(.name)[$i - 1].agent_url'; }
+svc_json() { # I: the agent's GET /v1/software (the service, its limits and their usage)
+    curl -sS --max-time 10 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
+        --key "$CTL_DIR/client.key" "$(agent_url "$1")/v1/software"
+}
+# cpu_pct I SECONDS: the service's CPU over that window, from its cgroup's own accounting.
+cpu_pct() { # I SECONDS
+    local a b
+    a=$(svc_json "$1" | jq .service.limits.usage.cpu_usec) && sleep "$2" &&
+        b=$(svc_json "$1" | jq .service.limits.usage.cpu_usec) &&
+        awk -v a="$a" -v b="$b" -v s="$2" 'BEGIN {printf "%.1f", (b - a) / (s * 10000)}'
+}
+# net_mbit I SECONDS: what the service sent through its egress bound over that window.
+net_mbit() {
+    local a b
+    a=$(svc_json "$1" | jq .service.limits.net.sent_bytes) && sleep "$2" &&
+        b=$(svc_json "$1" | jq .service.limits.net.sent_bytes) &&
+        awk -v a="$a" -v b="$b" -v s="$2" 'BEGIN {printf "%.1f", (b - a) * 8 / (s * 1000000)}'
+}
+
+test_expect_success 'a CPU bound set live on cgroup v1 holds the service to it, measured by cpuacct' '
+    pid=$(pids) || exit 1
+    hcload --nodes "$(svc_nodes)" --workers 12 --block-size 1048576 --keys 40 --duration 0 \
+        --json --quiet --prefix cpu >cpu.json 2>cpu.err &
+    echo $! >"$T/pids/cpu" &&
+    hcctl config set limits.cpu_percent=20 >cpu.out 2>&1 && sleep 1 &&
+    svc_json 1 | jq -e ".service.limits.applied == true and .service.limits.cpu_percent == 20" &&
+    used=$(cpu_pct 1 4) && echo "n1 service CPU under a 20% bound: $used%" &&
+    awk -v u="$used" "BEGIN {exit !(u > 1 && u <= 23)}" &&
+    hcctl config set limits.cpu_percent=0 >/dev/null 2>&1 && sleep 1 &&
+    free=$(cpu_pct 1 4) && echo "n1 service CPU unbounded: $free%" &&
+    kill -INT "$(pid_of cpu)" && wait "$(pid_of cpu)"; rm -f "$T/pids/cpu"
+    jq -e ".errors == 0 and .verify.lost == 0" cpu.json && [ "$(pids)" = "$pid" ] &&
+    wait_for 10 "hcctl config status -o json | jq -e \"all(.nodes[]; .state == \\\"in_sync\\\")\""
+'
+
+test_expect_success 'a network bound set live holds the service storage egress to it' '
+    hcload --nodes "$(svc_nodes)" --workers 8 --block-size 1048576 --keys 40 --duration 0 \
+        --json --quiet --prefix net >net.json 2>net.err &
+    echo $! >"$T/pids/net" &&
+    hcctl config set limits.net_mbit=50 >net.out 2>&1 && sleep 1 &&
+    svc_json 1 | jq -e ".service.limits.net.applied == true and .service.limits.net.mbit == 50" &&
+    sent=$(net_mbit 1 4) && echo "n1 service egress under a 50 Mbit/s bound: $sent Mbit/s" &&
+    awk -v s="$sent" "BEGIN {exit !(s > 5 && s <= 55)}" &&
+    hcctl config set limits.net_mbit=0 >/dev/null 2>&1 &&
+    kill -INT "$(pid_of net)" && wait "$(pid_of net)"; rm -f "$T/pids/net"
+    jq -e ".verify.lost == 0 and .corrupt_reads == 0" net.json
+'
+
 test_done

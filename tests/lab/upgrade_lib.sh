@@ -29,6 +29,26 @@ up_state() { hcctl upgrade status -o json | jq -r .state; }
 up_id() { hcctl upgrade status -o json | jq -r .operation_id; }
 now_ms() { date +%s%3N; }
 
+# load_start NAME [NODES]: hcload in the background against NODES (HOST:PORT,...; default the
+# test's svc_nodes), until load_stop NAME.
+load_start() {
+    hcload --nodes "${2:-$(svc_nodes)}" --duration 0 --workers 4 --json --quiet \
+        --timeline "$T/$1.timeline" >"$T/$1.json" 2>"$T/$1.err" &
+    echo $! >"$T/pids/hcload-$1"
+    wait_for 10 "[ -s \"$T/$1.timeline\" ]"
+}
+# load_stop NAME: stops it; it verifies every acknowledged write; the report must be clean.
+load_stop() {
+    local pid
+    pid=$(pid_of "hcload-$1")
+    kill -INT "$pid" && wait_for 120 "! [ -d /proc/$pid ] || grep -q zombie /proc/$pid/status 2>/dev/null"
+    rm -f "$T/pids/hcload-$1"
+    jq -c '{ops, ops_per_sec, errors, failovers, latency_ms, longest_stall_ms, stale_reads,
+            corrupt_reads, verify}' "$T/$1.json" || { cat "$T/$1.err"; return 1; }
+    jq -e '.ops > 0 and .errors == 0 and .stale_reads == 0 and .corrupt_reads == 0
+           and .verify.lost == 0 and .verify.ok == true' "$T/$1.json" >/dev/null
+}
+
 # The controller's view: replaying maintenance entered/exited events in order, the most nodes
 # in maintenance at once (over the whole test: the event log has no cheap time filter).
 max_down_from_events() {
