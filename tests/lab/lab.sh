@@ -299,6 +299,14 @@ mount -n --bind "$d/etc-hcctl" /etc/hcctl
 mount -n --bind "$d/var-lib-hcctl" /var/lib/hcctl
 mount -n --bind "$d/opt" /opt
 mount -n --bind "$d/root" /root
+# The fresh /sys of ip netns exec has no cgroup mounts: the tree of the host, as a real node has
+# one of its own, so that the agent can bound its service (docs/bundles.md "Limits"). Best effort.
+if [ -d /sys/fs/cgroup ] && mount -n -t tmpfs -o mode=0755 lab-cgroup /sys/fs/cgroup 2>/dev/null; then
+    for c in cpu cpuacct memory; do
+        mkdir -p "/sys/fs/cgroup/$c" && mount -n -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c" 2>/dev/null ||
+            rmdir "/sys/fs/cgroup/$c"
+    done
+fi
 echo "$name" >/etc/hostname
 cp "$hosts" /etc/hosts
 mount -n -t tmpfs -o mode=0755,nosuid,nodev lab-run "$d/newrun"
