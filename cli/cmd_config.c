@@ -162,7 +162,7 @@ static int parse_rev(struct hc_cmd_ctx *ctx, const char *s, int64_t *out)
 
 static int cmd_revert(struct hc_cmd_ctx *ctx)
 {
-    int64_t rev;
+    int64_t rev = 0;
     if (parse_rev(ctx, ctx->argv[0], &rev) != 0)
         return HC_EXIT_USAGE;
     return change(ctx, json_pack("{s:I}", "revert", (json_int_t)rev), "this revert");
