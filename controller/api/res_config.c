@@ -27,7 +27,7 @@
 /* The newest version the nodes run that declares settings, into out ("" when none). */
 static int settings_version(struct hc_db *db, char out[65], struct hc_error *err)
 {
-    json_t *versions = hc_config_versions(db, err);
+    json_t *versions = hc_nodes_versions(db, err);
     out[0] = '\0';
     if (!versions)
         return -1;

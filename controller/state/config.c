@@ -139,14 +139,9 @@ struct hc_settings_schema *hc_config_schema(struct hc_db *db, const char *versio
     return s;
 }
 
-json_t *hc_config_versions(struct hc_db *db, struct hc_error *err)
-{
-    return hc_nodes_versions(db, err);
-}
-
 json_t *hc_config_check(struct hc_db *db, const json_t *overrides, struct hc_error *err)
 {
-    json_t *versions = hc_config_versions(db, err), *out = NULL;
+    json_t *versions = hc_nodes_versions(db, err), *out = NULL;
     size_t i, with_settings = 0;
     if (!versions)
         return NULL;
@@ -192,7 +187,7 @@ fail:
 json_t *hc_config_changes(struct hc_db *db, const json_t *a, const json_t *b, int *restart,
                           struct hc_error *err)
 {
-    json_t *versions = hc_config_versions(db, err), *changes = NULL;
+    json_t *versions = hc_nodes_versions(db, err), *changes = NULL;
     char digest[65];
     *restart = 0;
     if (!versions)

@@ -32,8 +32,6 @@ int hc_config_desired(struct hc_db *db, int64_t *revision, json_t **overrides,
  * none). NULL with err: 404 when the controller has no bundle of that version. */
 struct hc_settings_schema *hc_config_schema(struct hc_db *db, const char *version,
                                             struct hc_error *err);
-/* The versions the nodes run, sorted, without duplicates (new reference; [] when none). */
-json_t *hc_config_versions(struct hc_db *db, struct hc_error *err);
 /* Checks overrides (text or JSON values) against the schema of every version the nodes run and
  * returns them normalized (new reference), or NULL with err: invalid_setting naming the first
  * bad key and what it may be ("fsync: 'x' is not one of always, batch"), "no such setting" with
