@@ -168,29 +168,6 @@ done:
     json_decref(cur);
 }
 
-/* 409 naming a disruptive operation that runs (a change waits for it), 0 when none. */
-static int refuse_while_disruptive(struct hc_db *db, struct hc_error *err)
-{
-    json_t *ops = hc_ops_active(db, err), *op;
-    size_t i;
-    if (!ops)
-        return -1;
-    json_array_foreach(ops, i, op)
-    {
-        const struct hc_op_kind *k = hc_ops_kind(hc_json_str(op, "kind", ""));
-        if (k && (k->disruptive || !strcmp(k->name, HC_CONFIG_APPLY_KIND))) {
-            hc_error_set(err, HC_E(CONFLICT), "operation %s (%s) is %s", hc_json_str(op, "id", "?"),
-                         k->name, hc_json_str(op, "state", "running"));
-            hc_error_hint(err, "wait for it (hcctl operation wait %s) or abort it",
-                          hc_json_str(op, "id", "?"));
-            json_decref(ops);
-            return -1;
-        }
-    }
-    json_decref(ops);
-    return 0;
-}
-
 /* The overrides a POST /v1/config asks for, from the current ones. New reference or NULL with
  * err; *action, *reverted_to say what it is. */
 static json_t *requested(struct hc_db *db, const json_t *body, const json_t *current,
@@ -261,7 +238,7 @@ static void record_and_apply(struct hc_request *req, struct hc_api *api, const j
 {
     int64_t rev;
     char op_id[32];
-    if (refuse_while_disruptive(api->db, err) < 0)
+    if (hc_config_blocked(api->db, err) < 0)
         return;
     if (overrides) {
         if (hc_db_begin(api->db, err) < 0)

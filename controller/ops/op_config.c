@@ -301,3 +301,25 @@ static enum hc_op_result config_rolling_run(struct hc_op_ctx *ctx, struct hc_err
 
 const struct hc_op_kind hc_op_kind_config_apply = {HC_CONFIG_APPLY_KIND, 0, config_apply_run};
 const struct hc_op_kind hc_op_kind_config_rolling = {HC_CONFIG_ROLLING_KIND, 1, config_rolling_run};
+
+int hc_config_blocked(struct hc_db *db, struct hc_error *err)
+{
+    json_t *ops = hc_ops_active(db, err), *op;
+    size_t i;
+    if (!ops)
+        return -1;
+    json_array_foreach(ops, i, op)
+    {
+        const char *kind = hc_json_str(op, "kind", ""), *id = hc_json_str(op, "id", "?");
+        const struct hc_op_kind *k = hc_ops_kind(kind);
+        if (!k || k->disruptive || !strcmp(k->name, HC_CONFIG_APPLY_KIND)) {
+            hc_error_set(err, HC_E(CONFLICT), "operation %s (%s) is %s", id, kind,
+                         hc_json_str(op, "state", "running"));
+            hc_error_hint(err, "wait for it (hcctl operation wait %s) or abort it", id);
+            json_decref(ops);
+            return -1;
+        }
+    }
+    json_decref(ops);
+    return 0;
+}

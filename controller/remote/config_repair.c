@@ -44,22 +44,6 @@ int hc_config_cycle_node(struct hc_config_cycle *c, struct hc_db *db, const char
     return hc_config_node_store(db, name, reported, state, detail, err);
 }
 
-/* 1 when an operation hands out revisions now (or takes nodes down): no repair meanwhile. */
-static int busy(struct hc_db *db)
-{
-    struct hc_error err = {0};
-    json_t *ops = hc_ops_active(db, &err), *op;
-    size_t i;
-    int busy = ops == NULL;
-    json_array_foreach(ops, i, op)
-    {
-        const struct hc_op_kind *k = hc_ops_kind(hc_json_str(op, "kind", ""));
-        busy = busy || !k || k->disruptive || !strcmp(k->name, HC_CONFIG_APPLY_KIND);
-    }
-    json_decref(ops);
-    return busy;
-}
-
 /* One node: live-only difference -> the desired revision again; else say what waits. */
 static void repair(struct hc_config_cycle *c, struct hc_db *db, struct hc_svc_node *n)
 {
@@ -119,7 +103,7 @@ done:
 void hc_config_cycle_repair(struct hc_config_cycle *c, struct hc_db *db,
                             struct hc_http_client *client, long timeout_ms)
 {
-    if (!c->ready || c->n_drift == 0 || busy(db))
+    if (!c->ready || c->n_drift == 0 || hc_config_blocked(db, &(struct hc_error){0}) < 0)
         return;
     for (size_t i = 0; i < c->n_drift; i++) {
         struct hc_svc_node n = {client, c->drift[i].name, c->drift[i].agent_url, timeout_ms};
