@@ -153,13 +153,13 @@ static int parse_line(struct hc_cmd_ctx *ctx, struct hc_walk *w, struct hc_opt_v
         return hc_walk_error(w, argv, "see 'hcctl --help'", err);
     apply_globals(ctx, gvals, out_tty, err);
     if (gvals[G_HELP].set) {
-        hc_cmd_help_top(ctx->out.out, ctx->groups);
+        hc_cmd_help_print(&ctx->out, ctx->groups, NULL, NULL);
         return 1;
     }
     if (hc_walk_words(w, argc, argv, &i) < 0) {
         if (w->stop != HC_WALK_GROUP_HELP)
             return hc_walk_words_error(w, "hcctl", argv, err);
-        hc_cmd_help_group(ctx->out.out, w->group);
+        hc_cmd_help_print(&ctx->out, ctx->groups, w->group, NULL);
         return 1;
     }
     ctx->group = w->group;
@@ -167,7 +167,7 @@ static int parse_line(struct hc_cmd_ctx *ctx, struct hc_walk *w, struct hc_opt_v
         return -1;
     apply_globals(ctx, gvals, out_tty, err);
     if (gvals[G_HELP].set) {
-        hc_cmd_help_verb(ctx->out.out, ctx->group, ctx->verb);
+        hc_cmd_help_print(&ctx->out, ctx->groups, ctx->group, ctx->verb);
         return 1;
     }
     return hc_cmdline_check("hcctl", ctx->group, ctx->verb, ctx->vals, ctx->argc, ctx->argv, err);

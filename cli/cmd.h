@@ -100,6 +100,10 @@ int hc_cmd_confirm(struct hc_cmd_ctx *ctx, struct hc_error *err, const char *fmt
 void hc_cmd_help_top(FILE *f, const struct hc_cmd_group *const *groups);
 void hc_cmd_help_group(FILE *f, const struct hc_cmd_group *group);
 void hc_cmd_help_verb(FILE *f, const struct hc_cmd_group *group, const struct hc_cmd_verb *verb);
+/* The help of verb (group and verb set), of group (verb NULL) or the top (both NULL), as text
+ * or, with -o json, as one JSON document from the same tables. Returns 0. */
+int hc_cmd_help_print(struct hc_output *o, const struct hc_cmd_group *const *groups,
+                      const struct hc_cmd_group *group, const struct hc_cmd_verb *verb);
 /* One usage line ("hcctl node show NODE [OPTIONS]") into buf. */
 void hc_cmd_usage_line(const struct hc_cmd_group *group, const struct hc_cmd_verb *verb, char *buf,
                        size_t len);

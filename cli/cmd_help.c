@@ -1,7 +1,9 @@
 /*
  * Help text and "did you mean", generated from the command tables: nothing here is written per
  * command, so help cannot drift from what the parser accepts. Also the docs topics (exit codes,
- * settings, ...) and `hcctl help TOPIC`, which reaches both the tables and the topics.
+ * settings, ...) and `hcctl help TOPIC`, which reaches both the tables and the topics. With
+ * -o json every help (`help`, `--help`, `help GROUP [VERB]`, `help TOPIC`) is one JSON document
+ * built from the same tables (docs/hcctl.md "help -o json").
  */
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,130 @@ void hc_cmd_help_verb(FILE *f, const struct hc_cmd_group *group, const struct hc
         hc_cmdline_help_opt(f, yes, width);
     hc_cmdline_help_opts(f, verb->opts, width);
     fprintf(f, "\nGlobal options: see 'hcctl --help'.\n");
+}
+
+/* ---------------------------------------------------------------- help as JSON */
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+static json_t *opt_json(const struct hc_cmd_opt *o)
+{
+    static const char *const types[] = {"bool", "string", "int", "duration", "list"};
+    char shortname[2] = {o->short_name, 0};
+    json_t *choices = json_null();
+    if (o->choices) {
+        choices = json_array();
+        for (size_t i = 0; o->choices[i]; i++)
+            json_array_append_new(choices, json_string(o->choices[i]));
+    }
+    return json_pack("{s:s, s:o, s:s, s:b, s:o, s:o, s:o, s:o}", "name", o->name, "short",
+                     o->short_name ? json_string(shortname) : json_null(), "type",
+                     (unsigned)o->type < HC_ARRAY_LEN(types) ? types[o->type] : "string",
+                     "required", o->required, "value_name", str_or_null(o->value_name), "default",
+                     str_or_null(o->def), "choices", choices, "help", str_or_null(o->help));
+}
+
+static json_t *opts_json(const struct hc_cmd_opt *opts, const struct hc_cmd_opt *extra)
+{
+    json_t *a = json_array();
+    if (extra)
+        json_array_append_new(a, opt_json(extra));
+    for (size_t i = 0; opts && opts[i].name; i++)
+        json_array_append_new(a, opt_json(&opts[i]));
+    return a;
+}
+
+static json_t *verb_json(const struct hc_cmd_group *g, const struct hc_cmd_verb *v)
+{
+    char words[128], usage[256];
+    const struct hc_cmd_opt *yes = NULL;
+    hc_cmd_verb_words(g, v, words, sizeof(words));
+    hc_cmd_usage_line(g, v, usage, sizeof(usage));
+    for (size_t i = 0; (v->flags & HC_CMD_DISRUPTIVE) && hc_cmd_global_opts[i].name; i++)
+        if (strcmp(hc_cmd_global_opts[i].name, "yes") == 0)
+            yes = &hc_cmd_global_opts[i];
+    unsigned flags = g->flags | v->flags;
+    return json_pack("{s:s, s:s, s:o, s:s, s:s, s:b, s:b, s:o}", "command", words, "group", g->name,
+                     "verb", g->flags & HC_GROUP_STANDALONE ? json_null() : json_string(v->name),
+                     "summary", v->summary ? v->summary : "", "usage", usage, "disruptive",
+                     (flags & HC_CMD_DISRUPTIVE) != 0, "offline", (flags & HC_CMD_OFFLINE) != 0,
+                     "options", opts_json(v->opts, yes));
+}
+
+static json_t *group_commands_json(const struct hc_cmd_group *g)
+{
+    json_t *a = json_array();
+    for (size_t j = 0; g->verbs[j].name; j++)
+        if (!((g->flags | g->verbs[j].flags) & HC_CMD_HIDDEN))
+            json_array_append_new(a, verb_json(g, &g->verbs[j]));
+    return a;
+}
+
+static json_t *top_json(const struct hc_cmd_group *const *groups)
+{
+    static const char *const exits[] = {"ok",
+                                        "failed",
+                                        "usage",
+                                        "controller unreachable or unauthorized",
+                                        "a check found problems",
+                                        "refused (conflict or unsafe precondition)",
+                                        "timed out"};
+    json_t *commands = json_array(), *topics = json_array(), *codes = json_array();
+    for (size_t i = 0; groups[i]; i++)
+        if (!(groups[i]->flags & HC_CMD_HIDDEN)) {
+            json_t *more = group_commands_json(groups[i]);
+            json_array_extend(commands, more);
+            json_decref(more);
+        }
+    for (size_t i = 0; hc_help_topics[i].name; i++)
+        json_array_append_new(topics, json_pack("{s:s, s:s}", "name", hc_help_topics[i].name,
+                                                "summary", hc_help_topics[i].summary));
+    for (size_t i = 0; i < HC_ARRAY_LEN(exits); i++)
+        json_array_append_new(codes, json_pack("{s:i, s:s}", "code", (int)i, "meaning", exits[i]));
+    return json_pack("{s:s, s:o, s:o, s:o, s:o}", "usage",
+                     "hcctl [OPTIONS] GROUP VERB [ARGS] [OPTIONS]", "commands", commands,
+                     "global_options", opts_json(hc_cmd_global_opts, NULL), "topics", topics,
+                     "exit_codes", codes);
+}
+
+static json_t *group_json(const struct hc_cmd_group *g)
+{
+    if (g->flags & HC_GROUP_STANDALONE)
+        return verb_json(g, &g->verbs[0]);
+    return json_pack("{s:s, s:s, s:o}", "group", g->name, "summary", g->summary ? g->summary : "",
+                     "commands", group_commands_json(g));
+}
+
+static json_t *topic_json(const struct hc_help_topic *t)
+{
+    return json_pack("{s:s, s:s, s:s, s:s}", "topic", t->name, "title", t->title, "summary",
+                     t->summary, "text", t->text);
+}
+
+static int help_out(struct hc_output *o, json_t *doc)
+{
+    hc_output_json(o, doc);
+    json_decref(doc);
+    return 0;
+}
+
+int hc_cmd_help_print(struct hc_output *o, const struct hc_cmd_group *const *groups,
+                      const struct hc_cmd_group *group, const struct hc_cmd_verb *verb)
+{
+    if (o->json)
+        return help_out(o, verb    ? verb_json(group, verb)
+                           : group ? group_json(group)
+                                   : top_json(groups));
+    if (verb)
+        hc_cmd_help_verb(o->out, group, verb);
+    else if (group)
+        hc_cmd_help_group(o->out, group);
+    else
+        hc_cmd_help_top(o->out, groups);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- docs topics and `help` */
@@ -188,16 +314,21 @@ static int cmd_help(struct hc_cmd_ctx *ctx)
     char hint[160];
     FILE *f = ctx->out.out;
     if (ctx->argc == 0) {
-        hc_cmd_help_top(f, ctx->groups);
-        help_topics_list(f);
+        hc_cmd_help_print(&ctx->out, ctx->groups, NULL, NULL);
+        if (!ctx->out.json)
+            help_topics_list(f);
         return 0;
     }
     const struct hc_cmd_group *g = hc_cmd_find_group(ctx->groups, ctx->argv[0]);
     const struct hc_help_topic *t = g ? NULL : hc_help_topic_find(ctx->argv[0]);
     if (t && ctx->argc == 1) {
+        if (ctx->out.json)
+            return help_out(&ctx->out, topic_json(t));
         fprintf(f, "%s\n\n%s", t->summary, t->text);
         return 0;
     }
+    if (g && ctx->argc == 1 && ctx->out.json)
+        return hc_cmd_help_print(&ctx->out, ctx->groups, g, NULL);
     if (g && ctx->argc == 1) {
         hc_cmd_help_group(f, g);
         /* a group may have a topic of the same name: how to set it up ("help completion") */
@@ -208,10 +339,8 @@ static int cmd_help(struct hc_cmd_ctx *ctx)
     const struct hc_cmd_verb *v = g && ctx->argc == 2 && !(g->flags & HC_GROUP_STANDALONE)
                                       ? hc_cmd_find_verb(g, ctx->argv[1])
                                       : NULL;
-    if (v) {
-        hc_cmd_help_verb(f, g, v);
-        return 0;
-    }
+    if (v)
+        return hc_cmd_help_print(&ctx->out, ctx->groups, g, v);
     if (g && ctx->argc == 2 && !(g->flags & HC_GROUP_STANDALONE)) {
         snprintf(hint, sizeof(hint), "see 'hcctl help %s' for its verbs", g->name);
         return hc_cmd_usage(ctx, hint, "no help topic '%s %s'", g->name, ctx->argv[1]);

@@ -5,12 +5,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -427,4 +429,28 @@ int hc_node_name_valid(const char *name)
             return 0;
     }
     return 1;
+}
+
+long hc_nofile_raise(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit want = {.rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+            rl.rlim_cur = rl.rlim_max;
+    }
+    return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > LONG_MAX ? LONG_MAX : (long)rl.rlim_cur;
+}
+
+size_t hc_nofile_share(unsigned divisor, size_t floor)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || divisor == 0)
+        return floor;
+    if (rl.rlim_cur == RLIM_INFINITY)
+        return SIZE_MAX / 2;
+    size_t share = (size_t)(rl.rlim_cur / divisor);
+    return share > floor ? share : floor;
 }

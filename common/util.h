@@ -77,6 +77,14 @@ char *hc_text_clean(char *dst, size_t len, const char *src);
  * Returns 1 when valid. */
 int hc_node_name_valid(const char *name);
 
+/* Raises the soft limit of open files (RLIMIT_NOFILE) to the hard limit, which the unit sets
+ * (LimitNOFILE=) or the shell's ulimit -Hn: a 1,000-node fan-out needs thousands of sockets and
+ * the soft default is 1,024. Returns the soft limit now in force (LONG_MAX when unlimited). */
+long hc_nofile_raise(void);
+/* A share of the open-files limit for one part of a process: limit / divisor, at least floor
+ * (a fan-out sizes its parallelism with it, leaving the rest to the other parts). */
+size_t hc_nofile_share(unsigned divisor, size_t floor);
+
 /* Splits "HOST:PORT" (IPv4, name, or [IPv6]). host must hold 256 bytes. Returns 0 or -1. */
 int hc_split_host_port(const char *text, char *host, size_t host_len, int *port,
                        struct hc_error *err);

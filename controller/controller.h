@@ -14,6 +14,8 @@
 
 #define HC_CONTROLLER_DEFAULT_POLL_MS 2000
 #define HC_CONTROLLER_DEFAULT_WORKERS 4
+/* How long events are kept (hcctld run --events-retention; docs/hcctld.md "Events retention") */
+#define HC_CONTROLLER_DEFAULT_EVENTS_RETENTION_MS (30LL * 24 * 3600 * 1000)
 
 struct hc_ops_pool;
 struct hc_poller;
@@ -35,6 +37,7 @@ struct hc_controller {
     int64_t poll_interval_ms;
     int64_t agent_timeout_ms; /* per request to an agent; below the poll interval */
     int workers;
+    int64_t events_retention_ms; /* 0: keep every event */
     int64_t started_mono_ms;
     struct event_base *base; /* the API thread's loop */
     struct hc_ops_pool *ops;
@@ -58,5 +61,13 @@ int hc_controller_parse_advertise(const char *text, char *host, size_t len, int 
  * (controller/remote/poller.c) publishes, read without waiting on anything, so that the API
  * thread needs no node-talking header for it. */
 uint64_t hc_poller_cycles(const struct hc_poller *p);
+/* The durations of the last cycles (at most HC_POLLER_CYCLE_WINDOW): median, 99th percentile,
+ * their sum, and the last one, in ms; all 0 before the first cycle. Returns how many cycles they
+ * cover. */
+#define HC_POLLER_CYCLE_WINDOW 256
+struct hc_poller_cycle_stats {
+    int64_t p50_ms, p99_ms, sum_ms, last_ms;
+};
+int hc_poller_cycle_stats(struct hc_poller *p, struct hc_poller_cycle_stats *out);
 
 #endif

@@ -38,6 +38,8 @@
 /* API connections at once (docs/hcctld.md "Connection limits"): admins, agents enrolling and
  * fetching bundles, Prometheus; well under the unit's LimitNOFILE=16384. */
 #define API_MAX_CONNECTIONS 512
+#define EVENTS_RETENTION_MIN_MS (3600LL * 1000)
+#define HC_NOFILE_WANTED 16384 /* what the unit's LimitNOFILE= gives */
 #define API_MAX_CONNECTIONS_MAX 65536
 
 /* What the handlers read: the parsed command line (common/cmdline.h). */
@@ -228,6 +230,7 @@ struct run_options {
     const char *log_level;
     const char *max_connections;
     const char *request_deadline;
+    const char *events_retention;
 };
 
 /* --max-connections and --request-deadline, for the API server made later. */
@@ -271,6 +274,16 @@ static int run_settings(const struct run_options *o, struct hc_controller *ctl,
         return -1;
     if (guard_settings(o, err) < 0)
         return -1;
+    ctl->events_retention_ms = HC_CONTROLLER_DEFAULT_EVENTS_RETENTION_MS;
+    if (o->events_retention && strcmp(o->events_retention, "0") != 0 &&
+        (hc_duration_parse(o->events_retention, &ctl->events_retention_ms, err) < 0 ||
+         ctl->events_retention_ms < EVENTS_RETENTION_MIN_MS))
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                            "--events-retention must be a duration of at least 1h (e.g. 30d), "
+                            "or 0 to keep every event, not '%s'",
+                            o->events_retention);
+    if (o->events_retention && strcmp(o->events_retention, "0") == 0)
+        ctl->events_retention_ms = 0;
     if (ctl->poll_interval_ms < 100)
         return hc_error_set(err, HC_E(INVALID_ARGUMENT), "--poll-interval must be >= 100ms");
     if (o->workers) {
@@ -301,6 +314,7 @@ static int cmd_run(struct hc_cmd_ctx *ctx)
         .log_level = hc_cmdline_opt_str(cl, "log-level"),
         .max_connections = hc_cmdline_opt_str(cl, "max-connections"),
         .request_deadline = hc_cmdline_opt_str(cl, "request-deadline"),
+        .events_retention = hc_cmdline_opt_str(cl, "events-retention"),
     };
     enum hc_log_level level = HC_LOG_INFO;
     if (o.log_level && hc_log_parse_level(o.log_level, &level) < 0)
@@ -311,6 +325,13 @@ static int cmd_run(struct hc_cmd_ctx *ctx)
     if (run_settings(&o, &ctl, &err) < 0 || lock_data_dir(&ctl, &err) < 0)
         return fail(&err);
     ctl.started_mono_ms = hc_mono_ms();
+    /* 1,000 agents' connections, the API's and the database's: the soft default of 1,024 is
+     * not enough (docs/hcctld.md "Open files"). */
+    long nofile = hc_nofile_raise();
+    if (nofile < HC_NOFILE_WANTED)
+        HC_WARN("open files are limited to %ld (ulimit -n; LimitNOFILE= in the unit): a cluster "
+                "of more than %ld nodes polls in waves; %d is what 1,000 nodes need",
+                nofile, nofile / 8, HC_NOFILE_WANTED);
     signal(SIGPIPE, SIG_IGN);
     /* The worker and poller threads may touch libevent objects of their own. */
     evthread_use_pthreads();
@@ -387,6 +408,8 @@ static const struct hc_cmd_opt run_opts[] = {
            .help = "API connections at once, 1 to 65536 (default 512)"),
     HC_OPT(.name = "request-deadline", .type = HC_OPT_STRING, .value_name = "DUR",
            .help = "time a client has to send one whole request"),
+    HC_OPT(.name = "events-retention", .type = HC_OPT_STRING, .value_name = "DUR",
+           .help = "how long events are kept, at least 1h, or 0 to keep them all (default 30d)"),
     {.name = NULL},
 };
 

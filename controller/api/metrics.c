@@ -221,6 +221,8 @@ static void render_requests(FILE *f)
         }
 }
 
+_Static_assert(HC_POLLER_CYCLE_WINDOW == 256, "the poll cycle help text names the window");
+
 static void render_process(FILE *f, const struct hc_controller *ctl)
 {
     family(f, "hcctld_build_info", "gauge", "The controller's version (the value is always 1).");
@@ -233,6 +235,19 @@ static void render_process(FILE *f, const struct hc_controller *ctl)
     if (ctl->poller) {
         family(f, "hcctld_poll_cycles_total", "counter", "Completed agent poll cycles.");
         sample(f, "hcctld_poll_cycles_total", NULL, NULL, (double)hc_poller_cycles(ctl->poller));
+        struct hc_poller_cycle_stats st;
+        int n = hc_poller_cycle_stats(ctl->poller, &st);
+        if (n > 0) {
+            family(f, "hcctld_poll_cycle_seconds", "summary",
+                   "Duration of the poll cycles, over the last 256 cycles.");
+            sample(f, "hcctld_poll_cycle_seconds", "quantile", "0.5", (double)st.p50_ms / 1000.0);
+            sample(f, "hcctld_poll_cycle_seconds", "quantile", "0.99", (double)st.p99_ms / 1000.0);
+            sample(f, "hcctld_poll_cycle_seconds_sum", NULL, NULL, (double)st.sum_ms / 1000.0);
+            sample(f, "hcctld_poll_cycle_seconds_count", NULL, NULL, (double)n);
+            family(f, "hcctld_poll_cycle_last_seconds", "gauge",
+                   "Duration of the last completed poll cycle.");
+            sample(f, "hcctld_poll_cycle_last_seconds", NULL, NULL, (double)st.last_ms / 1000.0);
+        }
     }
 }
 

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "common/json_util.h"
+#include "common/util.h"
 #include "controller/ops/test_hooks.h"
 #include "controller/remote/agent_client.h"
 
@@ -330,11 +330,8 @@ static void call_done(struct hc_http_call *call)
  * keeps its own quarter; common/https_server.c). */
 static size_t fanout_parallel(void)
 {
-    struct rlimit rl;
-    size_t n = HC_NET_MAX_PARALLEL;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 4 < n)
-        n = rl.rlim_cur / 4 > 16 ? (size_t)(rl.rlim_cur / 4) : 16;
-    return n;
+    size_t share = hc_nofile_share(4, 16);
+    return share < HC_NET_MAX_PARALLEL ? share : HC_NET_MAX_PARALLEL;
 }
 
 /* One fan-out over c->pairs at c->search. */

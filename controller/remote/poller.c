@@ -51,6 +51,10 @@ struct hc_poller {
     int echo_fd;             /* UDP socket of the echo probes; -1 when it could not be made */
     uint32_t echo_base;      /* sequence number of this cycle's first probe */
     unsigned char *echo_buf; /* POLLER_ECHO_MAX bytes */
+    int64_t
+        cycle_ms[HC_POLLER_CYCLE_WINDOW]; /* the last cycles' durations, a ring; guarded by mu */
+    uint64_t cycle_count;                 /* guarded by mu */
+    int64_t pruned_mono_ms;               /* when the events were last pruned */
 };
 
 /* What one poll learnt about one node. */
@@ -582,7 +586,8 @@ static void poller_cycle(struct hc_poller *p)
     }
     int64_t t0 = hc_mono_ms();
     poller_echo_send(p, nodes, echo);
-    size_t answered = hc_http_fanout(p->client, calls, 2 * n, HC_POLLER_MAX_PARALLEL);
+    size_t answered =
+        hc_http_fanout(p->client, calls, 2 * n, hc_nofile_share(4, HC_POLLER_MIN_PARALLEL));
     poller_echo_collect(p, echo, calls, n, t0);
     HC_DEBUG("poller: fan-out to %zu agents took %lld ms (%zu of %zu calls answered)", n,
              (long long)(hc_mono_ms() - t0), answered, 2 * n);
@@ -614,6 +619,62 @@ static int poller_wait(struct hc_poller *p, int64_t deadline_ms)
     return stopping;
 }
 
+/* Every HC_POLLER_PRUNE_EVERY_MS: the events older than the retention go (a bounded number
+ * per pass, so that a first prune of a large log does not hold a cycle back for long). */
+static void poller_prune_events(struct hc_poller *p)
+{
+    int64_t now = hc_mono_ms();
+    if (p->ctl->events_retention_ms <= 0 ||
+        (p->pruned_mono_ms && now - p->pruned_mono_ms < HC_POLLER_PRUNE_EVERY_MS))
+        return;
+    p->pruned_mono_ms = now;
+    struct hc_error err = {0};
+    int64_t removed = hc_events_prune(p->db, hc_now_ms() - p->ctl->events_retention_ms,
+                                      HC_POLLER_PRUNE_BATCHES, &err);
+    if (removed < 0)
+        HC_WARN("poller cannot prune the events: %s", err.message);
+    else if (removed > 0)
+        HC_INFO("events retention: %lld events removed", (long long)removed);
+}
+
+static void poller_cycle_done(struct hc_poller *p, int64_t ms)
+{
+    pthread_mutex_lock(&p->mu);
+    p->cycle_ms[p->cycle_count % HC_POLLER_CYCLE_WINDOW] = ms;
+    p->cycle_count++;
+    pthread_mutex_unlock(&p->mu);
+    atomic_fetch_add(&p->cycles, 1);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int hc_poller_cycle_stats(struct hc_poller *p, struct hc_poller_cycle_stats *out)
+{
+    int64_t v[HC_POLLER_CYCLE_WINDOW];
+    memset(out, 0, sizeof(*out));
+    if (!p)
+        return 0;
+    pthread_mutex_lock(&p->mu);
+    size_t n =
+        p->cycle_count < HC_POLLER_CYCLE_WINDOW ? (size_t)p->cycle_count : HC_POLLER_CYCLE_WINDOW;
+    memcpy(v, p->cycle_ms, n * sizeof(v[0]));
+    if (n)
+        out->last_ms = p->cycle_ms[(p->cycle_count - 1) % HC_POLLER_CYCLE_WINDOW];
+    pthread_mutex_unlock(&p->mu);
+    if (!n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        out->sum_ms += v[i];
+    qsort(v, n, sizeof(v[0]), cmp_i64);
+    out->p50_ms = v[(n - 1) / 2];
+    out->p99_ms = v[(n * 99 + 99) / 100 - 1];
+    return (int)n;
+}
+
 static void *poller_main(void *arg)
 {
     struct hc_poller *p = arg;
@@ -623,7 +684,8 @@ static void *poller_main(void *arg)
     while (!stopping) {
         int64_t start = hc_mono_ms();
         poller_cycle(p);
-        atomic_fetch_add(&p->cycles, 1);
+        poller_cycle_done(p, hc_mono_ms() - start);
+        poller_prune_events(p);
         stopping = poller_wait(p, start + interval);
     }
     return NULL;

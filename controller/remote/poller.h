@@ -14,9 +14,14 @@
 #include "controller/controller.h"
 #include "db/db.h"
 
-/* Calls in flight at once during a fan-out (two per node): bounded to stay under the default
- * 1024 open files with 1,000 nodes. */
-#define HC_POLLER_MAX_PARALLEL 512
+/* Calls in flight at once during a fan-out (two per node): every call of a cycle at once, within
+ * a quarter of the open-files limit (hcctld raises it to the hard limit at start; the unit's
+ * LimitNOFILE=16384 gives 4,096, so 1,000 nodes' 2,000 calls all go together). */
+#define HC_POLLER_MIN_PARALLEL 64
+/* How often the poller thread prunes the events older than the retention, and how many batches
+ * of HC_EVENTS_PRUNE_BATCH one pass removes at most. */
+#define HC_POLLER_PRUNE_EVERY_MS 60000
+#define HC_POLLER_PRUNE_BATCHES 4
 
 struct hc_poller;
 

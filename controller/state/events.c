@@ -155,3 +155,40 @@ json_t *hc_events_list(struct hc_db *db, int64_t since, int limit, const char *t
     struct hc_events_query q = {since, 0, limit, 0, type, node};
     return hc_events_query(db, &q, err);
 }
+
+int64_t hc_events_prune(struct hc_db *db, int64_t older_than_ms, int max_batches,
+                        struct hc_error *err)
+{
+    int64_t removed = 0;
+    for (int batch = 0; batch < max_batches; batch++) {
+        if (hc_db_begin(db, err) < 0)
+            return -1;
+        /* MAX: the cutoff only grows (the schema's trigger refuses a smaller one) */
+        int n = hc_db_run(db, err,
+                          "UPDATE events_retention SET cutoff_ms = MAX(cutoff_ms, ?) WHERE id = 1",
+                          "i", older_than_ms);
+        if (n >= 0)
+            n = hc_db_run(db, err,
+                          "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < ? "
+                          "ORDER BY id LIMIT ?)",
+                          "ii", older_than_ms, (int64_t)HC_EVENTS_PRUNE_BATCH);
+        if (n < 0 || hc_db_commit(db, err) < 0) {
+            hc_db_rollback(db);
+            return -1;
+        }
+        removed += n;
+        if (n < HC_EVENTS_PRUNE_BATCH)
+            break;
+    }
+    if (removed > 0) {
+        char when[40];
+        hc_time_format(older_than_ms, when, sizeof(when));
+        if (hc_event_add(
+                db, "events.pruned", NULL, NULL, "controller",
+                json_pack("{s:I, s:s}", "removed", (json_int_t)removed, "older_than", when), err,
+                "%lld events older than %s removed (events retention)", (long long)removed,
+                when) < 0)
+            return -1;
+    }
+    return removed;
+}

@@ -1,6 +1,7 @@
 /*
  * The append-only event log: every state change and every mutating API call. The table refuses
- * UPDATE and DELETE (triggers in the schema).
+ * UPDATE, and DELETE of any event newer than the retention cutoff (triggers in the schema,
+ * db/migrations/0009_events_retention.sql); hc_events_prune is the one way events leave.
  */
 #ifndef HC_CONTROLLER_EVENTS_H
 #define HC_CONTROLLER_EVENTS_H
@@ -36,5 +37,17 @@ json_t *hc_events_query(struct hc_db *db, const struct hc_events_query *q, struc
 /* hc_events_query of the oldest page: events with id > since, at most limit (1..1000). */
 json_t *hc_events_list(struct hc_db *db, int64_t since, int limit, const char *type,
                        const char *node, struct hc_error *err);
+
+/* Events removed by one transaction of hc_events_prune, so that a prune never holds the write
+ * lock for long. */
+#define HC_EVENTS_PRUNE_BATCH 5000
+
+/* Removes the events older than older_than_ms (epoch ms), oldest first, in transactions of
+ * HC_EVENTS_PRUNE_BATCH, at most max_batches of them (the rest waits for the next call), and
+ * records one events.pruned event naming how many went. Raises the schema's cutoff to
+ * older_than_ms first: the database then refuses to delete anything newer. Returns the number
+ * removed, or -1 with err. */
+int64_t hc_events_prune(struct hc_db *db, int64_t older_than_ms, int max_batches,
+                        struct hc_error *err);
 
 #endif

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# hcctld lifecycle: clean SIGTERM, refusal of a newer schema, refusal of bad command lines.
+# hcctld lifecycle: clean SIGTERM, refusal of a newer schema, refusal of bad command lines, the
+# events retention.
 . "$(dirname "$0")/lib.sh"
 
 test_expect_success 'SIGTERM stops the controller cleanly (exit 0)' '
@@ -17,6 +18,21 @@ test_expect_success 'a database newer than the binary is refused with a clear er
     grep -q "newer" err && grep -q "$((v + 1))" err &&
     [ "$(sha256sum <"$CTL_DIR/hcctld.db")" = "$sum" ] &&
     sqlite3 "$CTL_DIR/hcctld.db" "pragma user_version = $v"
+'
+
+test_expect_success 'events older than --events-retention are pruned, recent ones kept; bad values exit 2' '
+    timeout 10 hcctld run --data-dir "$CTL_DIR" --events-retention 5m 2>err; [ $? = 2 ] &&
+    grep -q "at least 1h" err &&
+    timeout 10 hcctld run --data-dir "$CTL_DIR" --events-retention soon 2>err; [ $? = 2 ] &&
+    old=$(( $(date +%s%3N) - 2 * 3600 * 1000 )) && q=$(printf "\047") &&
+    sqlite3 "$CTL_DIR/hcctld.db" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n
+        WHERE i < 12000) INSERT INTO events (ts, type, message) SELECT $old, ${q}test.old${q}, ${q}o${q} FROM n;
+        INSERT INTO events (ts, type, message) VALUES ($(date +%s%3N), ${q}test.recent${q}, ${q}r${q})" &&
+    controller_start --events-retention 1h &&
+    wait_for 10 "hcctl events --type events.pruned -o json | jq -e ${q}.events[0].details.removed == 12000${q}" &&
+    [ "$(sqlite3 "$CTL_DIR/hcctld.db" "SELECT COUNT(*) FROM events WHERE type = ${q}test.old${q}")" = 0 ] &&
+    [ "$(sqlite3 "$CTL_DIR/hcctld.db" "SELECT COUNT(*) FROM events WHERE type = ${q}test.recent${q}")" = 1 ] &&
+    controller_stop
 '
 
 test_expect_success 'run on a directory that was never initialised fails with a hint' '

@@ -235,6 +235,7 @@ test_expect_success '/metrics: Prometheus text format (promtool), nodes, operati
     promtool check metrics <metrics.txt &&
     grep -qx "hcctld_nodes{health=\"reachable\"} 3" metrics.txt &&
     grep -qx "hcctld_operations{state=\"succeeded\"} 2" metrics.txt &&
+    grep -Eq "^hcctld_poll_cycle_seconds\{quantile=\"0.99\"\} [0-9.e+-]+$" metrics.txt &&
     grep -Eq "^hcctld_agent_poll_latency_seconds_count [1-9]" metrics.txt &&
     grep -Eq "^hcctld_api_requests_total\{method=\"DELETE\",code=\"202\"\} 2$" metrics.txt &&
     grep -Eq "^hcctld_api_requests_total\{method=\"GET\",code=\"200\"\} [1-9]" metrics.txt &&
@@ -253,6 +254,21 @@ test_expect_success 'errors say what to do next: did you mean, for groups, verbs
     ! grep -q "$(printf "\033")" nc.out &&
     script -qefc "hcctl node list" /dev/null </dev/null >c.out &&
     grep -q "$(printf "\033\\[32m")reachable" c.out
+'
+
+test_expect_success 'help -o json is one JSON document built from the same tables as the text' '
+    hcctl help -o json >h.json &&
+    hcctl help | sed -n "/^Commands:/,/^$/p" | awk "NF { print \$1 }" | grep -v "^Commands:" |
+        sort -u >text.groups &&
+    jq -r ".commands[].group" h.json | sort -u >json.groups && cmp text.groups json.groups &&
+    [ "$(wc -l <json.groups)" -ge 10 ] &&
+    jq -e ".exit_codes[5].code == 5 and (.topics | map(.name) | index(\"exit-codes\")) != null" h.json &&
+    hcctl -o json node list --help | jq -e ".command == \"node list\" and .verb == \"list\"" &&
+    hcctl help upgrade -o json | jq -e ".commands | map(.options[].name) | index(\"max-unavailable\")" &&
+    hcctl help maintenance enter -o json |
+        jq -e "(.options | map(.name) | index(\"yes\")) != null and .disruptive" &&
+    hcctl help settings -o json | jq -e ".topic == \"settings\" and (.text | length) > 100" &&
+    expect_exit 2 hcctl help nope -o json >nope.json && jq -e ".error.code == \"usage\"" nope.json
 '
 
 test_done

@@ -1,5 +1,6 @@
 /* Unit tests for controller/state/events.c against a real SQLite file: append, list with since /
- * limit / type / node, the rendering of an EVENT, transactions, and the append-only guard. */
+ * limit / type / node, the rendering of an EVENT, transactions, the append-only guard, and the
+ * retention's pruning (only events older than the cutoff, which only grows). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -178,6 +179,50 @@ static void test_append_only(void **state)
     json_decref(list);
 }
 
+/* `total` events, the first `old` of them a day old (inserted with that ts: UPDATE is refused). */
+static void add_aged(struct hc_db *db, int old, int total, int64_t now)
+{
+    struct hc_error err = {0};
+    for (int i = 0; i < total; i++)
+        assert_int_equal(hc_db_run(db, &err,
+                                   "INSERT INTO events (ts, type, message) VALUES (?, 'test.e', ?)",
+                                   "is", i < old ? now - 86400000 : now, "m"),
+                         1);
+}
+
+static void test_prune(void **state)
+{
+    struct hc_test_db *f = *state;
+    struct hc_error err = {0};
+    int64_t now = hc_now_ms();
+    int old = HC_EVENTS_PRUNE_BATCH + 7; /* more than one batch */
+    assert_int_equal(hc_db_begin(f->db, &err), 0);
+    add_aged(f->db, old, old + 3, now);
+    assert_int_equal(hc_db_commit(f->db, &err), 0);
+    /* one batch allowed: the rest waits for the next call */
+    assert_int_equal(hc_events_prune(f->db, now - 3600000, 1, &err), HC_EVENTS_PRUNE_BATCH);
+    assert_int_equal(hc_events_prune(f->db, now - 3600000, 4, &err), 7);
+    assert_int_equal(hc_events_prune(f->db, now - 3600000, 4, &err), 0);
+    json_t *list = list_ok(f->db, 0, 1000, NULL, NULL);
+    /* the 3 recent ones and the two events.pruned records */
+    assert_int_equal(json_array_size(events_of(list)), 5);
+    json_decref(list);
+    list = list_ok(f->db, 0, 100, "events.pruned", NULL);
+    assert_int_equal(json_array_size(events_of(list)), 2);
+    json_t *last = json_array_get(events_of(list), 1);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(last, "details"), "removed")), 7);
+    json_decref(list);
+    /* recent events stay guarded: no DELETE gets past the cutoff, nor lowers it */
+    assert_int_equal(hc_db_run(f->db, &err, "DELETE FROM events", NULL), -1);
+    assert_int_equal(
+        hc_db_run(f->db, &err, "UPDATE events_retention SET cutoff_ms = ?", "i", (int64_t)0), -1);
+    assert_int_equal(hc_events_prune(f->db, now - 7200000, 4, &err), 0);
+    list = list_ok(f->db, 0, 1000, NULL, NULL);
+    assert_int_equal(json_array_size(events_of(list)), 5);
+    json_decref(list);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,6 +231,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_caller_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
