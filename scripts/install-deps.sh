@@ -11,6 +11,7 @@ packages=(
     zsh fish bsdutils prometheus mandoc man-db systemd file dpkg-dev
     clang libclang-rt-14-dev zlib1g-dev # the libFuzzer build (docs/fuzzing.md)
     clang-format-14 # scripts/check-format.sh: CI fails on a file that deviates from .clang-format
+    nginx-light wrk # bench/scale.sh, bench/api-list.sh: nginx serves GET /v1/nodes's bytes beside hcctld
 )
 missing=()
 for p in "${packages[@]}"; do

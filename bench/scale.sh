@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# One controller and 1,000 nodes, measured (issue 16): a real hcctld (release build) and hchollow
+# (tools/hollow, docs/hollow.md), one process serving N agent identities on loopback addresses,
+# each enrolled through the real join flow. Runs in a private network namespace (loopback only).
+# Figures, for N = 3 and then N = SIZES' last (default "3 1000"):
+#   join time (hchollow start -> N nodes enrolled, -> N reachable);
+#   poll cycle p50/p99 (hcctld's /metrics, over the steady-state minute);
+#   hcctld CPU % and RSS in steady state (30 s, nothing running), hchollow's RSS;
+#   GET /v1/nodes req/s beside nginx serving the same bytes over TLS (wrk, same connections);
+#   hcctl node list p50/p99 with 10 concurrent clients (200 runs);
+#   a rolling upgrade over all N (bundle staged to every node first, then one node at a time):
+#   staging time, the upgrade's wall time and seconds per node after staging;
+#   a live configuration apply over all N (config set, until every node reports it in sync).
+# Usage: bench/scale.sh [BUILD_DIR] (default build-bench). Needs root (unshare -n); nginx-light
+# and wrk (scripts/install-deps.sh installs them).
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$src/build-bench}
+sizes=${SIZES:-3 1000}
+if [ -z "${HC_SCALE_NETNS:-}" ]; then
+    exec env HC_SCALE_NETNS=1 unshare -n bash "$0" "$@"
+fi
+ip link set lo up
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHC_TESTS=OFF >/dev/null
+ninja -C "$build" hcctl hcctld hchollow bundles >/dev/null
+export PATH=$build/bin:$PATH
+ulimit -n 65536
+work=$(mktemp -d /tmp/hcctl-scale.XXXXXX)
+export XDG_CONFIG_HOME=$work/config
+ctl_pid= hollow_pid= nginx_pid=
+stop_all() {
+    for p in $hollow_pid $ctl_pid $nginx_pid; do kill "$p" 2>/dev/null || true; done
+    for p in $hollow_pid $ctl_pid $nginx_pid; do wait "$p" 2>/dev/null || true; done
+    ctl_pid= hollow_pid= nginx_pid=
+}
+trap 'trap "" INT TERM; stop_all; rm -rf "$work"' EXIT
+
+ms() { date +%s%3N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1000 }'; }
+# pct P FILE: the P-th percentile of the numbers in FILE (one a line)
+pct() { sort -n "$2" | awk -v p="$1" '{ v[NR] = $1 } END { i = int((NR * p + 99) / 100); if (i < 1) i = 1; print v[i] }'; }
+metric() { # NAME{labels} -> value, from hcctld's /metrics
+    curl -s --cacert "$work/c/ca.pem" -H "Authorization: Bearer $token" "$url/metrics" |
+        awk -v m="$1" '$1 == m { print $2 }'
+}
+node_count() { hcctl -o json node list | jq "[.nodes[] | select($1)] | length"; }
+wait_nodes() { # FILTER N TIMEOUT_S
+    local i
+    for i in $(seq $(($3 * 5))); do
+        [ "$(node_count "$1" 2>/dev/null || echo 0)" -ge "$2" ] && return 0
+        sleep 0.2
+    done
+    echo "scale: only $(node_count "$1") nodes match $1 after $3 s" >&2
+    return 1
+}
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# op_span OP_ID STEP: seconds from the first start to the last finish of that step's rows
+op_span() {
+    hcctl -o json operation show "$1" | jq -r --arg s "$2" '
+        def t: (.[0:19] + "Z" | fromdateiso8601) + ((.[20:23] // "0") | tonumber / 1000);
+        [.steps[] | select(.step == $s and .started_at and .finished_at)] |
+        if length == 0 then "0" else
+        ((map(.finished_at | t) | max) - (map(.started_at | t) | min) | . * 100 | round / 100)
+        end'
+}
+
+nginx_start() { # BODY_FILE PORT
+    mkdir -p "$work/nginx"
+    cat >"$work/nginx/nginx.conf" <<NGINX
+worker_processes auto;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    keepalive_requests 100000;
+    server {
+        listen 127.0.0.1:$2 ssl;
+        ssl_certificate $work/c/server.pem;
+        ssl_certificate_key $work/c/server.key;
+        ssl_protocols TLSv1.3;
+        location = /v1/nodes { default_type application/json; alias $1; }
+    }
+}
+NGINX
+    nginx -c "$work/nginx/nginx.conf" -g "daemon off;" &
+    nginx_pid=$!
+    for _ in $(seq 50); do curl -sk "https://127.0.0.1:$2/v1/nodes" -o /dev/null && return 0; sleep 0.1; done
+    echo "scale: nginx does not answer" >&2
+    return 1
+}
+rps() { # URL: requests/s of wrk, 1 thread, 8 connections, 10 s
+    wrk -t1 -c8 -d10s -H "Authorization: Bearer $token" "$1" | awk '/^Requests\/sec:/ { print int($2) }'
+}
+
+scale_run() {
+    local n=$1 t0 t1 t2 c0 c1 tag=_nodes_$1
+    stop_all
+    rm -rf "$work/c" "$work/config" "$work/hollow"
+    hcctld init --data-dir "$work/c" --listen 127.0.0.1:7443 --trust-key "$build/bundles/dev.pub" \
+        >/dev/null 2>&1
+    token=$(cat "$work/c/admin.token")
+    url=https://127.0.0.1:7443
+    hcctld run --data-dir "$work/c" >"$work/hcctld.log" 2>&1 &
+    ctl_pid=$!
+    for _ in $(seq 100); do hcctl -o json version 2>/dev/null | jq -e .controller.version >/dev/null && break; sleep 0.1; done
+    hcctl -q software upload "$build/bundles/hcstor-1.0.tar.gz" >/dev/null
+    hcctl -q software upload "$build/bundles/hcstor-1.1.tar.gz" >/dev/null
+
+    t0=$(ms)
+    HCHOLLOW_TOKEN=$token hchollow --controller "$url" --count "$n" --first-address 127.1.0.1 \
+        --data-dir "$work/hollow" --control "$work/hollow.sock" >"$work/hollow.log" 2>&1 &
+    hollow_pid=$!
+    wait_nodes 'true' "$n" 600
+    t1=$(ms)
+    wait_nodes '.health == "reachable"' "$n" 120
+    t2=$(ms)
+    echo "join_seconds$tag $(secs "$t0" "$t1")"
+    echo "join_to_reachable_seconds$tag $(secs "$t0" "$t2")"
+
+    sleep 10 # settle, then a steady-state window with nothing running
+    c0=$(cpu_ticks "$ctl_pid")
+    sleep 30
+    c1=$(cpu_ticks "$ctl_pid")
+    echo "hcctld_cpu_percent_steady$tag $(awk -v d=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", d * 100 / hz / 30 }')"
+    echo "hcctld_rss_mb_steady$tag $(( $(rss_kb "$ctl_pid") / 1024 ))"
+    echo "hchollow_rss_mb$tag $(( $(rss_kb "$hollow_pid") / 1024 ))"
+    echo "poll_cycle_p50_ms$tag $(metric 'hcctld_poll_cycle_seconds{quantile="0.5"}' | awk '{ print int($1 * 1000) }')"
+    echo "poll_cycle_p99_ms$tag $(metric 'hcctld_poll_cycle_seconds{quantile="0.99"}' | awk '{ print int($1 * 1000) }')"
+
+    curl -s --cacert "$work/c/ca.pem" -H "Authorization: Bearer $token" "$url/v1/nodes" >"$work/nodes.json"
+    nginx_start "$work/nodes.json" 7543
+    local ours theirs
+    ours=$(rps "$url/v1/nodes")
+    theirs=$(rps "https://127.0.0.1:7543/v1/nodes")
+    kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true; nginx_pid=
+    echo "api_nodes_body_bytes$tag $(wc -c <"$work/nodes.json")"
+    echo "api_nodes_rps_hcctld$tag $ours"
+    echo "api_nodes_rps_nginx$tag $theirs"
+    echo "api_nodes_ratio$tag $(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')"
+
+    local c
+    for c in $(seq 10); do
+        (for _ in $(seq 20); do
+            s=$(date +%s%N); hcctl -o json node list >/dev/null; e=$(date +%s%N)
+            echo $(((e - s) / 1000000))
+        done >"$work/lat.$c") &
+    done
+    wait $(jobs -p | grep -v -e "^$ctl_pid$" -e "^$hollow_pid$") 2>/dev/null || true
+    cat "$work"/lat.* >"$work/lat"
+    echo "node_list_p50_ms_10_clients$tag $(pct 50 "$work/lat")"
+    echo "node_list_p99_ms_10_clients$tag $(pct 99 "$work/lat")"
+
+    t0=$(ms)
+    hcctl -q upgrade --rolling --to 1.0 --yes >/dev/null
+    t1=$(ms)
+    local op staged
+    op=$(hcctl -o json operation list | jq -r '[.operations[] | select(.kind == "upgrade")][0].id')
+    staged=$(op_span "$op" stage)
+    echo "staging_seconds$tag $staged"
+    echo "upgrade_seconds$tag $(secs "$t0" "$t1")"
+    echo "upgrade_seconds_per_node_after_staging$tag $(awk -v w=$((t1 - t0)) -v s="$staged" -v n="$n" 'BEGIN { printf "%.3f", (w / 1000 - s) / n }')"
+    [ "$(node_count '.software_version == "1.0"')" = "$n" ] || echo "scale: not every node is on 1.0" >&2
+
+    t0=$(ms)
+    hcctl -q config set log_level=debug -m "scale bench" >/dev/null
+    for _ in $(seq 600); do
+        hcctl -o json config status | jq -e '[.nodes[] | select(.state != "in_sync")] | length == 0' >/dev/null && break
+        sleep 0.2
+    done
+    t1=$(ms)
+    echo "config_live_apply_seconds$tag $(secs "$t0" "$t1")"
+    echo "config_live_apply_ms_per_node$tag $(awk -v w=$((t1 - t0)) -v n="$n" 'BEGIN { printf "%.2f", w / n }')"
+    stop_all
+}
+
+for n in $sizes; do scale_run "$n"; done
