@@ -8,8 +8,9 @@
 #   hcctld CPU % and RSS in steady state (30 s, nothing running), hchollow's RSS;
 #   GET /v1/nodes req/s beside nginx serving the same bytes over TLS (wrk, same connections);
 #   hcctl node list p50/p99 with 10 concurrent clients (200 runs);
-#   a rolling upgrade over all N (bundle staged to every node first, then one node at a time):
-#   staging time, the upgrade's wall time and seconds per node after staging;
+#   a first install (1.0) and a rolling upgrade (1.0 -> 1.3) over all N (the bundle staged to
+#   every node first, then one node at a time): staging time, wall time, seconds per node after
+#   staging, and that less the hollow service's own downtime (the controller's part);
 #   a live configuration apply over all N (config set, until every node reports it in sync).
 # Usage: bench/scale.sh [BUILD_DIR] (default build-bench). Needs root (unshare -n); nginx-light
 # and wrk (scripts/install-deps.sh installs them).
@@ -24,7 +25,7 @@ ip link set lo up
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHC_TESTS=OFF >/dev/null
 ninja -C "$build" hcctl hcctld hchollow bundles >/dev/null
 export PATH=$build/bin:$PATH
-ulimit -n 65536
+ulimit -n "$(ulimit -Hn)" # hcctld and hchollow also raise their own soft limit
 work=$(mktemp -d /tmp/hcctl-scale.XXXXXX)
 export XDG_CONFIG_HOME=$work/config
 ctl_pid= hollow_pid= nginx_pid=
@@ -94,8 +95,26 @@ rps() { # URL: requests/s of wrk, 1 thread, 8 connections, 10 s
     wrk -t1 -c8 -d10s -H "Authorization: Bearer $token" "$1" | awk '/^Requests\/sec:/ { print int($2) }'
 }
 
+activate_ms=50 # hchollow --activate-ms: each node's service is down that long
+# upgrade_to VERSION LABEL: a rolling upgrade of every node (one at a time), timed: the staging
+# (every node fetches the bundle, 16 at once) and the seconds per node after it, with and without
+# the hollow service's own activate_ms (what is left is the controller's overhead per node)
+upgrade_to() {
+    local t0 t1 op staged
+    t0=$(ms)
+    hcctl -q upgrade --rolling --to "$1" --yes >/dev/null
+    t1=$(ms)
+    op=$(hcctl -o json operation list | jq -r '[.operations[] | select(.kind == "upgrade.rolling")] | max_by(.created_at) | .id')
+    staged=$(op_span "$op" stage)
+    echo "${2}_staging_seconds$tag $staged"
+    echo "${2}_seconds$tag $(secs "$t0" "$t1")"
+    echo "${2}_seconds_per_node_after_staging$tag $(awk -v w=$((t1 - t0)) -v s="$staged" -v n="$n" 'BEGIN { printf "%.3f", (w / 1000 - s) / n }')"
+    echo "${2}_controller_ms_per_node$tag $(awk -v w=$((t1 - t0)) -v s="$staged" -v n="$n" -v a="$activate_ms" 'BEGIN { printf "%.1f", ((w / 1000 - s) / n) * 1000 - a }')"
+}
+
 scale_run() {
-    local n=$1 t0 t1 t2 c0 c1 tag=_nodes_$1
+    local t0 t1 t2 c0 c1
+    n=$1 tag=_nodes_$1
     stop_all
     rm -rf "$work/c" "$work/config" "$work/hollow"
     hcctld init --data-dir "$work/c" --listen 127.0.0.1:7443 --trust-key "$build/bundles/dev.pub" \
@@ -106,11 +125,12 @@ scale_run() {
     ctl_pid=$!
     for _ in $(seq 100); do hcctl -o json version 2>/dev/null | jq -e .controller.version >/dev/null && break; sleep 0.1; done
     hcctl -q software upload "$build/bundles/hcstor-1.0.tar.gz" >/dev/null
-    hcctl -q software upload "$build/bundles/hcstor-1.1.tar.gz" >/dev/null
+    hcctl -q software upload "$build/bundles/hcstor-1.3.tar.gz" >/dev/null
 
     t0=$(ms)
-    HCHOLLOW_TOKEN=$token hchollow --controller "$url" --count "$n" --first-address 127.1.0.1 \
-        --data-dir "$work/hollow" --control "$work/hollow.sock" >"$work/hollow.log" 2>&1 &
+    HCHOLLOW_TOKEN=$token hchollow --controller "$url" --ca "$work/c/ca.pem" --count "$n" \
+        --first-address 127.1.0.1 --data-dir "$work/hollow" --control "$work/hollow.sock" \
+        --trust-key "$build/bundles/dev.pub" --activate-ms "$activate_ms" >"$work/hollow.log" 2>&1 &
     hollow_pid=$!
     wait_nodes 'true' "$n" 600
     t1=$(ms)
@@ -152,19 +172,12 @@ scale_run() {
     echo "node_list_p50_ms_10_clients$tag $(pct 50 "$work/lat")"
     echo "node_list_p99_ms_10_clients$tag $(pct 99 "$work/lat")"
 
-    t0=$(ms)
-    hcctl -q upgrade --rolling --to 1.0 --yes >/dev/null
-    t1=$(ms)
-    local op staged
-    op=$(hcctl -o json operation list | jq -r '[.operations[] | select(.kind == "upgrade")][0].id')
-    staged=$(op_span "$op" stage)
-    echo "staging_seconds$tag $staged"
-    echo "upgrade_seconds$tag $(secs "$t0" "$t1")"
-    echo "upgrade_seconds_per_node_after_staging$tag $(awk -v w=$((t1 - t0)) -v s="$staged" -v n="$n" 'BEGIN { printf "%.3f", (w / 1000 - s) / n }')"
-    [ "$(node_count '.software_version == "1.0"')" = "$n" ] || echo "scale: not every node is on 1.0" >&2
+    upgrade_to 1.0 install
+    upgrade_to 1.3 upgrade
+    [ "$(node_count '.software_version == "1.3"')" = "$n" ] || echo "scale: not every node is on 1.3" >&2
 
     t0=$(ms)
-    hcctl -q config set log_level=debug -m "scale bench" >/dev/null
+    hcctl -q config set log_level=debug -m "scale bench" --yes >/dev/null
     for _ in $(seq 600); do
         hcctl -o json config status | jq -e '[.nodes[] | select(.state != "in_sync")] | length == 0' >/dev/null && break
         sleep 0.2

@@ -55,6 +55,8 @@ struct hc_poller {
         cycle_ms[HC_POLLER_CYCLE_WINDOW]; /* the last cycles' durations, a ring; guarded by mu */
     uint64_t cycle_count;                 /* guarded by mu */
     int64_t pruned_mono_ms;               /* when the events were last pruned */
+    long echo_room;                       /* receive buffer asked for the echo socket */
+    long echo_room_warned;
 };
 
 /* What one poll learnt about one node. */
@@ -69,8 +71,10 @@ struct poller_verdict {
 #define POLLER_ECHO_SMALL 64     /* IPv4 packet size of the small probe */
 #define POLLER_ECHO_BIG_MIN 1280 /* a smaller path MTU leaves nothing to tell apart */
 #define POLLER_ECHO_MAX 65535
-#define POLLER_ECHO_KINDS 3     /* per node: one small probe, two big ones */
-#define POLLER_ECHO_WAIT_MS 200 /* after the fan-out, only for echoes a verdict depends on */
+#define POLLER_ECHO_KINDS 3       /* per node: one small probe, two big ones */
+#define POLLER_ECHO_WAIT_MS 200   /* after the fan-out, only for echoes a verdict depends on */
+#define POLLER_ECHO_TRUESIZE 1024 /* the kernel's bookkeeping of one datagram, beyond its bytes */
+#define POLLER_ECHO_ROOM_MAX (256L * 1024 * 1024)
 
 /* One node's echo probes in this cycle. */
 struct poller_echo {
@@ -84,7 +88,7 @@ struct poller_echo {
 static int poller_echo_socket(void)
 {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int df = IP_PMTUDISC_DO, rcvbuf = 1 << 20;
+    int df = IP_PMTUDISC_DO;
     if (fd < 0)
         return -1;
     /* DF: the big probes must arrive whole or not at all, exactly as a TCP segment would. */
@@ -92,7 +96,6 @@ static int poller_echo_socket(void)
         close(fd);
         return -1;
     }
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     return fd;
 }
 
@@ -171,6 +174,40 @@ static void poller_echo_drain(struct hc_poller *p, struct poller_echo *echo, siz
 }
 
 /* Sends this cycle's probes; echo has one entry per node. */
+/* The echoes are read after the fan-out, so the socket must hold a whole cycle's: a small and
+ * two full-size datagrams a node (at 1,000 nodes and MTU 9000, ~36 MB as the kernel counts them,
+ * far beyond the default net.core.rmem_max of 208 KB, where all but a few dozen nodes' big
+ * echoes were lost and the nodes judged stalled). SO_RCVBUFFORCE as root, else as much as
+ * rmem_max allows, with a warning naming the sysctl. */
+static void poller_echo_room(struct hc_poller *p, const json_t *nodes)
+{
+    const json_t *node;
+    size_t i;
+    long need = 64 * 1024;
+    json_array_foreach(nodes, i, node)
+    {
+        long mtu = hc_json_int(node, "mgmt_mtu", 0);
+        need += 3 * POLLER_ECHO_TRUESIZE + 2 * (mtu > 0 && mtu < POLLER_ECHO_MAX ? mtu : 9000);
+    }
+    if (need > POLLER_ECHO_ROOM_MAX)
+        need = POLLER_ECHO_ROOM_MAX;
+    if (need <= p->echo_room)
+        return;
+    int want = (int)need, have = 0;
+    socklen_t len = sizeof(have);
+    if (setsockopt(p->echo_fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof(want)) != 0)
+        setsockopt(p->echo_fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want));
+    getsockopt(p->echo_fd, SOL_SOCKET, SO_RCVBUF, &have, &len);
+    /* the kernel reports twice what was set (its bookkeeping share) */
+    if (have / 2 < want && p->echo_room_warned < want) {
+        HC_WARN("poller: the echo socket holds %d bytes, a cycle of %zu nodes needs %d: big "
+                "echoes will be lost and nodes judged stalled; raise net.core.rmem_max",
+                have / 2, json_array_size(nodes), want);
+        p->echo_room_warned = want;
+    }
+    p->echo_room = have / 2 > want ? have / 2 : want;
+}
+
 static void poller_echo_send(struct hc_poller *p, const json_t *nodes, struct poller_echo *echo)
 {
     const json_t *node;
@@ -179,6 +216,7 @@ static void poller_echo_send(struct hc_poller *p, const json_t *nodes, struct po
         return;
     poller_echo_drain(p, echo, 0); /* late echoes of the previous cycle */
     p->echo_base += (uint32_t)(POLLER_ECHO_KINDS * (n + 1));
+    poller_echo_room(p, nodes);
     json_array_foreach(nodes, i, node)
     {
         struct poller_echo *e = &echo[i];
@@ -586,8 +624,10 @@ static void poller_cycle(struct hc_poller *p)
     }
     int64_t t0 = hc_mono_ms();
     poller_echo_send(p, nodes, echo);
+    size_t parallel = hc_nofile_share(4, HC_POLLER_MIN_PARALLEL);
     size_t answered =
-        hc_http_fanout(p->client, calls, 2 * n, hc_nofile_share(4, HC_POLLER_MIN_PARALLEL));
+        hc_http_fanout(p->client, calls, 2 * n,
+                       parallel < HC_POLLER_MAX_PARALLEL ? parallel : HC_POLLER_MAX_PARALLEL);
     poller_echo_collect(p, echo, calls, n, t0);
     HC_DEBUG("poller: fan-out to %zu agents took %lld ms (%zu of %zu calls answered)", n,
              (long long)(hc_mono_ms() - t0), answered, 2 * n);

@@ -14,10 +14,15 @@
 #include "controller/controller.h"
 #include "db/db.h"
 
-/* Calls in flight at once during a fan-out (two per node): every call of a cycle at once, within
- * a quarter of the open-files limit (hcctld raises it to the hard limit at start; the unit's
- * LimitNOFILE=16384 gives 4,096, so 1,000 nodes' 2,000 calls all go together). */
-#define HC_POLLER_MIN_PARALLEL 64
+/* Calls in flight at once during a fan-out (two per node). Not every call of a cycle at once:
+ * at 1,000 nodes that started 2,000 TLS handshakes together, none finished within the agent
+ * timeout on a busy 2-core controller, every timed-out connection was closed, and the next cycle
+ * started over (bench/scale.sh). 256 at a time keep each call short; the connections themselves
+ * stay open from cycle to cycle (the client's connection cache holds a quarter of the open-files
+ * limit: common/https_client.c), so a steady cycle makes no handshakes at all. Within a quarter
+ * of the open-files limit too (hcctld raises it to the hard limit at start). */
+#define HC_POLLER_MAX_PARALLEL 256
+#define HC_POLLER_MIN_PARALLEL 16
 /* How often the poller thread prunes the events older than the retention, and how many batches
  * of HC_EVENTS_PRUNE_BATCH one pass removes at most. */
 #define HC_POLLER_PRUNE_EVERY_MS 60000

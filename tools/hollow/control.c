@@ -64,9 +64,10 @@ static void echo_cb(evutil_socket_t fd, short what, void *arg)
         if (k < 0 || k >= h->count)
             continue;
         const struct hollow_node *n = &h->nodes[k];
+        /* the node's MTU is for POST /v1/net/probe's topology: the poller probes the path
+         * the kernel gives it, which on loopback carries any size */
         if (n->fault == FAULT_UNREACHABLE ||
-            (n->fault == FAULT_STALLED && (size_t)len + 28 > HC_PROBE_SMALL_SIZE) ||
-            (size_t)len + 28 > (size_t)n->mtu)
+            (n->fault == FAULT_STALLED && (size_t)len + 28 > HC_PROBE_SMALL_SIZE))
             continue;
         if (p.type == HC_PROBE_PKT_PROBE_V2)
             memcpy(buf, HC_PROBE_REPLY_MAGIC, 4);
@@ -98,6 +99,8 @@ int hollow_echo_start(struct hollow *h, struct hc_error *err)
     int rcvbuf = 64 * 1024 * 1024;
     if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &rcvbuf, sizeof(rcvbuf));
     if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0 ||
         bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
         if (fd >= 0)
