@@ -40,11 +40,11 @@ sqlite3 "$data/hcctld.db" <<SQL
 WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < $nodes)
 INSERT INTO nodes (cluster_id, name, address, agent_url, hostname, cert_serial, cert_pem, health,
     health_detail, agent_version, software_version, service_state, uptime_s, poll_latency_ms,
-    last_seen, joined_at, config_revision, config_state)
+    last_seen, joined_at, config_revision, config_state, cert_pin)
 SELECT '$cluster', printf('n%04d', i), printf('10.%d.%d.%d', i / 65536, (i / 256) % 256, i % 256),
     printf('https://10.%d.%d.%d:7444', i / 65536, (i / 256) % 256, i % 256), printf('host-%04d', i),
     printf('%032x', i), 'x', 'reachable', NULL, '0.16.0', '1.3.0', 'running', 86400 + i, 3,
-    1764680000000 + i, 1764600000000 + i, 4, 'in_sync' FROM seq;
+    1764680000000 + i, 1764600000000 + i, 4, 'in_sync', 'sha256//bench' FROM seq;
 SQL
 HOME=$work "$build/bin/hcctld" run --data-dir "$data" --poll-interval 1h >"$work/hcctld.log" 2>&1 &
 ctl_pid=$!
@@ -84,6 +84,8 @@ http {
 }
 CONF
 mkdir -p "$work/nginx/tmp"
+# nginx's worker runs as another user when started by root: it must read the file
+chmod go+rx "$work" "$work/nginx" "$work/nginx/v1" && chmod go+r "$work/nginx/v1/nodes"
 /usr/sbin/nginx -p "$work" -c "$work/nginx.conf" &
 nginx_pid=$!
 for _ in $(seq 50); do curl -skf "https://127.0.0.1:$ngx_port/v1/nodes" -o /dev/null && break; sleep 0.1; done
