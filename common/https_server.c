@@ -1260,6 +1260,81 @@ void hc_reply_not_modified(struct hc_request *req, const char *etag)
     evhttp_send_reply(req->ev, 304, NULL, NULL);
 }
 
+/* ---------------------------------------------------------------- streamed replies */
+
+struct hc_stream {
+    struct evhttp_request *ev;
+    struct evhttp_connection *evcon;
+    hc_stream_gone_fn on_gone;
+    void *arg;
+};
+
+/* evhttp calls it as the connection goes (the client closed it, or a write failed or timed
+ * out), before it frees the request: the owner lets go of the stream. */
+static void hc_stream_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct hc_stream *s = arg;
+    (void)evcon;
+    if (s->on_gone)
+        s->on_gone(s, s->arg);
+    free(s);
+}
+
+struct hc_stream *hc_req_stream(struct hc_request *req, const char *content_type,
+                                int write_timeout_s, hc_stream_gone_fn on_gone, void *arg)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req->ev);
+    if (req->replied || !evcon)
+        return NULL;
+    struct hc_stream *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->ev = req->ev;
+    s->evcon = evcon;
+    s->on_gone = on_gone;
+    s->arg = arg;
+    req->replied = 1;
+    struct evkeyvalq *headers = evhttp_request_get_output_headers(req->ev);
+    evhttp_add_header(headers, "Content-Type", content_type);
+    evhttp_add_header(headers, "Cache-Control", "no-store");
+    /* No kept-alive connection after a stream: it ends when the connection ends. */
+    evhttp_add_header(headers, "Connection", "close");
+    if (req->srv->after)
+        req->srv->after(req, 200, req->srv->hook_arg);
+    evhttp_send_reply_start(req->ev, 200, "OK");
+    evhttp_connection_set_closecb(evcon, hc_stream_closed, s);
+    /* The read timeout would end a watcher that sends nothing; a write timeout ends one that
+     * reads nothing. */
+    struct timeval wt = {write_timeout_s, 0};
+    bufferevent_set_timeouts(evhttp_connection_get_bufferevent(evcon), NULL, &wt);
+    return s;
+}
+
+int hc_stream_write(struct hc_stream *s, const void *data, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf || evbuffer_add(buf, data, len) != 0) {
+        if (buf)
+            evbuffer_free(buf);
+        return -1;
+    }
+    evhttp_send_reply_chunk(s->ev, buf);
+    evbuffer_free(buf);
+    return 0;
+}
+
+size_t hc_stream_pending(const struct hc_stream *s)
+{
+    return evbuffer_get_length(bufferevent_get_output(evhttp_connection_get_bufferevent(s->evcon)));
+}
+
+void hc_stream_drop(struct hc_stream *s)
+{
+    evhttp_connection_set_closecb(s->evcon, NULL, NULL);
+    evhttp_connection_free(s->evcon);
+    free(s);
+}
+
 /* ---------------------------------------------------------------- deferred replies */
 
 struct hc_deferred {

@@ -19,6 +19,7 @@
 #include "controller/api/auth.h"
 #include "controller/api/crl.h"
 #include "controller/api/metrics.h"
+#include "controller/api/watch.h"
 #include "controller/state/events.h"
 #include "controller/state/node_identity.h"
 
@@ -45,6 +46,7 @@ static const struct {
     {"POST", "/v1/operations/{id}/abort", HC_API_ADMIN, hc_res_op_abort},
     {"GET", "/v1/operations/{id}/result", HC_API_READ, hc_res_op_result},
     {"GET", "/v1/events", HC_API_READ, hc_res_events_list},
+    {"GET", "/v1/watch", HC_API_READ, hc_res_watch}, /* controller/api/watch.c */
     /* Prometheus scrapes it with a bearer token (authorization: in its scrape config) */
     {"GET", "/metrics", HC_API_READ, hc_res_metrics},
     /* maintenance: res_maintenance.c; the rolling upgrade: res_upgrade.c */
@@ -436,7 +438,8 @@ struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, st
         return NULL;
     }
     api->ctl = ctl;
-    if (!(api->cache = hc_api_cache_new())) {
+    if (!(api->cache = hc_api_cache_new()) || !(api->watch = hc_watch_new(api, base))) {
+        hc_api_cache_free(api->cache);
         free(api);
         hc_error_set(err, HC_E(INTERNAL), "out of memory");
         return NULL;
@@ -464,7 +467,8 @@ void hc_api_free(struct hc_api *api)
 {
     if (!api)
         return;
-    hc_http_server_free(api->srv);
+    hc_http_server_free(api->srv); /* first: its closing streams report to the watch */
+    hc_watch_free(api->watch);
     hc_api_cache_free(api->cache);
     hc_db_close(api->db);
     X509_free(api->ca);

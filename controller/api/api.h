@@ -50,6 +50,7 @@ struct hc_api {
     int64_t anon_window_ms;
     int anon_recorded, anon_suppressed;
     struct hc_api_cache *cache; /* replies and verified tokens (controller/api/cache.h) */
+    struct hc_watch *watch;     /* GET /v1/watch (controller/api/watch.h) */
 };
 
 /* Opens the API's database connection, loads the CA and its key, and creates the server with

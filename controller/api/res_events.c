@@ -10,7 +10,7 @@
 #include "controller/state/events.h"
 
 #define EVENTS_DEFAULT_LIMIT 100
-#define EVENTS_MAX_LIMIT HC_API_LIST_MAX /* the same bound as every other list */
+#define EVENTS_MAX_LIMIT 1000 /* hc_events_query's bound: an event weighs more than a node */
 
 void hc_res_events_list(struct hc_request *req, void *arg)
 {
