@@ -1179,10 +1179,6 @@ static void hc_blob_cleanup(const void *data, size_t len, void *arg)
 static int hc_etag_next(const char **p, const char *etag)
 {
     const char *s = *p + strspn(*p, " \t");
-    if (*s == '*') {
-        *p = s + 1;
-        return 1;
-    }
     if (strncmp(s, "W/", 2) == 0)
         s += 2;
     if (*s != '"')
@@ -1202,6 +1198,9 @@ int hc_etag_match(const char *if_none_match, const char *etag)
     const char *p = if_none_match;
     if (!p || !etag)
         return 0;
+    p += strspn(p, " \t");
+    if (*p == '*') /* "*" alone matches any current representation */
+        return p[1 + strspn(p + 1, " \t")] == '\0';
     for (;;) {
         int m = hc_etag_next(&p, etag);
         if (m != 0)

@@ -22,7 +22,8 @@ struct watcher {
     struct hc_watch *w;
     struct hc_stream *s; /* NULL: free slot */
     int64_t last_id;
-    int behind; /* the last batch was full: more events wait */
+    int behind;         /* the last batch was full or cut short: more events wait */
+    int64_t stalled_ms; /* since when its output has been above the soft bound, 0: it is not */
     int64_t heartbeat_ms;
     char token[HC_AUTH_TOKEN_TEXT_MAX];
     char type[WATCH_FILTER_MAX + 1], node[WATCH_FILTER_MAX + 1]; /* "" for any */
@@ -99,15 +100,19 @@ static void watcher_events(struct watcher *x)
     }
     size_t i;
     json_t *ev;
+    int cut = 0;
     json_array_foreach(json_object_get(doc, "events"), i, ev)
     {
+        if (hc_stream_pending(x->s) > HC_WATCH_SOFT_PENDING) {
+            cut = 1; /* the rest when it has read some */
+            break;
+        }
         if (watcher_send(x, "event", json_incref(ev)) < 0)
             break;
+        x->last_id = hc_json_int(ev, "id", x->last_id);
     }
-    if (x->s) {
-        x->last_id = hc_json_int(doc, "last_id", x->last_id);
-        x->behind = json_is_true(json_object_get(doc, "more"));
-    }
+    if (x->s)
+        x->behind = cut || json_is_true(json_object_get(doc, "more"));
     json_decref(doc);
 }
 
@@ -203,8 +208,18 @@ static void watch_tick(evutil_socket_t fd, short what, void *arg)
     w->events_gen = hc_api_cache_gen(c, HC_CHG_EVENTS);
     for (int i = 0; i < HC_WATCH_MAX; i++) {
         struct watcher *x = &w->watchers[i];
+        if (!x->s)
+            continue;
+        if (hc_stream_pending(x->s) <= HC_WATCH_SOFT_PENDING)
+            x->stalled_ms = 0;
+        else if (!x->stalled_ms)
+            x->stalled_ms = now;
+        else if (now - x->stalled_ms > HC_WATCH_STALL_MS) {
+            watcher_drop(x, "it reads too slowly");
+            continue;
+        }
         /* a watcher resuming from an old id catches up HC_WATCH_BATCH events a tick */
-        if (x->s && (events || x->behind))
+        if (events || x->behind)
             watcher_events(x);
     }
     if (w->count && hc_api_cache_gen(c, HC_CHG_NODES) != w->nodes_gen) {
@@ -309,6 +324,8 @@ void hc_res_watch(struct hc_request *req, void *arg)
         return;
     }
     x->last_id = since;
+    x->behind = 1; /* the first tick sends what came after since */
+    x->stalled_ms = 0;
     x->heartbeat_ms = 0; /* the first tick says hello at once */
     if (w->count++ == 0) {
         struct timeval tv = {0, HC_WATCH_TICK_MS * 1000};

@@ -7,8 +7,10 @@
  *
  * All on the API thread, never waiting: a timer every HC_WATCH_TICK_MS reads the change
  * counters (controller/api/cache.h) and, when events or nodes changed, queries them once for
- * every watcher. At most HC_WATCH_MAX watchers (503 beyond); a watcher whose unsent output
- * passes HC_WATCH_MAX_PENDING is disconnected, and so is one whose token is revoked.
+ * every watcher. At most HC_WATCH_MAX watchers (503 beyond). A watcher gets no more events
+ * while its unsent output is above HC_WATCH_SOFT_PENDING (it catches up as it reads), and is
+ * disconnected when that lasts HC_WATCH_STALL_MS or the output passes HC_WATCH_MAX_PENDING;
+ * and so is a watcher whose token is revoked.
  */
 #ifndef HC_CONTROLLER_API_WATCH_H
 #define HC_CONTROLLER_API_WATCH_H
@@ -18,9 +20,13 @@
 #define HC_WATCH_MAX 32
 #define HC_WATCH_TICK_MS 200
 #define HC_WATCH_HEARTBEAT_MS 10000
-#define HC_WATCH_MAX_PENDING (256 * 1024)
+#define HC_WATCH_SOFT_PENDING (256 * 1024) /* no more events to a watcher above it */
+#define HC_WATCH_MAX_PENDING                                                                       \
+    (4 * 1024 * 1024)          /* dropped above it (1,000 changed nodes: ~0.5 MB)                  \
+                                */
+#define HC_WATCH_STALL_MS 5000 /* dropped after this long above the soft bound */
 #define HC_WATCH_WRITE_TIMEOUT_S 30
-#define HC_WATCH_BATCH 200 /* events sent to one watcher per tick */
+#define HC_WATCH_BATCH 1000 /* events sent to one watcher per tick */
 
 struct hc_watch;
 /* The watch of api, on base. NULL when out of memory. Free after the server (its closing
