@@ -13,6 +13,10 @@ watch() { exec curl -sN --cacert "$CTL_DIR/ca.pem" -H "Authorization: Bearer $(t
 etag_of() { tr -d '\r' | awk 'tolower($1) == "etag:" {print $2}'; }
 status_of() { head -n 1 | awk '{print $2}'; }
 MAX_WATCHERS=32 # HC_WATCH_MAX (controller/api/watch.h)
+n2_changed() { # a node line for n2 with the hostname sqlite3 wrote
+    grep "\"node\":" nodes.out |
+        jq -e "select(.node.name == \"n2\" and .node.hostname == \"changed-by-sqlite\")" >/dev/null
+}
 # A watcher that asks for every event from 0 and never reads (a small receive buffer).
 cat >"$T/sleeper.py" <<'PY'
 import socket, ssl, sys, time
@@ -87,6 +91,15 @@ test_expect_success 'no anonymous watcher; a revoked token ends its watch' '
     wait_for 5 "grep -q heartbeat ro.out" &&
     hcctl token revoke watch-ro --yes >/dev/null &&
     wait_for 5 "! kill -0 $(pid_of ro-watch)"
+'
+
+test_expect_success 'a node changed by another process reaches its watcher as the new object' '
+    { watch "$CTL_URL/v1/watch?node=n2" >nodes.out & echo $! >"$T/pids/node-watch"; } &&
+    wait_for 5 "grep -q heartbeat nodes.out" &&
+    sqlite3 "$CTL_DIR/hcctld.db" "UPDATE nodes SET hostname = \"changed-by-sqlite\" WHERE name = \"n2\"" &&
+    wait_for 5 n2_changed &&
+    ! grep -q "\"name\":\"n1\"" nodes.out &&
+    stop_daemon node-watch TERM
 '
 
 test_expect_success 'at most HC_WATCH_MAX watchers; a watcher that never reads is dropped' '
