@@ -319,7 +319,8 @@ void hc_res_watch(struct hc_request *req, void *arg)
     snprintf(x->token, sizeof(x->token), "%s", token ? token : "");
     if (!(x->s = hc_req_stream(req, "application/x-ndjson", HC_WATCH_WRITE_TIMEOUT_S, watcher_gone,
                                x))) {
-        hc_error_set(&err, HC_E(INTERNAL), "cannot start the stream: out of memory");
+        /* out of memory, or a request without a connection (the fuzz targets' entry) */
+        hc_error_set(&err, HC_E(INTERNAL), "cannot start the watch stream on this connection");
         hc_reply_error(req, &err);
         return;
     }
