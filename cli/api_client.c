@@ -241,6 +241,90 @@ json_t *hc_api_client_call_raw(struct hc_api_client *api, const char *method, co
     return api_call(api, method, path, NULL, &raw, http_status, err);
 }
 
+struct stream {
+    int (*on_line)(void *arg, const json_t *obj);
+    int (*stop)(void *arg);
+    void *arg;
+    char *line;
+    size_t len, cap;
+    int ended;    /* on_line asked to end: not an error */
+    int too_long; /* a line passed HC_API_STREAM_LINE_MAX */
+};
+
+static int stream_line(struct stream *s)
+{
+    json_t *obj = json_loadb(s->line, s->len, 0, NULL);
+    int rc = json_is_object(obj) ? s->on_line(s->arg, obj) : 0; /* junk lines are skipped */
+    json_decref(obj);
+    s->len = 0;
+    return rc;
+}
+
+static size_t stream_data(struct hc_http_call *call, const char *data, size_t len)
+{
+    struct stream *s = call->user;
+    for (size_t i = 0; i < len; i++) {
+        if (data[i] == '\n') {
+            if (stream_line(s) != 0) {
+                s->ended = 1;
+                return 0;
+            }
+            continue;
+        }
+        if (s->len + 1 > s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 4096;
+            char *p = cap <= HC_API_STREAM_LINE_MAX ? realloc(s->line, cap) : NULL;
+            if (!p) {
+                s->too_long = 1;
+                return 0;
+            }
+            s->line = p;
+            s->cap = cap;
+        }
+        s->line[s->len++] = data[i];
+    }
+    return len;
+}
+
+static int stream_stop(struct hc_http_call *call)
+{
+    struct stream *s = call->user;
+    return s->stop && s->stop(s->arg);
+}
+
+int hc_api_client_stream(struct hc_api_client *api, const char *path, long idle_ms,
+                         int (*on_line)(void *arg, const json_t *obj), int (*stop)(void *arg),
+                         void *arg, struct hc_error *err)
+{
+    char url[4096];
+    struct stream s = {on_line, stop, arg, NULL, 0, 0, 0, 0};
+    struct hc_http_call call = {.method = "GET",
+                                .url = url,
+                                .bearer = api->token,
+                                .timeout_ms = (long)api->timeout_ms,
+                                .user = &s,
+                                .on_data = stream_data,
+                                .stop = stream_stop,
+                                .stream_idle_ms = idle_ms};
+    snprintf(url, sizeof(url), "%s%s", api->url, path);
+    hc_http_fanout(api->http, &call, 1, 1);
+    int rc = 0;
+    if (s.too_long) {
+        rc = hc_error_set(err, HC_E(RESPONSE_TOO_LARGE), "GET %s: a line of more than %d bytes",
+                          path, HC_API_STREAM_LINE_MAX);
+    } else if (!call.ok && !s.ended && !(stop && stop(arg))) {
+        *err = call.err;
+        transport_error(api, err);
+        rc = -1;
+    } else if (call.ok && call.resp.status != 200) {
+        http_error(api, "GET", path, &call.resp, err);
+        rc = -1;
+    }
+    hc_http_response_clear(&call.resp);
+    free(s.line);
+    return rc;
+}
+
 json_t *hc_api_client_get(struct hc_api_client *api, const char *path, struct hc_error *err)
 {
     return hc_api_client_call(api, "GET", path, NULL, NULL, err);

@@ -38,6 +38,16 @@ json_t *hc_api_client_post(struct hc_api_client *api, const char *path, const js
                            struct hc_error *err);
 json_t *hc_api_client_delete(struct hc_api_client *api, const char *path, struct hc_error *err);
 
+/* GET path as a stream of JSON lines (GET /v1/watch): on_line(arg, obj) for each line (obj
+ * borrowed; a non-zero return ends the stream), stop(arg) polled to end it early (may be NULL).
+ * A line longer than HC_API_STREAM_LINE_MAX ends it with an error. idle_ms: what a silent
+ * stream may last before it ends as a timeout. Returns 0 when the stream ended (closed by the
+ * controller, on_line or stop), or -1 with err (an HTTP error answer, a transport failure). */
+#define HC_API_STREAM_LINE_MAX (1024 * 1024)
+int hc_api_client_stream(struct hc_api_client *api, const char *path, long idle_ms,
+                         int (*on_line)(void *arg, const json_t *obj), int (*stop)(void *arg),
+                         void *arg, struct hc_error *err);
+
 /* The controller URL in use. */
 const char *hc_api_client_url(const struct hc_api_client *api);
 

@@ -340,6 +340,49 @@ int hc_cmd_show(struct hc_cmd_ctx *ctx, const char *path, const struct hc_sectio
     return HC_EXIT_OK;
 }
 
+json_t *hc_cmd_request_all(struct hc_cmd_ctx *ctx, const char *path, const char *list_key,
+                           struct hc_error *err)
+{
+    json_t *all = hc_cmd_request(ctx, "GET", path, NULL, err);
+    json_t *items = all ? json_object_get(all, list_key) : NULL;
+    for (int pages = 1; items; pages++) {
+        const char *after = json_string_value(json_object_get(all, "next_after"));
+        if (!after)
+            break;
+        char next[1024];
+        snprintf(next, sizeof(next), "%s", path);
+        if (pages >= HC_CMD_MAX_PAGES ||
+            hc_api_client_query_add(next, sizeof(next), "after", after) < 0) {
+            hc_error_set(err, HC_E(INTERNAL), "cannot page through %s after '%.64s'", path, after);
+            json_decref(all);
+            return NULL;
+        }
+        json_t *page = hc_cmd_request(ctx, "GET", next, NULL, err);
+        if (!page) {
+            json_decref(all);
+            return NULL;
+        }
+        json_array_extend(items, json_object_get(page, list_key));
+        json_object_set(all, "next_after", json_object_get(page, "next_after"));
+        json_decref(page);
+    }
+    if (all)
+        json_object_del(all, "next_after");
+    return all;
+}
+
+int hc_cmd_show_list(struct hc_cmd_ctx *ctx, const char *path, const char *list_key,
+                     const struct hc_section *view)
+{
+    struct hc_error err = {0};
+    json_t *doc = hc_cmd_request_all(ctx, path, list_key, &err);
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    hc_output_render(&ctx->out, view, doc);
+    json_decref(doc);
+    return HC_EXIT_OK;
+}
+
 int hc_cmd_fail(struct hc_cmd_ctx *ctx, const struct hc_error *err, const json_t *extra)
 {
     hc_output_error(&ctx->out, err, extra);

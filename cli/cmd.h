@@ -85,6 +85,16 @@ json_t *hc_cmd_request(struct hc_cmd_ctx *ctx, const char *method, const char *p
 /* GET path and render the answer with view. Returns the exit code. */
 int hc_cmd_show(struct hc_cmd_ctx *ctx, const char *path, const struct hc_section *view);
 
+/* GET every page of a paged list (docs/api.md "Pagination"): path, then path&after=next_after
+ * until next_after is null, the items of list_key appended to the first page's array; the
+ * result has no next_after. At most HC_CMD_MAX_PAGES pages. A new reference or NULL with err. */
+#define HC_CMD_MAX_PAGES 10000
+json_t *hc_cmd_request_all(struct hc_cmd_ctx *ctx, const char *path, const char *list_key,
+                           struct hc_error *err);
+/* hc_cmd_show for a paged list: every page (hc_cmd_request_all), rendered once. */
+int hc_cmd_show_list(struct hc_cmd_ctx *ctx, const char *path, const char *list_key,
+                     const struct hc_section *view);
+
 /* Reports err (text on stderr; JSON error shape on stdout with -o json, merged with extra) and
  * returns its exit code. */
 int hc_cmd_fail(struct hc_cmd_ctx *ctx, const struct hc_error *err, const json_t *extra);

@@ -2,9 +2,11 @@
  * `hcctl events`: the controller's append-only event log, printed oldest first. By default the
  * newest --limit events (what an operator looks for), with a note on stderr when older ones
  * exist and how to page back (--before); --since ID reads forward from an event id instead.
- * --follow prints the newest page (or the events after --since) and keeps asking for events after
- * the last one seen until SIGINT/SIGTERM; with -o json it streams JSON Lines (one compact event
- * object per line), the one exception to "one JSON document per command".
+ * --follow prints the newest page (or the events after --since), then reads the controller's
+ * watch stream (GET /v1/watch, docs/api.md "Watch") from the last event printed until
+ * SIGINT/SIGTERM, reconnecting from there when the stream ends (a controller without the watch
+ * is polled instead); with -o json it streams JSON Lines (one compact event object per line),
+ * the one exception to "one JSON document per command".
  */
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include "common/stop.h"
 
 #define FOLLOW_POLL_MS 1000
+#define FOLLOW_IDLE_MS 35000 /* a watch silent this long (3 heartbeats missed) is reconnected */
 
 static const struct hc_col event_cols[] = {
     {"ID", "id", NULL},       {"TIME", "ts", NULL}, /* raw RFC 3339: an age in a log line is stale a
@@ -73,6 +76,8 @@ struct follow {
     int answered;   /* the controller answered at least once */
     int warned;     /* "retrying" was said for the current outage */
     int code;       /* exit code when the loop ends on an error */
+    int poll;       /* the controller has no watch stream: poll GET /v1/events */
+    struct hc_cmd_ctx *ctx;
 };
 
 /* Prints one batch of a followed stream. */
@@ -131,11 +136,67 @@ static int follow_round(struct hc_cmd_ctx *ctx, struct follow *f)
     f->newest = 0; /* from here on: whatever comes after the last event seen */
     follow_print(ctx, f, events);
     f->since = hc_json_int(doc, "last_id", f->since);
-    /* A full page means more are waiting: ask again at once. */
-    if ((int64_t)json_array_size(events) < hc_cmd_opt_int(ctx, "limit"))
+    /* A full page means more are waiting: ask again at once. The watch stream (not f->poll)
+     * needs no pause: it waits itself. */
+    if (f->poll && (int64_t)json_array_size(events) < hc_cmd_opt_int(ctx, "limit"))
         follow_sleep();
     json_decref(doc);
     return 1;
+}
+
+static int watch_line(void *arg, const json_t *obj)
+{
+    struct follow *f = arg;
+    json_t *ev = json_object_get(obj, "event");
+    if (!ev)
+        return 0; /* heartbeats and node changes */
+    json_t *one = json_pack("[O]", ev);
+    follow_print(f->ctx, f, one);
+    json_decref(one);
+    f->since = hc_json_int(ev, "id", f->since);
+    return 0;
+}
+
+static int watch_stop(void *arg)
+{
+    (void)arg;
+    return hc_stop_requested(&follow_stop);
+}
+
+/* One connection of the watch stream, from f->since; 1 to go on, 0 to stop (as follow_round). */
+static int watch_round(struct hc_cmd_ctx *ctx, struct follow *f)
+{
+    char path[2048], num[32];
+    struct hc_error err = {0};
+    const char *type = hc_cmd_opt_str(ctx, "type"), *node = hc_cmd_opt_str(ctx, "node");
+    struct hc_api_client *api = hc_cmd_api(ctx, &err);
+    snprintf(num, sizeof(num), "%lld", (long long)f->since);
+    snprintf(path, sizeof(path), "/v1/watch");
+    if (api && (hc_api_client_query_add(path, sizeof(path), "since", num) < 0 ||
+                (type && hc_api_client_query_add(path, sizeof(path), "type", type) < 0) ||
+                (node && hc_api_client_query_add(path, sizeof(path), "node", node) < 0))) {
+        f->code = hc_cmd_usage(ctx, NULL, "--type or --node value is too long");
+        return 0;
+    }
+    if (api &&
+        hc_api_client_stream(api, path, FOLLOW_IDLE_MS, watch_line, watch_stop, f, &err) == 0)
+        return 1; /* the controller ended the stream (a restart): connect again */
+    if (hc_stop_requested(&follow_stop))
+        return 0;
+    if (!strcmp(err.code, HC_ERR_NOT_FOUND) || !strcmp(err.code, "method_not_allowed")) {
+        f->poll = 1; /* an older controller */
+        return 1;
+    }
+    if (!strcmp(err.code, HC_ERR_UNREACHABLE) || !strcmp(err.code, HC_ERR_TIMEOUT) ||
+        !strcmp(err.code, "too_many_watchers")) {
+        if (!f->warned)
+            hc_output_info(&ctx->out, "%s; retrying", err.message);
+        f->warned = 1;
+        follow_sleep();
+        return 1;
+    }
+    f->code = hc_cmd_fail(ctx, &err, NULL);
+    return 0;
 }
 
 static int follow(struct hc_cmd_ctx *ctx, int64_t since, int newest)
@@ -143,7 +204,7 @@ static int follow(struct hc_cmd_ctx *ctx, int64_t since, int newest)
     struct sigaction sa, old_int, old_term;
     /* Typical widths up front, so that rows arriving after an empty first batch line up with
      * the header: id, RFC 3339 time, type, node, "op-" + 12 hex, actor. */
-    struct follow f = {since, newest, {4, 24, 19, 6, 15, 10}, 1, 0, 0, HC_EXIT_OK};
+    struct follow f = {since, newest, {4, 24, 19, 6, 15, 10}, 1, 0, 0, HC_EXIT_OK, 0, ctx};
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop;
     sigemptyset(&sa.sa_mask);
@@ -151,8 +212,10 @@ static int follow(struct hc_cmd_ctx *ctx, int64_t since, int newest)
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     ctx->out.stream = 1;
-    while (!hc_stop_requested(&follow_stop) && follow_round(ctx, &f))
-        ;
+    /* The first page (the newest, or from --since) as before; then the watch stream. */
+    int go = follow_round(ctx, &f);
+    while (go && !hc_stop_requested(&follow_stop))
+        go = f.poll ? follow_round(ctx, &f) : watch_round(ctx, &f);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     /* Ended by the user: that is success (f.code stays 0). */

@@ -74,7 +74,7 @@ static const struct hc_section status_view[] = {
 
 static int cmd_status(struct hc_cmd_ctx *ctx)
 {
-    return hc_cmd_show(ctx, "/v1/maintenance", status_view);
+    return hc_cmd_show_list(ctx, "/v1/maintenance", "nodes", status_view);
 }
 
 static const char *const modes[] = {"ensure-accessibility", "full", "none", NULL};

@@ -67,7 +67,7 @@ static const struct hc_section show_view[] = {
 
 static int cmd_list(struct hc_cmd_ctx *ctx)
 {
-    return hc_cmd_show(ctx, "/v1/nodes", list_view);
+    return hc_cmd_show_list(ctx, "/v1/nodes", "nodes", list_view);
 }
 
 static int cmd_show(struct hc_cmd_ctx *ctx)

@@ -91,7 +91,7 @@ static int cmd_list(struct hc_cmd_ctx *ctx)
     const char *state = hc_cmd_opt_str(ctx, "state");
     if (state && hc_api_client_query_add(path, sizeof(path), "state", state) < 0)
         return hc_cmd_usage(ctx, NULL, "--state value is too long");
-    return hc_cmd_show(ctx, path, list_view);
+    return hc_cmd_show_list(ctx, path, "operations", list_view);
 }
 
 static int cmd_show(struct hc_cmd_ctx *ctx)

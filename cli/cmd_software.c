@@ -176,7 +176,7 @@ cleanup:
 
 static int cmd_list(struct hc_cmd_ctx *ctx)
 {
-    return hc_cmd_show(ctx, "/v1/software", list_view);
+    return hc_cmd_show_list(ctx, "/v1/software", "bundles", list_view);
 }
 
 static int version_path(struct hc_cmd_ctx *ctx, char *path, size_t len)

@@ -32,7 +32,7 @@ static const struct hc_section list_view[] = {
 
 static int cmd_list(struct hc_cmd_ctx *ctx)
 {
-    return hc_cmd_show(ctx, "/v1/tokens", list_view);
+    return hc_cmd_show_list(ctx, "/v1/tokens", "tokens", list_view);
 }
 
 /* --ttl as seconds for the body; 0 when not given. */

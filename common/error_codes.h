@@ -151,6 +151,7 @@ enum hc_exit {
     X(VERSION_INCOMPATIBLE, "version_incompatible", 409, 5, 5,                                     \
       "the versions cannot run side by side")                                                      \
     X(SHUTTING_DOWN, "shutting_down", 503, 1, 1, "the program is stopping")                        \
+    X(TOO_MANY_WATCHERS, "too_many_watchers", 503, 1, 1, "the controller serves no more watchers") \
     X(UNKNOWN_KIND, "unknown_kind", 500, 1, 1, "an operation of a kind this hcctld does not know") \
     X(UNAVAILABLE, "unavailable", 503, 1, 1, "hcstor: no in-sync replica can take the request")    \
     X(UNHEALTHY, "unhealthy", 503, 1, 1, "hcstor: the service reports itself unhealthy")           \

@@ -237,6 +237,10 @@ static size_t hc_call_write(char *data, size_t size, size_t nmemb, void *arg)
 {
     struct hc_call_ctx *ctx = arg;
     size_t n = size * nmemb;
+    long status = 0;
+    if (ctx->call->on_data &&
+        curl_easy_getinfo(ctx->easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200)
+        return ctx->call->on_data(ctx->call, data, n);
     /* Counted as it arrives: returning short aborts the transfer at once (CURLE_WRITE_ERROR). */
     if (n > ctx->max_response || ctx->len + n > ctx->max_response) {
         ctx->too_large = 1;
@@ -352,6 +356,15 @@ static int hc_call_set_headers(struct hc_call_ctx *ctx)
     return curl_easy_setopt(ctx->easy, CURLOPT_HTTPHEADER, ctx->headers);
 }
 
+/* libcurl calls it about once a second and on every transfer step: the caller's stop. */
+static int hc_call_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                            curl_off_t ulnow)
+{
+    struct hc_call_ctx *ctx = arg;
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return ctx->call->stop(ctx->call) != 0;
+}
+
 static int hc_call_configure(struct hc_http_client *c, struct hc_call_ctx *ctx)
 {
     CURL *e = ctx->easy;
@@ -373,6 +386,19 @@ static int hc_call_configure(struct hc_http_client *c, struct hc_call_ctx *ctx)
     rc |= curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_response);
     rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, hc_call_write);
     rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, ctx);
+    if (call->on_data) {
+        /* a stream: no total timeout and no size limit; a silent one ends after idle time */
+        long idle_s = call->stream_idle_ms > 999 ? call->stream_idle_ms / 1000 : 1;
+        rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 0L);
+        rc |= curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)0);
+        rc |= curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        rc |= curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, idle_s);
+    }
+    if (call->stop) {
+        rc |= curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+        rc |= curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, hc_call_progress);
+        rc |= curl_easy_setopt(e, CURLOPT_XFERINFODATA, ctx);
+    }
     rc |= hc_call_set_tls(c, e);
     rc |= hc_call_set_method(ctx, call->method ? call->method : "GET");
     rc |= hc_call_set_headers(ctx);

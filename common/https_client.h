@@ -105,6 +105,15 @@ struct hc_http_call {
      * set, while others still run; it may clear resp (a large answer then need not wait for the
      * slowest call). Not called for a call that could not start (its err says why). */
     void (*done)(struct hc_http_call *call);
+    /* Optional: a streamed answer (the controller's watch). With a 200 status the body goes to
+     * on_data as it arrives instead of into resp (no max_response: the callee bounds what it
+     * keeps); returning other than len ends the transfer, as an error. The total timeout does
+     * not apply: a stream that sends nothing for stream_idle_ms (a missed heartbeat) ends as
+     * HC_ERR_TIMEOUT. stop, polled about every HC_HTTP_POLL_MS, ends it when it returns
+     * non-zero (Ctrl-C). An answer of another status is buffered into resp as usual. */
+    size_t (*on_data)(struct hc_http_call *call, const char *data, size_t len);
+    int (*stop)(struct hc_http_call *call);
+    long stream_idle_ms;
     /* outputs */
     int ok;                       /* 1 when an HTTP response arrived */
     struct hc_http_response resp; /* valid when ok; caller clears */

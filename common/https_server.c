@@ -1149,6 +1149,191 @@ void hc_reply_data(struct hc_request *req, int status, const char *content_type,
     evbuffer_free(out);
 }
 
+/* ---------------------------------------------------------------- cached replies */
+
+struct hc_blob *hc_blob_new(const void *data, size_t len)
+{
+    struct hc_blob *b = malloc(sizeof(*b) + len);
+    if (!b)
+        return NULL;
+    b->refs = 1;
+    b->len = len;
+    memcpy(b->data, data, len);
+    return b;
+}
+
+void hc_blob_unref(struct hc_blob *b)
+{
+    if (b && --b->refs == 0)
+        free(b);
+}
+
+static void hc_blob_cleanup(const void *data, size_t len, void *arg)
+{
+    (void)data, (void)len;
+    hc_blob_unref(arg);
+}
+
+/* One entity tag at *p (after optional spaces): advances past it. 1 when it equals etag under
+ * weak comparison; 0 otherwise; -1 when the list is malformed from here on. */
+static int hc_etag_next(const char **p, const char *etag)
+{
+    const char *s = *p + strspn(*p, " \t");
+    if (strncmp(s, "W/", 2) == 0)
+        s += 2;
+    if (*s != '"')
+        return -1;
+    const char *end = strchr(s + 1, '"');
+    if (!end)
+        return -1;
+    size_t n = (size_t)(end + 1 - s);
+    const char *e = strncmp(etag, "W/", 2) == 0 ? etag + 2 : etag;
+    size_t want = strlen(e);
+    *p = end + 1;
+    return n == want && memcmp(s, e, n) == 0;
+}
+
+int hc_etag_match(const char *if_none_match, const char *etag)
+{
+    const char *p = if_none_match;
+    if (!p || !etag)
+        return 0;
+    p += strspn(p, " \t");
+    if (*p == '*') /* "*" alone matches any current representation */
+        return p[1 + strspn(p + 1, " \t")] == '\0';
+    for (;;) {
+        int m = hc_etag_next(&p, etag);
+        if (m != 0)
+            return m > 0;
+        p += strspn(p, " \t");
+        if (*p != ',')
+            return 0;
+        p++;
+    }
+}
+
+const char *hc_req_uri(const struct hc_request *req)
+{
+    const char *uri = evhttp_request_get_uri(req->ev);
+    return uri ? uri : req->path;
+}
+
+void hc_reply_blob(struct hc_request *req, int status, const char *etag, struct hc_blob *b)
+{
+    if (req->replied)
+        return;
+    struct evbuffer *out = evbuffer_new();
+    b->refs++;
+    if (!out || evbuffer_add_reference(out, b->data, b->len, hc_blob_cleanup, b) != 0) {
+        struct hc_error err;
+        hc_blob_unref(b);
+        if (out)
+            evbuffer_free(out);
+        hc_error_set(&err, HC_E(INTERNAL), "cannot send %zu bytes: out of memory", b->len);
+        hc_reply_error(req, &err);
+        return;
+    }
+    req->replied = 1;
+    struct evkeyvalq *headers = evhttp_request_get_output_headers(req->ev);
+    evhttp_add_header(headers, "Content-Type", "application/json");
+    /* no-cache rather than no-store: a client may keep the reply and revalidate it */
+    evhttp_add_header(headers, "Cache-Control", "no-cache");
+    if (etag)
+        evhttp_add_header(headers, "ETag", etag);
+    if (req->srv->after)
+        req->srv->after(req, status, req->srv->hook_arg);
+    evhttp_send_reply(req->ev, status, NULL, out);
+    evbuffer_free(out);
+}
+
+void hc_reply_not_modified(struct hc_request *req, const char *etag)
+{
+    if (req->replied)
+        return;
+    req->replied = 1;
+    struct evkeyvalq *headers = evhttp_request_get_output_headers(req->ev);
+    evhttp_add_header(headers, "Cache-Control", "no-cache");
+    evhttp_add_header(headers, "ETag", etag);
+    if (req->srv->after)
+        req->srv->after(req, 304, req->srv->hook_arg);
+    evhttp_send_reply(req->ev, 304, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------- streamed replies */
+
+struct hc_stream {
+    struct evhttp_request *ev;
+    struct evhttp_connection *evcon;
+    hc_stream_gone_fn on_gone;
+    void *arg;
+};
+
+/* evhttp calls it as the connection goes (the client closed it, or a write failed or timed
+ * out), before it frees the request: the owner lets go of the stream. */
+static void hc_stream_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct hc_stream *s = arg;
+    (void)evcon;
+    if (s->on_gone)
+        s->on_gone(s, s->arg);
+    free(s);
+}
+
+struct hc_stream *hc_req_stream(struct hc_request *req, const char *content_type,
+                                int write_timeout_s, hc_stream_gone_fn on_gone, void *arg)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req->ev);
+    if (req->replied || !evcon)
+        return NULL;
+    struct hc_stream *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->ev = req->ev;
+    s->evcon = evcon;
+    s->on_gone = on_gone;
+    s->arg = arg;
+    req->replied = 1;
+    struct evkeyvalq *headers = evhttp_request_get_output_headers(req->ev);
+    evhttp_add_header(headers, "Content-Type", content_type);
+    evhttp_add_header(headers, "Cache-Control", "no-store");
+    /* No kept-alive connection after a stream: it ends when the connection ends. */
+    evhttp_add_header(headers, "Connection", "close");
+    if (req->srv->after)
+        req->srv->after(req, 200, req->srv->hook_arg);
+    evhttp_send_reply_start(req->ev, 200, "OK");
+    evhttp_connection_set_closecb(evcon, hc_stream_closed, s);
+    /* The read timeout would end a watcher that sends nothing; a write timeout ends one that
+     * reads nothing. */
+    struct timeval wt = {write_timeout_s, 0};
+    bufferevent_set_timeouts(evhttp_connection_get_bufferevent(evcon), NULL, &wt);
+    return s;
+}
+
+int hc_stream_write(struct hc_stream *s, const void *data, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf || evbuffer_add(buf, data, len) != 0) {
+        if (buf)
+            evbuffer_free(buf);
+        return -1;
+    }
+    evhttp_send_reply_chunk(s->ev, buf);
+    evbuffer_free(buf);
+    return 0;
+}
+
+size_t hc_stream_pending(const struct hc_stream *s)
+{
+    return evbuffer_get_length(bufferevent_get_output(evhttp_connection_get_bufferevent(s->evcon)));
+}
+
+void hc_stream_drop(struct hc_stream *s)
+{
+    evhttp_connection_set_closecb(s->evcon, NULL, NULL);
+    evhttp_connection_free(s->evcon);
+    free(s);
+}
+
 /* ---------------------------------------------------------------- deferred replies */
 
 struct hc_deferred {

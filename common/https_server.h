@@ -144,6 +144,48 @@ void hc_reply_error(struct hc_request *req, const struct hc_error *err);
 void hc_reply_data(struct hc_request *req, int status, const char *content_type, const void *data,
                    size_t len);
 
+/* Reference-counted immutable reply bytes: a cached reply is handed to the connection by
+ * reference (evbuffer_add_reference), without a copy, and lives until the last connection
+ * sending it and its cache have let go. Single-threaded (the server's loop thread). */
+struct hc_blob {
+    unsigned refs;
+    size_t len;
+    char data[];
+};
+/* A blob of len bytes copied from data, refs 1; NULL when out of memory. */
+struct hc_blob *hc_blob_new(const void *data, size_t len);
+void hc_blob_unref(struct hc_blob *b); /* accepts NULL */
+
+/* 1 when an If-None-Match header value (NULL: absent) matches etag (a quoted entity tag):
+ * "*", or one of a comma-separated list of tags, weak (W/) or not (RFC 9110 13.1.2 weak
+ * comparison). Anything malformed simply does not match. */
+int hc_etag_match(const char *if_none_match, const char *etag);
+/* The raw request target (path and query, still percent-encoded), owned by the request. */
+const char *hc_req_uri(const struct hc_request *req);
+/* Replies a JSON blob (a reference is taken; the caller keeps its own) with an ETag header. */
+void hc_reply_blob(struct hc_request *req, int status, const char *etag, struct hc_blob *b);
+/* Replies 304 Not Modified with the ETag and no body. */
+void hc_reply_not_modified(struct hc_request *req, const char *etag);
+
+/* Streamed replies (the controller's watch): a 200 whose chunked body the handler goes on
+ * writing after it returns, on the loop thread, until it closes the stream or the client goes.
+ * The request's inactivity timeout no longer applies (a watcher sends nothing); instead a
+ * client that reads nothing for write_timeout_s while output waits is disconnected, and the
+ * owner sees how much output is pending (hc_stream_pending) to drop a slow reader sooner.
+ * on_gone(stream, arg) is called once when the connection closes or fails; the stream is freed
+ * right after it returns (do not touch it again). NULL when out of memory or already replied
+ * (then the handler replies itself). */
+struct hc_stream;
+typedef void (*hc_stream_gone_fn)(struct hc_stream *s, void *arg);
+struct hc_stream *hc_req_stream(struct hc_request *req, const char *content_type,
+                                int write_timeout_s, hc_stream_gone_fn on_gone, void *arg);
+/* Queues len bytes as one chunk. 0, or -1 when the stream can no longer be written. */
+int hc_stream_write(struct hc_stream *s, const void *data, size_t len);
+/* Bytes written by the owner and not yet taken by the client's socket. */
+size_t hc_stream_pending(const struct hc_stream *s);
+/* Closes the connection now (a slow or refused watcher); on_gone is not called; s is freed. */
+void hc_stream_drop(struct hc_stream *s);
+
 /* Deferred replies, for a handler whose answer needs work off the loop thread (a network probe
  * of several seconds) while the server keeps answering other requests. The handler calls
  * hc_req_defer and returns without replying; the server then leaves the request open. The

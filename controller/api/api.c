@@ -19,6 +19,7 @@
 #include "controller/api/auth.h"
 #include "controller/api/crl.h"
 #include "controller/api/metrics.h"
+#include "controller/api/watch.h"
 #include "controller/state/events.h"
 #include "controller/state/node_identity.h"
 
@@ -45,6 +46,7 @@ static const struct {
     {"POST", "/v1/operations/{id}/abort", HC_API_ADMIN, hc_res_op_abort},
     {"GET", "/v1/operations/{id}/result", HC_API_READ, hc_res_op_result},
     {"GET", "/v1/events", HC_API_READ, hc_res_events_list},
+    {"GET", "/v1/watch", HC_API_READ, hc_res_watch}, /* controller/api/watch.c */
     /* Prometheus scrapes it with a bearer token (authorization: in its scrape config) */
     {"GET", "/metrics", HC_API_READ, hc_res_metrics},
     /* maintenance: res_maintenance.c; the rolling upgrade: res_upgrade.c */
@@ -97,9 +99,17 @@ static int api_before(struct hc_request *req, const struct hc_route *route, void
     struct hc_error err = {0};
     struct hc_auth_identity who;
     const char *token = hc_auth_bearer(hc_req_header(req, "Authorization"));
-    if (hc_auth_verify(api->db, token, &who, &err) < 0) {
+    /* The change counters first: they decide whether the cached token and replies still hold. */
+    if (hc_api_cache_refresh(api->cache, api->db, &err) < 0) {
         hc_reply_error(req, &err);
         return 1;
+    }
+    if (!hc_api_token_cached(api->cache, token, &who)) {
+        if (hc_auth_verify(api->db, token, &who, &err) < 0) {
+            hc_reply_error(req, &err);
+            return 1;
+        }
+        hc_api_token_remember(api->cache, token, &who);
     }
     snprintf(api->caller.actor, sizeof(api->caller.actor), "%s", who.name);
     hc_req_set_user(req, &api->caller);
@@ -237,6 +247,123 @@ int hc_api_query_int(struct hc_request *req, const char *name, int64_t def, int6
     return 0;
 }
 
+static int cursor_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > HC_API_CURSOR_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+            return 0;
+    return 1;
+}
+
+int hc_api_page_parse(struct hc_request *req, struct hc_api_page *page, struct hc_error *err)
+{
+    if (hc_api_query_int(req, "limit", HC_API_LIST_DEFAULT, 1, HC_API_LIST_MAX, &page->limit, err) <
+        0)
+        return -1;
+    page->after = hc_req_query(req, "after");
+    if (page->after && !cursor_valid(page->after)) {
+        hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                     "query parameter 'after' must be 1 to %d printable characters",
+                     HC_API_CURSOR_MAX);
+        return hc_error_hint(err, "pass the 'next_after' of the previous page");
+    }
+    return 0;
+}
+
+static const char *item_key_of(const json_t *list, size_t i, const char *key)
+{
+    const char *v = json_string_value(json_object_get(json_array_get(list, i), key));
+    return v ? v : "";
+}
+
+json_t *hc_api_page_apply(json_t *body, const char *list_key, const char *item_key,
+                          enum hc_api_order order, const struct hc_api_page *page,
+                          struct hc_error *err)
+{
+    json_t *list = body ? json_object_get(body, list_key) : NULL;
+    if (!list)
+        return body;
+    size_t n = json_array_size(list), start = 0;
+    if (page->after) {
+        if (order == HC_API_ORDER_BYTES) {
+            while (start < n && strcmp(item_key_of(list, start, item_key), page->after) <= 0)
+                start++;
+        } else {
+            while (start < n && strcmp(item_key_of(list, start, item_key), page->after) != 0)
+                start++;
+            if (start == n) {
+                json_decref(body);
+                hc_error_set(err, HC_E(INVALID_ARGUMENT), "no %s item '%s' to list after", list_key,
+                             page->after);
+                hc_error_hint(err, "it is gone; list again from the start");
+                return NULL;
+            }
+            start++;
+        }
+    }
+    size_t end = n - start > (size_t)page->limit ? start + (size_t)page->limit : n;
+    json_t *cut = json_array();
+    for (size_t i = start; i < end; i++)
+        json_array_append(cut, json_array_get(list, i));
+    json_object_set_new(body, "next_after",
+                        end < n ? json_string(item_key_of(list, end - 1, item_key)) : json_null());
+    json_object_set_new(body, list_key, cut);
+    return body;
+}
+
+int hc_api_cached(struct hc_api *api, struct hc_request *req, unsigned mask)
+{
+    char etag[HC_API_ETAG_LEN];
+    struct hc_blob *b =
+        hc_api_cache_get(api->cache, hc_req_uri(req), hc_api_cache_version(api->cache, mask), etag);
+    if (!b)
+        return 0;
+    if (hc_etag_match(hc_req_header(req, "If-None-Match"), etag))
+        hc_reply_not_modified(req, etag);
+    else
+        hc_reply_blob(req, 200, etag, b);
+    return 1;
+}
+
+void hc_api_reply_etag(struct hc_api *api, struct hc_request *req, unsigned mask, json_t *body,
+                       const struct hc_error *err)
+{
+    if (!body) {
+        hc_reply_error(req, err);
+        return;
+    }
+    /* The version is that of the counters read before the body was built: a write in between
+     * leaves the entry older than the counters, and the next request builds it again. */
+    int64_t version = hc_api_cache_version(api->cache, mask);
+    char *text = hc_json_dump(body);
+    json_decref(body);
+    struct hc_blob *b = NULL;
+    if (text) {
+        size_t len = strlen(text);
+        text[len] = '\n'; /* the reply ends with a newline, as every hc_reply_json */
+        b = hc_blob_new(text, len + 1);
+    }
+    free(text);
+    if (!b) {
+        struct hc_error oom;
+        hc_error_set(&oom, HC_E(INTERNAL), "out of memory");
+        hc_reply_error(req, &oom);
+        return;
+    }
+    char etag[HC_API_ETAG_LEN];
+    hc_api_etag(b->data, b->len, etag);
+    if (mask)
+        hc_api_cache_put(api->cache, hc_req_uri(req), version, etag, b);
+    if (hc_etag_match(hc_req_header(req, "If-None-Match"), etag))
+        hc_reply_not_modified(req, etag);
+    else
+        hc_reply_blob(req, 200, etag, b);
+    hc_blob_unref(b);
+}
+
 int hc_api_body_int(const json_t *body, const char *key, int64_t min, int64_t max, int64_t def,
                     int64_t *out, struct hc_error *err)
 {
@@ -311,6 +438,12 @@ struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, st
         return NULL;
     }
     api->ctl = ctl;
+    if (!(api->cache = hc_api_cache_new()) || !(api->watch = hc_watch_new(api, base))) {
+        hc_api_cache_free(api->cache);
+        free(api);
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
+        return NULL;
+    }
     /* No client certificates on the API: clients authenticate with bearer tokens. */
     struct hc_tls_server_config tls = {.cert_file = ctl->server_cert, .key_file = ctl->server_key};
     api->db = hc_db_open(ctl->db_path, err);
@@ -334,7 +467,9 @@ void hc_api_free(struct hc_api *api)
 {
     if (!api)
         return;
-    hc_http_server_free(api->srv);
+    hc_http_server_free(api->srv); /* first: its closing streams report to the watch */
+    hc_watch_free(api->watch);
+    hc_api_cache_free(api->cache);
     hc_db_close(api->db);
     X509_free(api->ca);
     X509_free(api->server_cert);

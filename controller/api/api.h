@@ -18,6 +18,7 @@
 
 #include "common/error.h"
 #include "common/https_server.h"
+#include "controller/api/cache.h"
 #include "controller/controller.h"
 #include "db/db.h"
 
@@ -48,6 +49,8 @@ struct hc_api {
      * otherwise grow the events table without end). */
     int64_t anon_window_ms;
     int anon_recorded, anon_suppressed;
+    struct hc_api_cache *cache; /* replies and verified tokens (controller/api/cache.h) */
+    struct hc_watch *watch;     /* GET /v1/watch (controller/api/watch.h) */
 };
 
 /* Opens the API's database connection, loads the CA and its key, and creates the server with
@@ -76,6 +79,42 @@ int hc_api_body_int(const json_t *body, const char *key, int64_t min, int64_t ma
 /* The request body as an object (new reference, caller decrefs); an empty body counts as {}.
  * NULL after having replied 400 invalid_json itself. */
 json_t *hc_api_body(struct hc_request *req);
+
+/* Lists (docs/api.md "Pagination"): ?limit=N&after=CURSOR. The default page holds
+ * HC_API_LIST_DEFAULT items, at most HC_API_LIST_MAX; the cursor is the sort key of the last item
+ * of the previous page (the reply's "next_after"), printable ASCII of at most HC_API_CURSOR_MAX
+ * bytes. */
+#define HC_API_LIST_DEFAULT 1000
+#define HC_API_LIST_MAX 5000
+#define HC_API_CURSOR_MAX 128
+struct hc_api_page {
+    int64_t limit;
+    const char *after; /* NULL: from the start; owned by the request */
+};
+/* How a list is ordered, for finding where the page after a cursor starts. */
+enum hc_api_order {
+    HC_API_ORDER_BYTES, /* ascending by the key's bytes (SQL ORDER BY name): the page starts at
+                           the first key above the cursor, whether or not that item still exists */
+    HC_API_ORDER_LIST   /* another stable order: the page starts after the item with that key,
+                           and a cursor naming no item is refused (400) */
+};
+/* Reads limit and after; 0, or -1 with err (400). */
+int hc_api_page_parse(struct hc_request *req, struct hc_api_page *page, struct hc_error *err);
+/* Cuts body[list_key] (an array of objects, in order) to the page, and sets body["next_after"]
+ * to the key of its last item when more follow, else null. Returns body, or NULL with err (the
+ * body released). */
+json_t *hc_api_page_apply(json_t *body, const char *list_key, const char *item_key,
+                          enum hc_api_order order, const struct hc_api_page *page,
+                          struct hc_error *err);
+/* Cached replies (controller/api/cache.h): when the data behind mask has not changed since the
+ * reply to this request target was cached, replies it (304 when If-None-Match matches) and
+ * returns 1; else 0, and the handler builds the body and replies with hc_api_reply_etag. */
+int hc_api_cached(struct hc_api *api, struct hc_request *req, unsigned mask);
+/* Replies 200 body (stolen) with its ETag, or 304 when If-None-Match matches it, and keeps it
+ * for hc_api_cached (mask 0: never kept, e.g. a reply that depends on the time); or err when
+ * body is NULL. */
+void hc_api_reply_etag(struct hc_api *api, struct hc_request *req, unsigned mask, json_t *body,
+                       const struct hc_error *err);
 
 /* Handlers (arg is the struct hc_api). */
 void hc_res_version(struct hc_request *req, void *arg);           /* res_cluster.c */

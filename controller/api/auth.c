@@ -282,6 +282,8 @@ int hc_auth_verify(struct hc_db *db, const char *text, struct hc_auth_identity *
     snprintf(who->name, sizeof(who->name), "%s", hc_json_str(row, "name", ""));
     snprintf(who->role, sizeof(who->role), "%s", hc_json_str(row, "role", ""));
     snprintf(who->scope, sizeof(who->scope), "%s", hc_json_str(row, "scope", ""));
+    json_t *exp = json_object_get(row, "expires_at");
+    who->expires_at_ms = json_is_integer(exp) ? json_integer_value(exp) : 0;
     json_decref(row);
     return 0;
 }

@@ -26,7 +26,8 @@ struct hc_auth_identity {
     char id[17];
     char name[128];
     char role[16];
-    char scope[128]; /* "" or "bundle:VERSION": the one resource the token may read */
+    char scope[128];       /* "" or "bundle:VERSION": the one resource the token may read */
+    int64_t expires_at_ms; /* 0: never (the API's token cache honours it) */
 };
 
 /* Creates an API token; expires_at_ms 0 means never. text (HC_AUTH_TOKEN_TEXT_MAX bytes)

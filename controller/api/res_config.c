@@ -135,7 +135,10 @@ void hc_res_config_status(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    hc_api_reply(req, 200, hc_config_status(api->db, &err), &err);
+    unsigned deps = HC_DEP(NODES) | HC_DEP(CONFIG) | HC_DEP(OPERATIONS);
+    if (hc_api_cached(api, req, deps))
+        return;
+    hc_api_reply_etag(api, req, deps, hc_config_status(api->db, &err), &err);
 }
 
 void hc_res_config_diff(struct hc_request *req, void *arg)

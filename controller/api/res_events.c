@@ -10,7 +10,7 @@
 #include "controller/state/events.h"
 
 #define EVENTS_DEFAULT_LIMIT 100
-#define EVENTS_MAX_LIMIT 1000
+#define EVENTS_MAX_LIMIT 1000 /* hc_events_query's bound: an event weighs more than a node */
 
 void hc_res_events_list(struct hc_request *req, void *arg)
 {
@@ -30,5 +30,7 @@ void hc_res_events_list(struct hc_request *req, void *arg)
     q.newest = (int)newest;
     q.type = hc_req_query(req, "type");
     q.node = hc_req_query(req, "node");
-    hc_api_reply(req, 200, hc_events_query(api->db, &q, &err), &err);
+    if (hc_api_cached(api, req, HC_DEP(EVENTS)))
+        return;
+    hc_api_reply_etag(api, req, HC_DEP(EVENTS), hc_events_query(api->db, &q, &err), &err);
 }

@@ -83,5 +83,14 @@ void hc_res_maintenance_list(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    hc_api_reply(req, 200, hc_nodes_maintenance_list(api->db, &err), &err);
+    struct hc_api_page page;
+    if (hc_api_page_parse(req, &page, &err) < 0) {
+        hc_reply_error(req, &err);
+        return;
+    }
+    if (hc_api_cached(api, req, HC_DEP(NODES)))
+        return;
+    json_t *body = hc_api_page_apply(hc_nodes_maintenance_list(api->db, &err), "nodes", "name",
+                                     HC_API_ORDER_BYTES, &page, &err);
+    hc_api_reply_etag(api, req, HC_DEP(NODES), body, &err);
 }

@@ -250,5 +250,8 @@ void hc_res_net_show(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    hc_api_reply(req, 200, net_show(api->db, &err), &err);
+    unsigned deps = HC_DEP(NODES) | HC_DEP(INTERFACES) | HC_DEP(OPERATIONS) | HC_DEP(CLUSTERS);
+    if (hc_api_cached(api, req, deps))
+        return;
+    hc_api_reply_etag(api, req, deps, net_show(api->db, &err), &err);
 }

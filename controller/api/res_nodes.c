@@ -11,18 +11,32 @@
 #include "controller/ops/ops.h"
 #include "controller/state/nodes.h"
 
+/* Paged by name, served from the reply cache while no nodes row changed (the poller rewrites
+ * them once per cycle). */
 void hc_res_nodes_list(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    hc_api_reply(req, 200, hc_nodes_list(api->db, &err), &err);
+    struct hc_api_page page;
+    if (hc_api_page_parse(req, &page, &err) < 0) {
+        hc_reply_error(req, &err);
+        return;
+    }
+    if (hc_api_cached(api, req, HC_DEP(NODES)))
+        return;
+    json_t *body = hc_api_page_apply(hc_nodes_list(api->db, &err), "nodes", "name",
+                                     HC_API_ORDER_BYTES, &page, &err);
+    hc_api_reply_etag(api, req, HC_DEP(NODES), body, &err);
 }
 
 void hc_res_node_get(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    hc_api_reply(req, 200, hc_node_get(api->db, hc_req_param(req, "name"), &err), &err);
+    unsigned deps = HC_DEP(NODES) | HC_DEP(INTERFACES);
+    if (hc_api_cached(api, req, deps))
+        return;
+    hc_api_reply_etag(api, req, deps, hc_node_get(api->db, hc_req_param(req, "name"), &err), &err);
 }
 
 void hc_res_node_delete(struct hc_request *req, void *arg)

@@ -12,6 +12,9 @@
 #include "controller/ops/ops.h"
 #include "controller/state/net.h"
 
+/* What the operation list and show read. */
+#define OPS_DEPS (HC_DEP(OPERATIONS) | HC_DEP(STEPS))
+
 json_t *hc_res_operation_body(struct hc_db *db, const char *id, struct hc_error *err)
 {
     json_t *shown = hc_ops_show(db, id, err);
@@ -47,14 +50,27 @@ void hc_res_ops_list(struct hc_request *req, void *arg)
         hc_reply_error(req, &err);
         return;
     }
-    hc_api_reply(req, 200, hc_ops_list(api->db, state, &err), &err);
+    struct hc_api_page page;
+    if (hc_api_page_parse(req, &page, &err) < 0) {
+        hc_reply_error(req, &err);
+        return;
+    }
+    if (hc_api_cached(api, req, OPS_DEPS))
+        return;
+    /* newest first (created_at, then rowid): the cursor is the last operation's id */
+    json_t *body = hc_api_page_apply(hc_ops_list(api->db, state, &err), "operations", "id",
+                                     HC_API_ORDER_LIST, &page, &err);
+    hc_api_reply_etag(api, req, OPS_DEPS, body, &err);
 }
 
 void hc_res_op_get(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    hc_api_reply(req, 200, hc_ops_show(api->db, hc_req_param(req, "id"), &err), &err);
+    if (hc_api_cached(api, req, OPS_DEPS))
+        return;
+    hc_api_reply_etag(api, req, OPS_DEPS, hc_ops_show(api->db, hc_req_param(req, "id"), &err),
+                      &err);
 }
 
 void hc_res_op_result(struct hc_request *req, void *arg)

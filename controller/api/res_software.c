@@ -31,18 +31,34 @@ void hc_res_software_upload(struct hc_request *req, void *arg)
     hc_api_reply(req, already ? 200 : 201, body, &err);
 }
 
+/* What a bundle's object reads: the bundle, and which nodes run it or operations use it. */
+#define SOFTWARE_DEPS (HC_DEP(BUNDLES) | HC_DEP(NODES) | HC_DEP(OPERATIONS) | HC_DEP(CLUSTERS))
+
 void hc_res_software_list(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    hc_api_reply(req, 200, hc_software_list(api->db, &err), &err);
+    struct hc_api_page page;
+    if (hc_api_page_parse(req, &page, &err) < 0) {
+        hc_reply_error(req, &err);
+        return;
+    }
+    if (hc_api_cached(api, req, SOFTWARE_DEPS))
+        return;
+    /* ordered by version (hc_software_list): the cursor is the last bundle's version */
+    json_t *body = hc_api_page_apply(hc_software_list(api->db, &err), "bundles", "version",
+                                     HC_API_ORDER_LIST, &page, &err);
+    hc_api_reply_etag(api, req, SOFTWARE_DEPS, body, &err);
 }
 
 void hc_res_software_get(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    hc_api_reply(req, 200, hc_software_get(api->db, hc_req_param(req, "version"), &err), &err);
+    if (hc_api_cached(api, req, SOFTWARE_DEPS))
+        return;
+    hc_api_reply_etag(api, req, SOFTWARE_DEPS,
+                      hc_software_get(api->db, hc_req_param(req, "version"), &err), &err);
 }
 
 void hc_res_software_remove(struct hc_request *req, void *arg)

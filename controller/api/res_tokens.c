@@ -20,7 +20,15 @@ void hc_res_tokens_list(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
     struct hc_error err = {0};
-    hc_api_reply(req, 200, hc_auth_token_list(api->db, &err), &err);
+    struct hc_api_page page;
+    if (hc_api_page_parse(req, &page, &err) < 0) {
+        hc_reply_error(req, &err);
+        return;
+    }
+    /* "expired" depends on the time as well: an ETag, but never a cached reply (mask 0) */
+    json_t *body = hc_api_page_apply(hc_auth_token_list(api->db, &err), "tokens", "id",
+                                     HC_API_ORDER_LIST, &page, &err);
+    hc_api_reply_etag(api, req, 0, body, &err);
 }
 
 /* ttl_seconds: absent or null = never expires (create) / keep the old length (rotate). */

@@ -847,12 +847,37 @@ static void test_node_delete_and_operations(void **state)
     free(id);
 }
 
+static size_t nodes_listed(struct fixture *f)
+{
+    json_t *list = call(f, "GET", "/v1/nodes", f->viewer, NULL, 200);
+    size_t n = json_array_size(json_object_get(list, "nodes"));
+    assert_true(json_is_null(json_object_get(list, "next_after")));
+    json_decref(list);
+    return n;
+}
+
 static void test_cluster_and_events(void **state)
 {
     struct fixture *f = *state;
+    /* twice: the second from the reply cache, which the enrollment's write must invalidate */
+    assert_int_equal(nodes_listed(f), 0);
+    assert_int_equal(nodes_listed(f), 0);
     char *token = join_token(f, 600);
     json_decref(enroll(f, token, "n1", "https://127.0.0.2:7444", 201));
     free(token);
+    assert_int_equal(nodes_listed(f), 1);
+    static const char *const hostile[] = {"/v1/nodes?limit=0",
+                                          "/v1/nodes?limit=-1",
+                                          "/v1/nodes?limit=100000000000000000000",
+                                          "/v1/nodes?limit=5001",
+                                          "/v1/nodes?after=%01",
+                                          "/v1/nodes?after=%C3%A9",
+                                          "/v1/operations?after=nope",
+                                          "/v1/software?after=9.9",
+                                          "/v1/maintenance?limit=x",
+                                          "/v1/watch?since=-1"};
+    for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++)
+        call_error(f, "GET", hostile[i], f->viewer, NULL, 400, "invalid_argument");
     json_t *c = call(f, "GET", "/v1/cluster", f->viewer, NULL, 200);
     json_t *cluster = json_object_get(c, "cluster");
     assert_string_equal(json_string_value(json_object_get(cluster, "name")), "apitest");
