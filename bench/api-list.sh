@@ -56,45 +56,9 @@ done
 [ "$(jq '.nodes | length' "$work/nodes.json")" = "$nodes" ] || { echo "api-list.sh: no $nodes nodes" >&2; cat "$work/hcctld.log" >&2; exit 1; }
 echo "api_nodes_body_bytes $(stat -c %s "$work/nodes.json")"
 
-mkdir -p "$work/nginx/v1"
-cp "$work/nodes.json" "$work/nginx/v1/nodes"
-cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx.pid;
-error_log $work/nginx.err warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path $work/nginx/tmp;
-    proxy_temp_path $work/nginx/tmp;
-    fastcgi_temp_path $work/nginx/tmp;
-    uwsgi_temp_path $work/nginx/tmp;
-    scgi_temp_path $work/nginx/tmp;
-    server {
-        listen 127.0.0.1:$ngx_port ssl;
-        ssl_protocols TLSv1.3;
-        ssl_certificate $data/server.pem;
-        ssl_certificate_key $data/server.key;
-        root $work/nginx;
-        location / { default_type application/json; }
-    }
-}
-CONF
-mkdir -p "$work/nginx/tmp"
-# nginx's worker runs as another user when started by root: it must read the file
-chmod go+rx "$work" "$work/nginx" "$work/nginx/v1" && chmod go+r "$work/nginx/v1/nodes"
-/usr/sbin/nginx -p "$work" -c "$work/nginx.conf" &
-nginx_pid=$!
-for _ in $(seq 50); do curl -skf "https://127.0.0.1:$ngx_port/v1/nodes" -o /dev/null && break; sleep 0.1; done
-cmp -s "$work/nodes.json" <(curl -sk "https://127.0.0.1:$ngx_port/v1/nodes") || { echo "api-list.sh: nginx serves other bytes" >&2; exit 1; }
-
-rps() { # URL: requests/s of wrk against it
-    wrk -t"$threads" -c"$conns" -d"$duration" -H "Authorization: Bearer $token" "$1" |
-        awk '/^Requests\/sec:/ {print $2}'
-}
+. "$src/bench/nginx.sh"
+nginx_serve "$work" "$work/nodes.json" "$data/server.pem" "$data/server.key" "$ngx_port"
+rps() { wrk_rps "$1" "$token" "$conns" "$threads" "$duration"; }
 a=$(rps "$url")
 b=$(rps "https://127.0.0.1:$ngx_port/v1/nodes")
 echo "api_nodes_rps_hcctld $a"

@@ -66,34 +66,8 @@ op_span() {
         end'
 }
 
-nginx_start() { # BODY_FILE PORT
-    mkdir -p "$work/nginx"
-    cat >"$work/nginx/nginx.conf" <<NGINX
-worker_processes auto;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    keepalive_requests 100000;
-    server {
-        listen 127.0.0.1:$2 ssl;
-        ssl_certificate $work/c/server.pem;
-        ssl_certificate_key $work/c/server.key;
-        ssl_protocols TLSv1.3;
-        location = /v1/nodes { default_type application/json; alias $1; }
-    }
-}
-NGINX
-    nginx -c "$work/nginx/nginx.conf" -g "daemon off;" &
-    nginx_pid=$!
-    for _ in $(seq 50); do curl -sk "https://127.0.0.1:$2/v1/nodes" -o /dev/null && return 0; sleep 0.1; done
-    echo "scale: nginx does not answer" >&2
-    return 1
-}
-rps() { # URL: requests/s of wrk, 1 thread, 8 connections, 10 s
-    wrk -t1 -c8 -d10s -H "Authorization: Bearer $token" "$1" | awk '/^Requests\/sec:/ { print int($2) }'
-}
+. "$src/bench/nginx.sh"
+rps() { wrk_rps "$1" "$token" 8 1 10s; }
 
 activate_ms=50 # hchollow --activate-ms: each node's service is down that long
 # upgrade_to VERSION LABEL: a rolling upgrade of every node (one at a time), timed: the staging
@@ -150,15 +124,15 @@ scale_run() {
     echo "poll_cycle_p99_ms$tag $(metric 'hcctld_poll_cycle_seconds{quantile="0.99"}' | awk '{ print int($1 * 1000) }')"
 
     curl -s --cacert "$work/c/ca.pem" -H "Authorization: Bearer $token" "$url/v1/nodes" >"$work/nodes.json"
-    nginx_start "$work/nodes.json" 7543
+    nginx_serve "$work" "$work/nodes.json" "$work/c/server.pem" "$work/c/server.key" 7543
     local ours theirs
-    ours=$(rps "$url/v1/nodes")
-    theirs=$(rps "https://127.0.0.1:7543/v1/nodes")
+    ours=$(rps "$url/v1/nodes") || ours=0
+    theirs=$(rps "https://127.0.0.1:7543/v1/nodes") || theirs=0
     kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true; nginx_pid=
     echo "api_nodes_body_bytes$tag $(wc -c <"$work/nodes.json")"
     echo "api_nodes_rps_hcctld$tag $ours"
     echo "api_nodes_rps_nginx$tag $theirs"
-    echo "api_nodes_ratio$tag $(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')"
+    echo "api_nodes_ratio$tag $(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
 
     local c
     for c in $(seq 10); do

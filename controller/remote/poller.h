@@ -15,13 +15,15 @@
 #include "db/db.h"
 
 /* Calls in flight at once during a fan-out (two per node). Not every call of a cycle at once:
- * at 1,000 nodes that started 2,000 TLS handshakes together, none finished within the agent
- * timeout on a busy 2-core controller, every timed-out connection was closed, and the next cycle
- * started over (bench/scale.sh). 256 at a time keep each call short; the connections themselves
- * stay open from cycle to cycle (the client's connection cache holds a quarter of the open-files
- * limit: common/https_client.c), so a steady cycle makes no handshakes at all. Within a quarter
- * of the open-files limit too (hcctld raises it to the hard limit at start). */
-#define HC_POLLER_MAX_PARALLEL 256
+ * at 1,000 nodes that started 2,000 TLS handshakes together (each new connection costs the
+ * poller's thread milliseconds: curl makes an SSL_CTX per connection, and OpenSSL 3's is dear),
+ * none finished within the agent timeout, every timed-out connection was closed, and the next
+ * cycle started over (bench/scale.sh; 256 at a time still fell into it now and then). 64 at a
+ * time keep each call well inside the timeout even while every connection is new; the
+ * connections themselves stay open from cycle to cycle (the client's connection cache holds a
+ * quarter of the open-files limit: common/https_client.c), so a steady cycle makes no
+ * handshakes at all and 64 in flight are plenty for requests answered in a millisecond. */
+#define HC_POLLER_MAX_PARALLEL 64
 #define HC_POLLER_MIN_PARALLEL 16
 /* How often the poller thread prunes the events older than the retention, and how many batches
  * of HC_EVENTS_PRUNE_BATCH one pass removes at most. */

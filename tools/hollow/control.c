@@ -1,8 +1,7 @@
 /*
- * hchollow's two small sockets (hollow.h): the UDP echo responder every node runs on port 7445
+ * hchollow's small sockets (hollow.h): the UDP echo responder every node runs on port 7445
  * (the controller's poller sends each node small and full-size probes every cycle; see
- * agents/hcagent/probe.h for the packets), one socket on the wildcard address answering from
- * the probed address (IP_PKTINFO), faults applied per node; and the control socket, a unix
+ * agents/hcagent/probe.h for the packets), faults applied; and the control socket, a unix
  * stream socket (mode 0600) with one command a line and one JSON answer a line (docs/hollow.md
  * "Control"), and its client `hchollow ctl`.
  */
@@ -32,87 +31,54 @@
 
 /* ---------------------------------------------------------------- echo responder */
 
+/* One socket per node, bound to its address (a wildcard socket would take port 7445 from every
+ * real agent on loopback beside it, in the e2e suite). */
 static void echo_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
-    struct hollow *h = arg;
+    struct hollow_node *n = arg;
     static uint8_t buf[HC_PROBE_MAX_SIZE];
-    for (int burst = 0; burst < 256; burst++) {
+    for (int burst = 0; burst < 16; burst++) {
         struct sockaddr_in from;
-        char ctl[CMSG_SPACE(sizeof(struct in_pktinfo))];
-        struct iovec iov = {buf, sizeof(buf)};
-        struct msghdr msg = {.msg_name = &from,
-                             .msg_namelen = sizeof(from),
-                             .msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = ctl,
-                             .msg_controllen = sizeof(ctl)};
-        ssize_t len = recvmsg(fd, &msg, MSG_DONTWAIT);
+        socklen_t flen = sizeof(from);
+        ssize_t len = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
         if (len < 0)
             return;
-        struct in_pktinfo *pi = NULL;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-            if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO)
-                pi = (struct in_pktinfo *)CMSG_DATA(c);
         struct hc_probe_packet p;
-        /* never a reply, nor a datagram from a responder's or a privileged port (no loops) */
-        if (!pi || hc_probe_packet_parse(buf, (size_t)len, &p) < 0 ||
-            p.type == HC_PROBE_PKT_REPLY || ntohs(from.sin_port) < 1024 ||
-            ntohs(from.sin_port) == HC_PORT_PROBE)
-            continue;
-        long k = (long)ntohl(pi->ipi_addr.s_addr) - (long)ntohl(h->first.s_addr);
-        if (k < 0 || k >= h->count)
-            continue;
-        const struct hollow_node *n = &h->nodes[k];
-        /* the node's MTU is for POST /v1/net/probe's topology: the poller probes the path
-         * the kernel gives it, which on loopback carries any size */
-        if (n->fault == FAULT_UNREACHABLE ||
+        /* never a reply, nor a datagram from a responder's or a privileged port (no loops);
+         * the node's MTU is for POST /v1/net/probe's topology: the poller probes the path the
+         * kernel gives it, which on loopback carries any size */
+        if (hc_probe_packet_parse(buf, (size_t)len, &p) < 0 || p.type == HC_PROBE_PKT_REPLY ||
+            ntohs(from.sin_port) < 1024 || ntohs(from.sin_port) == HC_PORT_PROBE ||
+            n->fault == FAULT_UNREACHABLE ||
             (n->fault == FAULT_STALLED && (size_t)len + 28 > HC_PROBE_SMALL_SIZE))
             continue;
         if (p.type == HC_PROBE_PKT_PROBE_V2)
             memcpy(buf, HC_PROBE_REPLY_MAGIC, 4);
-        char octl[CMSG_SPACE(sizeof(struct in_pktinfo))] = {0};
-        struct msghdr out = {.msg_name = &from,
-                             .msg_namelen = sizeof(from),
-                             .msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = octl,
-                             .msg_controllen = sizeof(octl)};
-        iov.iov_len = (size_t)len;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&out);
-        c->cmsg_level = IPPROTO_IP;
-        c->cmsg_type = IP_PKTINFO;
-        c->cmsg_len = CMSG_LEN(sizeof(struct in_pktinfo));
-        struct in_pktinfo *opi = (struct in_pktinfo *)CMSG_DATA(c);
-        opi->ipi_spec_dst = pi->ipi_addr;
-        if (sendmsg(fd, &out, MSG_DONTWAIT) >= 0)
-            h->echoes++;
+        if (sendto(fd, buf, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&from, flen) >= 0)
+            n->h->echoes++;
     }
 }
 
 int hollow_echo_start(struct hollow *h, struct hc_error *err)
 {
-    int one = 1, fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(HC_PORT_PROBE)};
-    /* every node's probes arrive on this one socket: room for a cycle's worth (2 x 9 KB a
-     * node), beyond rmem_max when root (SO_RCVBUFFORCE) */
-    int rcvbuf = 64 * 1024 * 1024;
-    if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-    if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &rcvbuf, sizeof(rcvbuf));
-    if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0 ||
-        bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return hc_error_set(err, HC_E(INTERNAL), "cannot bind the echo responder on udp %d: %s",
-                            HC_PORT_PROBE, strerror(errno));
+    for (int i = 0; i < h->count; i++) {
+        struct hollow_node *n = &h->nodes[i];
+        struct sockaddr_in sin = {
+            .sin_family = AF_INET, .sin_port = htons(HC_PORT_PROBE), .sin_addr = n->in};
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+            if (fd >= 0)
+                close(fd);
+            return hc_error_set(err, HC_E(INTERNAL), "cannot bind the echo responder on %s:%d: %s",
+                                n->addr, HC_PORT_PROBE, strerror(errno));
+        }
+        n->echo_fd = fd;
+        n->echo_ev = event_new(h->base, fd, EV_READ | EV_PERSIST, echo_cb, n);
+        if (!n->echo_ev || event_add(n->echo_ev, NULL) != 0)
+            return hc_error_set(err, HC_E(INTERNAL), "cannot watch the echo responder");
     }
-    h->echo_fd = fd;
-    h->echo_ev = event_new(h->base, fd, EV_READ | EV_PERSIST, echo_cb, h);
-    return h->echo_ev && event_add(h->echo_ev, NULL) == 0
-               ? 0
-               : hc_error_set(err, HC_E(INTERNAL), "cannot watch the echo responder");
+    return 0;
 }
 
 /* ---------------------------------------------------------------- commands */

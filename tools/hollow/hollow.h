@@ -48,6 +48,8 @@ struct hollow_node {
     enum hollow_fault fault;
     int slow_ms;
     int mtu;
+    int echo_fd; /* the UDP echo responder on ADDR:7445, -1 without */
+    struct event *echo_ev;
     /* software */
     char current[65], previous[65], staging[65];
     char staged[HOLLOW_MAX_STAGED][65];
@@ -87,8 +89,6 @@ struct hollow {
     struct hc_bundle_keys *keys; /* --trust-key: what staged bundles are verified with */
     json_t *manifests;           /* version -> manifest, shared by every node */
     pthread_mutex_t manifests_mu;
-    int echo_fd;
-    struct event *echo_ev;
     struct evconnlistener *control;
     long pid_seq;
     uint64_t requests, echoes, staged_bytes, stage_failures;

@@ -86,12 +86,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "ctl"))
         return hollow_ctl_main(argc - 2, argv + 2);
-    static struct hollow h = {.count = 0,
-                              .port = 7444,
-                              .enroll_parallel = 32,
-                              .activate_ms = 50,
-                              .default_mtu = 9000,
-                              .echo_fd = -1};
+    static struct hollow h = {
+        .count = 0, .port = 7444, .enroll_parallel = 32, .activate_ms = 50, .default_mtu = 9000};
     const char *first = "127.1.0.1", *control = NULL, *topology = NULL, *trust_key = NULL;
     static const struct option opts[] = {{"controller", required_argument, NULL, 'c'},
                                          {"ca", required_argument, NULL, 'a'},
@@ -198,6 +194,7 @@ int main(int argc, char **argv)
         inet_ntop(AF_INET, &n->in, n->addr, sizeof(n->addr));
         snprintf(n->name, sizeof(n->name), "hollow-%04d", i);
         snprintf(n->dir, sizeof(n->dir), "%s/%s", h.data_dir, n->name);
+        n->echo_fd = -1;
         hollow_node_init(n);
     }
     if (topology && topology_load(&h, topology, &err) < 0)
@@ -225,10 +222,6 @@ int main(int argc, char **argv)
         hollow_node_clear(&h.nodes[i]);
     if (h.control)
         evconnlistener_free(h.control);
-    if (h.echo_ev)
-        event_free(h.echo_ev);
-    if (h.echo_fd >= 0)
-        close(h.echo_fd);
     free(h.nodes);
     json_decref(h.manifests);
     hc_bundle_keys_free(h.keys);

@@ -51,6 +51,10 @@ void hollow_node_init(struct hollow_node *n)
 void hollow_node_clear(struct hollow_node *n)
 {
     hollow_unserve(n);
+    if (n->echo_ev)
+        event_free(n->echo_ev);
+    if (n->echo_fd >= 0)
+        close(n->echo_fd);
     json_decref(n->history);
     json_decref(n->overrides);
     json_decref(n->values);
