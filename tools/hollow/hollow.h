@@ -69,6 +69,7 @@ struct hollow_node {
     json_t *values;    /* effective values of the current version, NULL without a schema */
     json_t *started;   /* values the running service started with */
     char digest[65];
+    int restart_pending; /* judged when the values or the running service change */
 };
 
 struct hollow {

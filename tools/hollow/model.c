@@ -192,19 +192,21 @@ static void settings_refresh(struct hollow_node *n)
     n->values = n->current[0] ? effective(n, n->current, n->overrides, n->digest, &err) : NULL;
 }
 
-static int pending_restart(struct hollow_node *n)
+/* Whether the running service started with values that differ from the current ones in a
+ * restart setting. Judged when either changes (a start, a stop, an activation, a settings PUT),
+ * not on every status request: the poller asks every node every cycle. */
+static void judge_restart(struct hollow_node *n)
 {
+    n->restart_pending = 0;
     if (!n->running || !n->started || !n->values)
-        return 0;
+        return;
     json_t *m = manifest_of(n->h, n->current);
     struct hc_error err = {0};
     struct hc_settings_schema *s = m ? hc_settings_schema_of(m, &err) : NULL;
-    int restart = 0;
     if (s)
-        json_decref(hc_settings_diff(s, n->started, n->values, &restart));
+        json_decref(hc_settings_diff(s, n->started, n->values, &n->restart_pending));
     hc_settings_schema_free(s);
     json_decref(m);
-    return restart;
 }
 
 static void service_start(struct hollow_node *n)
@@ -217,6 +219,7 @@ static void service_start(struct hollow_node *n)
     n->started = json_incref(n->values);
     history_add(n, "started", n->current);
     history_add(n, "running", n->current);
+    judge_restart(n);
 }
 
 static void service_stop(struct hollow_node *n)
@@ -226,6 +229,7 @@ static void service_stop(struct hollow_node *n)
     history_add(n, "stopped", n->current);
     n->running = 0;
     n->pid = 0;
+    judge_restart(n);
 }
 
 static const char *service_state(const struct hollow_node *n);
@@ -276,7 +280,7 @@ static json_t *settings_status(struct hollow_node *n)
         return json_null();
     return json_pack("{s:s, s:I, s:s, s:b}", "version", n->current, "revision",
                      (json_int_t)n->revision, "digest", n->digest, "pending_restart",
-                     pending_restart(n));
+                     n->restart_pending);
 }
 
 static int is_staged(const struct hollow_node *n, const char *v)
@@ -490,6 +494,7 @@ static void action_done(evutil_socket_t fd, short what, void *arg)
         snprintf(n->current, sizeof(n->current), "%s", a->version);
     }
     settings_refresh(n);
+    judge_restart(n);
     if (a->start)
         service_start(n);
     n->busy = 0;
@@ -669,7 +674,7 @@ static void settings_get(struct hc_request *req, void *arg)
     }
     json_t *b = json_pack("{s:s, s:I, s:O, s:O, s:s, s:b}", "version", n->current, "revision",
                           (json_int_t)n->revision, "overrides", n->overrides, "values", n->values,
-                          "digest", n->digest, "pending_restart", pending_restart(n));
+                          "digest", n->digest, "pending_restart", n->restart_pending);
     json_object_set(b, "started", n->started ? n->started : json_null());
     reply(n, req, 200, b);
 }
@@ -716,12 +721,13 @@ static void settings_put(struct hc_request *req, void *arg)
         json_decref(n->values);
         n->values = json_incref(eff);
         snprintf(n->digest, sizeof(n->digest), "%s", digest);
+        judge_restart(n);
     }
     reply(n, req, 200,
           json_pack("{s:s, s:I, s:s, s:o, s:b, s:b}", "version", version, "revision",
                     (json_int_t)n->revision, "digest", digest, "changed", changed, "reloaded",
                     json_array_size(changed) > 0 && n->running, "pending_restart",
-                    pending_restart(n)));
+                    n->restart_pending));
 done:
     hc_settings_schema_free(s);
     json_decref(m);
