@@ -47,6 +47,10 @@ enum hc_exit {
 #define HC_ERR_HOST_KEY_CHANGED "host_key_changed"
 #define HC_ERR_SSH_AUTH "ssh_auth_failed"
 #define HC_ERR_SSH "ssh_error"
+#define HC_ERR_STALE_TERM "stale_term"
+#define HC_ERR_NOT_LEADER "not_leader"
+#define HC_ERR_NO_LEADER "no_leader"
+#define HC_ERR_ETCD "etcd_error"
 #define HC_BUNDLE_ERR_SIGNATURE "bundle_signature_invalid" /* bad, malformed or untrusted */
 #define HC_BUNDLE_ERR_CHECKSUM "bundle_checksum_mismatch"  /* the file is not what was signed */
 #define HC_BUNDLE_ERR_CORRUPT "bundle_corrupt"             /* not a readable tar.gz */
@@ -157,7 +161,14 @@ enum hc_exit {
     X(UNHEALTHY, "unhealthy", 503, 1, 1, "hcstor: the service reports itself unhealthy")           \
     X(DRAINING, "draining", 503, 1, 1, "hcstor: the node drains and refuses writes")               \
     X(MEMBERS_BEHIND, "members_behind", 409, 5, 1, "hcstor: this node's members list is older")    \
-    X(UNKNOWN_PEER, "unknown_peer", 404, 1, 1, "hcstor: the caller is not a member of the cluster")
+    X(UNKNOWN_PEER, "unknown_peer", 404, 1, 1,                                                     \
+      "hcstor: the caller is not a member of the cluster")                                         \
+    X(STALE_TERM, HC_ERR_STALE_TERM, 409, 5, 1,                                                    \
+      "an agent refused a controller whose fencing term is older than one it has seen")            \
+    X(NOT_LEADER, HC_ERR_NOT_LEADER, 421, 3, 1,                                                    \
+      "HA: this controller is a standby; the error names the leader")                              \
+    X(NO_LEADER, HC_ERR_NO_LEADER, 503, 3, 1, "HA: no controller leads right now (an election)")   \
+    X(ETCD, HC_ERR_ETCD, 503, 1, 1, "HA: etcd cannot be reached or refused the write")
 
 enum hc_code_id {
 #define HC_CODE_ENUM(name, wire, status, exit_answer, exit_op, meaning) HC_CODE_##name,

@@ -12,6 +12,7 @@ packages=(
     clang libclang-rt-14-dev zlib1g-dev # the libFuzzer build (docs/fuzzing.md)
     clang-format-14 # scripts/check-format.sh: CI fails on a file that deviates from .clang-format
     nginx-light wrk # bench/scale.sh, bench/api-list.sh: nginx serves GET /v1/nodes's bytes beside hcctld
+    etcd-server etcd-client # hcctld in HA mode (docs/ha.md): tests/ha and bench/ha.sh start their own members
 )
 missing=()
 for p in "${packages[@]}"; do
