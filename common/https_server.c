@@ -141,6 +141,8 @@ struct hc_http_server {
     void *hook_arg;
     hc_head_fn head;
     void *head_arg;
+    hc_route_fn fallback; /* a request no route matches, instead of 404/405 */
+    void *fallback_arg;
     /* guard */
     struct hc_listener listeners[HC_HTTP_MAX_LISTENERS];
     int nlisteners;
@@ -976,6 +978,10 @@ static void hc_request_dispatch(struct hc_request *req)
         hc_reply_error(req, &err);
         return;
     }
+    if (!req->route && srv->fallback) {
+        srv->fallback(req, srv->fallback_arg);
+        return;
+    }
     if (!req->route) {
         err = route_err;
         hc_reply_error(req, &err);
@@ -1118,6 +1124,17 @@ void hc_reply_json(struct hc_request *req, int status, json_t *body)
     if (out)
         evbuffer_free(out);
     free(text);
+}
+
+void hc_http_server_set_fallback(struct hc_http_server *srv, hc_route_fn fn, void *arg)
+{
+    srv->fallback = fn;
+    srv->fallback_arg = arg;
+}
+
+void hc_reply_header(struct hc_request *req, const char *name, const char *value)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req->ev), name, value);
 }
 
 void hc_reply_error(struct hc_request *req, const struct hc_error *err)

@@ -139,6 +139,10 @@ void *hc_req_user(const struct hc_request *req);
 
 /* Replies; exactly one per request. body is stolen (may be NULL for an empty object). */
 void hc_reply_json(struct hc_request *req, int status, json_t *body);
+/* Adds a header line to the reply about to be sent (Location, Retry-After). */
+void hc_reply_header(struct hc_request *req, const char *name, const char *value);
+/* Requests that no route matches go to fn (which replies) instead of the 404/405. */
+void hc_http_server_set_fallback(struct hc_http_server *srv, hc_route_fn fn, void *arg);
 void hc_reply_error(struct hc_request *req, const struct hc_error *err);
 /* Replies len bytes of data (copied) with the given Content-Type, e.g. a file download. */
 void hc_reply_data(struct hc_request *req, int status, const char *content_type, const void *data,

@@ -19,11 +19,15 @@
 
 #include "common/cmdline.h"
 #include "common/https_server.h"
+#include "common/pki.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/api/auth.h"
 #include "controller/controller.h"
+#include "controller/ha/fence.h"
+#include "controller/ha/ha.h"
+#include "controller/ha/join.h"
 #include "controller/init.h"
 #include "controller/ops/ops.h"
 #include "controller/remote/poller.h"
@@ -187,9 +191,20 @@ static int serve(struct hc_controller *ctl, struct hc_error *err)
     api = hc_api_new(ctl, ctl->base, err);
     if (!api || hc_api_listen(api, ctl->listen_host, ctl->listen_port, err) < 0)
         goto cleanup;
-    if (!(ctl->ops = hc_ops_pool_start(ctl, ctl->workers, err)) ||
-        !(ctl->poller = hc_poller_start(ctl, err)))
+    if (hc_ha_current()) {
+        /* A new leader polls every agent once before any worker runs: the polls carry its term,
+         * so an agent refuses the old leader's calls from then on (docs/ha.md "Fencing"). */
+        if (!(ctl->poller = hc_poller_start(ctl, err)))
+            goto cleanup;
+        int64_t until = hc_mono_ms() + 2 * ctl->poll_interval_ms + ctl->agent_timeout_ms;
+        while (hc_poller_cycles(ctl->poller) < 1 && hc_mono_ms() < until)
+            usleep(10000);
+        if (!(ctl->ops = hc_ops_pool_start(ctl, ctl->workers, err)))
+            goto cleanup;
+    } else if (!(ctl->ops = hc_ops_pool_start(ctl, ctl->workers, err)) ||
+               !(ctl->poller = hc_poller_start(ctl, err))) {
         goto cleanup;
+    }
     sigterm = evsignal_new(ctl->base, SIGTERM, on_signal, ctl);
     sigint = evsignal_new(ctl->base, SIGINT, on_signal, ctl);
     if (!sigterm || !sigint || event_add(sigterm, NULL) < 0 || event_add(sigint, NULL) < 0) {
@@ -231,6 +246,8 @@ struct run_options {
     const char *max_connections;
     const char *request_deadline;
     const char *events_retention;
+    const char *ha_etcd;
+    const char *ha_lease_ttl;
 };
 
 /* --max-connections and --request-deadline, for the API server made later. */
@@ -302,6 +319,29 @@ static int run_settings(const struct run_options *o, struct hc_controller *ctl,
     return 0;
 }
 
+/* HA mode: a standby until elected, then the leader until the process ends (docs/ha.md). */
+static int run_ha(const struct run_options *o, struct hc_controller *ctl, struct hc_error *err)
+{
+    struct hc_ha_options ho = {.etcd_urls = o->ha_etcd};
+    if (o->ha_lease_ttl) {
+        int64_t ms;
+        if (hc_duration_parse(o->ha_lease_ttl, &ms, err) < 0 || ms < 1000 || ms > 60000 ||
+            ms % 1000)
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                                "--ha-lease-ttl must be whole seconds from 1s to 60s, not '%s'",
+                                o->ha_lease_ttl);
+        ho.ttl_s = ms / 1000;
+    }
+    struct hc_ha *ha = hc_ha_start(ctl, &ho, err);
+    if (!ha)
+        return -1;
+    int rc = hc_ha_standby(ha, err);
+    if (rc == 1)
+        rc = hc_ha_take_over(ha, err) < 0 ? -1 : serve(ctl, err);
+    hc_ha_stop(ha);
+    return rc;
+}
+
 static int cmd_run(struct hc_cmd_ctx *ctx)
 {
     const struct hc_cmdline *cl = &ctx->cl;
@@ -315,6 +355,8 @@ static int cmd_run(struct hc_cmd_ctx *ctx)
         .max_connections = hc_cmdline_opt_str(cl, "max-connections"),
         .request_deadline = hc_cmdline_opt_str(cl, "request-deadline"),
         .events_retention = hc_cmdline_opt_str(cl, "events-retention"),
+        .ha_etcd = hc_cmdline_opt_str(cl, "ha-etcd"),
+        .ha_lease_ttl = hc_cmdline_opt_str(cl, "ha-lease-ttl"),
     };
     enum hc_log_level level = HC_LOG_INFO;
     if (o.log_level && hc_log_parse_level(o.log_level, &level) < 0)
@@ -335,11 +377,113 @@ static int cmd_run(struct hc_cmd_ctx *ctx)
     signal(SIGPIPE, SIG_IGN);
     /* The worker and poller threads may touch libevent objects of their own. */
     evthread_use_pthreads();
-    int rc = serve(&ctl, &err);
+    int rc = o.ha_etcd ? run_ha(&o, &ctl, &err) : serve(&ctl, &err);
     libevent_global_shutdown();
     if (rc < 0)
         return fail(&err);
     HC_INFO("hcctld stopped");
+    return 0;
+}
+
+static int cmd_ha_init(struct hc_cmd_ctx *ctx)
+{
+    const struct hc_cmdline *cl = &ctx->cl;
+    struct hc_controller ctl = {0};
+    struct hc_error err = {0};
+    if (hc_controller_load(&ctl, hc_cmdline_opt_str(cl, "data-dir"), &err) < 0 ||
+        lock_data_dir(&ctl, &err) < 0)
+        return fail(&err);
+    long rows = hc_ha_init(&ctl, hc_cmdline_opt_str(cl, "etcd"), &err);
+    if (rows < 0)
+        return fail(&err);
+    printf("%ld rows of %s moved into etcd; run this controller with 'hcctld run --data-dir %s "
+           "--ha-etcd %s'\n",
+           rows, ctl.db_path, ctl.data_dir, hc_cmdline_opt_str(cl, "etcd"));
+    return 0;
+}
+
+static int cmd_ha_join(struct hc_cmd_ctx *ctx)
+{
+    const struct hc_cmdline *cl = &ctx->cl;
+    struct hc_join_options o = {
+        .data_dir = hc_cmdline_opt_str(cl, "data-dir"),
+        .from = hc_cmdline_opt_str(cl, "from"),
+        .ca_file = hc_cmdline_opt_str(cl, "ca-file"),
+        .listen = hc_cmdline_opt_str(cl, "listen"),
+        .advertise = hc_cmdline_opt_str(cl, "advertise"),
+    };
+    o.sans = hc_cmdline_opt_list(cl, "san", &o.nsans);
+    if (o.nsans > MAX_SANS)
+        return hc_cmdline_usage(cl, "too many --san values (max %d)", MAX_SANS);
+    struct hc_error err = {0};
+    char *token = NULL;
+    size_t len = 0;
+    if (hc_file_read(hc_cmdline_opt_str(cl, "token-file"), &token, &len, &err) < 0)
+        return fail(&err);
+    token[strcspn(token, "\r\n")] = '\0';
+    o.token = token;
+    struct hc_join_result res;
+    int rc = hc_ha_join(&o, &res, &err);
+    free(token);
+    if (rc < 0)
+        return fail(&err);
+    printf("data dir: %s\ncluster id: %s\nfiles: %zu\nbundles: %zu\n", o.data_dir,
+           res.cluster_id, res.files, res.bundles);
+    return 0;
+}
+
+static int cmd_ha_export(struct hc_cmd_ctx *ctx)
+{
+    const struct hc_cmdline *cl = &ctx->cl;
+    struct hc_controller ctl = {0};
+    struct hc_error err = {0};
+    if (hc_controller_load(&ctl, hc_cmdline_opt_str(cl, "data-dir"), &err) < 0)
+        return fail(&err);
+    const char *out = hc_cmdline_opt_str(cl, "output");
+    long rows = hc_ha_export(&ctl, hc_cmdline_opt_str(cl, "etcd"), out, &err);
+    if (rows < 0)
+        return fail(&err);
+    printf("%ld rows written to %s\n", rows, out);
+    return 0;
+}
+
+/* An etcd member's certificate from the cluster CA: server and client auth (etcd's peers use
+ * it both ways), the member's addresses as SANs. */
+static int cmd_ha_etcd_cert(struct hc_cmd_ctx *ctx)
+{
+    const struct hc_cmdline *cl = &ctx->cl;
+    struct hc_controller ctl = {0};
+    struct hc_error err = {0};
+    const char *name = hc_cmdline_opt_str(cl, "name"), *out = hc_cmdline_opt_str(cl, "out-dir");
+    size_t nsans = 0;
+    const char *const *sans = hc_cmdline_opt_list(cl, "san", &nsans);
+    if (nsans > MAX_SANS)
+        return hc_cmdline_usage(cl, "too many --san values (max %d)", MAX_SANS);
+    if (strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name) || strlen(name) > 63)
+        return hc_cmdline_usage(cl, "--name must be lowercase letters, digits and '-'");
+    if (hc_controller_load(&ctl, hc_cmdline_opt_str(cl, "data-dir"), &err) < 0)
+        return fail(&err);
+    X509 *ca = hc_pki_cert_load(ctl.ca_file, &err), *cert = NULL;
+    EVP_PKEY *ca_key = ca ? hc_pki_key_load(ctl.ca_key_file, &err) : NULL;
+    EVP_PKEY *key = ca_key ? hc_pki_key_new(&err) : NULL;
+    char cert_path[1200], key_path[1200], serial[33];
+    snprintf(cert_path, sizeof(cert_path), "%s/%s.pem", out, name);
+    snprintf(key_path, sizeof(key_path), "%s/%s.key", out, name);
+    struct hc_cert_spec spec = {.cn = name, .sans = sans, .nsans = nsans, .server_auth = 1,
+                                .client_auth = 1, .days = HC_INIT_CERT_DAYS};
+    int rc = key && hc_mkdir_p(out, 0700, &err) == 0 &&
+                     (cert = hc_pki_issue(ca, ca_key, key, &spec, serial, &err)) &&
+                     hc_pki_key_save(key, key_path, &err) == 0 &&
+                     hc_pki_cert_save(cert, cert_path, &err) == 0
+                 ? 0
+                 : -1;
+    X509_free(cert);
+    X509_free(ca);
+    EVP_PKEY_free(ca_key);
+    EVP_PKEY_free(key);
+    if (rc < 0)
+        return fail(&err);
+    printf("%s\n%s\n", cert_path, key_path);
     return 0;
 }
 
@@ -410,6 +554,73 @@ static const struct hc_cmd_opt run_opts[] = {
            .help = "time a client has to send one whole request"),
     HC_OPT(.name = "events-retention", .type = HC_OPT_STRING, .value_name = "DUR",
            .help = "how long events are kept, at least 1h, or 0 to keep them all (default 30d)"),
+    HC_OPT(.name = "ha-etcd", .type = HC_OPT_STRING, .value_name = "URLS",
+           .help = "HA mode: etcd's client URLs, comma-separated (after 'hcctld ha init')"),
+    HC_OPT(.name = "ha-lease-ttl", .type = HC_OPT_STRING, .value_name = "DUR",
+           .help = "HA mode: the leader lease's TTL, whole seconds (default 3s)"),
+    {.name = NULL},
+};
+
+static const struct hc_cmd_opt ha_init_opts[] = {
+    HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+           .help = "the controller's data directory (hcctld must not run on it)",
+           .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "etcd", .type = HC_OPT_STRING, .required = 1, .value_name = "URLS",
+           .help = "etcd's client URLs, comma-separated (https)"),
+    {.name = NULL},
+};
+
+static const struct hc_cmd_opt ha_join_opts[] = {
+    HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+           .help = "the new controller's data directory (created)", .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "from", .type = HC_OPT_STRING, .required = 1, .value_name = "URL",
+           .help = "a running controller of the cluster (https://HOST:PORT)"),
+    HC_OPT(.name = "token-file", .type = HC_OPT_STRING, .required = 1, .value_name = "FILE",
+           .help = "file holding an admin API token", .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "ca-file", .type = HC_OPT_STRING, .required = 1, .value_name = "FILE",
+           .help = "the cluster CA (ca.pem of the first controller)",
+           .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "listen", .type = HC_OPT_STRING, .required = 1, .value_name = "ADDR:PORT",
+           .help = "address this controller's API listens on"),
+    HC_OPT(.name = "advertise", .type = HC_OPT_STRING, .value_name = "ADDR:PORT",
+           .help = "address agents and hcctl reach it at (default: --listen)"),
+    HC_OPT(.name = "san", .type = HC_OPT_LIST, .value_name = "NAME",
+           .help = "extra DNS name or IP address in its API certificate (repeatable)"),
+    {.name = NULL},
+};
+
+static const struct hc_cmd_opt ha_export_opts[] = {
+    HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+           .help = "a controller's data directory (its certificates reach etcd)",
+           .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "etcd", .type = HC_OPT_STRING, .required = 1, .value_name = "URLS",
+           .help = "etcd's client URLs, comma-separated"),
+    HC_OPT(.name = "output", .type = HC_OPT_STRING, .required = 1, .value_name = "FILE",
+           .help = "the SQLite file to write (must not exist)", .completer = HC_COMPLETE_FILE),
+    {.name = NULL},
+};
+
+static const struct hc_cmd_opt ha_etcd_cert_opts[] = {
+    HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+           .help = "the controller's data directory (its CA signs)", .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "name", .type = HC_OPT_STRING, .required = 1, .value_name = "NAME",
+           .help = "the etcd member's name (the certificate's CN and file names)"),
+    HC_OPT(.name = "san", .type = HC_OPT_LIST, .value_name = "ADDR",
+           .help = "an address or DNS name of the member (repeatable)"),
+    HC_OPT(.name = "out-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+           .help = "where NAME.pem and NAME.key are written", .completer = HC_COMPLETE_FILE),
+    {.name = NULL},
+};
+
+static const struct hc_cmd_verb ha_verbs[] = {
+    HC_VERB(.name = "etcd-cert", .handler = cmd_ha_etcd_cert, .opts = ha_etcd_cert_opts,
+            .summary = "issue an etcd member's certificate from the cluster CA"),
+    HC_VERB(.name = "init", .handler = cmd_ha_init, .opts = ha_init_opts,
+            .summary = "move a controller's state into etcd (the first HA controller)"),
+    HC_VERB(.name = "join", .handler = cmd_ha_join, .opts = ha_join_opts,
+            .summary = "make the data directory of another controller of the cluster"),
+    HC_VERB(.name = "export", .handler = cmd_ha_export, .opts = ha_export_opts,
+            .summary = "write etcd's state as a standalone database (backup, back to single mode)"),
     {.name = NULL},
 };
 
@@ -445,8 +656,10 @@ static const struct hc_cmd_group run_group = {
     .name = "run", .verbs = run_verbs, .flags = HC_GROUP_STANDALONE};
 static const struct hc_cmd_group version_group = {
     .name = "version", .verbs = version_verbs, .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group ha_group = {
+    .name = "ha", .summary = "high availability on etcd (docs/ha.md)", .verbs = ha_verbs};
 static const struct hc_cmd_group *const groups[] = {&init_group, &token_group, &run_group,
-                                                    &version_group, NULL};
+                                                    &ha_group,   &version_group, NULL};
 
 /* The prose of the man page and of each command's --help (plain text: paragraphs, blocks
  * indented by two spaces). */

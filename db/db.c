@@ -18,12 +18,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "db/db_internal.h"
 #include "db/migrations.h"
-
-struct hc_db {
-    sqlite3 *h;
-    char *path;
-};
 
 /* --- fault injection (test hook, see db.h) ------------------------------------------------ */
 
@@ -148,6 +144,7 @@ static struct hc_db *db_connect(const char *path, struct hc_error *err)
     sqlite3_busy_timeout(db->h, HC_DB_BUSY_TIMEOUT_MS);
     if (hc_db_exec(db, "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL", err) < 0)
         goto fail;
+    sqlite3_commit_hook(db->h, hc_db_commit_hook, db);
     return db;
 fail:
     hc_db_close(db);
@@ -201,6 +198,12 @@ struct hc_db *hc_db_open(const char *path, struct hc_error *err)
         hc_db_close(db);
         return NULL;
     }
+    /* HA mode: from here on its commits go to etcd first (replicate.h). */
+    if (hc_db_repl_attach(db) < 0) {
+        hc_error_set(err, HC_E(DB), "cannot set up replication on database '%s'", path);
+        hc_db_close(db);
+        return NULL;
+    }
     return db;
 }
 
@@ -208,6 +211,7 @@ void hc_db_close(struct hc_db *db)
 {
     if (!db)
         return;
+    hc_db_repl_detach(db);
     sqlite3_close_v2(db->h);
     free(db->path);
     free(db);
@@ -215,7 +219,8 @@ void hc_db_close(struct hc_db *db)
 
 void hc_db_set_commit_hook(struct hc_db *db, int (*fn)(void *), void *arg)
 {
-    sqlite3_commit_hook(db->h, fn, arg);
+    db->test_commit = fn;
+    db->test_commit_arg = arg;
 }
 
 sqlite3 *hc_db_handle(struct hc_db *db)
@@ -292,6 +297,12 @@ int hc_db_commit(struct hc_db *db, struct hc_error *err)
 {
     if (!sqlite3_get_autocommit(db->h) && fault_due())
         return fault_fail(db, err, "COMMIT");
+    /* HA mode: the changed rows' images, read inside the transaction (replicate.h). */
+    if (!sqlite3_get_autocommit(db->h) && hc_db_repl_resolve(db) < 0) {
+        hc_db_rollback(db);
+        return hc_error_set(err, HC_E(DB), "cannot read the rows to replicate from '%s'",
+                            db->path);
+    }
     return hc_db_exec(db, "COMMIT", err);
 }
 

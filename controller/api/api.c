@@ -30,6 +30,9 @@ static const struct {
     hc_route_fn fn;
 } routes[] = {
     {"GET", "/v1/version", HC_API_PUBLIC, hc_res_version},
+    /* HA (docs/ha.md): res_ha.c */
+    {"GET", "/v1/ha", HC_API_PUBLIC, hc_res_ha},
+    {"GET", "/v1/ha/join", HC_API_ADMIN, hc_res_ha_join},
     {"GET", "/v1/ca", HC_API_PUBLIC, hc_res_ca_get},
     {"POST", "/v1/enroll", HC_API_PUBLIC, hc_res_enroll},
     {"GET", "/v1/cluster", HC_API_READ, hc_res_cluster_get},
