@@ -19,8 +19,8 @@
 
 #include "common/cmdline.h"
 #include "common/https_server.h"
-#include "common/pki.h"
 #include "common/log.h"
+#include "common/pki.h"
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/api/auth.h"
@@ -427,8 +427,8 @@ static int cmd_ha_join(struct hc_cmd_ctx *ctx)
     free(token);
     if (rc < 0)
         return fail(&err);
-    printf("data dir: %s\ncluster id: %s\nfiles: %zu\nbundles: %zu\n", o.data_dir,
-           res.cluster_id, res.files, res.bundles);
+    printf("data dir: %s\ncluster id: %s\nfiles: %zu\nbundles: %zu\n", o.data_dir, res.cluster_id,
+           res.files, res.bundles);
     return 0;
 }
 
@@ -469,8 +469,12 @@ static int cmd_ha_etcd_cert(struct hc_cmd_ctx *ctx)
     char cert_path[1200], key_path[1200], serial[33];
     snprintf(cert_path, sizeof(cert_path), "%s/%s.pem", out, name);
     snprintf(key_path, sizeof(key_path), "%s/%s.key", out, name);
-    struct hc_cert_spec spec = {.cn = name, .sans = sans, .nsans = nsans, .server_auth = 1,
-                                .client_auth = 1, .days = HC_INIT_CERT_DAYS};
+    struct hc_cert_spec spec = {.cn = name,
+                                .sans = sans,
+                                .nsans = nsans,
+                                .server_auth = 1,
+                                .client_auth = 1,
+                                .days = HC_INIT_CERT_DAYS};
     int rc = key && hc_mkdir_p(out, 0700, &err) == 0 &&
                      (cert = hc_pki_issue(ca, ca_key, key, &spec, serial, &err)) &&
                      hc_pki_key_save(key, key_path, &err) == 0 &&
@@ -658,7 +662,7 @@ static const struct hc_cmd_group version_group = {
     .name = "version", .verbs = version_verbs, .flags = HC_GROUP_STANDALONE};
 static const struct hc_cmd_group ha_group = {
     .name = "ha", .summary = "high availability on etcd (docs/ha.md)", .verbs = ha_verbs};
-static const struct hc_cmd_group *const groups[] = {&init_group, &token_group, &run_group,
+static const struct hc_cmd_group *const groups[] = {&init_group, &token_group,   &run_group,
                                                     &ha_group,   &version_group, NULL};
 
 /* The prose of the man page and of each command's --help (plain text: paragraphs, blocks

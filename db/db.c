@@ -300,8 +300,7 @@ int hc_db_commit(struct hc_db *db, struct hc_error *err)
     /* HA mode: the changed rows' images, read inside the transaction (replicate.h). */
     if (!sqlite3_get_autocommit(db->h) && hc_db_repl_resolve(db) < 0) {
         hc_db_rollback(db);
-        return hc_error_set(err, HC_E(DB), "cannot read the rows to replicate from '%s'",
-                            db->path);
+        return hc_error_set(err, HC_E(DB), "cannot read the rows to replicate from '%s'", db->path);
     }
     return hc_db_exec(db, "COMMIT", err);
 }

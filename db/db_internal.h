@@ -9,7 +9,7 @@ struct hc_db_repl;
 struct hc_db {
     sqlite3 *h;
     char *path;
-    struct hc_db_repl *repl; /* HA mode (replicate.c), NULL otherwise */
+    struct hc_db_repl *repl;    /* HA mode (replicate.c), NULL otherwise */
     int (*test_commit)(void *); /* hc_db_set_commit_hook */
     void *test_commit_arg;
 };

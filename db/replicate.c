@@ -20,6 +20,7 @@ struct table_info {
     char **cols;
     unsigned char *local; /* per column: its changes alone are not sent */
     int ipk;              /* the INTEGER PRIMARY KEY column (the rowid's alias), or -1 */
+    int no_rowid;         /* WITHOUT ROWID (local caches like change_counters): not replicated */
 };
 
 struct pending {
@@ -161,7 +162,7 @@ static int load_tables(sqlite3 *h, struct table_info **out, size_t *nout)
     int rc = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (!name || !has_rowid(h, name))
+        if (!name)
             continue;
         struct table_info *grown = realloc(t, sizeof(*t) * (n + 1));
         if (!grown) {
@@ -171,8 +172,9 @@ static int load_tables(sqlite3 *h, struct table_info **out, size_t *nout)
         t = grown;
         memset(&t[n], 0, sizeof(t[n]));
         t[n].name = strdup(name);
+        t[n].no_rowid = !has_rowid(h, name);
         n++;
-        if (!t[n - 1].name || load_columns(h, &t[n - 1]) < 0) {
+        if (!t[n - 1].name || (!t[n - 1].no_rowid && load_columns(h, &t[n - 1]) < 0)) {
             rc = -1;
             break;
         }
@@ -202,14 +204,17 @@ int hc_db_replicated_tables(struct hc_db *db, char ***names, size_t *n, struct h
     if (load_tables(db->h, &t, &nt) < 0)
         return hc_db_error(db, err, "cannot read the schema");
     *names = calloc(nt ? nt : 1, sizeof(char *));
+    size_t out = 0;
     for (size_t i = 0; *names && i < nt; i++) {
-        (*names)[i] = t[i].name;
+        if (t[i].no_rowid)
+            continue;
+        (*names)[out++] = t[i].name;
         t[i].name = NULL;
     }
     tables_free(t, nt);
     if (!*names)
         return hc_error_set(err, HC_E(INTERNAL), "out of memory");
-    *n = nt;
+    *n = out;
     return 0;
 }
 
@@ -255,9 +260,8 @@ static char *hook_image(sqlite3 *h, const struct table_info *t, int64_t rowid)
     for (int i = 0; image && i < t->ncols; i++) {
         sqlite3_value *v = NULL;
         json_t *j = i == t->ipk ? json_integer((json_int_t)rowid)
-                                : (sqlite3_preupdate_new(h, i, &v) == SQLITE_OK && v
-                                       ? value_json(v)
-                                       : NULL);
+                                : (sqlite3_preupdate_new(h, i, &v) == SQLITE_OK && v ? value_json(v)
+                                                                                     : NULL);
         if (!j || json_object_set_new(image, t->cols[i], j) < 0) {
             json_decref(image);
             return NULL;
@@ -341,6 +345,8 @@ static void on_preupdate(void *ctx, sqlite3 *h, int op, const char *zdb, const c
         r->broken = 1;
         return;
     }
+    if (t->no_rowid)
+        return;
     switch (op) {
     case SQLITE_DELETE:
         pending_add(r, t, key1, NULL, 1);
@@ -504,8 +510,7 @@ void hc_db_repl_detach(struct hc_db *db)
 
 /* ---------------------------------------------------------------- rebuild */
 
-int hc_db_row_insert(struct hc_db *db, const char *table, const json_t *image,
-                     struct hc_error *err)
+int hc_db_row_insert(struct hc_db *db, const char *table, const json_t *image, struct hc_error *err)
 {
     struct table_info *tables = NULL;
     size_t nt = 0;
@@ -522,8 +527,8 @@ int hc_db_row_insert(struct hc_db *db, const char *table, const json_t *image,
     }
     int rc = -1;
     json_t *rowid = json_object_get(image, "rowid");
-    if (!t) {
-        hc_error_set(err, HC_E(DB), "a row of table '%s', which this schema does not have",
+    if (!t || t->no_rowid) {
+        hc_error_set(err, HC_E(DB), "a row of table '%s', which this schema does not replicate",
                      table);
         goto done;
     }
@@ -540,8 +545,8 @@ int hc_db_row_insert(struct hc_db *db, const char *table, const json_t *image,
         for (int i = 0; !known && i < t->ncols; i++)
             known = strcmp(t->cols[i], key) == 0;
         if (!known) {
-            hc_error_set(err, HC_E(DB), "a row of table '%s' has column '%s', unknown here",
-                         table, key);
+            hc_error_set(err, HC_E(DB), "a row of table '%s' has column '%s', unknown here", table,
+                         key);
             goto done;
         }
     }

@@ -117,8 +117,8 @@ void hc_api_reply_etag(struct hc_api *api, struct hc_request *req, unsigned mask
                        const struct hc_error *err);
 
 /* Handlers (arg is the struct hc_api). */
-void hc_res_version(struct hc_request *req, void *arg);           /* res_cluster.c */
-void hc_res_ha(struct hc_request *req, void *arg);                /* res_ha.c */
+void hc_res_version(struct hc_request *req, void *arg); /* res_cluster.c */
+void hc_res_ha(struct hc_request *req, void *arg);      /* res_ha.c */
 void hc_res_ha_join(struct hc_request *req, void *arg);
 void hc_res_cluster_get(struct hc_request *req, void *arg);       /* res_cluster.c */
 void hc_res_nodes_list(struct hc_request *req, void *arg);        /* res_nodes.c */

@@ -285,8 +285,8 @@ int hc_etcd_txn(struct hc_etcd *e, json_t *compare, json_t *success, json_t *fai
     return ok;
 }
 
-long hc_etcd_range(struct hc_etcd *e, const char *key, int prefix, long page_size,
-                   hc_etcd_kv_fn fn, void *arg, int64_t *revision, struct hc_error *err)
+long hc_etcd_range(struct hc_etcd *e, const char *key, int prefix, long page_size, hc_etcd_kv_fn fn,
+                   void *arg, int64_t *revision, struct hc_error *err)
 {
     long count = 0;
     int64_t rev = 0;

@@ -71,8 +71,8 @@ int hc_etcd_txn(struct hc_etcd *e, json_t *compare, json_t *success, json_t *fai
  * revision. */
 typedef int (*hc_etcd_kv_fn)(void *arg, const char *key, const char *value, size_t value_len,
                              const json_t *kv, struct hc_error *err);
-long hc_etcd_range(struct hc_etcd *e, const char *key, int prefix, long page_size,
-                   hc_etcd_kv_fn fn, void *arg, int64_t *revision, struct hc_error *err);
+long hc_etcd_range(struct hc_etcd *e, const char *key, int prefix, long page_size, hc_etcd_kv_fn fn,
+                   void *arg, int64_t *revision, struct hc_error *err);
 /* One key's value (caller frees), NULL with *found = 0 when absent, NULL with err on failure.
  * *create_rev (may be NULL) is its create_revision. */
 char *hc_etcd_get(struct hc_etcd *e, const char *key, int *found, int64_t *create_rev,

@@ -31,12 +31,12 @@ struct hc_ha {
     pthread_t thread;
     int thread_started;
     atomic_int stop;
-    pthread_mutex_t lock;   /* guards the fields below */
+    pthread_mutex_t lock; /* guards the fields below */
     enum ha_role role;
     int64_t lease;
-    int64_t leader_rev;     /* create_revision of our leader key: the fence of every write */
+    int64_t leader_rev; /* create_revision of our leader key: the fence of every write */
     int64_t term;
-    char leader_name[300];  /* "" when no leader is known */
+    char leader_name[300]; /* "" when no leader is known */
     char leader_url[300];
     int64_t leader_term;
     atomic_llong renewed_mono_ms; /* when the last successful keepalive was sent */
@@ -147,7 +147,7 @@ static int ha_send(void *arg, const struct hc_db_change *ch, size_t n)
 /* Columns the poller rewrites every cycle: not worth a write to etcd each; a new leader learns
  * them again in its first poll cycle (replicate.h). */
 static const char *const local_columns[] = {
-    "nodes.last_seen",     "nodes.uptime_s",         "nodes.poll_latency_ms",
+    "nodes.last_seen",           "nodes.uptime_s",        "nodes.poll_latency_ms",
     "nodes.service_observed_at", "interfaces.updated_at", NULL,
 };
 
@@ -191,10 +191,9 @@ static int campaign(struct hc_ha *ha, struct hc_error *err)
     } else if (rc == 0) {
         /* responses[0].response_range.kvs[0]: the leader as it stands */
         json_t *kv = json_array_get(
-            json_object_get(
-                json_object_get(json_array_get(json_object_get(resp, "responses"), 0),
-                                "response_range"),
-                "kvs"),
+            json_object_get(json_object_get(json_array_get(json_object_get(resp, "responses"), 0),
+                                            "response_range"),
+                            "kvs"),
             0);
         const char *v64 = json_string_value(json_object_get(kv, "value"));
         char *v = v64 ? hc_etcd_unb64(v64, NULL) : NULL;
@@ -417,15 +416,15 @@ json_t *hc_ha_status(struct hc_ha *ha, const struct hc_controller *ctl)
     struct hc_error err = {0};
     if (!ha) {
         hc_controller_url(ctl, url, sizeof(url), &err);
-        return json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:I}, s:[], s:[]}", "role", "single",
+        return json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:I}, s:[], s:[]}", "role", "single", "name",
+                         url + (strncmp(url, "https://", 8) == 0 ? 8 : 0), "url", url, "leader",
                          "name", url + (strncmp(url, "https://", 8) == 0 ? 8 : 0), "url", url,
-                         "leader", "name", url + (strncmp(url, "https://", 8) == 0 ? 8 : 0),
-                         "url", url, "term", (json_int_t)hc_fence_term(), "members", "etcd");
+                         "term", (json_int_t)hc_fence_term(), "members", "etcd");
     }
     pthread_mutex_lock(&ha->lock);
-    json_t *body = json_pack("{s:s, s:s, s:s}", "role",
-                             ha->role == ROLE_LEADER ? "leader" : "standby", "name", ha->name,
-                             "url", ha->url);
+    json_t *body =
+        json_pack("{s:s, s:s, s:s}", "role", ha->role == ROLE_LEADER ? "leader" : "standby", "name",
+                  ha->name, "url", ha->url);
     json_object_set_new(body, "leader",
                         ha->leader_name[0]
                             ? json_pack("{s:s, s:s, s:I}", "name", ha->leader_name, "url",
@@ -442,9 +441,10 @@ json_t *hc_ha_status(struct hc_ha *ha, const struct hc_controller *ctl)
     json_array_foreach(acc.members, i, m)
     {
         const char *name = json_string_value(json_object_get(m, "name"));
-        int leads = name && strcmp(name, json_string_value(json_object_get(
-                                              json_object_get(body, "leader"), "name"))
-                                              ?: "") == 0;
+        int leads =
+            name &&
+            strcmp(name, json_string_value(json_object_get(json_object_get(body, "leader"), "name"))
+                             ?: "") == 0;
         json_object_set_new(m, "alive", json_boolean(name && json_object_get(acc.alive, name)));
         json_object_set_new(m, "role", json_string(leads ? "leader" : "standby"));
     }
@@ -505,8 +505,9 @@ static void standby_other(struct hc_request *req, void *arg)
         return;
     }
     hc_error_set(&err, HC_E(NOT_LEADER), "this controller is a standby; %s leads", leader);
-    hc_error_hint(&err, "send the request to %s (hcctl --controller with every controller's "
-                        "URL finds it itself)",
+    hc_error_hint(&err,
+                  "send the request to %s (hcctl --controller with every controller's "
+                  "URL finds it itself)",
                   leader);
     char location[1300];
     snprintf(location, sizeof(location), "%s%s", leader, hc_req_path(req));
@@ -748,10 +749,10 @@ long hc_ha_init(const struct hc_controller *ctl, const char *urls, struct hc_err
     if (existing < 0)
         goto done;
     if (existing > 0) {
-        hc_error_set(err, HC_E(CONFLICT), "etcd already holds hcctl state under %s",
-                     HC_HA_PREFIX);
-        hc_error_hint(err, "run 'hcctld ha join' for another controller of that cluster; or "
-                           "remove it ('etcdctl del --prefix %s') to start over",
+        hc_error_set(err, HC_E(CONFLICT), "etcd already holds hcctl state under %s", HC_HA_PREFIX);
+        hc_error_hint(err,
+                      "run 'hcctld ha join' for another controller of that cluster; or "
+                      "remove it ('etcdctl del --prefix %s') to start over",
                       HC_HA_PREFIX);
         goto done;
     }

@@ -44,8 +44,8 @@ struct hc_ha_options {
 
 /* The etcd client of a data directory: its certificates (DIR/etcd-client.pem, else the
  * controller's client certificate) and the cluster CA. */
-struct hc_etcd *hc_ha_etcd_open(const struct hc_controller *ctl, const char *urls,
-                                long timeout_ms, struct hc_error *err);
+struct hc_etcd *hc_ha_etcd_open(const struct hc_controller *ctl, const char *urls, long timeout_ms,
+                                struct hc_error *err);
 
 struct hc_ha *hc_ha_start(struct hc_controller *ctl, const struct hc_ha_options *o,
                           struct hc_error *err);

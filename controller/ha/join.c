@@ -98,8 +98,7 @@ static int fetch_bundle(struct hc_http_client *c, const struct hc_join_options *
     char version[200], want[65] = "", url[1200];
     snprintf(version, sizeof(version), "%.*s", (int)(n - strlen(".tar.gz.sig")), base);
     if (sscanf(sig, "hcsig1 %*s %64s", want) != 1 || strlen(want) != 64)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "signature of '%s' is malformed",
-                            version);
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "signature of '%s' is malformed", version);
     snprintf(url, sizeof(url), "%s/v1/software/%s/bundle", o->from, version);
     struct hc_http_response resp = {0};
     if (hc_http_request(c, "GET", url, o->token, NULL, JOIN_TIMEOUT_MS, &resp, err) < 0)
@@ -137,9 +136,9 @@ int hc_ha_join(const struct hc_join_options *o, struct hc_join_result *res, stru
     hc_controller_paths(&ctl, o->data_dir);
     if (hc_split_host_port(o->listen, ctl.listen_host, sizeof(ctl.listen_host), &ctl.listen_port,
                            err) < 0 ||
-        (o->advertise && hc_controller_parse_advertise(o->advertise, ctl.advertise_host,
-                                                       sizeof(ctl.advertise_host),
-                                                       &ctl.advertise_port, err) < 0))
+        (o->advertise &&
+         hc_controller_parse_advertise(o->advertise, ctl.advertise_host, sizeof(ctl.advertise_host),
+                                       &ctl.advertise_port, err) < 0))
         return -1;
     struct hc_tls_client_config tls = {.ca_file = o->ca_file,
                                        .max_response = HC_BUNDLE_MAX_BYTES + 4096};
@@ -157,9 +156,9 @@ int hc_ha_join(const struct hc_join_options *o, struct hc_join_result *res, stru
     if (resp.status != 200 || !json_is_object(files) || !cluster) {
         const char *msg =
             json_string_value(json_object_get(json_object_get(resp.body, "error"), "message"));
-        hc_error_set(err, resp.status == 401 || resp.status == 403 ? HC_E(UNAUTHORIZED)
-                                                                     : HC_E(UNREACHABLE),
-                     "GET %s answered %ld: %s", url, resp.status, msg ? msg : "no join data");
+        hc_error_set(
+            err, resp.status == 401 || resp.status == 403 ? HC_E(UNAUTHORIZED) : HC_E(UNREACHABLE),
+            "GET %s answered %ld: %s", url, resp.status, msg ? msg : "no join data");
         goto done;
     }
     if (hc_mkdir_p(o->data_dir, 0700, err) < 0)

@@ -1,5 +1,6 @@
 /* The software steps shared by the rolling upgrade and node add (see sw_steps.h). */
 #include "controller/ops/sw_steps.h"
+#include "controller/ha/ha.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +40,10 @@ int hc_sw_target_token(struct hc_op_ctx *ctx, struct hc_sw_target *t, struct hc_
     snprintf(scope, sizeof(scope), "bundle:%s", t->version);
     if (hc_auth_scoped_tokens_delete(hc_op_db(ctx), hc_op_id(ctx), err) < 0)
         return -1;
+    char base[1100];
+    t->url[0] = '\0';
+    if (hc_ha_current() && hc_controller_url(hc_op_controller(ctx), base, sizeof(base), err) == 0)
+        snprintf(t->url, sizeof(t->url), "%s/v1/software/%s/bundle", base, t->version);
     return hc_auth_token_create_scoped(hc_op_db(ctx), name, scope, hc_op_id(ctx),
                                        hc_now_ms() + STAGE_TOKEN_TTL_MS, t->token, err);
 }
@@ -62,8 +67,9 @@ struct sw_step {
 int hc_sw_stage_node(const struct hc_svc_node *n, const struct hc_sw_target *t, char *detail,
                      size_t len, struct hc_error *err)
 {
-    if (hc_sw_stage(n, t->version, NULL, t->token, hc_json_str(t->bundle, "sha256", ""),
-                    hc_json_str(t->bundle, "signature", ""), err) < 0)
+    if (hc_sw_stage(n, t->version, t->url[0] ? t->url : NULL, t->token,
+                    hc_json_str(t->bundle, "sha256", ""), hc_json_str(t->bundle, "signature", ""),
+                    err) < 0)
         return -1;
     snprintf(detail, len, "%s staged and verified on the node", t->version);
     return 0;

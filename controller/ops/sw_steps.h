@@ -23,6 +23,9 @@ struct hc_sw_target {
     const char *version;                /* borrowed */
     json_t *bundle;                     /* the uploaded row: sha256, signature, manifest_json */
     char token[HC_AUTH_TOKEN_TEXT_MAX]; /* read-only, reads this one bundle: "" until minted */
+    /* Where the agents fetch it: "" for the controller URL they enrolled with; in HA mode this
+     * controller's own URL (the one they enrolled with may be a standby, or gone). */
+    char url[1400];
 };
 
 /* The uploaded row of version (new reference), or NULL with err: 404 with the upload hint. */

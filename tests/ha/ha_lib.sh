@@ -6,9 +6,12 @@
 
 HA_ETCD_IPS=(127.0.0.11 127.0.0.12 127.0.0.13)
 HA_CTL_IPS=(127.0.0.21 127.0.0.22 127.0.0.23)
-HA_PORT=7443
+HA_PORT=${HA_PORT:-7443}
 HA_TTL=${HA_TTL:-2s}
-HA_ETCD_URLS="https://127.0.0.11:2379,https://127.0.0.12:2379,https://127.0.0.13:2379"
+# etcd's client and peer ports: tests pick free ones so that two of them never meet.
+HA_ETCD_PORT=${HA_ETCD_PORT:-2379}
+HA_ETCD_PEER_PORT=${HA_ETCD_PEER_PORT:-2380}
+HA_ETCD_URLS="https://127.0.0.11:$HA_ETCD_PORT,https://127.0.0.12:$HA_ETCD_PORT,https://127.0.0.13:$HA_ETCD_PORT"
 HA_ETCD_PIDS=()
 
 ha_log() { printf '[ha %s] %s\n' "$(date +%T.%3N)" "$*" >&2; }
@@ -18,7 +21,7 @@ ha_log() { printf '[ha %s] %s\n' "$(date +%T.%3N)" "$*" >&2; }
 ha_etcd_start() {
     local cluster="" i
     for i in 0 1 2; do
-        cluster+="${cluster:+,}e$i=https://${HA_ETCD_IPS[$i]}:2380"
+        cluster+="${cluster:+,}e$i=https://${HA_ETCD_IPS[$i]}:$HA_ETCD_PEER_PORT"
         "$BIN/hcctld" ha etcd-cert --data-dir "$HA_DIR/c1" --name "e$i" \
             --san "${HA_ETCD_IPS[$i]}" --san 127.0.0.1 --out-dir "$HA_DIR/etcd-certs" >/dev/null
     done
@@ -37,8 +40,9 @@ ha_etcd_member_start() {
     [[ -n $cluster ]] || cluster=$(cat "$HA_DIR/etcd-cluster")
     echo "$cluster" >"$HA_DIR/etcd-cluster"
     etcd --name "e$i" --data-dir "$HA_DIR/etcd$i" \
-        --listen-client-urls "https://$ip:2379" --advertise-client-urls "https://$ip:2379" \
-        --listen-peer-urls "https://$ip:2380" --initial-advertise-peer-urls "https://$ip:2380" \
+        --listen-client-urls "https://$ip:$HA_ETCD_PORT" --advertise-client-urls "https://$ip:$HA_ETCD_PORT" \
+        --listen-peer-urls "https://$ip:$HA_ETCD_PEER_PORT" \
+        --initial-advertise-peer-urls "https://$ip:$HA_ETCD_PEER_PORT" \
         --initial-cluster "$cluster" --initial-cluster-state "$state" \
         --client-cert-auth --trusted-ca-file "$HA_DIR/c1/ca.pem" \
         --cert-file "$c/e$i.pem" --key-file "$c/e$i.key" \
