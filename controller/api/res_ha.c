@@ -22,7 +22,7 @@ void hc_res_ha(struct hc_request *req, void *arg)
 /* The data directory's files a joining controller gets, by their path under DIR. */
 static const char *const join_files[] = {
     "ca.pem",     "ca.key",         "server.key",         "client.pem",
-    "client.key", "ssh/id_ed25519", "ssh/id_ed25519.pub",
+    "client.key", "ssh/id_ed25519", "ssh/id_ed25519.pub", HC_HA_SECRET_FILE,
 };
 
 /* Adds DIR/sub/NAME for every NAME ending in suffix. */

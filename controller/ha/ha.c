@@ -11,10 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/bundle.h"
 #include "common/https_server.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/ha/fence.h"
+#include "controller/ha/ha_internal.h"
 #include "db/db.h"
 #include "db/replicate.h"
 
@@ -49,6 +51,11 @@ static struct hc_ha *current_ha;
 struct hc_ha *hc_ha_current(void)
 {
     return current_ha;
+}
+
+const struct hc_controller *hc_ha_controller(struct hc_ha *ha)
+{
+    return ha->ctl;
 }
 
 /* Leadership lost: nothing this process does from now on may reach an agent or etcd. */
@@ -481,6 +488,31 @@ json_t *hc_ha_status(struct hc_ha *ha, const struct hc_controller *ctl)
     return body;
 }
 
+int hc_ha_peers(struct hc_ha *ha, json_t **urls, size_t *registered, struct hc_error *err)
+{
+    struct members_acc acc = {.members = json_array(), .alive = json_object()};
+    *urls = json_array();
+    int rc = -1;
+    if (hc_etcd_range(ha->elect, HC_HA_PREFIX_MEMBERS, 1, 0, member_kv, &acc, NULL, err) < 0 ||
+        hc_etcd_range(ha->elect, HC_HA_PREFIX_ALIVE, 1, 0, member_kv, &acc, NULL, err) < 0)
+        goto done;
+    size_t i;
+    json_t *m;
+    json_array_foreach(acc.members, i, m)
+    {
+        const char *name = json_string_value(json_object_get(m, "name"));
+        const char *url = json_string_value(json_object_get(m, "url"));
+        if (name && url && strcmp(name, ha->name) != 0 && json_object_get(acc.alive, name))
+            json_array_append_new(*urls, json_string(url));
+    }
+    *registered = json_array_size(acc.members);
+    rc = 0;
+done:
+    json_decref(acc.members);
+    json_decref(acc.alive);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- standby API */
 
 static void standby_ha(struct hc_request *req, void *arg)
@@ -542,8 +574,19 @@ int hc_ha_standby(struct hc_ha *ha, struct hc_error *err)
     }
     if (!(srv = hc_http_server_new(base, &tls, err)) ||
         hc_http_server_route(srv, "GET", "/v1/ha", 0, standby_ha, ha) < 0 ||
-        hc_http_server_listen(srv, ctl->listen_host, ctl->listen_port, err) < 0)
+        hc_http_server_route(srv, "PUT", "/v1/ha/bundles/{file}", 0, hc_ha_res_bundle_put, ha) <
+            0 ||
+        hc_http_server_route(srv, "GET", "/v1/ha/bundles/{file}", 0, hc_ha_res_bundle_get, ha) <
+            0 ||
+        hc_http_server_route_limit(srv, "PUT", "/v1/ha/bundles/{file}",
+                                   HC_BUNDLE_MAX_BYTES + 4096) < 0 ||
+        hc_http_server_listen(srv, ctl->listen_host, ctl->listen_port, err) < 0) {
+        if (!err->message[0])
+            hc_error_set(err, HC_E(INTERNAL), "cannot set up the standby API");
         goto done;
+    }
+    /* Only another controller's bundle copy may be larger than the JSON limit. */
+    hc_http_server_set_head_hook(srv, hc_ha_head, ha);
     hc_http_server_set_fallback(srv, standby_other, ha);
     sigterm = evsignal_new(base, SIGTERM, standby_signal, ha);
     sigint = evsignal_new(base, SIGINT, standby_signal, ha);
@@ -699,6 +742,9 @@ int hc_ha_take_over(struct hc_ha *ha, struct hc_error *err)
     hc_db_replicate_start(ha_send, ha, local_columns);
     hc_fence_set_term(ha->term);
     hc_fence_set_checker(leader_check);
+    struct hc_error berr = {0};
+    if (hc_ha_bundles_fetch_missing(ha, &berr) < 0)
+        HC_WARN("ha: cannot fetch missing bundles: %s", berr.message);
     HC_INFO("ha: took over as leader, term %lld: %ld rows from etcd in %lld ms",
             (long long)ha->term, rows, (long long)(hc_mono_ms() - t0));
     return 0;
@@ -756,7 +802,7 @@ long hc_ha_init(const struct hc_controller *ctl, const char *urls, struct hc_err
                       HC_HA_PREFIX);
         goto done;
     }
-    if (!(db = hc_db_open(ctl->db_path, err)))
+    if (hc_ha_secret_create(ctl, err) < 0 || !(db = hc_db_open(ctl->db_path, err)))
         goto done;
     /* One read transaction: a consistent picture even if something else writes meanwhile. */
     if (hc_db_exec(db, "BEGIN", err) < 0)

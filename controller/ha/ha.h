@@ -34,6 +34,7 @@
 #define HC_HA_PREFIX_MEMBERS "/hcctl/members/"
 #define HC_HA_PREFIX_ALIVE "/hcctl/alive/"
 #define HC_HA_ROWS_PAGE 500
+#define HC_HA_SECRET_FILE "ha.secret" /* how controllers authenticate to each other */
 
 struct hc_ha;
 
@@ -59,6 +60,11 @@ void hc_ha_stop(struct hc_ha *ha);
 /* The process's HA state, NULL in single mode; and GET /v1/ha's body for it. */
 struct hc_ha *hc_ha_current(void);
 json_t *hc_ha_status(struct hc_ha *ha, const struct hc_controller *ctl);
+
+/* An uploaded bundle's files copied to the live standbys: 0 once a majority of the registered
+ * controllers hold verified copies (always 0 in single mode), else -1 with err. */
+int hc_ha_bundle_replicate(const struct hc_controller *ctl, const char *version,
+                           struct hc_error *err);
 
 /* `hcctld ha init`: the data directory's rows, schema version, term base and member into an
  * empty etcd prefix. Returns the number of rows. */

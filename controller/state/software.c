@@ -13,6 +13,7 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "controller/ha/ha.h"
 #include "controller/state/events.h"
 #include "controller/state/nodes.h"
 
@@ -255,7 +256,9 @@ json_t *hc_software_store(const struct hc_controller *ctl, struct hc_db *db, con
         out = existing(db, info, json_array_get(rows, 0), already, err);
         goto cleanup;
     }
-    if (write_files(ctl, b, err) < 0 || record(db, b, actor, err) < 0) {
+    /* HA mode: a majority of controllers hold it before the row says it exists. */
+    if (write_files(ctl, b, err) < 0 || hc_ha_bundle_replicate(ctl, info->version, err) < 0 ||
+        record(db, b, actor, err) < 0) {
         remove_files(ctl, info->version);
         goto cleanup;
     }

@@ -13,9 +13,15 @@ trap 'ha_teardown; e2e_cleanup' EXIT
 mkdir -p "$HA_DIR"
 url() { echo "https://${HA_CTL_IPS[$(($1 - 1))]}:$HA_PORT"; }
 hc() { HCCTL_CONTROLLER=$(url "$(ha_wait_leader 20)") hcctl "$@"; }
+BUNDLES=$HC_BIN/../bundles
+# peer_put N FILE NAME [SECRET]: PUT a bundle file to standby N as another controller would.
+peer_put() {
+    curl -s --cacert "$HA_DIR/c1/ca.pem" -o put.json -w "%{http_code}" -X PUT --data-binary "@$2" \
+        -H "Authorization: Bearer hcha1.${4:-$(cat "$HA_DIR/c1/ha.secret")}" "$(url "$1")/v1/ha/bundles/$3"
+}
 
 test_expect_success 'ha init moves the state into etcd; the controller leads' '
-    hcctld init --data-dir "$HA_DIR/c1" --listen "127.0.0.21:$HA_PORT" >init.out 2>&1 &&
+    hcctld init --data-dir "$HA_DIR/c1" --listen "127.0.0.21:$HA_PORT" --trust-key "$BUNDLES/dev.pub" >init.out 2>&1 &&
     ha_etcd_start &&
     hcctld ha init --data-dir "$HA_DIR/c1" --etcd "$HA_ETCD_URLS" >ha-init.out && cat ha-init.out &&
     ha_etcdctl get --prefix /hcctl/rows/clusters/ --keys-only | grep -q "/hcctl/rows/clusters/" &&
@@ -65,6 +71,28 @@ test_expect_success 'two controllers join and stand by; a standby answers 421 na
     grep -qi "^location: $(url 1)/v1/nodes" hdr
 '
 
+test_expect_success 'an upload is acknowledged once a majority holds verified copies' '
+    hc software upload "$BUNDLES/hcstor-1.0.tar.gz" &&
+    for n in 2 3; do cmp "$BUNDLES/hcstor-1.0.tar.gz" "$HA_DIR/c$n/bundles/1.0.tar.gz" || exit 1; done &&
+    ha_ctl_stop 3 && hc software upload "$BUNDLES/hcstor-1.1.tar.gz" &&
+    cmp "$BUNDLES/hcstor-1.1.tar.gz" "$HA_DIR/c2/bundles/1.1.tar.gz" &&
+    ha_ctl_stop 2 && ! hc software upload "$BUNDLES/hcstor-1.2-broken.tar.gz" 2>maj.err &&
+    grep -q "reached 1 of 3 controllers" maj.err &&
+    ! hc software list -o json | jq -e ".bundles[] | select(.version == \"1.2\")" &&
+    ha_ctl_start 2 && ha_ctl_start 3 &&
+    for n in 2 3; do wait_for 20 "[ \"\$(ha_status $n | ha_json role)\" = standby ]" || exit 1; done
+'
+
+test_expect_success 'standbys refuse bundle copies without the secret, with a bad name or contents' '
+    [ "$(peer_put 2 "$BUNDLES/hcstor-1.1.tar.gz" 1.1.tar.gz wrongsecret)" = 401 ] &&
+    [ "$(peer_put 2 "$BUNDLES/hcstor-1.1.tar.gz" ..%2Fx.tar.gz)" = 400 ] &&
+    [ "$(peer_put 2 "$BUNDLES/hcstor-1.1.tar.gz" 9.9.tar.gz)" = 409 ] &&
+    printf "hcsig1 nonsense\n" >bad.sig && [ "$(peer_put 2 bad.sig 9.9.tar.gz.sig)" = 400 ] &&
+    [ "$(peer_put 2 "$BUNDLES/hcstor-1.1.tar.gz.sig" 9.9.tar.gz.sig)" = 200 ] &&
+    [ "$(peer_put 2 "$BUNDLES/hcstor-1.0.tar.gz" 9.9.tar.gz)" = 400 ] &&
+    jq -e ".error.code | startswith(\"bundle_\")" put.json && [ ! -e "$HA_DIR/c2/bundles/9.9.tar.gz" ]
+'
+
 test_expect_success 'every acknowledged write survives three SIGKILLs of the leader' '
     : >failovers &&
     for k in 1 2 3; do
@@ -77,7 +105,9 @@ test_expect_success 'every acknowledged write survives three SIGKILLs of the lea
             jq -e --arg w "$want" "[.tokens[].name] | index(\$w) != null" tokens.json >/dev/null || { echo "lost $want"; exit 1; }
         done || exit 1
     done &&
-    terms=$(for n in 1 2 3; do ha_status $n | ha_json leader.term; done | sort -u | wc -l) && [ "$terms" = 1 ]
+    terms=$(for n in 1 2 3; do ha_status $n | ha_json leader.term; done | sort -u | wc -l) && [ "$terms" = 1 ] &&
+    l=$(ha_leader) && curl -s --cacert "$HA_DIR/c1/ca.pem" -H "Authorization: Bearer $(cat "$HA_DIR/c1/admin.token")" \
+        "$(url "$l")/v1/software/1.1/bundle" | cmp - "$BUNDLES/hcstor-1.1.tar.gz"
 '
 
 test_expect_success 'a leader SIGSTOPped past its lease exits as soon as it is continued' '

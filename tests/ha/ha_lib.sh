@@ -92,6 +92,16 @@ ha_ctl_start() {
 
 ha_ctl_pid() { cat "$HA_DIR/c$1.pid"; }
 
+# Controller n stopped for good (its supervisor too), until ha_ctl_start n again.
+ha_ctl_stop() {
+    local pid sup
+    touch "$HA_DIR/c$1.hold"
+    pid=$(cat "$HA_DIR/c$1.pid") sup=$(cat "$HA_DIR/c$1.supervisor")
+    kill -TERM "$pid" 2>/dev/null
+    while kill -0 "$sup" 2>/dev/null; do sleep 0.05; done
+    rm -f "$HA_DIR/c$1.hold"
+}
+
 # A field of the JSON on stdin ("role", "leader.term"); "" when absent or not JSON.
 ha_json() {
     python3 -c '
