@@ -11,7 +11,7 @@
  *
  * Leadership ends only with the process: a lost lease, a fenced write etcd refused, or no
  * renewal for 2/3 of the TTL makes the process exit at once (HC_HA_EXIT_LOST) — no worker can
- * outlive it — and the supervisor (systemd Restart=always) starts it again as a standby.
+ * outlive it — and the supervisor (the unit's Restart=on-failure) starts it again as a standby.
  */
 #ifndef HC_CONTROLLER_HA_HA_H
 #define HC_CONTROLLER_HA_HA_H
