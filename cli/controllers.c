@@ -192,8 +192,9 @@ int hc_cli_controllers_parse(const char *text, const char *from, struct hc_cli_c
         const char *comma = strchr(p, ',');
         struct item it = trimmed(p, comma ? comma : p + strlen(p));
         if (it.len == 0) {
-            hc_error_set(err, HC_E(USAGE), "the controller list from %s has an empty item (%zu of %zu)",
-                         from, out->n + 1, items);
+            hc_error_set(err, HC_E(USAGE),
+                         "the controller list from %s has an empty item (%zu of %zu)", from,
+                         out->n + 1, items);
             return hc_error_hint(err, "separate the URLs with single commas: "
                                       "https://A:7443,https://B:7443");
         }
@@ -209,8 +210,7 @@ int hc_cli_controllers_parse(const char *text, const char *from, struct hc_cli_c
     return 0;
 }
 
-int hc_cli_controller_url_check(const char *url, const char *from, char *out,
-                                struct hc_error *err)
+int hc_cli_controller_url_check(const char *url, const char *from, char *out, struct hc_error *err)
 {
     struct item it = {url, strlen(url)};
     if (memchr(url, ',', it.len))

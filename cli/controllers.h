@@ -39,7 +39,6 @@ int hc_cli_controllers_parse(const char *text, const char *from, struct hc_cli_c
 
 /* Checks one URL (a leader URL named by a standby) with the same rules and copies it without a
  * trailing "/" into out (HC_CLI_URL_MAX + 1 bytes). 0, or -1 with a usage error. */
-int hc_cli_controller_url_check(const char *url, const char *from, char *out,
-                                struct hc_error *err);
+int hc_cli_controller_url_check(const char *url, const char *from, char *out, struct hc_error *err);
 
 #endif

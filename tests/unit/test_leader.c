@@ -163,8 +163,8 @@ static void on_any(struct hc_request *req, void *arg)
     pthread_mutex_unlock(&mu);
     switch (mode) {
     case ANSWER:
-        hc_reply_json(req, 200, json_pack("{s:s, s:s}", "served_by", s->url, "method",
-                                          hc_req_method(req)));
+        hc_reply_json(req, 200,
+                      json_pack("{s:s, s:s}", "served_by", s->url, "method", hc_req_method(req)));
         return;
     case NOT_LEADER:
     case NAMES_NOBODY: {
