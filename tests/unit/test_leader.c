@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cli/api_client.h"
+#include "cli/cmd.h"
 #include "cli/config.h"
 #include "cli/controllers.h"
 #include "cli/exit_codes.h"
@@ -149,6 +150,29 @@ static pthread_t loop_thread;
 static struct standin sa, sb, sc;
 static char dir[512], ca_path[700], other_ca_path[700], closed_url[64];
 
+static int failover_after; /* operation polls the leader answers before a failover */
+
+/* GET /v1/operations/op-1: "running" from sa, which after failover_after polls becomes a
+ * standby naming sc, while sc answers no_leader for a while (an election longer than the
+ * search's --timeout) and then "succeeded": the same operation, on the new leader. */
+static void on_operation(struct hc_request *req, struct standin *s)
+{
+    int done = s == &sc;
+    pthread_mutex_lock(&mu);
+    if (s == &sa && --failover_after <= 0) {
+        sa.mode = NOT_LEADER;
+        snprintf(sa.leader, sizeof(sa.leader), "%s", sc.url);
+        sc.mode = NO_LEADER;
+        sc.elections = 7; /* each round asks it three times: sa's hop, sb's, its own */
+        sc.retry_after = "1";
+    }
+    pthread_mutex_unlock(&mu);
+    hc_reply_json(req, 200,
+                  json_pack("{s:{s:s, s:s, s:s, s:n}, s:[]}", "operation", "id",
+                            hc_req_param(req, "id"), "kind", "rolling.upgrade", "state",
+                            done ? "succeeded" : "running", "error", "steps"));
+}
+
 static void on_any(struct hc_request *req, void *arg)
 {
     struct standin *s = arg;
@@ -163,6 +187,10 @@ static void on_any(struct hc_request *req, void *arg)
     pthread_mutex_unlock(&mu);
     switch (mode) {
     case ANSWER:
+        if (strncmp(hc_req_path(req), "/v1/operations/", 15) == 0) {
+            on_operation(req, s);
+            return;
+        }
         hc_reply_json(req, 200,
                       json_pack("{s:s, s:s}", "served_by", s->url, "method", hc_req_method(req)));
         return;
@@ -196,6 +224,7 @@ static void standin_new(struct standin *s, const char *cert, const char *key)
     assert_non_null(s->srv);
     assert_int_equal(hc_http_server_route(s->srv, "GET", "/v1/nodes", 0, on_any, s), 0);
     assert_int_equal(hc_http_server_route(s->srv, "POST", "/v1/upgrade", 0, on_any, s), 0);
+    assert_int_equal(hc_http_server_route(s->srv, "GET", "/v1/operations/{id}", 0, on_any, s), 0);
     assert_int_equal(hc_http_server_listen(s->srv, "127.0.0.1", 0, &err), 0);
     snprintf(s->url, sizeof(s->url), "https://127.0.0.1:%d", hc_http_server_port(s->srv));
 }
@@ -495,6 +524,48 @@ static void test_post_timeout_not_resent(void **state)
     hc_api_client_free(api);
 }
 
+/* hcctl operation wait across a failover: polls on the leader, then its 421 naming another,
+ * whose election outlasts one search (--timeout 1s: the wait retries no_leader itself), then
+ * the operation's end on the new leader. */
+static void test_operation_wait_failover(void **state)
+{
+    (void)state;
+    char list[256];
+    char *out = NULL, *errs = NULL;
+    size_t out_len = 0, err_len = 0;
+    behave(&sa, ANSWER, NULL);
+    behave(&sb, NOT_LEADER, &sa);
+    behave(&sc, NOT_LEADER, &sa);
+    pthread_mutex_lock(&mu);
+    failover_after = 2;
+    pthread_mutex_unlock(&mu);
+    snprintf(list, sizeof(list), "%s,%s,%s", sb.url, sa.url, sc.url);
+    char *argv[] = {"hcctl",     "--controller", list, "--ca",      ca_path, "--token",
+                    "hct1.tok",  "--timeout",    "1s", "operation", "wait",  "op-1",
+                    "--timeout", "20s",          "-o", "json",      NULL};
+    FILE *fo = open_memstream(&out, &out_len), *fe = open_memstream(&errs, &err_len);
+    struct hc_cli_io io = {fo, fe, NULL, 0, 0, 0};
+    int64_t t0 = hc_mono_ms();
+    int rc = hc_cli_main(hc_cmd_groups, (int)(sizeof(argv) / sizeof(argv[0])) - 1, argv, &io);
+    int64_t took = hc_mono_ms() - t0;
+    fclose(fo);
+    fclose(fe);
+    if (rc != HC_EXIT_OK)
+        fail_msg("rc %d after %lld ms: %s", rc, (long long)took, errs);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(doc, "operation"), "state")),
+        "succeeded");
+    json_decref(doc);
+    /* the election outlasted two searches of 1 s (one round, one Retry-After each): the wait
+     * said so once on stderr and went on */
+    if (!strstr(errs, "no controller leads right now; retrying") || took < 1000 || took > 15000)
+        fail_msg("after %lld ms: %s", (long long)took, errs);
+    assert_int_equal(requests(&sc), 8); /* seven no_leader answers, then the end */
+    free(out);
+    free(errs);
+}
+
 /* ---------------------------------------------------------------- settings */
 
 static void test_settings(void **state)
@@ -575,6 +646,7 @@ int main(void)
         cmocka_unit_test(test_redirect_loop),
         cmocka_unit_test(test_standby_names_nobody),
         cmocka_unit_test(test_post_timeout_not_resent),
+        cmocka_unit_test(test_operation_wait_failover),
         cmocka_unit_test(test_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
