@@ -414,16 +414,11 @@ static enum step try_controller(struct hc_api_client *api, const char *start, st
     }
 }
 
-/* The search's end without an answer: the most telling failure of the last round. */
-static int search_failed(const struct hc_api_client *api, const struct exchange *x,
-                         const struct round *r, struct hc_error *err)
+/* The search's end without an answer: the most telling failure of the last round (a round
+ * tries at least one controller, and each that gives no answer is noted). */
+static int search_failed(const struct hc_api_client *api, const struct round *r,
+                         struct hc_error *err)
 {
-    if (r->rank == 0) {
-        hc_error_set(err, HC_E(TIMEOUT), "%s %s: no controller answered within %lld ms",
-                     x->call.method, x->path, (long long)api->timeout_ms);
-        return hc_error_hint(err, "raise --timeout, or see whether the controllers at %s run",
-                             api->list_text);
-    }
     *err = r->err;
     if (r->electing) {
         return hc_error_hint(err,
@@ -460,7 +455,7 @@ static int leader_exchange(struct hc_api_client *api, struct exchange *x, struct
                 return -1;
         }
         if (!r.electing || hc_mono_ms() + r.wait_ms >= deadline)
-            return search_failed(api, x, &r, err);
+            return search_failed(api, &r, err);
         sleep_ms(r.wait_ms);
     }
 }

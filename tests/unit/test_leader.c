@@ -421,6 +421,20 @@ static void test_no_leader_then_leader(void **state)
     json_decref(doc);
     hc_api_client_free(api);
 
+    /* Retry-After as an HTTP date is not read: the default second */
+    behave(&sa, NO_LEADER, NULL);
+    sa.elections = 1;
+    sa.retry_after = "Fri, 04 Dec 2026 03:00:00 GMT";
+    api = client(sa.url, 5000);
+    t0 = hc_mono_ms();
+    doc = hc_api_client_get(api, "/v1/nodes", &err);
+    took = hc_mono_ms() - t0;
+    assert_non_null(doc);
+    if (took < 900 || took > 1900)
+        fail_msg("waited %lld ms", (long long)took);
+    json_decref(doc);
+    hc_api_client_free(api);
+
     /* an election that does not end: no_leader once the deadline (--timeout) passes */
     behave(&sa, NO_LEADER, NULL);
     sa.elections = 1000;
