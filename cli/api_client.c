@@ -109,6 +109,8 @@ struct hc_api_client *hc_api_client_new(const struct hc_cli_config *cfg, int64_t
     }
     api->list = list;
     snprintf(api->list_text, sizeof(api->list_text), "%s", cfg->controller);
+    if (list.n > 1)
+        hc_cli_leader_cache_read(&list, api->leader);
     api->http = hc_http_client_new(&tls, err);
     if (!api->http) {
         hc_error_prefix(err, "cannot set up the connection to '%s'", cfg->controller);
@@ -288,6 +290,9 @@ static void mark(struct hc_api_client *api, const char *base, int answered)
     int i = list_index(api, base);
     if (i >= 0)
         api->failed[i] = !answered;
+    /* Only a change is written, and only a listed URL can be read back. */
+    if (answered && api->list.n > 1 && i >= 0 && strcmp(api->leader, base) != 0)
+        hc_cli_leader_cache_write(base);
     if (answered)
         snprintf(api->leader, sizeof(api->leader), "%s", base);
     else if (strcmp(base, api->leader) == 0)

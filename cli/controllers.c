@@ -5,6 +5,8 @@
  */
 #include "cli/controllers.h"
 
+#include "common/util.h"
+
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,4 +219,52 @@ int hc_cli_controller_url_check(const char *url, const char *from, char *out, st
         return hc_error_set(err, HC_E(USAGE), "the controller URL '%.80s' (from %s) holds a comma",
                             url, from);
     return check_url(it, from, out, err);
+}
+
+/* $XDG_CACHE_HOME/hcctl (absolute only, per the XDG spec), else $HOME/.cache/hcctl. */
+static int cache_dir(char *buf, size_t len)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (xdg && xdg[0] == '/')
+        n = snprintf(buf, len, "%s/hcctl", xdg);
+    else if (home && home[0])
+        n = snprintf(buf, len, "%s/.cache/hcctl", home);
+    else
+        return -1;
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+int hc_cli_leader_cache_read(const struct hc_cli_controllers *list, char *out)
+{
+    char path[1100], line[HC_CLI_URL_MAX + 3];
+    if (cache_dir(path, sizeof(path) - 8) < 0)
+        return -1;
+    strcat(path, "/leader");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char *got = fgets(line, sizeof(line), f);
+    fclose(f);
+    if (!got)
+        return -1;
+    line[strcspn(line, "\n")] = '\0';
+    for (size_t i = 0; i < list->n; i++)
+        if (strcmp(list->url[i], line) == 0) {
+            memcpy(out, line, strlen(line) + 1);
+            return 0;
+        }
+    return -1;
+}
+
+void hc_cli_leader_cache_write(const char *url)
+{
+    char dir[1100], path[1108], line[HC_CLI_URL_MAX + 2];
+    struct hc_error err = {0};
+    int n = snprintf(line, sizeof(line), "%s\n", url);
+    if (cache_dir(dir, sizeof(dir)) < 0 || n < 0 || (size_t)n >= sizeof(line) ||
+        hc_mkdir_p(dir, 0700, &err) < 0)
+        return;
+    snprintf(path, sizeof(path), "%s/leader", dir);
+    hc_file_write_atomic(path, line, (size_t)n, 0600, &err);
 }

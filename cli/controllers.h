@@ -41,4 +41,17 @@ int hc_cli_controllers_parse(const char *text, const char *from, struct hc_cli_c
  * trailing "/" into out (HC_CLI_URL_MAX + 1 bytes). 0, or -1 with a usage error. */
 int hc_cli_controller_url_check(const char *url, const char *from, char *out, struct hc_error *err);
 
+/* The leader, remembered between hcctl processes, so that each command of a script or of
+ * `hcctl shell` starts at the leader rather than at the first URL (a dead host there costs the
+ * 3 s connect limit every time): one line in $XDG_CACHE_HOME/hcctl/leader (an absolute
+ * XDG_CACHE_HOME, else ~/.cache/hcctl/leader), mode 0600. A cache only: read, it must be one
+ * of list's URLs, exactly, or it is ignored; a file that cannot be read or written changes
+ * nothing. */
+/* Copies the cached leader into out (HC_CLI_URL_MAX + 1 bytes) and returns 0 when it is one
+ * of list's URLs; -1 otherwise (no file, another URL, anything else). */
+int hc_cli_leader_cache_read(const struct hc_cli_controllers *list, char *out);
+/* Writes url as the cached leader (0600, atomically, the directory made 0700); failures are
+ * ignored. */
+void hc_cli_leader_cache_write(const char *url);
+
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hcctl given several controllers (docs/hcctl.md "Several controllers") against the real hcctld:
 # a dead URL before the live one in --controller, HCCTL_CONTROLLER and the config file's array
-# (GET and POST both reach the live one; the CA verifies it, the file's pin is left out), the
+# (GET and POST both reach the live one, which is remembered in the leader cache; the CA
+# verifies it, the file's pin is left out), the
 # list's usage errors, and cluster status's "ha": null from a controller without /v1/ha. The
 # standbys' 421 and the elections' 503 are unit-tested against stand-ins (tests/unit/test_leader.c).
 . "$(dirname "$0")/lib.sh"
@@ -14,6 +15,7 @@ test_expect_success 'a controller' '
 
 test_expect_success 'a dead controller first: GET and POST reach the live one' '
     hcctl --controller "$DEAD,$CTL_URL" node list -o json | jq -e ".nodes == []" &&
+    [ "$(cat "$XDG_CACHE_HOME/hcctl/leader")" = "$CTL_URL" ] &&
     hcctl --controller "$DEAD,$CTL_URL" cluster join-token --ttl 1m >token &&
     grep -q "^hcj1\." token &&
     HCCTL_CONTROLLER=" $DEAD , $CTL_URL/" hcctl cluster show -o json >show.json &&

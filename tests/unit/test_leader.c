@@ -149,6 +149,7 @@ static struct event_base *base;
 static pthread_t loop_thread;
 static struct standin sa, sb, sc;
 static char dir[512], ca_path[700], other_ca_path[700], closed_url[64];
+static char cache_path[700]; /* $XDG_CACHE_HOME/hcctl/leader, in the scratch dir */
 
 static int failover_after; /* operation polls the leader answers before a failover */
 
@@ -272,6 +273,8 @@ static int setup(void **state)
     X509_free(other);
     EVP_PKEY_free(ca_key);
     EVP_PKEY_free(other_key);
+    setenv("XDG_CACHE_HOME", dir, 1); /* the leader cache stays in the scratch dir */
+    snprintf(cache_path, sizeof(cache_path), "%s/hcctl/leader", dir);
     evthread_use_pthreads();
     base = event_base_new();
     standin_new(&sa, cert, key);
@@ -317,8 +320,9 @@ static int requests(struct standin *s)
     return n;
 }
 
-/* A client of the controllers in list (comma-separated), trusting the stand-ins' CA. */
-static struct hc_api_client *client(const char *list, int64_t timeout_ms)
+/* A client of the controllers in list (comma-separated), trusting the stand-ins' CA, with the
+ * leader remembered by an earlier process as it is. */
+static struct hc_api_client *client_cached(const char *list, int64_t timeout_ms)
 {
     struct hc_cli_config cfg = {.controller = (char *)list,
                                 .token = "hct1.tok",
@@ -329,6 +333,13 @@ static struct hc_api_client *client(const char *list, int64_t timeout_ms)
     if (!api)
         fail_msg("client for '%s': %s", list, err.message);
     return api;
+}
+
+/* The same for a first hcctl process: no leader cached. */
+static struct hc_api_client *client(const char *list, int64_t timeout_ms)
+{
+    unlink(cache_path);
+    return client_cached(list, timeout_ms);
 }
 
 /* The "served_by" of an answer (freed by the caller's json_decref of doc). */
@@ -553,6 +564,7 @@ static void test_operation_wait_failover(void **state)
     pthread_mutex_lock(&mu);
     failover_after = 2;
     pthread_mutex_unlock(&mu);
+    unlink(cache_path); /* a first process: no leader remembered */
     snprintf(list, sizeof(list), "%s,%s,%s", sb.url, sa.url, sc.url);
     char *argv[] = {"hcctl",     "--controller", list, "--ca",      ca_path, "--token",
                     "hct1.tok",  "--timeout",    "1s", "operation", "wait",  "op-1",
@@ -578,6 +590,63 @@ static void test_operation_wait_failover(void **state)
     assert_int_equal(requests(&sc), 8); /* seven no_leader answers, then the end */
     free(out);
     free(errs);
+}
+
+/* The leader is remembered for the next process, in $XDG_CACHE_HOME/hcctl/leader: used only when
+ * it is one of the listed URLs, exactly; a cache that cannot be written changes nothing. */
+static void test_leader_cache(void **state)
+{
+    (void)state;
+    char list[256], text[512];
+    struct hc_error err = {0};
+    behave(&sb, NOT_LEADER, &sc);
+    behave(&sc, ANSWER, NULL);
+    snprintf(list, sizeof(list), "%s,%s", sb.url, sc.url);
+    struct hc_api_client *api = client(list, 5000);
+    json_t *doc = hc_api_client_get(api, "/v1/nodes", &err);
+    assert_non_null(doc);
+    json_decref(doc);
+    hc_api_client_free(api);
+    char *cached = hc_test_file_text(cache_path);
+    snprintf(text, sizeof(text), "%s\n", sc.url);
+    assert_string_equal(cached, text);
+    free(cached);
+    struct stat st;
+    assert_int_equal(stat(cache_path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    /* the next process starts at the leader: the standby is not asked */
+    behave(&sb, NOT_LEADER, &sc);
+    api = client_cached(list, 5000);
+    doc = hc_api_client_get(api, "/v1/nodes", &err);
+    assert_string_equal(served_by(doc), sc.url);
+    assert_int_equal(requests(&sb), 0);
+    json_decref(doc);
+    hc_api_client_free(api);
+    /* hostile or stale caches are ignored: the list's order again */
+    const char *bad[] = {"garbage\n", "", "https://127.0.0.1:1\n", "\n\n\n", NULL};
+    char other[600];
+    snprintf(other, sizeof(other), "%s/\n", sc.url); /* not exactly a listed URL */
+    for (size_t i = 0; i < 5; i++) {
+        hc_test_write_text(cache_path, bad[i] ? bad[i] : other, 0600);
+        behave(&sb, NOT_LEADER, &sc);
+        api = client_cached(list, 5000);
+        doc = hc_api_client_get(api, "/v1/nodes", &err);
+        assert_non_null(doc);
+        assert_int_equal(requests(&sb), 1);
+        json_decref(doc);
+        hc_api_client_free(api);
+    }
+    /* a cache that cannot be written (a file where its directory should be): no error */
+    char cache_dir[700];
+    snprintf(cache_dir, sizeof(cache_dir), "%s/blocked", dir);
+    hc_test_write_text(cache_dir, "x", 0600);
+    setenv("XDG_CACHE_HOME", cache_dir, 1);
+    api = client_cached(list, 5000);
+    doc = hc_api_client_get(api, "/v1/nodes", &err);
+    assert_non_null(doc);
+    json_decref(doc);
+    hc_api_client_free(api);
+    setenv("XDG_CACHE_HOME", dir, 1);
 }
 
 /* ---------------------------------------------------------------- settings */
@@ -661,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_standby_names_nobody),
         cmocka_unit_test(test_post_timeout_not_resent),
         cmocka_unit_test(test_operation_wait_failover),
+        cmocka_unit_test(test_leader_cache),
         cmocka_unit_test(test_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
