@@ -19,7 +19,9 @@ test_expect_success 'a dead controller first: GET and POST reach the live one' '
     hcctl --controller "$DEAD,$CTL_URL" cluster join-token --ttl 1m >token &&
     grep -q "^hcj1\." token &&
     HCCTL_CONTROLLER=" $DEAD , $CTL_URL/" hcctl cluster show -o json >show.json &&
-    jq -e --arg u "$CTL_URL" ".controller.url == \$u" show.json
+    jq -e --arg u "$CTL_URL" ".controller.url == \$u" show.json &&
+    hcctl --controller "$DEAD,$CTL_URL" version -o json >version.json &&
+    jq -e --arg u "$CTL_URL" ".controller.url == \$u and .controller.version != null" version.json
 '
 
 test_expect_success 'the config file lists the controllers as an array' '
