@@ -2,9 +2,9 @@
 # hcctl given several controllers (docs/hcctl.md "Several controllers") against the real hcctld:
 # a dead URL before the live one in --controller, HCCTL_CONTROLLER and the config file's array
 # (GET and POST both reach the live one, which is remembered in the leader cache; the CA
-# verifies it, the file's pin is left out), the
-# list's usage errors, and cluster status's "ha": null from a controller without /v1/ha. The
-# standbys' 421 and the elections' 503 are unit-tested against stand-ins (tests/unit/test_leader.c).
+# verifies it, the file's pin is left out), the list's usage errors, and cluster status's "ha"
+# from a single controller (its /v1/ha). The standbys' 421 and the elections' 503 are
+# unit-tested against stand-ins (tests/unit/test_leader.c).
 . "$(dirname "$0")/lib.sh"
 
 DEAD=https://127.0.0.1:$(free_port)
@@ -53,11 +53,14 @@ test_expect_success 'hostile lists are usage errors, exit 2' '
     jq -e ".error.code == \"usage\"" out
 '
 
-test_expect_success 'cluster status: "ha" is null from a controller without /v1/ha' '
+test_expect_success 'cluster status: "ha" from GET /v1/ha, a single controller leading itself' '
     hcctl cluster status -o json >status.json &&
-    jq -e ".ha == null and .cluster.name == \"e2e\"" status.json &&
+    jq -e --arg u "$CTL_URL" ".cluster.name == \"e2e\" and .ha.role == \"single\" and
+        .ha.leader.url == \$u and .ha.members == [] and .ha.etcd == []" status.json &&
     hcctl cluster status >status.txt &&
-    ! grep -q "High availability" status.txt
+    grep -q "^HA role: *single$" status.txt &&
+    grep -q "^Leader: .* $CTL_URL (term [0-9]*)$" status.txt &&
+    ! grep -q "^Controllers:" status.txt && ! grep -q "^etcd:" status.txt
 '
 
 test_done
