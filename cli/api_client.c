@@ -220,11 +220,16 @@ static void http_error(const struct hc_api_client *api, const char *method, cons
  * attempt) is not reached. Each attempt has the whole --timeout, as a request always had, and a
  * round tries every controller: a GET that timed out on a hung leader still reaches the next.
  * A request other than GET that failed after it may have reached a controller is never sent
- * again: its outcome is unknown.
+ * again: its outcome is unknown. A standby that names a leader which cannot be reached, or
+ * names itself, is taken for a failover under way (its view of the lease is stale, seconds at
+ * most): waited out like an election, HC_API_FAILOVER_WAIT_MS a round.
  */
 #define HC_API_MAX_HOPS 3
 #define HC_API_RETRY_MIN_MS 100
 #define HC_API_RETRY_MAX_MS 2000
+/* A standby named a leader that cannot be reached, or named itself: its view is stale (the dead
+ * leader's lease has not run out yet), so a failover is under way. */
+#define HC_API_FAILOVER_WAIT_MS 500
 
 /* One request as the search sends it, to one controller after another. */
 struct exchange {
@@ -247,6 +252,14 @@ static void round_note(struct round *r, const struct hc_error *err, int rank)
         r->err = *err;
         r->rank = rank;
     }
+}
+
+/* Something in this round says a leader is being elected: wait wait_ms, then try again. */
+static void round_electing(struct round *r, long wait_ms)
+{
+    if (!r->electing || wait_ms < r->wait_ms)
+        r->wait_ms = wait_ms;
+    r->electing = 1;
 }
 
 static int transport_rank(const struct hc_error *err)
@@ -378,6 +391,8 @@ static enum step try_controller(struct hc_api_client *api, const char *start, st
                 return STEP_FAIL;
             }
             round_note(r, e, transport_rank(e));
+            if (hops > 0) /* the leader a standby named is gone */
+                round_electing(r, HC_API_FAILOVER_WAIT_MS);
             return STEP_NEXT;
         }
         long status = x->call.resp.status;
@@ -387,9 +402,8 @@ static enum step try_controller(struct hc_api_client *api, const char *start, st
             struct hc_error e = {0};
             http_error(api, x->call.method, x->path, &x->call.resp, &e);
             round_note(r, &e, 4);
-            r->electing = 1;
             wait = wait < HC_API_RETRY_MIN_MS ? HC_API_RETRY_MIN_MS : wait;
-            r->wait_ms = wait > HC_API_RETRY_MAX_MS ? HC_API_RETRY_MAX_MS : wait;
+            round_electing(r, wait > HC_API_RETRY_MAX_MS ? HC_API_RETRY_MAX_MS : wait);
             hc_http_response_clear(&x->call.resp);
             return STEP_NEXT;
         }
@@ -402,6 +416,14 @@ static enum step try_controller(struct hc_api_client *api, const char *start, st
         hc_http_response_clear(&x->call.resp);
         if (named < 0) {
             round_note(r, &e, 4);
+            return STEP_NEXT;
+        }
+        if (strcmp(next, base) == 0) {
+            hc_error_set(&e, HC_E(NOT_LEADER),
+                         "%s %s: the controller at %s is not the leader and names itself",
+                         x->call.method, x->path, base);
+            round_note(r, &e, 4);
+            round_electing(r, HC_API_FAILOVER_WAIT_MS);
             return STEP_NEXT;
         }
         size_t used = strlen(trail);
@@ -427,8 +449,8 @@ static int search_failed(const struct hc_api_client *api, const struct round *r,
     *err = r->err;
     if (r->electing) {
         return hc_error_hint(err,
-                             "no leader was elected within %lld ms (--timeout): see "
-                             "'hcctl cluster status' and try again",
+                             "no controller took the lead within %lld ms (--timeout): a failover "
+                             "may still be under way; see 'hcctl cluster status' and try again",
                              (long long)api->timeout_ms);
     }
     if (r->rank < 4) {

@@ -137,6 +137,7 @@ struct standin {
     enum mode mode;
     char leader[128];
     int elections;
+    int answer_after; /* > 0: answers 200 once it has had that many requests (a new leader) */
     const char *retry_after;
     int requests;
     char auth[128];
@@ -184,6 +185,8 @@ static void on_any(struct hc_request *req, void *arg)
     snprintf(s->auth, sizeof(s->auth), "%s", auth ? auth : "");
     enum mode mode = s->mode;
     if (mode == NO_LEADER && s->elections-- <= 0)
+        mode = ANSWER;
+    if (s->answer_after > 0 && s->requests > s->answer_after)
         mode = ANSWER;
     pthread_mutex_unlock(&mu);
     switch (mode) {
@@ -307,6 +310,7 @@ static void behave(struct standin *s, enum mode mode, const struct standin *lead
     snprintf(s->leader, sizeof(s->leader), "%s", leader ? leader->url : "");
     s->requests = 0;
     s->elections = 0;
+    s->answer_after = 0;
     s->retry_after = NULL;
     s->auth[0] = '\0';
     pthread_mutex_unlock(&mu);
@@ -455,7 +459,7 @@ static void test_no_leader_then_leader(void **state)
     assert_null(hc_api_client_get(api, "/v1/nodes", &err));
     took = hc_mono_ms() - t0;
     assert_string_equal(err.code, HC_ERR_NO_LEADER);
-    assert_non_null(strstr(err.hint, "no leader was elected within 1500 ms"));
+    assert_non_null(strstr(err.hint, "no controller took the lead within 1500 ms"));
     assert_int_equal(hc_exit_code(&err), HC_EXIT_UNAVAILABLE);
     assert_true(took >= 900 && took < 2500);
     hc_api_client_free(api);
@@ -477,6 +481,47 @@ static void test_redirect_loop(void **state)
     assert_int_equal(hc_exit_code(&err), HC_EXIT_UNAVAILABLE);
     /* the first and three hops: four requests, then a stop */
     assert_int_equal(requests(&sa) + requests(&sb), 4);
+    hc_api_client_free(api);
+}
+
+/* Right after the leader died the standbys still name it until its lease runs out (seconds), and
+ * a restarted controller may name itself: both are waited out like an election. */
+static void test_stale_leader(void **state)
+{
+    (void)state;
+    struct hc_error err = {0};
+    behave(&sb, NOT_LEADER, NULL);
+    snprintf(sb.leader, sizeof(sb.leader), "%s", closed_url);
+    sb.answer_after = 2; /* then it leads itself */
+    struct hc_api_client *api = client(sb.url, 5000);
+    int64_t t0 = hc_mono_ms();
+    json_t *doc = hc_api_client_post(api, "/v1/upgrade", NULL, &err);
+    int64_t took = hc_mono_ms() - t0;
+    if (!doc)
+        fail_msg("%s", err.message);
+    assert_string_equal(served_by(doc), sb.url);
+    assert_int_equal(requests(&sb), 3);
+    assert_true(took >= 900 && took < 3000); /* two rounds of 500 ms */
+    json_decref(doc);
+    hc_api_client_free(api);
+
+    behave(&sb, NOT_LEADER, &sb); /* names itself */
+    sb.answer_after = 1;
+    api = client(sb.url, 5000);
+    doc = hc_api_client_get(api, "/v1/nodes", &err);
+    assert_non_null(doc);
+    assert_int_equal(requests(&sb), 2);
+    json_decref(doc);
+    hc_api_client_free(api);
+
+    /* a stale view that does not end: the deadline, with what was seen */
+    behave(&sb, NOT_LEADER, &sb);
+    api = client(sb.url, 1200);
+    assert_null(hc_api_client_get(api, "/v1/nodes", &err));
+    assert_string_equal(err.code, HC_ERR_NOT_LEADER);
+    assert_non_null(strstr(err.message, "is not the leader and names itself"));
+    assert_non_null(strstr(err.hint, "a failover may still be under way"));
+    assert_true(requests(&sb) >= 2 && requests(&sb) <= 4);
     hc_api_client_free(api);
 }
 
@@ -727,6 +772,7 @@ int main(void)
         cmocka_unit_test(test_refused_standby_leader),
         cmocka_unit_test(test_no_leader_then_leader),
         cmocka_unit_test(test_redirect_loop),
+        cmocka_unit_test(test_stale_leader),
         cmocka_unit_test(test_standby_names_nobody),
         cmocka_unit_test(test_post_timeout_not_resent),
         cmocka_unit_test(test_operation_wait_failover),
