@@ -48,7 +48,18 @@ int hc_api_client_stream(struct hc_api_client *api, const char *path, long idle_
                          int (*on_line)(void *arg, const json_t *obj), int (*stop)(void *arg),
                          void *arg, struct hc_error *err);
 
-/* The controller URL in use. */
+/* 1 when err is a failure a later request may not meet, so that a command waiting on an
+ * operation or following events keeps trying until its own deadline: no controller reachable,
+ * a timeout, standbys that named no usable leader, an election (no_leader). A failover shows
+ * as these. */
+int hc_api_client_transient(const struct hc_error *err);
+
+/* 1 once a controller has answered a request of this client (any answer): a later failure
+ * is then no wrong address. */
+int hc_api_client_answered(const struct hc_api_client *api);
+
+/* The controller URL in use: the one that answered last (the leader), else the first
+ * configured. */
 const char *hc_api_client_url(const struct hc_api_client *api);
 
 /* Percent-encodes text for a path segment or query value (RFC 3986 unreserved characters kept).

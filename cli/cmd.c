@@ -20,8 +20,9 @@ static const char *const output_choices[] = {"text", "json", NULL};
 
 const struct hc_cmd_opt hc_cmd_global_opts[] = {
     HC_OPT(.name = "controller", .type = HC_OPT_STRING,
-           .help = "controller URL (else HCCTL_CONTROLLER, else the config file)",
-           .value_name = "URL"),
+           .help = "controller URL, or an HA controller's URLs comma-separated (else "
+                   "HCCTL_CONTROLLER, else the config file)",
+           .value_name = "URL[,URL...]"),
     HC_OPT(.name = "token", .type = HC_OPT_STRING,
            .help = "API bearer token (else HCCTL_TOKEN, else the config file)",
            .value_name = "TOKEN"),

@@ -3,6 +3,7 @@
  * tokens for new nodes.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/api_client.h"
 #include "cli/exit_codes.h"
@@ -74,9 +75,102 @@ static const struct hc_section status_view[] = {
     {0, NULL, NULL, NULL},
 };
 
+/* "c2 https://10.0.0.2:7443 (term 7)": the leader object of GET /v1/ha, or "none" (an
+ * election). */
+static void fmt_leader(const struct hc_output *o, const json_t *v, char *buf, size_t len,
+                       enum hc_color *color)
+{
+    *color = json_is_object(v) ? HC_COLOR_NONE : HC_COLOR_YELLOW;
+    if (!json_is_object(v)) {
+        snprintf(buf, len, "none (an election is under way)");
+        return;
+    }
+    snprintf(buf, len, "%s %s (term %lld)", hc_json_str(v, "name", "?"), hc_json_str(v, "url", "?"),
+             (long long)hc_json_int(v, "term", 0));
+}
+
+/* A controller's role: the leader in green, one that is not alive in red. */
+static void fmt_role(const struct hc_output *o, const json_t *v, char *buf, size_t len,
+                     enum hc_color *color)
+{
+    hc_fmt_text(o, v, buf, len, color);
+    if (json_is_string(v) && strcmp(json_string_value(v), "leader") == 0)
+        *color = HC_COLOR_GREEN;
+}
+
+static void fmt_yes_red(const struct hc_output *o, const json_t *v, char *buf, size_t len,
+                        enum hc_color *color)
+{
+    hc_fmt_text(o, v, buf, len, color);
+    *color = json_is_true(v) ? HC_COLOR_NONE : HC_COLOR_RED;
+}
+
+static const struct hc_col ha_fields[] = {
+    {"HA role", "role", NULL},
+    {"This controller", "name", NULL},
+    {"Leader", "leader", fmt_leader},
+    {NULL, NULL, NULL},
+};
+
+static const struct hc_col member_cols[] = {
+    {"NAME", "name", NULL},          {"URL", "url", NULL}, {"ROLE", "role", fmt_role},
+    {"ALIVE", "alive", fmt_yes_red}, {NULL, NULL, NULL},
+};
+
+static const struct hc_col etcd_cols[] = {
+    {"ENDPOINT", "endpoint", NULL}, {"HEALTHY", "healthy", fmt_yes_red},
+    {"LEADER", "leader", NULL},     {"RAFT TERM", "raft_term", NULL},
+    {"DB SIZE", "db_size", NULL},   {"VERSION", "version", NULL},
+    {"ERROR", "error", NULL},       {NULL, NULL, NULL},
+};
+
+/* The HA part, after the cluster's: the controllers and etcd when there are any. */
+static void render_ha(struct hc_cmd_ctx *ctx, const json_t *ha)
+{
+    const struct hc_section fields[] = {{HC_SECTION_FIELDS, "High availability", NULL, ha_fields},
+                                        {0, NULL, NULL, NULL}};
+    const struct hc_section members[] = {{HC_SECTION_TABLE, "Controllers", "members", member_cols},
+                                         {0, NULL, NULL, NULL}};
+    const struct hc_section etcd[] = {{HC_SECTION_TABLE, "etcd", "etcd", etcd_cols},
+                                      {0, NULL, NULL, NULL}};
+    if (!json_is_object(ha))
+        return;
+    fputc('\n', ctx->out.out);
+    hc_output_render(&ctx->out, fields, ha);
+    if (json_array_size(json_object_get(ha, "members")) > 0) {
+        fputc('\n', ctx->out.out);
+        hc_output_render(&ctx->out, members, ha);
+    }
+    if (json_array_size(json_object_get(ha, "etcd")) > 0) {
+        fputc('\n', ctx->out.out);
+        hc_output_render(&ctx->out, etcd, ha);
+    }
+}
+
+/* GET /v1/cluster and GET /v1/ha ("ha": null from a controller without HA, which answers 404
+ * there). The cluster is asked first: the leader search then starts from the leader, and
+ * /v1/ha is answered by whichever controller answers (every one does, standbys too). */
 static int cmd_status(struct hc_cmd_ctx *ctx)
 {
-    return hc_cmd_show(ctx, "/v1/cluster", status_view);
+    struct hc_error err = {0};
+    long status = 0;
+    json_t *doc = hc_cmd_request(ctx, "GET", "/v1/cluster", NULL, &err);
+    json_t *ha = doc ? hc_api_client_call(ctx->api, "GET", "/v1/ha", NULL, &status, &err) : NULL;
+    if (doc && !ha && status != 404) {
+        json_decref(doc);
+        return hc_cmd_fail(ctx, &err, NULL);
+    }
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    json_object_set_new(doc, "ha", ha ? ha : json_null());
+    if (ctx->out.json) {
+        hc_output_json(&ctx->out, doc);
+    } else {
+        hc_output_render(&ctx->out, status_view, doc);
+        render_ha(ctx, ha);
+    }
+    json_decref(doc);
+    return HC_EXIT_OK;
 }
 
 /* "3 (2 reachable, 1 unreachable, 0 unknown)" from the node counts object. */

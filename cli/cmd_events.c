@@ -116,10 +116,9 @@ static int follow_round(struct hc_cmd_ctx *ctx, struct follow *f)
     json_t *doc = hc_cmd_request(ctx, "GET", path, NULL, &err);
     if (!doc && hc_stop_requested(&follow_stop))
         return 0; /* the request was cut short by Ctrl-C */
-    /* Once the controller has answered, a transport failure is a restart or a network blip:
-     * keep trying. Before that, it is a wrong address: fail at once. */
-    if (!doc && f->answered &&
-        (!strcmp(err.code, HC_ERR_UNREACHABLE) || !strcmp(err.code, HC_ERR_TIMEOUT))) {
+    /* Once the controller has answered, a transport failure is a restart, a failover or a
+     * network blip: keep trying. Before that, it is a wrong address: fail at once. */
+    if (!doc && f->answered && hc_api_client_transient(&err)) {
         if (!f->warned)
             hc_output_info(&ctx->out, "%s; retrying", err.message);
         f->warned = 1;
@@ -187,8 +186,7 @@ static int watch_round(struct hc_cmd_ctx *ctx, struct follow *f)
         f->poll = 1; /* an older controller */
         return 1;
     }
-    if (!strcmp(err.code, HC_ERR_UNREACHABLE) || !strcmp(err.code, HC_ERR_TIMEOUT) ||
-        !strcmp(err.code, "too_many_watchers")) {
+    if (hc_api_client_transient(&err) || !strcmp(err.code, "too_many_watchers")) {
         if (!f->warned)
             hc_output_info(&ctx->out, "%s; retrying", err.message);
         f->warned = 1;

@@ -167,11 +167,12 @@ static int op_timed_out(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_
     return hc_cmd_fail(ctx, &err, last);
 }
 
-/* A transport failure while polling: the controller may be restarting (operations are
- * durable), so keep polling until the deadline, and say so once. */
+/* A transport failure or a failover while polling: the controller may be restarting, or
+ * another one taking over (operations are durable, their ids the same on every controller), so
+ * keep polling until the deadline, and say so once. */
 static int poll_again(struct hc_cmd_ctx *ctx, const struct hc_error *err, int *warned)
 {
-    if (strcmp(err->code, HC_ERR_UNREACHABLE) != 0 && strcmp(err->code, HC_ERR_TIMEOUT) != 0)
+    if (!hc_api_client_transient(err))
         return 0;
     if (!*warned)
         hc_output_info(&ctx->out, "%s; retrying", err->message);
@@ -228,8 +229,10 @@ int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms)
     for (;;) {
         struct hc_error err = {0};
         json_t *doc = hc_cmd_request(ctx, "GET", path, NULL, &err);
-        /* Retry only once the controller has answered: a wrong URL fails at once. */
-        if (!doc && (!last || !poll_again(ctx, &err, &warned))) {
+        /* Retry only once a controller has answered (this poll or the request that started the
+         * operation): a wrong URL fails at once. */
+        int answered = last || (ctx->api && hc_api_client_answered(ctx->api));
+        if (!doc && (!answered || !poll_again(ctx, &err, &warned))) {
             rc = hc_cmd_fail(ctx, &err, NULL);
             goto cleanup;
         }

@@ -54,7 +54,8 @@ static json_t *controller_part(struct hc_cmd_ctx *ctx)
         return json_pack("{s:n, s:o}", "url", "error", error_object(&err));
     }
     json_t *doc = hc_cmd_request(ctx, "GET", "/v1/version", NULL, &err);
-    json_t *part = json_pack("{s:s}", "url", cfg->controller);
+    /* the controller that answered (one of several, the leader); else the list as configured */
+    json_t *part = json_pack("{s:s}", "url", doc ? hc_api_client_url(ctx->api) : cfg->controller);
     if (!doc) {
         /* 'unreachable' whatever the transport said, with the reason in the message */
         if (hc_exit_code(&err) == HC_EXIT_UNAVAILABLE || hc_exit_code(&err) == HC_EXIT_TIMEOUT)

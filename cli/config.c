@@ -1,6 +1,7 @@
 /* Resolution of controller URL, token and CA: flag > environment > config file. */
 #include "cli/config.h"
 
+#include "cli/controllers.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -89,6 +90,43 @@ static int take_file(json_t *doc, const char *key, const char *path, char **dst,
     return *dst ? 0 : hc_error_set(err, HC_E(INTERNAL), "out of memory");
 }
 
+/* "controller": one string ("https://a:7443" or "https://a:7443,https://b:7443") or an array of
+ * strings (an HA controller's instances), which is joined with commas: the one form the rest of
+ * hcctl reads (cli/controllers.h). */
+static int take_controllers(json_t *doc, const char *path, struct hc_cli_config *cfg,
+                            struct hc_error *err)
+{
+    json_t *v = json_object_get(doc, "controller"), *item;
+    size_t i, len = 1;
+    if (cfg->controller || !json_is_array(v))
+        return take_file(doc, "controller", path, &cfg->controller, &cfg->controller_from, err);
+    json_array_foreach(v, i, item)
+    {
+        if (!json_is_string(item) || json_string_length(item) == 0 ||
+            strchr(json_string_value(item), ','))
+            return hc_error_set(err, HC_E(INVALID_JSON),
+                                "cannot use config file '%s': \"controller\" item %zu is not a "
+                                "URL string",
+                                path, i + 1);
+        len += json_string_length(item) + 1;
+    }
+    if (json_array_size(v) == 0)
+        return hc_error_set(err, HC_E(INVALID_JSON),
+                            "cannot use config file '%s': \"controller\" is an empty list", path);
+    char *list = calloc(1, len);
+    if (!(cfg->controller = list))
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
+    json_array_foreach(v, i, item)
+    {
+        if (i > 0)
+            *list++ = ',';
+        memcpy(list, json_string_value(item), json_string_length(item));
+        list += json_string_length(item);
+    }
+    cfg->controller_from = "config";
+    return 0;
+}
+
 static int load_file(struct hc_cli_config *cfg, struct hc_error *err)
 {
     json_t *doc = NULL;
@@ -97,8 +135,7 @@ static int load_file(struct hc_cli_config *cfg, struct hc_error *err)
         goto cleanup;
     if (read_file(cfg->path, &doc, err) < 0)
         goto cleanup;
-    if (doc && (take_file(doc, "controller", cfg->path, &cfg->controller, &cfg->controller_from,
-                          err) < 0 ||
+    if (doc && (take_controllers(doc, cfg->path, cfg, err) < 0 ||
                 take_file(doc, "token", cfg->path, &cfg->token, &cfg->token_from, err) < 0))
         goto cleanup;
     if (doc && !cfg->ca_file &&
@@ -116,24 +153,17 @@ cleanup:
     return rc;
 }
 
-/* "host:port" alone means https; a trailing "/" is dropped so paths join cleanly. */
+/* Each URL of the list as hcctl uses it (cli/controllers.h): "host:port" alone means https, a
+ * trailing "/" is dropped so paths join cleanly. */
 static int normalize_url(struct hc_cli_config *cfg)
 {
-    char *url = cfg->controller;
-    if (!url)
+    if (!cfg->controller)
         return 0;
-    if (!strstr(url, "://")) {
-        size_t n = strlen(url) + sizeof("https://");
-        char *full = malloc(n);
-        if (!full)
-            return -1;
-        snprintf(full, n, "https://%s", url);
-        free(url);
-        cfg->controller = url = full;
-    }
-    size_t len = strlen(url);
-    while (len > 0 && url[len - 1] == '/')
-        url[--len] = '\0';
+    char *url = hc_cli_controllers_normalize(cfg->controller);
+    if (!url)
+        return -1;
+    free(cfg->controller);
+    cfg->controller = url;
     return 0;
 }
 

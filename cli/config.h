@@ -3,8 +3,10 @@
  * the first of: a command-line flag, the environment (HCCTL_CONTROLLER, HCCTL_TOKEN,
  * HCCTL_CA_FILE), the config file $XDG_CONFIG_HOME/hcctl/config.json (default
  * ~/.config/hcctl/config.json; keys "controller", "token", "ca_pem", "controller_pin"; written
- * by `hcctld init`). The pin (the controller's server key, "sha256//BASE64") goes with the
- * controller: the file's pin is used only when the controller comes from the file too, and
+ * by `hcctld init`). "controller" may list several controllers (an HA controller's instances):
+ * comma-separated, or in the file as an array of strings, which is joined with commas here;
+ * cli/controllers.h checks the list. The pin (the controller's server key, "sha256//BASE64") goes
+ * with the controller: the file's pin is used only when the controller comes from the file too, and
  * HCCTL_CONTROLLER_PIN overrides both.
  * The file is read only when a flag or variable leaves something unset, so a broken file never
  * stands in the way of a fully specified command line.
@@ -17,10 +19,11 @@
 #include "common/error.h"
 
 struct hc_cli_config {
-    char *controller; /* base URL without a trailing "/" ("https://10.0.0.1:7443"); NULL: unset */
-    char *token;      /* bearer token; NULL: unset */
-    char *ca_file;    /* CA file from --ca or HCCTL_CA_FILE; NULL: unset */
-    char *ca_pem;     /* CA PEM text from the config file; used only when ca_file is NULL */
+    char *controller;     /* base URLs, comma-separated, each without a trailing "/"
+                             ("https://10.0.0.1:7443"); NULL: unset */
+    char *token;          /* bearer token; NULL: unset */
+    char *ca_file;        /* CA file from --ca or HCCTL_CA_FILE; NULL: unset */
+    char *ca_pem;         /* CA PEM text from the config file; used only when ca_file is NULL */
     char *controller_pin; /* the controller's key pin; NULL: only the CA is checked */
     char path[1024];      /* the config file consulted ("" when it was not needed) */
     /* Where each setting came from: "flag", "env", "config" or NULL (unset). */

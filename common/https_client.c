@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +63,7 @@ struct hc_call_ctx {
     size_t max_response, max_json_values;
     long timeout_ms;
     int64_t started_ms;
+    long retry_after_s;
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -264,6 +266,27 @@ static size_t hc_call_write(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+/* Header lines as they arrive: only Retry-After is kept (a controller electing a leader asks
+ * hcctl to come back). Its delta-seconds form; an HTTP date is left out (-1). */
+static size_t hc_call_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+    struct hc_call_ctx *ctx = arg;
+    size_t n = size * nmemb, name = sizeof("Retry-After:") - 1;
+    if (n > name && strncasecmp(data, "Retry-After:", name) == 0) {
+        size_t i = name;
+        long seconds = 0;
+        while (i < n && (data[i] == ' ' || data[i] == '\t'))
+            i++;
+        size_t digits = i;
+        for (; i < n && isdigit((unsigned char)data[i]) && seconds <= 86400; i++)
+            seconds = seconds * 10 + (data[i] - '0');
+        while (i < n && isspace((unsigned char)data[i]))
+            i++;
+        ctx->retry_after_s = i == n && i > digits ? (seconds < 86400 ? seconds : 86400) : -1;
+    }
+    return n;
+}
+
 static int hc_call_set_tls(struct hc_http_client *c, CURL *e)
 {
     int rc = 0;
@@ -386,6 +409,8 @@ static int hc_call_configure(struct hc_http_client *c, struct hc_call_ctx *ctx)
     rc |= curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_response);
     rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, hc_call_write);
     rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, ctx);
+    rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, hc_call_header);
+    rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, ctx);
     if (call->on_data) {
         /* a stream: no total timeout and no size limit; a silent one ends after idle time */
         long idle_s = call->stream_idle_ms > 999 ? call->stream_idle_ms / 1000 : 1;
@@ -425,6 +450,7 @@ static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx,
     ctx->max_response = c->max_response;
     ctx->max_json_values = c->max_json_values;
     ctx->started_ms = hc_mono_ms();
+    ctx->retry_after_s = -1;
     ctx->timeout_ms = call->timeout_ms > 0 ? call->timeout_ms : HC_HTTP_DEFAULT_TOTAL_MS;
     if (!call->url) {
         hc_error_set_transport(&call->err, HC_E(INVALID_ARGUMENT), "request without a url");
@@ -627,6 +653,11 @@ static void hc_call_finish(struct hc_http_client *c, struct hc_call_ctx *ctx, CU
     struct hc_http_call *call = ctx->call;
     call->elapsed_ms = (long)(hc_mono_ms() - ctx->started_ms);
     if (rc != CURLE_OK) {
+        /* libcurl stamps the TLS handshake's end on a new connection and on a reused one alike
+         * (at least 1 us), and the request goes out only after it. */
+        curl_off_t tls_us = 0;
+        curl_easy_getinfo(ctx->easy, CURLINFO_APPCONNECT_TIME_T, &tls_us);
+        call->maybe_sent = tls_us > 0;
         hc_call_error(ctx, rc, &call->err);
         hc_call_release(c, ctx);
         return;
@@ -644,6 +675,7 @@ static void hc_call_finish(struct hc_http_client *c, struct hc_call_ctx *ctx, CU
         return;
     }
     curl_easy_getinfo(ctx->easy, CURLINFO_RESPONSE_CODE, &call->resp.status);
+    call->resp.retry_after_s = ctx->retry_after_s;
     call->resp.raw = ctx->buf;
     call->resp.raw_len = ctx->len;
     call->resp.body = ctx->len ? json_loadb(ctx->buf, ctx->len, 0, NULL) : NULL;
@@ -691,6 +723,7 @@ static void hc_fanout_reset(struct hc_http_call *calls, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         calls[i].ok = 0;
+        calls[i].maybe_sent = 0;
         memset(&calls[i].resp, 0, sizeof(calls[i].resp));
         hc_error_clear(&calls[i].err);
         calls[i].elapsed_ms = 0;

@@ -53,7 +53,9 @@ struct hc_http_response {
     long status; /* HTTP status */
     char *raw;   /* body bytes, NUL-terminated */
     size_t raw_len;
-    json_t *body; /* parsed body when it is JSON, else NULL */
+    json_t *body;       /* parsed body when it is JSON, else NULL */
+    long retry_after_s; /* a Retry-After header in seconds (its delta-seconds form, at most a
+                           day); -1 without one, or for a date or anything else */
 };
 void hc_http_response_clear(struct hc_http_response *resp);
 
@@ -118,6 +120,10 @@ struct hc_http_call {
     int ok;                       /* 1 when an HTTP response arrived */
     struct hc_http_response resp; /* valid when ok; caller clears */
     struct hc_error err;          /* valid when !ok */
+    int maybe_sent;               /* when !ok: 1 once a connection (and its TLS session) was up,
+                                     so the request may have reached the peer; 0 when it never
+                                     left (refused, no route, no name, the handshake failed or
+                                     timed out), so sending it elsewhere cannot do it twice */
     long elapsed_ms;
 };
 /* Runs all calls concurrently, at most max_parallel at once (0 = unlimited), and returns

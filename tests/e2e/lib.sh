@@ -12,6 +12,7 @@ T=$(mktemp -d "${HC_TEST_TMP:-/tmp}/e2e.XXXXXX")
 chmod go+x "$T"
 if [ -O "${HC_TEST_TMP:-/tmp}" ]; then chmod go+x "${HC_TEST_TMP:-/tmp}"; fi
 export XDG_CONFIG_HOME=$T/xdg
+export XDG_CACHE_HOME=$T/cache # hcctl's leader cache (several controllers), kept in the test
 cd "$T" || exit 1
 export PATH=$HC_BIN:$PATH
 unset HCCTL_CONTROLLER HCCTL_TOKEN HCCTL_CA_FILE

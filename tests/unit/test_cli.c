@@ -954,6 +954,7 @@ static struct {
     int op_polls;
     int64_t ttl_seconds;
     char events_query[256];
+    int ha; /* GET /v1/ha: 0 answers 404 (a controller without HA), 1 an HA cluster, 2 500 */
 } ctl = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 struct server {
@@ -1097,6 +1098,36 @@ static void on_cluster(struct hc_request *req, void *arg)
                "\"uptime_seconds\":5,\"poll_interval_ms\":1000}}");
 }
 
+/* GET /v1/ha of a standby of three controllers, one of them dead, and three etcd members, one
+ * failing (docs/api.md). */
+static void on_ha(struct hc_request *req, void *arg)
+{
+    pthread_mutex_lock(&ctl.mu);
+    int ha = ctl.ha;
+    pthread_mutex_unlock(&ctl.mu);
+    if (ha == 0) {
+        reply_err(req, 404, HC_ERR_NOT_FOUND, "no route GET /v1/ha", NULL);
+        return;
+    }
+    if (ha == 2) {
+        reply_err(req, 500, HC_ERR_INTERNAL, "etcd status failed", NULL);
+        return;
+    }
+    reply_text(req, 200,
+               "{\"role\":\"standby\",\"name\":\"c1\",\"url\":\"https://10.0.0.1:7443\","
+               "\"leader\":{\"name\":\"c2\",\"url\":\"https://10.0.0.2:7443\",\"term\":7},"
+               "\"members\":[{\"name\":\"c1\",\"url\":\"https://10.0.0.1:7443\","
+               "\"role\":\"standby\",\"alive\":true},{\"name\":\"c2\","
+               "\"url\":\"https://10.0.0.2:7443\",\"role\":\"leader\",\"alive\":true},"
+               "{\"name\":\"c3\",\"url\":\"https://10.0.0.3:7443\",\"role\":\"standby\","
+               "\"alive\":false}],"
+               "\"etcd\":[{\"endpoint\":\"https://127.0.0.11:2379\",\"healthy\":true,"
+               "\"leader\":true,\"raft_term\":3,\"db_size\":4096,\"version\":\"3.4.23\","
+               "\"error\":null},{\"endpoint\":\"https://127.0.0.12:2379\",\"healthy\":false,"
+               "\"leader\":false,\"raft_term\":null,\"db_size\":null,\"version\":null,"
+               "\"error\":\"connection refused\"}]}");
+}
+
 static void on_ca(struct hc_request *req, void *arg)
 {
     reply_text(req, 200,
@@ -1206,6 +1237,7 @@ static void add_routes(struct hc_http_server *srv)
         {"GET", "/v1/events", 1, on_events},
         {"GET", "/v1/cluster", 1, on_cluster},
         {"GET", "/v1/ca", 0, on_ca},
+        {"GET", "/v1/ha", 0, on_ha},
         {"GET", "/v1/upgrade", 1, on_upgrade},
         {"POST", "/v1/net/check", 1, on_net_check},
         {"GET", "/v1/operations/{id}/result", 1, on_op_result},
@@ -1540,6 +1572,67 @@ static void test_api_cluster_show(void **state)
     run_free(&r);
 }
 
+static void set_ha(int ha)
+{
+    pthread_mutex_lock(&ctl.mu);
+    ctl.ha = ha;
+    pthread_mutex_unlock(&ctl.mu);
+}
+
+/* cluster status: GET /v1/cluster and GET /v1/ha; "ha" null from a controller without HA. */
+static void test_api_cluster_status_ha(void **state)
+{
+    (void)state;
+    set_ha(0);
+    struct run r = CTL("cluster", "status", "-o", "json");
+    assert_int_equal(r.rc, 0);
+    json_t *doc = one_document(r.out);
+    assert_true(json_is_null(json_object_get(doc, "ha")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "cluster"), "name")),
+                        "prod");
+    json_decref(doc);
+    run_free(&r);
+    r = CTL("cluster", "status");
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "Cluster:"));
+    assert_null(strstr(r.out, "High availability"));
+    run_free(&r);
+
+    set_ha(1);
+    r = CTL("cluster", "status", "-o", "json");
+    assert_int_equal(r.rc, 0);
+    doc = one_document(r.out);
+    json_t *ha = json_object_get(doc, "ha");
+    assert_string_equal(json_string_value(json_object_get(ha, "role")), "standby");
+    assert_int_equal(json_array_size(json_object_get(ha, "members")), 3);
+    assert_int_equal(json_array_size(json_object_get(ha, "etcd")), 2);
+    json_decref(doc);
+    run_free(&r);
+    r = CTL("cluster", "status");
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "High availability:\nHA role:         standby\n"
+                                  "This controller: c1\n"
+                                  "Leader:          c2 https://10.0.0.2:7443 (term 7)\n"));
+    assert_non_null(strstr(r.out, "Controllers:\nNAME  URL                    ROLE     ALIVE\n"
+                                  "c1    https://10.0.0.1:7443  standby  yes\n"
+                                  "c2    https://10.0.0.2:7443  leader   yes\n"
+                                  "c3    https://10.0.0.3:7443  standby  no\n"));
+    assert_non_null(strstr(r.out, "etcd:\nENDPOINT                 HEALTHY  LEADER  RAFT TERM"));
+    assert_non_null(strstr(r.out, "https://127.0.0.12:2379  no       no      -"));
+    assert_non_null(strstr(r.out, "connection refused"));
+    run_free(&r);
+
+    /* /v1/ha failing otherwise is an error of the command, not a silent null */
+    set_ha(2);
+    r = CTL("cluster", "status", "-o", "json");
+    assert_int_equal(r.rc, HC_EXIT_FAILED);
+    doc = one_document(r.out);
+    assert_string_equal(error_code(doc), "internal");
+    json_decref(doc);
+    run_free(&r);
+    set_ha(0);
+}
+
 /* upgrade status before any upgrade: exit 0, "no rolling upgrade has run", the documented keys;
  * pause/resume/abort have nothing to act on. */
 static void test_api_upgrade_status_none(void **state)
@@ -1726,6 +1819,7 @@ int main(void)
         T(test_api_join_token_events_version),
         T(test_api_events_newest),
         T(test_api_cluster_show),
+        T(test_api_cluster_status_ha),
         T(test_api_upgrade_status_none),
         T(test_api_join_token_ttl_max),
         T(test_api_net_check_large),
