@@ -89,7 +89,7 @@ static int file_kind(const char *name, char *version, size_t len)
         return 0;
     snprintf(version, len, "%.*s", (int)cut, name);
     if (version[0] == '.' || strspn(version, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789.+-_") != cut)
+                                             "0123456789.+-_") != cut)
         return 0;
     return kind;
 }
@@ -109,8 +109,7 @@ static int keep_verified(const struct hc_controller *ctl, const char *version, c
     snprintf(name, sizeof(name), "%s" SIG_SUFFIX, version);
     bundle_file_path(ctl, name, sig_path, sizeof(sig_path));
     if (hc_file_read(sig_path, &sig, &sig_len, err) < 0)
-        return hc_error_set(err, HC_E(CONFLICT), "no signature of %s here: send it first",
-                            version);
+        return hc_error_set(err, HC_E(CONFLICT), "no signature of %s here: send it first", version);
     struct hc_bundle_keys *keys = hc_software_keys_load(ctl->data_dir, err);
     int rc = keys ? hc_bundle_verify(keys, data, len, sig, NULL, 0, err) : -1;
     hc_bundle_keys_free(keys);
@@ -134,7 +133,8 @@ void hc_ha_res_bundle_put(struct hc_request *req, void *arg)
     size_t len = 0;
     const unsigned char *body = hc_req_body(req, &len);
     if (!authorized(ctl, hc_req_header(req, "Authorization"))) {
-        hc_error_set(&err, HC_E(UNAUTHORIZED), "only another controller of the cluster may do this");
+        hc_error_set(&err, HC_E(UNAUTHORIZED),
+                     "only another controller of the cluster may do this");
     } else if (!kind) {
         hc_error_set(&err, HC_E(INVALID_ARGUMENT), "'%.100s' is not a bundle file name",
                      name ? name : "");
@@ -171,7 +171,8 @@ void hc_ha_res_bundle_get(struct hc_request *req, void *arg)
     size_t len = 0;
     const char *name = hc_req_param(req, "file");
     if (!authorized(ctl, hc_req_header(req, "Authorization"))) {
-        hc_error_set(&err, HC_E(UNAUTHORIZED), "only another controller of the cluster may do this");
+        hc_error_set(&err, HC_E(UNAUTHORIZED),
+                     "only another controller of the cluster may do this");
     } else if (!name || !file_kind(name, version, sizeof(version))) {
         hc_error_set(&err, HC_E(INVALID_ARGUMENT), "not a bundle file name");
     } else {

@@ -53,7 +53,11 @@ ha_etcd_member_start() {
         --heartbeat-interval 100 --election-timeout 1000 \
         >>"$HA_DIR/etcd$i.log" 2>&1 &
     HA_ETCD_PIDS[$i]=$!
+    # Tests start members in subshells: the file is how ha_teardown finds them.
+    echo $! >"$HA_DIR/etcd$i.pid"
 }
+
+ha_etcd_pid() { cat "$HA_DIR/etcd$1.pid"; }
 
 ha_etcdctl() {
     ETCDCTL_API=3 etcdctl --endpoints="$HA_ETCD_URLS" --cacert "$HA_DIR/c1/ca.pem" \
@@ -169,6 +173,8 @@ ha_teardown() {
     for n in 1 2 3; do
         [[ -f $HA_DIR/c$n.pid ]] && kill -KILL "$(cat "$HA_DIR/c$n.pid")" 2>/dev/null
     done
-    for pid in "${HA_ETCD_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+    for n in 0 1 2; do
+        [[ -f $HA_DIR/etcd$n.pid ]] && kill -KILL "$(cat "$HA_DIR/etcd$n.pid")" 2>/dev/null
+    done
     wait 2>/dev/null || true
 }

@@ -21,12 +21,8 @@ echo "# seed $SEED (HA_SEED=$SEED reproduces the kill points)"
 mkdir -p "$HA_DIR"
 
 leader_url() { echo "https://${HA_CTL_IPS[$(($1 - 1))]}:$HA_PORT"; }
-# hcctl against the controller that leads now.
-hc() {
-    local l
-    l=$(ha_wait_leader 20) || return 1
-    HCCTL_CONTROLLER=$(leader_url "$l") hcctl "$@"
-}
+# hcctl given every controller: it finds the leader itself, and waits through a failover.
+hc() { HCCTL_CONTROLLER="$(leader_url 1),$(leader_url 2),$(leader_url 3)" hcctl "$@"; }
 succeeded_steps() { hc operation show "$1" -o json | jq '[.steps[] | select(.state == "succeeded")] | length'; }
 op_state() { hc operation show "$1" -o json | jq -r .operation.state; }
 max_event_id() { hc events --limit 1 -o json | jq '.events[0].id'; }
@@ -115,7 +111,7 @@ test_expect_success 'a leader SIGSTOPped past its lease exits when continued; ag
 '
 
 test_expect_success "etcd's raft leader SIGKILLed: the controllers carry on" '
-    e=$(ha_etcd_raft_leader) && kill -KILL "${HA_ETCD_PIDS[$e]}" &&
+    e=$(ha_etcd_raft_leader) && kill -KILL "$(ha_etcd_pid "$e")" &&
     sleep 3 && wait_for 20 "ha_leader" && hc node list -o json | jq -e "(.nodes | length) == 3" &&
     hc token create ha-after-etcd-kill -o json >/dev/null &&
     ha_etcd_member_start "$e" && sleep 1
@@ -123,7 +119,7 @@ test_expect_success "etcd's raft leader SIGKILLed: the controllers carry on" '
 
 test_expect_success 'the controller leader and the etcd raft leader SIGKILLed at once' '
     l=$(ha_leader) && e=$(ha_etcd_raft_leader) &&
-    kill -KILL "$(ha_ctl_pid "$l")" "${HA_ETCD_PIDS[$e]}" && t0=$(date +%s%3N) &&
+    kill -KILL "$(ha_ctl_pid "$l")" "$(ha_etcd_pid "$e")" && t0=$(date +%s%3N) &&
     wait_for 30 "nl=\$(ha_leader) && [ \"\$nl\" != $l ] || [ \"\$(ha_status $l | ha_json role)\" = leader ]" &&
     echo "new leader after $(( $(date +%s%3N) - t0 )) ms" &&
     hc token list -o json | jq -e "[.tokens[].name] | index(\"ha-after-etcd-kill\") != null" &&
