@@ -164,7 +164,9 @@ ha_setup() {
 }
 
 ha_teardown() {
-    local n pid
+    # Called from EXIT traps of scripts under set -e: a process already gone must not end it early.
+    local - n pid
+    set +e
     for n in 1 2 3; do
         touch "$HA_DIR/c$n.hold" 2>/dev/null
         [[ -f $HA_DIR/c$n.supervisor ]] && kill -TERM "$(cat "$HA_DIR/c$n.supervisor")" 2>/dev/null
