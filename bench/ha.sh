@@ -27,6 +27,14 @@ hollow_pid= single_pid=
 trap 'trap "" INT TERM; kill $hollow_pid $single_pid 2>/dev/null || true; ha_teardown; rm -rf "$work"' EXIT
 
 ms() { date +%s%3N; }
+# until_ok SECONDS CONDITION: polls CONDITION every 20 ms; the bench fails after SECONDS.
+until_ok() {
+    local deadline=$(($(date +%s) + $1))
+    until eval "$2" >/dev/null 2>&1; do
+        [ "$(date +%s)" -lt "$deadline" ] || { echo "ha: timed out: $2" >&2; exit 1; }
+        sleep 0.02
+    done
+}
 pct() { sort -n "$2" | awk -v p="$1" '{ v[NR] = $1 } END { i = int((NR * p + 99) / 100); if (i < 1) i = 1; print v[i] }'; }
 url() { echo "https://${HA_CTL_IPS[$(($1 - 1))]}:$HA_PORT"; }
 hc() { HCCTL_CONTROLLER="$(url 1),$(url 2),$(url 3)" hcctl "$@"; }
@@ -58,22 +66,22 @@ while [ "$kills" -lt "$KILLS" ]; do
     op=$(hc -o json upgrade --rolling --to "$version" --yes --no-wait | jq -r .operation.id)
     while [ "$kills" -lt "$KILLS" ]; do
         s0=$(succeeded "$op")
-        until [ "$(succeeded "$op")" -gt "$s0" ] || [ "$(state "$op")" = succeeded ]; do sleep 0.05; done
+        until_ok 120 '[ "$(succeeded "$op")" -gt "$s0" ] || [ "$(state "$op")" = succeeded ]'
         [ "$(state "$op")" = succeeded ] && break
         l=$(ha_leader) acked=$(hc -o json events --limit 1 | jq '.events[0].id') s1=$(succeeded "$op")
         t0=$(ms)
         kill -KILL "$(ha_ctl_pid "$l")"
-        until nl=$(ha_leader 2>/dev/null) && [ "$nl" != "$l" ] || [ "$(ha_status "$l" | ha_json role)" = leader ]; do sleep 0.02; done
+        until_ok 60 'nl=$(ha_leader) && [ "$nl" != "$l" ] || [ "$(ha_status "$l" | ha_json role)" = leader ]'
         t1=$(ms)
-        until resumed_after "$op" "$acked" 2>/dev/null; do sleep 0.02; done
+        until_ok 60 'resumed_after "$op" "$acked"'
         t2=$(ms)
-        until [ "$(succeeded "$op" 2>/dev/null || echo 0)" -gt "$s1" ] || [ "$(state "$op")" = succeeded ]; do sleep 0.02; done
+        until_ok 120 '[ "$(succeeded "$op")" -gt "$s1" ] || [ "$(state "$op")" = succeeded ]'
         t3=$(ms)
         kills=$((kills + 1))
         echo "kill $kills: leader $((t1 - t0)) ms, op.resumed $((t2 - t0)) ms, next step $((t3 - t0)) ms" >&2
         echo $((t1 - t0)) >>"$work/leader.ms"; echo $((t2 - t0)) >>"$work/resumed.ms"; echo $((t3 - t0)) >>"$work/step.ms"
     done
-    until [ "$(state "$op")" != running ] && [ "$(state "$op")" != pending ]; do sleep 0.1; done
+    until_ok 300 '[ "$(state "$op")" != running ] && [ "$(state "$op")" != pending ]'
     [ "$(state "$op")" = succeeded ] || { echo "ha: operation $op ended $(state "$op")" >&2; exit 1; }
     version=$([ "$version" = 1.1 ] && echo 1.0 || echo 1.1)
 done

@@ -77,6 +77,7 @@ for i, e in enumerate(json.load(sys.stdin)):
 ha_ctl_start() {
     local n=$1 ip=${HA_CTL_IPS[$(($1 - 1))]}
     (
+        set +e # a child's non-zero exit is what this loop is for
         trap 'kill -TERM $child 2>/dev/null; wait $child; exit 0' TERM
         while :; do
             "$BIN/hcctld" run --data-dir "$HA_DIR/c$n" --ha-etcd "$HA_ETCD_URLS" \
