@@ -68,6 +68,8 @@ test_expect_success "rolling upgrade under hcload with the leader SIGKILLed $HA_
     load_start ha &&
     op=$(hc upgrade --rolling --to 1.1 --yes --no-wait -o json | jq -r .operation.id) &&
     echo "operation $op" && : >kills &&
+    { hc operation wait "$op" --timeout 10m >wait.out 2>wait.err; echo $? >wait.rc; } &
+    waiter=$! &&
     for k in $(seq "$HA_KILLS"); do
         at=$(( $(succeeded_steps "$op") + 1 + RANDOM % 3 )) &&
         wait_for 120 "[ \$(succeeded_steps $op) -ge $at ] || [ \"\$(op_state $op)\" != running ]" &&
@@ -82,6 +84,7 @@ test_expect_success "rolling upgrade under hcload with the leader SIGKILLed $HA_
     done &&
     wait_for 300 "[ \"\$(op_state $op)\" != running ] && [ \"\$(op_state $op)\" != pending ]" &&
     [ "$(op_state "$op")" = succeeded ] &&
+    wait "$waiter" && echo "operation wait across the failovers: exit $(cat wait.rc)" && [ "$(cat wait.rc)" = 0 ] &&
     [ "$(hc node list -o json | jq -r "[.nodes[].software_version] | join(\" \")")" = "1.1 1.1 1.1" ] &&
     load_stop ha &&
     h=$(max_down_from_histories) && echo "most services down at once: $h" && [ "$h" -le 1 ] &&
