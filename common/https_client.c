@@ -46,6 +46,8 @@ struct hc_http_client {
     char *source_address; /* "host!ADDR" for CURLOPT_INTERFACE */
     hc_http_pin_fn pinner;
     void *pinner_arg;
+    hc_http_before_fn before;
+    void *before_arg;
     int insecure;
     long connect_timeout_ms;
     size_t max_response, max_json_values;
@@ -461,9 +463,18 @@ static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx,
                                call->url);
         goto fail;
     }
-    char pin[128];
+    char pin[128], line[256] = "";
     if (c->pinner && c->pinner(c->pinner_arg, call->url, pin, sizeof(pin), &call->err) < 0)
         goto fail;
+    if (c->before && c->before(c->before_arg, call->method ? call->method : "GET", call->url, line,
+                               sizeof(line), &call->err) < 0)
+        goto fail;
+    /* hc_call_set_headers appends the call's own headers after this one */
+    if (line[0] && hc_call_add_header(ctx, line) < 0) {
+        hc_error_set_transport(&call->err, HC_E(INTERNAL), "cannot prepare request to '%s'",
+                               call->url);
+        goto fail;
+    }
     if (!(ctx->easy = curl_easy_init()) || hc_call_configure(c, ctx) != 0 ||
         (c->pinner && curl_easy_setopt(ctx->easy, CURLOPT_PINNEDPUBLICKEY, pin) != CURLE_OK) ||
         curl_multi_add_handle(c->multi, ctx->easy) != CURLM_OK) {
@@ -811,4 +822,10 @@ void hc_http_client_set_pinner(struct hc_http_client *c, hc_http_pin_fn fn, void
 {
     c->pinner = fn;
     c->pinner_arg = arg;
+}
+
+void hc_http_client_set_before(struct hc_http_client *c, hc_http_before_fn fn, void *arg)
+{
+    c->before = fn;
+    c->before_arg = arg;
 }

@@ -74,6 +74,16 @@ typedef int (*hc_http_pin_fn)(void *arg, const char *url, char *pin, size_t len,
  * arg is borrowed for the client's life. */
 void hc_http_client_set_pinner(struct hc_http_client *c, hc_http_pin_fn fn, void *arg);
 
+/* Called for every request of c before anything is sent (single requests and each call of a
+ * fan-out alike), with the method ("GET" when the call gave none) and the URL: may write one
+ * extra "Name: value" header line into header (len bytes, "" on entry: none) and returns 0, or
+ * refuses the request with -1 and err: the call then fails with that error and nothing is sent.
+ * The controller's agent client uses it for fencing (controller/remote/agent_client.c). */
+typedef int (*hc_http_before_fn)(void *arg, const char *method, const char *url, char *header,
+                                 size_t len, struct hc_error *err);
+/* arg is borrowed for the client's life. */
+void hc_http_client_set_before(struct hc_http_client *c, hc_http_before_fn fn, void *arg);
+
 /* One request. bearer may be NULL; body may be NULL (no body). Returns 0 when any HTTP
  * response arrived (check resp->status), -1 on transport failure with err code unreachable
  * (connect refused/no route), timeout, or tls_error. resp is owned by the caller (clear it). */

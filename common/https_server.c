@@ -1055,6 +1055,22 @@ const char *hc_req_header(const struct hc_request *req, const char *name)
     return evhttp_find_header(evhttp_request_get_input_headers(req->ev), name);
 }
 
+size_t hc_req_header_values(const struct hc_request *req, const char *name, const char **values,
+                            size_t max)
+{
+    size_t n = 0;
+    const struct evkeyval *h;
+    TAILQ_FOREACH(h, evhttp_request_get_input_headers(req->ev), next)
+    {
+        if (evutil_ascii_strcasecmp(h->key, name) != 0)
+            continue;
+        if (n < max)
+            values[n] = h->value;
+        n++;
+    }
+    return n;
+}
+
 const char *hc_req_peer_addr(const struct hc_request *req)
 {
     return req->peer_addr;

@@ -125,6 +125,11 @@ const char *hc_req_path(const struct hc_request *req);
 const char *hc_req_param(const struct hc_request *req, const char *name); /* path {param} */
 const char *hc_req_query(struct hc_request *req, const char *name);       /* ?name=..., decoded */
 const char *hc_req_header(const struct hc_request *req, const char *name);
+/* Every header named name (any case), in the order sent: the first max go into values; returns
+ * how many there are (more than max when some did not fit). hc_req_header sees only the first:
+ * a check that must notice the same header repeated with another value uses this. */
+size_t hc_req_header_values(const struct hc_request *req, const char *name, const char **values,
+                            size_t max);
 const char *hc_req_peer_addr(const struct hc_request *req);
 /* Subject CN of the verified client certificate, or NULL without one. */
 const char *hc_req_peer_cn(const struct hc_request *req);

@@ -26,6 +26,7 @@
 #include "controller/api/auth.h"
 #include "controller/controller.h"
 #include "controller/ha/fence.h"
+#include "controller/ha/fence_store.h"
 #include "controller/ha/ha.h"
 #include "controller/ha/join.h"
 #include "controller/init.h"
@@ -176,6 +177,22 @@ static int lock_data_dir(const struct hc_controller *ctl, struct hc_error *err)
     return 0;
 }
 
+/* Single mode's fencing term (controller/ha/fence.h): one more start generation than the last
+ * run's, set before any thread may call an agent, so that agents refuse every earlier run of
+ * this controller (one paused and woken, one started on a copy of the database). */
+static int fence_start(const struct hc_controller *ctl, struct hc_error *err)
+{
+    int64_t generation = 0;
+    struct hc_db *db = hc_db_open(ctl->db_path, err);
+    int rc = db ? hc_fence_generation_next(db, &generation, err) : -1;
+    hc_db_close(db);
+    if (rc < 0)
+        return -1;
+    hc_fence_set_term(generation);
+    HC_INFO("fencing term %lld (start generation)", (long long)generation);
+    return 0;
+}
+
 /* Serves until a signal; every piece started here is stopped and freed here. */
 static int serve(struct hc_controller *ctl, struct hc_error *err)
 {
@@ -189,7 +206,9 @@ static int serve(struct hc_controller *ctl, struct hc_error *err)
     }
     /* Listen first: a busy port fails before any worker thread starts. */
     api = hc_api_new(ctl, ctl->base, err);
-    if (!api || hc_api_listen(api, ctl->listen_host, ctl->listen_port, err) < 0)
+    /* In HA mode the term is the leader key's (hc_ha_take_over set it). */
+    if (!api || hc_api_listen(api, ctl->listen_host, ctl->listen_port, err) < 0 ||
+        (!hc_ha_current() && fence_start(ctl, err) < 0))
         goto cleanup;
     if (hc_ha_current()) {
         /* A new leader polls every agent once before any worker runs: the polls carry its term,

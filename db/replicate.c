@@ -20,7 +20,8 @@ struct table_info {
     char **cols;
     unsigned char *local; /* per column: its changes alone are not sent */
     int ipk;              /* the INTEGER PRIMARY KEY column (the rowid's alias), or -1 */
-    int no_rowid;         /* WITHOUT ROWID (local caches like change_counters): not replicated */
+    int no_rowid; /* not replicated: WITHOUT ROWID (local caches like change_counters), or in
+                     local_tables */
 };
 
 struct pending {
@@ -75,6 +76,18 @@ void hc_db_replicate_suspend(struct hc_db *db, int suspended)
 {
     if (db->repl)
         db->repl->suspended = suspended;
+}
+
+/* Tables of one controller alone: fence_generation is single mode's start generation (in HA
+ * mode the term comes from etcd, and `ha export` sets the generation of the file it writes). */
+static const char *const local_tables[] = {"fence_generation"};
+
+static int is_local_table(const char *name)
+{
+    for (size_t i = 0; i < sizeof(local_tables) / sizeof(local_tables[0]); i++)
+        if (strcmp(local_tables[i], name) == 0)
+            return 1;
+    return 0;
 }
 
 static int is_local(const char *table, const char *col)
@@ -172,7 +185,7 @@ static int load_tables(sqlite3 *h, struct table_info **out, size_t *nout)
         t = grown;
         memset(&t[n], 0, sizeof(t[n]));
         t[n].name = strdup(name);
-        t[n].no_rowid = !has_rowid(h, name);
+        t[n].no_rowid = is_local_table(name) || !has_rowid(h, name);
         n++;
         if (!t[n - 1].name || (!t[n - 1].no_rowid && load_columns(h, &t[n - 1]) < 0)) {
             rc = -1;

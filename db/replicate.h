@@ -9,9 +9,10 @@
  * Rows are found with SQLite's pre-update hook (Debian's libsqlite3 is built with it). In a
  * transaction ended by hc_db_commit, the images are read from the database just before COMMIT
  * (exact, whatever statements failed on the way); a single statement in autocommit mode sends
- * the values the hook saw. Tables without a rowid (change_counters: local caches) and SQLite's
- * own tables are not replicated, nor an UPDATE that changes only "local" columns (those the
- * poller rewrites every cycle: a new leader learns them again in its first cycle).
+ * the values the hook saw. Tables without a rowid (change_counters: local caches), the
+ * single-mode fence generation and SQLite's own tables are not replicated, nor an UPDATE that
+ * changes only "local" columns (those the poller rewrites every cycle: a new leader learns them
+ * again in its first cycle).
  *
  * An image is a JSON object: "rowid" and every column by name (INTEGER, REAL, TEXT, NULL; a BLOB
  * as {"blob_b64": ...}).

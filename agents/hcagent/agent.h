@@ -8,6 +8,8 @@
  *   ca.pem     0644  the cluster CA, pinned by the join token's fingerprint
  *   agent.json 0644  {"name","controller","listen","agent_url","storage_interface"?}, written
  *                    last: its presence means "enrolled"
+ *   controller-term 0600  the highest fencing term seen from a controller (fence.h), removed
+ *                    when the node leaves or joins again
  *   kept/NAME/       the storage service's data of an earlier membership, moved there when the
  *                    node left the cluster (POST /v1/leave without purge); a later join starts
  *                    with none and never reads it

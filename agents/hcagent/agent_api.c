@@ -6,6 +6,7 @@
  * handlers below never see anyone but the controller and do no further authentication.
  */
 #include "agents/hcagent/agent.h"
+#include "agents/hcagent/fence.h"
 #include "agents/hcagent/privilege.h"
 
 #include <errno.h>
@@ -44,15 +45,16 @@ struct hc_agent {
     int purge;          /* leave: the service's data goes too */
     char kept[1200];    /* leave: where the service's data is kept ("" when purged or none) */
     struct hc_agent_software *sw; /* software and the storage service (agents/hcagent/software.c) */
+    struct hc_agent_fence *fence; /* the highest controller term seen (agents/hcagent/fence.h) */
 };
 
 static void status_route(struct hc_request *req, void *arg)
 {
     struct hc_agent *agent = arg;
     json_int_t uptime = (json_int_t)((hc_mono_ms() - agent->started_ms) / 1000);
-    json_t *body =
-        json_pack("{s:s, s:s, s:s, s:I}", "agent_version", HC_VERSION, "node_name", agent->cfg.name,
-                  "hostname", agent->hostname, "uptime_seconds", uptime);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:I}", "agent_version", HC_VERSION, "node_name",
+                             agent->cfg.name, "hostname", agent->hostname, "uptime_seconds", uptime,
+                             "controller_term", (json_int_t)hc_agent_fence_highest(agent->fence));
     hc_agent_software_status(agent->sw, body); /* service, software_version */
     hc_reply_json(req, 200, body);
 }
@@ -69,7 +71,8 @@ static void interfaces_route(struct hc_request *req, void *arg)
     hc_reply_json(req, 200, json_pack("{s:o}", "interfaces", list));
 }
 
-/* Credentials go, ca.pem stays: it holds no secret, and a later join replaces it. */
+/* Credentials go, ca.pem stays: it holds no secret, and a later join replaces it. The
+ * controller term goes too: the next cluster's controller starts its terms anew. */
 static void leave_now(evutil_socket_t fd, short what, void *arg)
 {
     struct hc_agent *agent = arg;
@@ -81,6 +84,9 @@ static void leave_now(evutil_socket_t fd, short what, void *arg)
             HC_ERROR("cannot remove '%s': %s", path, strerror(errno));
         free(path);
     }
+    struct hc_error err = {0};
+    if (hc_agent_fence_forget(agent->data_dir, &err) < 0)
+        HC_ERROR("%s", err.message);
     agent->left = 1;
     HC_INFO("left the cluster: credentials removed from %s, stopping", agent->data_dir);
     event_base_loopexit(agent->base, NULL);
@@ -196,12 +202,20 @@ static void check_key_mode(const char *key_path)
                 (unsigned)(st.st_mode & 0777));
 }
 
+/* Every request passes the fence before its route (agents/hcagent/fence.h). */
+static int fence_before(struct hc_request *req, const struct hc_route *route, void *arg)
+{
+    struct hc_agent *agent = arg;
+    return hc_agent_fence_request(agent->fence, req);
+}
+
 static int agent_routes(struct hc_agent *agent, struct hc_error *err)
 {
     if (hc_http_server_route(agent->srv, "GET", "/v1/status", 0, status_route, agent) < 0 ||
         hc_http_server_route(agent->srv, "GET", "/v1/interfaces", 0, interfaces_route, agent) < 0 ||
         hc_http_server_route(agent->srv, "POST", "/v1/leave", 0, leave_route, agent) < 0)
         return hc_error_set(err, HC_E(INTERNAL), "cannot register agent API routes");
+    hc_http_server_set_hooks(agent->srv, fence_before, NULL, agent);
     if (hc_agent_net_routes(agent, agent->srv, agent->base, err) < 0)
         return -1;
     if (!(agent->sw =
@@ -254,7 +268,8 @@ struct hc_agent *hc_agent_new(struct event_base *base, const char *data_dir, str
     agent->started_ms = hc_mono_ms();
     if (gethostname(agent->hostname, sizeof(agent->hostname) - 1) < 0)
         snprintf(agent->hostname, sizeof(agent->hostname), "unknown");
-    if (hc_agent_config_load(data_dir, &agent->cfg, err) < 0 || agent_server(agent, err) < 0)
+    if (hc_agent_config_load(data_dir, &agent->cfg, err) < 0 ||
+        !(agent->fence = hc_agent_fence_new(data_dir, "", err)) || agent_server(agent, err) < 0)
         goto fail;
     agent->leave_timer = evtimer_new(base, leave_now, agent);
     if (!agent->leave_timer) {
@@ -278,6 +293,7 @@ void hc_agent_free(struct hc_agent *agent)
     if (agent->left)
         leave_cleanup(agent);
     hc_http_server_free(agent->srv);
+    hc_agent_fence_free(agent->fence);
     free(agent->data_dir);
     free(agent);
 }

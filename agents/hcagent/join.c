@@ -10,6 +10,7 @@
  *    write the data directory; agent.json goes last so that its presence means "enrolled".
  */
 #include "agents/hcagent/agent.h"
+#include "agents/hcagent/fence.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -459,8 +460,10 @@ int hc_join(const struct hc_join_options *opt, struct hc_error *err)
     }
     if (join_config(&j, err) < 0 || prepare_data_dir(opt->data_dir, &created, err) < 0)
         goto cleanup;
+    /* An earlier membership's controller term means nothing to this cluster's controller,
+     * whose terms start anew: it would refuse it. */
     if (join_controller(&j, err) < 0 || set_aside_old_data(opt->data_dir, err) < 0 ||
-        write_files(&j, err) < 0)
+        hc_agent_fence_forget(opt->data_dir, err) < 0 || write_files(&j, err) < 0)
         goto cleanup;
     HC_INFO("wrote credentials to %s", opt->data_dir);
     rc = 0;

@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/ha/fence.h"
+#include "controller/ha/fence_store.h"
 #include "controller/ha/ha_internal.h"
 #include "db/db.h"
 #include "db/replicate.h"
@@ -837,12 +838,18 @@ long hc_ha_init(const struct hc_controller *ctl, const char *urls, struct hc_err
     hc_db_rollback(db);
     if (failed)
         goto done;
-    /* The next term must be above every generation single mode used (fence_store). */
+    /* Every HA term (term_base + the leader key's revision, at least 1) is then above every
+     * generation single mode used (fence_store.h). */
+    json_t *gen = hc_db_query_json(db, err, "SELECT generation FROM fence_generation", "");
+    if (!gen)
+        goto done;
+    int64_t term_base = json_integer_value(json_object_get(json_array_get(gen, 0), "generation"));
+    json_decref(gen);
     char text[64];
     snprintf(text, sizeof(text), "%d", hc_db_schema_version(db));
     if (upload_put(&u, HC_HA_KEY_SCHEMA, text, err) < 0)
         goto done;
-    snprintf(text, sizeof(text), "%lld", (long long)hc_fence_term());
+    snprintf(text, sizeof(text), "%lld", (long long)term_base);
     if (upload_put(&u, HC_HA_KEY_CLUSTER, ctl->cluster_id, err) < 0 ||
         upload_put(&u, HC_HA_KEY_TERM_BASE, text, err) < 0 || upload_flush(&u, err) < 0)
         goto done;
@@ -863,6 +870,23 @@ long hc_ha_export(const struct hc_controller *ctl, const char *urls, const char 
     if (!etcd)
         return -1;
     long rows = build_from_etcd(etcd, out_path, err);
+    /* Single mode on this file must start above every term the agents have seen: the base
+     * plus etcd's revision now is above every leader key's revision so far. */
+    int found = 0;
+    int64_t revision = 0;
+    char *base = rows < 0 ? NULL : hc_etcd_get(etcd, HC_HA_KEY_TERM_BASE, &found, NULL, err);
+    if (rows >= 0 && found &&
+        hc_etcd_range(etcd, HC_HA_KEY_LEADER, 0, 0, NULL, NULL, &revision, err) >= 0) {
+        struct hc_db *db = hc_db_open(out_path, err);
+        if (!db || hc_fence_generation_store(db, strtoll(base, NULL, 10) + revision + 1, err) < 0)
+            rows = -1;
+        hc_db_close(db);
+    } else if (rows >= 0) {
+        if (!err->message[0])
+            hc_error_set(err, HC_E(ETCD), "etcd holds no %s", HC_HA_KEY_TERM_BASE);
+        rows = -1;
+    }
+    free(base);
     hc_etcd_free(etcd);
     if (rows < 0)
         unlink_db(out_path);

@@ -9,11 +9,27 @@
 #include <unistd.h>
 
 #include "controller/api/crl.h"
+#include "controller/ha/fence.h"
 #include "controller/state/node_identity.h"
 
 long hc_agent_timeout_ms(const struct hc_controller *ctl)
 {
     return ctl->agent_timeout_ms > 0 ? (long)ctl->agent_timeout_ms : HC_AGENT_DEFAULT_TIMEOUT_MS;
+}
+
+/* Fencing (controller/ha/fence.h), in the one path every request to an agent takes: each carries
+ * the term once there is one, and a mutating one is sent only while this process may drive
+ * agents (an HA leader whose lease lapsed may not). */
+static int agent_fence(void *arg, const char *method, const char *url, char *header, size_t len,
+                       struct hc_error *err)
+{
+    (void)arg;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 && hc_fence_check(err) < 0)
+        return hc_error_prefix(err, "%s %s not sent", method, url);
+    int64_t term = hc_fence_term();
+    if (term > 0)
+        snprintf(header, len, "%s: %lld", HC_FENCE_HEADER, (long long)term);
+    return 0;
 }
 
 struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_db *db,
@@ -39,8 +55,10 @@ struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, stru
     struct hc_http_client *c = hc_http_client_new(&tls, err);
     if (!c)
         hc_error_prefix(err, "cannot create the agent client");
-    else
+    if (c) {
         hc_http_client_set_pinner(c, hc_identity_pin_for_url, db);
+        hc_http_client_set_before(c, agent_fence, NULL);
+    }
     if (!c && crl[0] && access(crl, F_OK) != 0)
         hc_error_hint(err, "restart hcctld: it writes the revocation list from its database");
     return c;

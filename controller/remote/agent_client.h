@@ -39,7 +39,9 @@
  * Every call pins the public key of the node enrolled at the URL's host:port, looked up in db
  * (the calling thread's connection, borrowed for the client's life): only the agent holding
  * that node's key is talked to, and a URL no node has is refused unsent
- * (controller/state/node_identity.h). NULL with err, e.g. when the CRL file is missing (the
+ * (controller/state/node_identity.h). Every call carries the fencing term (X-HC-Term, when
+ * there is one) and a mutating call is refused unsent while hc_fence_check fails
+ * (controller/ha/fence.h). NULL with err, e.g. when the CRL file is missing (the
  * controller writes it at start). Caller frees with hc_http_client_free. */
 struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_db *db,
                                            struct hc_error *err);

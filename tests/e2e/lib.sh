@@ -156,11 +156,22 @@ need_bundles() {
     [ -f "$BUNDLES/hcstor-1.0.tar.gz" ] || { echo "Bail out! no bundles in $HC_BIN/../bundles: build the 'bundles' target"; exit 1; }
 }
 
-# The agent API of the agent at $AGENT, with the controller's client certificate.
-agent_api() { # METHOD PATH [JSON]
+# agent_call URL METHOD PATH [JSON]: the API of the agent at URL, with the controller's client
+# certificate, as the current controller: a change carries the highest term the agent has seen
+# (agent_term), which it refuses without once it has seen one (docs/hcagent.md "Fencing").
+agent_call() {
+    local term=
+    [ "$2" = GET ] || term=$(agent_term "$1") || return 1
     curl -sS --max-time 60 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
-        --key "$CTL_DIR/client.key" -X "$1" ${3:+-H "Content-Type: application/json" --data "$3"} \
-        "$AGENT$2"
+        --key "$CTL_DIR/client.key" -X "$2" ${term:+-H "X-HC-Term: $term"} \
+        ${4:+-H "Content-Type: application/json" --data "$4"} "$1$3"
+}
+# The agent API of the agent at $AGENT.
+agent_api() { agent_call "$AGENT" "$@"; } # METHOD PATH [JSON]
+# agent_term URL: the highest controller term the agent at URL has seen (GET /v1/status).
+agent_term() {
+    curl -sS --max-time 30 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
+        --key "$CTL_DIR/client.key" "$1/v1/status" | jq -er .controller_term
 }
 # Remembers the service's pid so that the cleanup kills it whatever happens.
 svc_pid() {

@@ -20,13 +20,17 @@ hollow_start() {
 ctl() { hchollow ctl --control "$SOCK" "$@"; }
 on_version() { hcctl node list -o json | jq "[.nodes[] | select(.software_version == \"$1\")] | length"; }
 first_ip() { echo "$FIRST"; }
-# the agent API of hollow node I (0-based), with the controller's client certificate
-hollow_api() { # I PATH
-    local ip
+# the agent API of hollow node I (0-based), with the controller's client certificate and
+# exactly the headers given
+hollow_call() { # I METHOD PATH [CURL-ARGS...]
+    local ip method=$2 path=$3
     ip=$(echo "$FIRST" | awk -F. -v i="$1" '{ print $1 "." $2 "." $3 "." $4 + i }')
+    shift 3
     curl -sS --max-time 10 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
-        --key "$CTL_DIR/client.key" "https://$ip:$AGENT_PORT$2"
+        --key "$CTL_DIR/client.key" -X "$method" "$@" "https://$ip:$AGENT_PORT$path"
 }
+hollow_api() { hollow_call "$1" GET "$2"; } # I PATH
+generation() { sqlite3 "$CTL_DIR/hcctld.db" "SELECT generation FROM fence_generation"; }
 
 test_expect_success '12 identities join through the real flow and turn reachable' '
     controller_init --trust-key "$BUNDLES/dev.pub" && controller_start &&
@@ -81,6 +85,37 @@ test_expect_success 'restarted with the same data dir: the same identities, no n
     wait_for 20 "[ \$(reachable_count) = $N ]" &&
     hcctl events --type node.joined -o json | jq -e ".events | length == $N" &&
     grep -q "$N identities loaded" "$T/hollow.log"
+'
+
+test_expect_success 'each identity fences controller terms as hcagent does, in its own directory' '
+    gen=$(generation) &&
+    for i in 0 7 11; do
+        hollow_api $i /v1/status | jq -e ".controller_term == $gen" || exit 1
+    done &&
+    [ "$(cat "$T/hollow/hollow-0007/controller-term")" = "$gen" ] &&
+    service=$(hollow_api 7 /v1/software | jq -c "[.service.state, .service.pid]") &&
+    hollow_call 7 POST /v1/service/stop -H "X-HC-Term: $((gen - 1))" |
+        jq -e ".error.code == \"stale_term\"" &&
+    grep -q "hollow-0007: refused POST /v1/service/stop from .*: controller term $((gen - 1)) is older" \
+        "$T/hollow.log" &&
+    hollow_call 7 POST /v1/service/stop | jq -e ".error.code == \"stale_term\"" &&
+    hollow_call 7 GET /v1/status -H "X-HC-Term: $((gen - 1))" | jq -e ".controller_term == $gen" &&
+    hollow_call 7 GET /v1/status -H "X-HC-Term: 7x" | jq -e ".error.code == \"invalid_argument\"" &&
+    [ "$(hollow_api 7 /v1/software | jq -c "[.service.state, .service.pid]")" = "$service" ] &&
+    controller_stop && controller_start && [ "$(generation)" = $((gen + 1)) ] &&
+    for i in 0 7 11; do
+        wait_for 10 "hollow_api $i /v1/status | jq -e \".controller_term == $((gen + 1))\"" || exit 1
+    done
+'
+
+test_expect_success 'a corrupt term file of one identity keeps hchollow from starting, naming it' '
+    stop_daemon hollow TERM &&
+    f=$T/hollow/hollow-0003/controller-term && cp "$f" term.saved &&
+    echo "3 4" >"$f" && hollow_start &&
+    wait_for 20 "! kill -0 $(pid_of hollow)" &&
+    grep -q "controller term file .$f. is corrupt" "$T/hollow.log" &&
+    cp term.saved "$f" && hollow_start &&
+    wait_for 20 "[ \$(reachable_count) = $N ]"
 '
 
 test_expect_success 'hostile input: control socket garbage, a client without the controller certificate' '

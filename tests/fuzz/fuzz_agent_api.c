@@ -8,11 +8,13 @@
  * MTU change, a probe's datagrams, a stage's download from the controller) stays there and
  * fails fast. Requests whose handler would block for seconds or end the agent are answered 403
  * by this target's before-hook instead of reaching the handler (listed in `excluded` below and
- * in docs/fuzzing.md); without a private namespace, the routes that touch the host's network
- * or start processes are excluded too. A handler that defers its reply (a probe, a stage, a
- * hook) is waited for on the event loop, at most 10 s, and a request never answered is a
- * crash. The agent's own state (a pending MTU change, the service's peers) lives on between
- * inputs, as in a running agent. Input format: tests/fuzz/fuzz_http.h.
+ * in docs/fuzzing.md; the hook replaces the agent's fence, agents/hcagent/fence.c, so that a
+ * term raised by one input does not refuse the changes of every later one); without a private
+ * namespace, the routes that touch the host's network or start processes are excluded too. A
+ * handler that defers its reply (a probe, a stage, a hook) is waited for on the event loop, at most
+ * 10 s, and a request never answered is a crash. The agent's own state (a pending MTU change, the
+ * service's peers) lives on between inputs, as in a running agent. Input format:
+ * tests/fuzz/fuzz_http.h.
  */
 #include <errno.h>
 #include <event2/event.h>

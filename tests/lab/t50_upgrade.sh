@@ -18,10 +18,7 @@ check_down_window() {
 
 agent_url() { hcctl node show "$1" -o json | jq -r .node.agent_url; }
 # agent_api NODE METHOD PATH: the agent's API with the controller's client certificate.
-agent_api() {
-    curl -sS --max-time 30 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
-        --key "$CTL_DIR/client.key" -X "$2" "$(agent_url "$1")$3"
-}
+agent_api() { agent_call "$(agent_url "$1")" "$2" "$3"; }
 
 upgrade_lab_up up hcu 3 3
 

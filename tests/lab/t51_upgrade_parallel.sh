@@ -30,9 +30,7 @@ check_down_window() {
 }
 
 agent_api() { # NODE METHOD PATH
-    curl -sS --max-time 30 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
-        --key "$CTL_DIR/client.key" -X "$2" \
-        "$(hcctl node show "$1" -o json | jq -r .node.agent_url)$3"
+    agent_call "$(hcctl node show "$1" -o json | jq -r .node.agent_url)" "$2" "$3"
 }
 
 # slow_bundle VERSION: hcstor 1.1's binary behind a wrapper that waits 2 s before it starts (a real

@@ -212,10 +212,7 @@ NODES="hcx-n1 hcx-n2 hcx-n3"
 # Otherwise a one-node upgrade to 1.1: the cluster is on 1.1 but hcx-n3, which its agent rolled
 # back to 1.0 behind the controller's back before the run (the poller then reports it on 1.0).
 agent_url() { hcctl node show "$1" -o json | jq -r .node.agent_url; }
-agent_api() {
-    curl -sS --max-time 30 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
-        --key "$CTL_DIR/client.key" -X "$2" "$(agent_url "$1")$3"
-}
+agent_api() { agent_call "$(agent_url "$1")" "$2" "$3"; } # NODE METHOD PATH
 node_version() { hcctl node show "$1" -o json | jq -r .node.software_version; }
 other_version() { [ "$1" = 1.0 ] && echo 1.1 || echo 1.0; }
 upgrade_case() {

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents/hcagent/fence.h"
 #include "common/constants.h"
 #include "common/https_client.h"
 #include "common/json_util.h"
@@ -97,7 +98,8 @@ static int enroll_one(struct hollow *h, struct hollow_node *n, struct hc_error *
         goto cleanup;
     }
     snprintf(n->client_pin, sizeof(n->client_pin), "%s", pin);
-    if (hc_mkdir_p(n->dir, 0700, err) < 0)
+    /* A new identity owes nothing to the controller an earlier one saw. */
+    if (hc_mkdir_p(n->dir, 0700, err) < 0 || hc_agent_fence_forget(n->dir, err) < 0)
         goto cleanup;
     snprintf(path, sizeof(path), "%s/key.pem", n->dir);
     if (hc_pki_key_save(key, path, err) < 0)
@@ -150,6 +152,16 @@ static int enroll_item(void *arg, unsigned worker, size_t i)
     return 1; /* the first failure stops the hand-out: no use enrolling the rest */
 }
 
+/* Every identity's fence, loaded from its directory (the same code as hcagent's): a corrupt
+ * term file stops hchollow as it stops hcagent. */
+static int load_fences(struct hollow *h, struct hc_error *err)
+{
+    for (int i = 0; i < h->count; i++)
+        if (!(h->nodes[i].fence = hc_agent_fence_new(h->nodes[i].dir, h->nodes[i].name, err)))
+            return -1;
+    return 0;
+}
+
 int hollow_identities(struct hollow *h, struct hc_error *err)
 {
     int missing = 0;
@@ -160,7 +172,7 @@ int hollow_identities(struct hollow *h, struct hc_error *err)
     }
     if (!missing) {
         HC_INFO("hchollow: %d identities loaded from %s", h->count, h->data_dir);
-        return 0;
+        return load_fences(h, err);
     }
     if (!h->token[0])
         return hc_error_set(err, HC_E(INVALID_ARGUMENT),
@@ -177,5 +189,5 @@ int hollow_identities(struct hollow *h, struct hc_error *err)
     }
     HC_INFO("hchollow: %d identities enrolled in %lld ms (%d at a time)", missing,
             (long long)(hc_mono_ms() - t0), h->enroll_parallel);
-    return 0;
+    return load_fences(h, err);
 }

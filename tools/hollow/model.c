@@ -59,6 +59,8 @@ void hollow_node_clear(struct hollow_node *n)
     json_decref(n->overrides);
     json_decref(n->values);
     json_decref(n->started);
+    hc_agent_fence_free(n->fence);
+    n->fence = NULL;
 }
 
 /* ---------------------------------------------------------------- replies */
@@ -306,6 +308,7 @@ static void status_route(struct hc_request *req, void *arg)
     json_object_set_new(b, "settings", settings_status(n));
     json_object_set_new(b, "storage_interface", json_string("hollow0"));
     json_object_set_new(b, "storage_host", json_string(n->addr));
+    json_object_set_new(b, "controller_term", json_integer(hc_agent_fence_highest(n->fence)));
     reply(n, req, 200, b);
 }
 
@@ -797,6 +800,13 @@ static void mtu_get_route(struct hc_request *req, void *arg)
 
 /* ---------------------------------------------------------------- serving */
 
+/* Every request passes the node's fence before its route, as in hcagent. */
+static int fence_before(struct hc_request *req, const struct hc_route *route, void *arg)
+{
+    struct hollow_node *n = arg;
+    return hc_agent_fence_request(n->fence, req);
+}
+
 int hollow_serve(struct hollow_node *n, struct hc_error *err)
 {
     static const struct {
@@ -839,6 +849,7 @@ int hollow_serve(struct hollow_node *n, struct hc_error *err)
     if (!(n->srv = hc_http_server_new(n->h->base, &tls, err)))
         return hc_error_prefix(err, "node %s", n->name);
     hc_http_server_set_guard(n->srv, 64, 0);
+    hc_http_server_set_hooks(n->srv, fence_before, NULL, n);
     for (size_t i = 0; i < HC_ARRAY_LEN(routes); i++)
         if (hc_http_server_route(n->srv, routes[i].method, routes[i].pattern, 0, routes[i].fn, n) <
             0) {
