@@ -45,7 +45,14 @@ struct hc_ha {
     atomic_llong renewed_mono_ms; /* when the last successful keepalive was sent */
     struct event_base *standby_base;
     atomic_int won;
+    /* GET /v1/ha is public: its etcd part (members, each endpoint's status) is asked at most
+     * once per HA_STATUS_CACHE_MS, however often anyone calls. Guarded by status_lock. */
+    pthread_mutex_t status_lock;
+    json_t *status_etcd; /* {"members": [...], "etcd": [...]} */
+    int64_t status_mono_ms;
 };
+
+#define HA_STATUS_CACHE_MS 1000
 
 static struct hc_ha *current_ha;
 
@@ -336,6 +343,7 @@ struct hc_ha *hc_ha_start(struct hc_controller *ctl, const struct hc_ha_options 
         return NULL;
     }
     pthread_mutex_init(&ha->lock, NULL);
+    pthread_mutex_init(&ha->status_lock, NULL);
     ha->ctl = ctl;
     ha->ttl_s = o->ttl_s > 0 ? o->ttl_s : HC_HA_DEFAULT_TTL_S;
     /* An etcd call must end well within the lease, so a renewal is tried again in time. */
@@ -391,6 +399,8 @@ void hc_ha_stop(struct hc_ha *ha)
     hc_etcd_free(ha->elect);
     hc_etcd_free(ha->writes);
     pthread_mutex_destroy(&ha->lock);
+    pthread_mutex_destroy(&ha->status_lock);
+    json_decref(ha->status_etcd);
     free(ha);
 }
 
@@ -419,47 +429,24 @@ static int member_kv(void *arg, const char *key, const char *value, size_t len, 
     return 0;
 }
 
-json_t *hc_ha_status(struct hc_ha *ha, const struct hc_controller *ctl)
+/* The members with their liveness, and each etcd endpoint's own status. */
+static json_t *status_from_etcd(struct hc_ha *ha)
 {
-    char url[300] = "";
     struct hc_error err = {0};
-    if (!ha) {
-        hc_controller_url(ctl, url, sizeof(url), &err);
-        return json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:I}, s:[], s:[]}", "role", "single", "name",
-                         url + (strncmp(url, "https://", 8) == 0 ? 8 : 0), "url", url, "leader",
-                         "name", url + (strncmp(url, "https://", 8) == 0 ? 8 : 0), "url", url,
-                         "term", (json_int_t)hc_fence_term(), "members", "etcd");
-    }
-    pthread_mutex_lock(&ha->lock);
-    json_t *body =
-        json_pack("{s:s, s:s, s:s}", "role", ha->role == ROLE_LEADER ? "leader" : "standby", "name",
-                  ha->name, "url", ha->url);
-    json_object_set_new(body, "leader",
-                        ha->leader_name[0]
-                            ? json_pack("{s:s, s:s, s:I}", "name", ha->leader_name, "url",
-                                        ha->leader_url, "term", (json_int_t)ha->leader_term)
-                            : json_null());
-    json_object_set_new(body, "lease_ttl_seconds", json_integer((json_int_t)ha->ttl_s));
-    pthread_mutex_unlock(&ha->lock);
+    json_t *out = json_object();
     struct members_acc acc = {.members = json_array(), .alive = json_object()};
     if (hc_etcd_range(ha->elect, HC_HA_PREFIX_MEMBERS, 1, 0, member_kv, &acc, NULL, &err) < 0 ||
         hc_etcd_range(ha->elect, HC_HA_PREFIX_ALIVE, 1, 0, member_kv, &acc, NULL, &err) < 0)
-        json_object_set_new(body, "error", json_string(err.message));
+        json_object_set_new(out, "error", json_string(err.message));
     size_t i;
     json_t *m;
     json_array_foreach(acc.members, i, m)
     {
         const char *name = json_string_value(json_object_get(m, "name"));
-        int leads =
-            name &&
-            strcmp(name, json_string_value(json_object_get(json_object_get(body, "leader"), "name"))
-                             ?: "") == 0;
         json_object_set_new(m, "alive", json_boolean(name && json_object_get(acc.alive, name)));
-        json_object_set_new(m, "role", json_string(leads ? "leader" : "standby"));
     }
-    json_object_set_new(body, "members", acc.members);
+    json_object_set_new(out, "members", acc.members);
     json_decref(acc.alive);
-    /* Each etcd member's own view. */
     json_t *etcd = json_array();
     const char **eps;
     size_t n = hc_etcd_endpoints(ha->elect, &eps);
@@ -486,7 +473,54 @@ json_t *hc_ha_status(struct hc_ha *ha, const struct hc_controller *ctl)
         json_decref(st);
         json_array_append_new(etcd, row);
     }
-    json_object_set_new(body, "etcd", etcd);
+    json_object_set_new(out, "etcd", etcd);
+    return out;
+}
+
+json_t *hc_ha_status(struct hc_ha *ha, const struct hc_controller *ctl)
+{
+    char url[300] = "";
+    struct hc_error err = {0};
+    if (!ha) {
+        hc_controller_url(ctl, url, sizeof(url), &err);
+        return json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:I}, s:[], s:[]}", "role", "single", "name",
+                         url + (strncmp(url, "https://", 8) == 0 ? 8 : 0), "url", url, "leader",
+                         "name", url + (strncmp(url, "https://", 8) == 0 ? 8 : 0), "url", url,
+                         "term", (json_int_t)hc_fence_term(), "members", "etcd");
+    }
+    pthread_mutex_lock(&ha->lock);
+    json_t *body =
+        json_pack("{s:s, s:s, s:s}", "role", ha->role == ROLE_LEADER ? "leader" : "standby", "name",
+                  ha->name, "url", ha->url);
+    json_object_set_new(body, "leader",
+                        ha->leader_name[0]
+                            ? json_pack("{s:s, s:s, s:I}", "name", ha->leader_name, "url",
+                                        ha->leader_url, "term", (json_int_t)ha->leader_term)
+                            : json_null());
+    json_object_set_new(body, "lease_ttl_seconds", json_integer((json_int_t)ha->ttl_s));
+    char leader[300];
+    snprintf(leader, sizeof(leader), "%s", ha->leader_name);
+    /* Not held across etcd calls: the election thread takes it for every renewal. */
+    pthread_mutex_unlock(&ha->lock);
+    pthread_mutex_lock(&ha->status_lock);
+    if (!ha->status_etcd || hc_mono_ms() - ha->status_mono_ms >= HA_STATUS_CACHE_MS) {
+        json_decref(ha->status_etcd);
+        ha->status_etcd = status_from_etcd(ha);
+        ha->status_mono_ms = hc_mono_ms();
+    }
+    json_t *members = json_deep_copy(json_object_get(ha->status_etcd, "members"));
+    json_object_update(body, ha->status_etcd);
+    pthread_mutex_unlock(&ha->status_lock);
+    /* Who leads is this instance's current view, not the cached one. */
+    size_t i;
+    json_t *m;
+    json_array_foreach(members, i, m)
+    {
+        const char *name = json_string_value(json_object_get(m, "name"));
+        json_object_set_new(m, "role",
+                            json_string(name && strcmp(name, leader) == 0 ? "leader" : "standby"));
+    }
+    json_object_set_new(body, "members", members);
     return body;
 }
 

@@ -72,6 +72,20 @@ test_expect_success 'two controllers join and stand by; a standby answers 421 na
     grep -qi "^location: $(url 1)/v1/nodes" hdr
 '
 
+# etcd member e0's count of Status calls (a GET /v1/ha round asks each member once).
+etcd_status_calls() {
+    curl -s --cacert "$HA_DIR/c1/ca.pem" --cert "$HA_DIR/etcd-certs/e0.pem" --key "$HA_DIR/etcd-certs/e0.key" \
+        "https://127.0.0.11:$HA_ETCD_PORT/metrics" |
+        awk '/^grpc_server_started_total.*grpc_method="Status"/ { n += $2 } END { print n + 0 }'
+}
+test_expect_success 'anonymous GET /v1/ha floods do not reach etcd: at most one round a second' '
+    before=$(etcd_status_calls) && t0=$(date +%s) &&
+    for i in $(seq 100); do curl -s -o /dev/null --cacert "$HA_DIR/c1/ca.pem" "$(url 2)/v1/ha"; done &&
+    elapsed=$(( $(date +%s) - t0 )) && after=$(etcd_status_calls) &&
+    echo "100 calls in ${elapsed}s: etcd Status calls $before -> $after" &&
+    [ "$after" -gt "$before" ] && [ $((after - before)) -le $((elapsed + 2)) ]
+'
+
 test_expect_success 'an upload is acknowledged once a majority holds verified copies' '
     hc software upload "$BUNDLES/hcstor-1.0.tar.gz" &&
     for n in 2 3; do cmp "$BUNDLES/hcstor-1.0.tar.gz" "$HA_DIR/c$n/bundles/1.0.tar.gz" || exit 1; done &&
