@@ -66,7 +66,7 @@ test_expect_success 'two controllers join and stand by; a standby answers 421 na
         [ "$(stat -c %a "$HA_DIR/c$n/ca.key")" = 600 ] && ha_ctl_start $n || exit 1
     done &&
     for n in 2 3; do wait_for 20 "[ \"\$(ha_status $n | ha_json role)\" = standby ]" || exit 1; done &&
-    ha_status 3 | jq -e "([.members[] | select(.alive)] | length) == 3 and .leader.url == \"$(url 1)\"" &&
+    wait_for 10 "ha_status 3 | jq -e \"([.members[] | select(.alive)] | length) == 3 and .leader.url == \\\"$(url 1)\\\"\"" &&
     curl -s -D hdr --cacert "$HA_DIR/c1/ca.pem" -o sb.json -w "%{http_code}" "$(url 2)/v1/nodes?x=1" >code &&
     [ "$(cat code)" = 421 ] && jq -e ".error.code == \"not_leader\" and .error.leader == \"$(url 1)\"" sb.json &&
     grep -qi "^location: $(url 1)/v1/nodes" hdr

@@ -26,6 +26,10 @@ hc() { HCCTL_CONTROLLER="$(leader_url 1),$(leader_url 2),$(leader_url 3)" hcctl 
 succeeded_steps() { hc operation show "$1" -o json | jq '[.steps[] | select(.state == "succeeded")] | length'; }
 op_state() { hc operation show "$1" -o json | jq -r .operation.state; }
 max_event_id() { hc events --limit 1 -o json | jq '.events[0].id'; }
+# start_waiter OP: `hcctl operation wait OP` in the background, its exit status into wait.rc.
+start_waiter() {
+    (hc operation wait "$1" --timeout 10m >wait.out 2>wait.err; echo $? >wait.rc) &
+}
 
 hcctld init --data-dir "$HA_DIR/c1" --listen "198.18.0.1:$CTL_PORT" --cluster-name ha \
     --trust-key "$BUNDLES/dev.pub" >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }
@@ -59,7 +63,7 @@ test_expect_success 'two more controllers join from the leader and stand by' '
         grep -q "bundles: 2" join$n.out && ha_ctl_start $n || exit 1
     done &&
     for n in 2 3; do wait_for 20 "[ \"\$(ha_status $n | ha_json role)\" = standby ]" || exit 1; done &&
-    ha_status 2 | jq -e "(.members | length) == 3 and ([.members[] | select(.alive)] | length) == 3" &&
+    wait_for 10 "ha_status 2 | jq -e \"(.members | length) == 3 and ([.members[] | select(.alive)] | length) == 3\"" &&
     curl -s --cacert "$HA_DIR/c1/ca.pem" -o standby.json -w "%{http_code}" "$(leader_url 2)/v1/nodes" >code &&
     [ "$(cat code)" = 421 ] && jq -e ".error.code == \"not_leader\" and .error.leader == \"$(leader_url 1)\"" standby.json
 '
@@ -67,9 +71,7 @@ test_expect_success 'two more controllers join from the leader and stand by' '
 test_expect_success "rolling upgrade under hcload with the leader SIGKILLed $HA_KILLS times at random steps" '
     load_start ha &&
     op=$(hc upgrade --rolling --to 1.1 --yes --no-wait -o json | jq -r .operation.id) &&
-    echo "operation $op" && : >kills &&
-    { hc operation wait "$op" --timeout 10m >wait.out 2>wait.err; echo $? >wait.rc; } &
-    waiter=$! &&
+    echo "operation $op" && : >kills && start_waiter "$op" &&
     for k in $(seq "$HA_KILLS"); do
         at=$(( $(succeeded_steps "$op") + 1 + RANDOM % 3 )) &&
         wait_for 120 "[ \$(succeeded_steps $op) -ge $at ] || [ \"\$(op_state $op)\" != running ]" &&
@@ -84,7 +86,8 @@ test_expect_success "rolling upgrade under hcload with the leader SIGKILLed $HA_
     done &&
     wait_for 300 "[ \"\$(op_state $op)\" != running ] && [ \"\$(op_state $op)\" != pending ]" &&
     [ "$(op_state "$op")" = succeeded ] &&
-    wait "$waiter" && echo "operation wait across the failovers: exit $(cat wait.rc)" && [ "$(cat wait.rc)" = 0 ] &&
+    wait_for 60 "[ -s wait.rc ]" && echo "operation wait across the failovers: exit $(cat wait.rc)" &&
+    [ "$(cat wait.rc)" = 0 ] &&
     [ "$(hc node list -o json | jq -r "[.nodes[].software_version] | join(\" \")")" = "1.1 1.1 1.1" ] &&
     load_stop ha &&
     h=$(max_down_from_histories) && echo "most services down at once: $h" && [ "$h" -le 1 ] &&
