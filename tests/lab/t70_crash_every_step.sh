@@ -154,7 +154,7 @@ running_all() { hcctl node list -o json | jq -e 'all(.nodes[]; .service_state ==
 SEED=${T70_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 EXTRA=${T70_EXTRA:-2}
 case $SEED$EXTRA in *[!0-9]*) echo "T70_SEED and T70_EXTRA must be numbers"; exit 2 ;; esac
-[ "$FULL" = 1 ] || echo "# crash points: seed $SEED (T70_SEED=$SEED repeats them), $EXTRA more at random per case"
+[ "$FULL" = 1 ] || [ "$POINTS" != steps ] || echo "# crash points: seed $SEED (T70_SEED=$SEED repeats them), $EXTRA more at random per case"
 : >"$T/kinds.seen"
 # choose_points NAME: the N to run of case NAME (one per line), from NAME.steps (line N: the
 # N-th durable step, "created", "running", "succeeded" for an operation's own state, else
