@@ -24,10 +24,30 @@ mkdir -p "$T/pids"
 
 pid_of() { cat "$T/pids/$1" 2>/dev/null; }
 
+# alive PID: the process runs. A zombie whose threads have all exited does not (its files,
+# sockets and locks are released): kill -0 still succeeds on one, and a daemon whose parent was
+# a test body's subshell is reaped by PID 1, which here takes about a second to get to it
+# (waiting on kill -0 after every SIGKILL of hcctld was a fifth of lab/t70). The main thread of
+# a killed process is a zombie before its other threads are gone, hence the count of tasks.
+alive() {
+    local st tasks
+    { read -r st <"/proc/$1/stat"; } 2>/dev/null || return 1
+    st=${st##*) }
+    [ "${st:0:1}" != Z ] && return 0
+    tasks=("/proc/$1/task/"*)
+    [ "${#tasks[@]}" -gt 1 ]
+}
+
 e2e_cleanup() {
-    local f
+    local f i left
     for f in "$T"/pids/*; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
-    sleep 0.3
+    # up to 0.3 s for them to go, as long as one is left (most are gone at once)
+    for i in 1 2 3 4 5 6; do
+        left=0
+        for f in "$T"/pids/*; do [ -f "$f" ] && alive "$(cat "$f")" && left=1 && break; done
+        [ "$left" = 1 ] || break
+        sleep 0.05
+    done
     for f in "$T"/pids/*; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done
     wait 2>/dev/null
     if [ "$test_failed" -ne 0 ] && [ "${HC_KEEP:-0}" = 1 ]; then
@@ -38,13 +58,18 @@ e2e_cleanup() {
 }
 trap e2e_cleanup EXIT
 
-# test_expect_success DESCRIPTION 'commands'
+# test_expect_success DESCRIPTION 'commands'. Each result line ends with the case's wall time
+# (a TAP comment, "# 1.23 s"): where a slow test spends its time is in every CI log.
 test_expect_success() {
+    local tes_t0 tes_took
     test_count=$((test_count + 1))
+    tes_t0=$(date +%s%N)
     if (eval "$2") >"$T/test.out" 2>&1; then
-        echo "ok $test_count - $1"
+        tes_took=$((($(date +%s%N) - tes_t0) / 10000000))
+        printf 'ok %d - %s # %d.%02d s\n' "$test_count" "$1" $((tes_took / 100)) $((tes_took % 100))
     else
-        echo "not ok $test_count - $1"
+        tes_took=$((($(date +%s%N) - tes_t0) / 10000000))
+        printf 'not ok %d - %s # %d.%02d s\n' "$test_count" "$1" $((tes_took / 100)) $((tes_took % 100))
         sed 's/^/#   /' "$T/test.out"
         test_failed=$((test_failed + 1))
     fi
@@ -108,7 +133,7 @@ stop_daemon() {
     local pid
     pid=$(pid_of "$1") || return 1
     kill -"$2" "$pid" || return 1
-    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+    while alive "$pid"; do sleep 0.02; done
     wait "$pid" 2>/dev/null # reaps it when it is our child, silences the shell's "Killed"
     rm -f "$T/pids/$1"
 }

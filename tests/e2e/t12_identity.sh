@@ -17,7 +17,7 @@ join() {
         --listen "$listen" --name "$name" 2>"$T/$name.join" &
     pid=$!
     echo $pid >"$T/pids/$name"
-    wait_for 15 "[ -f '$T/$name/agent.json' ] || ! kill -0 $pid"
+    wait_for 15 "[ -f '$T/$name/agent.json' ] || ! alive $pid"
     cat "$T/$name.join" >&2
     [ -f "$T/$name/agent.json" ]
 }

@@ -90,7 +90,7 @@ test_expect_success 'no anonymous watcher; a revoked token ends its watch' '
         >ro.out & echo $! >"$T/pids/ro-watch"; } &&
     wait_for 5 "grep -q heartbeat ro.out" &&
     hcctl token revoke watch-ro --yes >/dev/null &&
-    wait_for 5 "! kill -0 $(pid_of ro-watch)"
+    wait_for 5 "! alive $(pid_of ro-watch)"
 '
 
 test_expect_success 'a node changed by another process reaches its watcher as the new object' '
@@ -119,7 +119,7 @@ test_expect_success 'at most HC_WATCH_MAX watchers; a watcher that never reads i
     { watch "$CTL_URL/v1/watch?since=0" >reader.out & echo $! >"$T/pids/reader"; } &&
     wait_for 30 "grep -q \"dropping a watcher of /v1/watch: it reads too slowly\" $T/hcctld.log" || { cat sleeper.out; exit 1; } &&
     wait_for 30 "[ \$(grep -c bench.filler reader.out) = 20000 ]" &&
-    grep -q heartbeat w1.out && kill -0 $(pid_of w1) &&
+    grep -q heartbeat w1.out && alive $(pid_of w1) &&
     hcctl node list >/dev/null &&
     stop_daemon reader TERM && stop_daemon sleeper TERM && stop_daemon w1 TERM
 '

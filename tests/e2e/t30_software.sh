@@ -169,7 +169,7 @@ test_expect_success 'stop and start: stopped stays stopped, start brings it back
 
 test_expect_success 'the service outlives an agent restart and is adopted' '
     pid=$(svc_pid) && echo "service pid $pid" &&
-    agent_kill n1 TERM && { kill -0 "$pid" || { echo "service died with the agent"; exit 1; }; } &&
+    agent_kill n1 TERM && { alive "$pid" || { echo "service died with the agent"; exit 1; }; } &&
     v=$(svc_version) && echo "service version $v" && [ "$v" = 1.0 ] &&
     agent_start n1 &&
     wait_for 30 "agent_api GET /v1/software | jq -e \".service.pid == $pid\"" &&

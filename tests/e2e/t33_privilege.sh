@@ -86,15 +86,15 @@ test_expect_success 'the agent writes the peers file into that directory as the 
 
 test_expect_success 'a restarted agent adopts the service of another uid, then stops it' '
     pid=$(svc_pid) && sup=$(supervisor) &&
-    kill -TERM "$sup" && wait_for 10 "! kill -0 $sup 2>/dev/null" &&
-    kill -0 "$pid" && start_daemon &&
+    kill -TERM "$sup" && wait_for 10 "! alive $sup" &&
+    alive "$pid" && start_daemon &&
     wait_for 30 "agent_api GET /v1/software | jq -e \".service.pid == $pid\"" &&
     agent_api POST /v1/service/stop | jq -e ".service.state == \"stopped\"" &&
-    wait_for 10 "! kill -0 $pid 2>/dev/null"
+    wait_for 10 "! alive $pid"
 '
 
 test_expect_success 'the daemon stops cleanly, without sanitizer reports' '
-    sup=$(supervisor) && kill -TERM "$sup" && wait_for 10 "! kill -0 $sup 2>/dev/null" &&
+    sup=$(supervisor) && kill -TERM "$sup" && wait_for 10 "! alive $sup" &&
     ! grep -q "ERROR: AddressSanitizer\|runtime error\|LeakSanitizer" "$T/n1.log"
 '
 

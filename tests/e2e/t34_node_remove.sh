@@ -100,14 +100,14 @@ test_expect_success 'a safe removal under load: n3 goes, its data stays, no ackn
     jq -e "[.steps[] | select(.step == \"drain\") | .detail] == [\"drained\"]" op.json &&
     hcctl events --type node.removed -o json |
         jq -e --arg k "$kept" ".events[-1].details.service_data == \"kept on the node in \" + \$k and .events[-1].details.force == false" &&
-    wait_for 10 "! kill -0 $(pid_of n3)" &&
+    wait_for 10 "! alive $(pid_of n3)" &&
     [ -d "$kept/blocks" ] && ls "$kept/blocks" | grep -q "^pre-" &&
     [ ! -e "$T/n3/service-data" ] && [ ! -e "$T/n3/software" ] && [ ! -e "$T/n3/agent.key" ] &&
     ! curl -s --max-time 2 "$(svc 3)/health" &&
     wait_for 20 "[ \"\$(members 1)\$(members 2)\" = 22 ]" &&
     wait_for 20 "[ \"\$(state 1)\$(state 2)\" = servingserving ]" &&
     sleep 1 && kill -INT "$(pid_of load)" &&
-    wait_for 60 "! kill -0 $(pid_of load)" && cat load.json &&
+    wait_for 60 "! alive $(pid_of load)" && cat load.json &&
     jq -e ".ok and .errors == 0 and .verify.ok and .verify.lost == 0 and .verify.checked == .verify.keys and .verify.keys > 0" load.json
 '
 
@@ -120,7 +120,7 @@ test_expect_success 'forced with a reason and --purge: recorded, the data delete
     jq -e "[.steps[] | select(.step == \"budget\" or .step == \"ok_to_stop\") | .detail] == [\"skipped (--force): e2e: decommissioned rack 7\", \"skipped (--force): e2e: decommissioned rack 7\"]" op.json &&
     hcctl operation show "$op" | grep -q "e2e: decommissioned rack 7" &&
     hcctl events --type node.removed | grep -q "forced: e2e: decommissioned rack 7" &&
-    wait_for 10 "! kill -0 $(pid_of n2)" &&
+    wait_for 10 "! alive $(pid_of n2)" &&
     [ ! -e "$T/n2/service-data" ] && [ ! -e "$T/n2/kept" ] && [ ! -e "$T/n2/software" ] &&
     [ "$(state 1)" = serving ]
 '

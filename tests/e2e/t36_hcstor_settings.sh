@@ -101,7 +101,7 @@ test_expect_success 'POST /reload applies a live setting: debug messages appear,
            .settings.log_level == \"debug\" and .settings.resync_parallelism == 5" reload.json &&
     put 1 k1 two &&
     after 1 "$mark" | grep -q "n1 debug: write of .k1. (3 bytes) coordinated here" &&
-    [ "$(pid_of n1)" = "$pid" ] && kill -0 "$pid"
+    [ "$(pid_of n1)" = "$pid" ] && alive "$pid"
 '
 
 test_expect_success 'a bad file is refused whole (400 naming the key), every old value kept' '

@@ -219,7 +219,7 @@ test_expect_success 'hcctld SIGKILLed mid-apply: restarted, the rolling change f
     controller_stop TERM && HCCTLD_TEST_CRASH_AFTER_STEP=7 controller_start &&
     hcctl config set fsync=always --yes --no-wait -o json >kill.json &&
     op=$(jq -r .operation.id kill.json) &&
-    wait_for 60 "! kill -0 \$(pid_of hcctld) 2>/dev/null" && rm -f "$T/pids/hcctld" &&
+    wait_for 60 "! alive \$(pid_of hcctld)" && rm -f "$T/pids/hcctld" &&
     controller_start && hcctl operation wait "$op" --timeout 120s >/dev/null &&
     hcctl operation show "$op" -o json | jq -e ".operation.state == \"succeeded\"" &&
     for i in 1 2 3; do curl -s "$(svc $i)/health" | jq -e ".store.fsync == \"always\"" || exit 1; done &&

@@ -5,8 +5,6 @@
 . "$(dirname "$0")/lab_test.sh"
 
 nodes_named() { hcctl node list -o json | jq -r '[.nodes[].name] | join(" ")'; }
-# alive PID: the process exists and is not a zombie (PID 1 here may not reap orphans).
-alive() { [ -r "/proc/$1/stat" ] && [ "$(cut -d" " -f3 "/proc/$1/stat")" != Z ]; }
 
 # Listening on every address, the controller tells the nodes the one they reach it on.
 hcctld init --data-dir "$CTL_DIR" --listen "0.0.0.0:$CTL_PORT" --advertise "198.18.0.1:$CTL_PORT" \

@@ -82,7 +82,7 @@ test_expect_success 'hcctld SIGKILLed after the stage, before the peers: restart
     load_start a4 "$(members)" && sleep 2 &&
     hcctl node add 198.18.0.15 --storage-interface eth1 --accept-new-host-keys --no-wait >id.out &&
     id=$(tail -n 1 id.out) && pid=$(pid_of hcctld) &&
-    wait_for 120 "! kill -0 $pid" &&
+    wait_for 120 "! alive $pid" &&
     grep "test hook: durable step $n: $id hcna-n5/stage succeeded" "$T/hcctld.log" &&
     grep -q "test hook: killing hcctld after durable step $n" "$T/hcctld.log" &&
     rm -f "$T/pids/hcctld" && POLL=500ms controller_start &&

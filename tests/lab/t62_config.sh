@@ -61,15 +61,23 @@ test_expect_success 'a node whose agent was away gets the revision when it is ba
 # agent_url I: the agent of the cluster's I-th node (by name: lab node nI)
 agent_url() { hcctl node list -o json | jq -r --argjson i "$1" '.nodes | sort_by(.name)[$i - 1].agent_url'; }
 svc_json() { # I: the agent's GET /v1/software (the service, its limits and their usage)
+    svc_at "$(agent_url "$1")"
+}
+svc_at() { # URL: GET URL/v1/software
     curl -sS --max-time 10 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
-        --key "$CTL_DIR/client.key" "$(agent_url "$1")/v1/software"
+        --key "$CTL_DIR/client.key" "$1/v1/software"
 }
 # counter_rate I FIELD SECONDS DIVISOR: how fast the agent's counter FIELD (a jq path into GET
-# /v1/software) grows over SECONDS, per second and divided by DIVISOR.
+# /v1/software) grows over about SECONDS, per second and divided by DIVISOR. The rate is over the
+# time really measured between the two readings (each taken just before its request): dividing
+# by SECONDS counted the second reading's own lookups (an hcctl call, up to half a second on a
+# loaded machine) as part of the interval, a 20% bound then measured 24%.
 counter_rate() {
-    local a b
-    a=$(svc_json "$1" | jq "$2") && sleep "$3" && b=$(svc_json "$1" | jq "$2") &&
-        awk -v a="$a" -v b="$b" -v s="$3" -v d="$4" 'BEGIN {printf "%.1f", (b - a) / (s * d)}'
+    local url a b ta tb
+    url=$(agent_url "$1") || return 1
+    ta=$(date +%s%N) && a=$(svc_at "$url" | jq "$2") && sleep "$3" &&
+        tb=$(date +%s%N) && b=$(svc_at "$url" | jq "$2") &&
+        awk -v a="$a" -v b="$b" -v ns="$((tb - ta))" -v d="$4" 'BEGIN {printf "%.1f", (b - a) / (ns / 1e9 * d)}'
 }
 # cpu_pct I SECONDS: the service's CPU in percent, from its cgroup's own accounting (cpuacct).
 cpu_pct() { counter_rate "$1" .service.limits.usage.cpu_usec "$2" 10000; }

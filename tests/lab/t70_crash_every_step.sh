@@ -15,10 +15,16 @@
 #     agent history shows the service started on the new version exactly once.
 # The total of each operation is learnt from a counting run (HCCTLD_TEST_CRASH_AFTER_STEP=0).
 #
-# HC_FULL=1 (or scripts/crash-enum.sh) enumerates every N of the 3-node upgrade; without it the
-# upgrade case enumerates every N of an upgrade that has one node to upgrade (the other two are
-# on the target already), which keeps the run within a few minutes. Maintenance and MTU are
-# always enumerated in full. T70_MAX_N=K stops each enumeration after K (for debugging the test).
+# HC_FULL=1 (or scripts/crash-enum.sh) enumerates every N of the 3-node upgrade, of the
+# maintenance cycle and of the MTU change. Without it (CI) the upgrade has one node to upgrade
+# (the other two are on the target already) and each case runs a subset of its N that still
+# meets every kind of crash point (choose_points below): each operation's own points (created,
+# running, succeeded) of every operation, each step kind once (budget, stop, set_mtu...: the
+# upgrade's node steps are the maintenance cycle's code, hc_maint_enter_steps/exit_steps, so a
+# kind met in one case is not sought again in the next) at one of its two points (running or
+# succeeded) and on one of its nodes, chosen at random, plus T70_EXTRA (2) other N of each case
+# at random. The seed is printed (`# crash points: seed S`); T70_SEED=S runs the same points
+# again. T70_MAX_N=K stops each enumeration after K (for debugging the test).
 # Run ONLY under `flock /tmp/hc-lab.lock` (one lab per machine).
 . "$(dirname "$0")/lab_test.sh"
 . "$HC_SRC/tests/lab/upgrade_lib.sh"
@@ -40,10 +46,8 @@ note() { echo "# $*" >>"$T/notes"; }
 
 # ctl_alive: the hcctld this test started runs (a zombie, i.e. killed and not reaped yet, does not).
 ctl_alive() {
-    local pid st
-    pid=$(pid_of hcctld) || return 1
-    st=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
-    [ "$st" != Z ]
+    local pid
+    pid=$(pid_of hcctld) && alive "$pid"
 }
 # ctl_start_hook N: a fresh hcctld whose N-th durable step is its last ("" = no hook).
 ctl_start_hook() {
@@ -145,15 +149,62 @@ running_all() { hcctl node list -o json | jq -e 'all(.nodes[]; .service_state ==
 
 # --- one case: every N --------------------------------------------------------------------------
 
-# enumerate NAME TOTAL FN: FN N runs step N's case (0: the counting run) and checks it; the
-# results are printed as TAP lines, one per N.
+# --- which N: all of them (HC_FULL=1), or every kind of point once and a sample ---------------
+
+SEED=${T70_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+EXTRA=${T70_EXTRA:-2}
+case $SEED$EXTRA in *[!0-9]*) echo "T70_SEED and T70_EXTRA must be numbers"; exit 2 ;; esac
+[ "$FULL" = 1 ] || [ "$POINTS" != steps ] || echo "# crash points: seed $SEED (T70_SEED=$SEED repeats them), $EXTRA more at random per case"
+: >"$T/kinds.seen"
+# choose_points NAME: the N to run of case NAME (one per line), from NAME.steps (line N: the
+# N-th durable step, "created", "running", "succeeded" for an operation's own state, else
+# "[NODE/]STEP STATE"). Every N when HC_FULL=1 or T70_POINTS=writes (a write has no kind to
+# tell it by). Else: an operation's own points all (each case numbers its operations: the
+# maintenance cycle's enter and exit are two), each step kind not in kinds.seen once (added to
+# it), EXTRA more; the random choices come from SEED and the case's name.
+choose_points() {
+    if [ "$FULL" = 1 ] || [ "$POINTS" != steps ]; then
+        seq 1 "$(wc -l <"$T/$1.steps")"
+        return
+    fi
+    awk -v seed="$SEED" -v extra="$EXTRA" -v name="$1" -v seenf="$T/kinds.seen" '
+        BEGIN {
+            h = 0; for (i = 1; i <= length(name); i++) h = (h * 31 + index("abcdefghijklmnopqrstuvwxyz", substr(name, i, 1))) % 65536
+            srand(seed + h)
+            while ((getline k < seenf) > 0) seen[k] = 1
+            close(seenf)
+        }
+        {
+            if (NF == 1) { if ($1 == "created") op++; kind = "op" op " " $1 }
+            else { kind = $1; sub(/.*\//, "", kind); kind = "step " kind }
+            if (!(kind in count)) order[++nkinds] = kind
+            member[kind, ++count[kind]] = NR
+        }
+        END {
+            for (i = 1; i <= nkinds; i++) {
+                k = order[i]
+                if (k in seen) continue
+                chosen[member[k, int(rand() * count[k]) + 1]] = 1
+                if (k ~ /^step /) print k >>seenf
+            }
+            for (n = 1; n <= NR; n++) if (!(n in chosen)) rest[++nrest] = n
+            for (e = 0; e < extra && nrest > 0; e++) {
+                j = int(rand() * nrest) + 1; chosen[rest[j]] = 1; rest[j] = rest[nrest--]
+            }
+            for (n = 1; n <= NR; n++) if (n in chosen) print n
+        }' "$T/$1.steps"
+}
+
+# enumerate NAME TOTAL FN: FN N runs step N's case (0: the counting run) and checks it, for each
+# N choose_points picks; the results are printed as TAP lines, one per N.
 enumerate() {
-    local name=$1 total=$2 fn=$3 n t0
+    local name=$1 total=$2 fn=$3 n t0 ran=0
     t0=$(date +%s)
-    for n in $(seq 1 "${T70_MAX_N:-$total}"); do
+    for n in $(choose_points "$name" | head -n "${T70_MAX_N:-$total}"); do
         test_expect_success "$name: hcctld $POINT_NAME $n/$total ($(sed -n "${n}p" "$T/$name.steps"))" "$fn $n"
+        ran=$((ran + 1))
     done
-    note "$name: $total crash points ($POINTS) enumerated in $(($(date +%s) - t0)) s"
+    note "$name: $ran of $total crash points ($POINTS) run in $(($(date +%s) - t0)) s"
 }
 
 # count NAME FN: the counting run (hook 0); writes NAME.steps (one description per step, from

@@ -41,7 +41,7 @@ load_start() {
 load_stop() {
     local pid
     pid=$(pid_of "hcload-$1")
-    kill -INT "$pid" && wait_for 120 "! [ -d /proc/$pid ] || grep -q zombie /proc/$pid/status 2>/dev/null"
+    kill -INT "$pid" && wait_for 120 "! alive $pid"
     rm -f "$T/pids/hcload-$1"
     jq -c '{ops, ops_per_sec, errors, failovers, latency_ms, longest_stall_ms, stale_reads,
             corrupt_reads, verify}' "$T/$1.json" || { cat "$T/$1.err"; return 1; }
