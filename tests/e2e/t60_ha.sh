@@ -78,6 +78,12 @@ etcd_status_calls() {
         "https://127.0.0.11:$HA_ETCD_PORT/metrics" |
         awk '/^grpc_server_started_total.*grpc_method="Status"/ { n += $2 } END { print n + 0 }'
 }
+test_expect_success 'hcctl cluster status shows the controllers and etcd' '
+    hc cluster status -o json >cs.json &&
+    jq -e ".ha.role == \"leader\" and (.ha.members | length) == 3 and (.ha.etcd | length) == 3" cs.json &&
+    hc cluster status >cs.txt && cat cs.txt && grep -q "127.0.0.22:$HA_PORT" cs.txt && grep -q "127.0.0.12:$HA_ETCD_PORT" cs.txt
+'
+
 test_expect_success 'anonymous GET /v1/ha floods do not reach etcd: at most one round a second' '
     before=$(etcd_status_calls) && t0=$(date +%s) &&
     for i in $(seq 100); do curl -s -o /dev/null --cacert "$HA_DIR/c1/ca.pem" "$(url 2)/v1/ha"; done &&

@@ -96,6 +96,9 @@ test_expect_success "rolling upgrade under hcload with the leader SIGKILLed $HA_
     hc events --type op.resumed -o json | jq -e "[.events[] | select(.op_id == \"$op\")] | length >= 1"
 '
 
+[ -f "$T/kills" ] && sed 's/^/# /' "$T/kills"
+[ -f "$T/ha.json" ] && echo "# hcload: $(jq -c '{ops, errors, longest_stall_ms, verify}' "$T/ha.json")"
+
 test_expect_success 'every killed controller came back as a standby' '
     for n in 1 2 3; do
         wait_for 20 "[ -n \"\$(ha_status $n | ha_json role)\" ]" || exit 1
@@ -104,7 +107,8 @@ test_expect_success 'every killed controller came back as a standby' '
 '
 
 test_expect_success 'a leader SIGSTOPped past its lease exits when continued; agents refuse its term' '
-    l=$(ha_leader) && pid=$(ha_ctl_pid "$l") && kill -STOP "$pid" &&
+    l=$(ha_leader) && pid=$(ha_ctl_pid "$l") && oldterm=$(ha_status "$l" | ha_json leader.term) &&
+    kill -STOP "$pid" &&
     wait_for 20 "nl=\$(ha_leader) && [ \"\$nl\" != $l ]" && nl=$(ha_leader) &&
     newterm=$(ha_status "$nl" | ha_json leader.term) &&
     sleep 2 && kill -CONT "$pid" &&
@@ -113,7 +117,12 @@ test_expect_success 'a leader SIGSTOPped past its lease exits when continued; ag
     for i in 11 12 13; do
         curl -s --cacert "$HA_DIR/c1/ca.pem" --cert "$HA_DIR/c1/client.pem" --key "$HA_DIR/c1/client.key" \
             "https://198.18.0.$i:7444/v1/status" | jq -e --argjson t "$newterm" ".controller_term >= \$t" >/dev/null || exit 1
-    done
+    done &&
+    code=$(curl -s -o stale.json -w "%{http_code}" --cacert "$HA_DIR/c1/ca.pem" --cert "$HA_DIR/c1/client.pem" \
+        --key "$HA_DIR/c1/client.key" -H "X-HC-Term: $oldterm" -H "Content-Type: application/json" \
+        -d "{\"change_id\":\"x\"}" "https://198.18.0.11:7444/v1/net/mtu/confirm") &&
+    echo "a call with the paused leader'"'"'s term $oldterm: $code $(cat stale.json)" &&
+    [ "$code" = 409 ] && jq -e ".error.code == \"stale_term\"" stale.json
 '
 
 test_expect_success "etcd's raft leader SIGKILLed: the controllers carry on" '
