@@ -3,8 +3,9 @@
 # (release build) on loopback, NODES hollow agents (hchollow, docs/hollow.md), a rolling upgrade
 # during which the leader is SIGKILLed KILLS times (default 12), each time once a step succeeded.
 # Per kill: kill -> a new leader says so on GET /v1/ha; -> the op.resumed event of the operation;
-# -> the operation's next step succeeded, as this script sees them (it polls through hcctl and
-# GET /v1/ha, a few tens of ms a round), and kill -> "elected" in the new leader's own log.
+# -> the operation's next step succeeded, both from the controllers' own records (the new
+# leader's log line, the event's and the step's timestamps) and as this script's polling saw
+# them (through hcctl and GET /v1/ha, a few hundred ms late).
 # Printed: p50 and max of each over the kills. Then the
 # write latency of a mutating API call (POST then DELETE /v1/tokens, 200 each) on the HA leader
 # beside a single-mode hcctld on the same machine, and etcd's RSS and CPU over the run.
@@ -26,7 +27,7 @@ BIN=$build/bin HA_DIR=$work HA_TTL=${HA_TTL:-2s} HA_POLL=500ms
 HA_INIT_ARGS="--trust-key $build/bundles/dev.pub"
 . "$src/tests/ha/ha_lib.sh"
 hollow_pid= single_pid=
-trap 'trap "" INT TERM; kill $hollow_pid $single_pid 2>/dev/null || true; ha_teardown; rm -rf "$work"' EXIT
+trap 'trap "" INT TERM; kill $hollow_pid $single_pid 2>/dev/null || true; ha_teardown; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
 ms() { date +%s%3N; }
 # until_ok SECONDS CONDITION: polls CONDITION every 20 ms; the bench fails after SECONDS.
@@ -62,7 +63,11 @@ resumed_after() { # OP EVENT_ID: 1 when an op.resumed of OP came after EVENT_ID
     hc -o json events --type op.resumed --limit 50 | jq -e --arg op "$1" --argjson id "$2" \
         '[.events[] | select(.op_id == $op and .id > $id)] | length > 0' >/dev/null
 }
-: >"$work/elected.ms"; : >"$work/leader.ms"; : >"$work/resumed.ms"; : >"$work/step.ms"
+: >"$work/elected.ms"; : >"$work/resumed_rec.ms"; : >"$work/step_rec.ms"
+: >"$work/leader.ms"; : >"$work/resumed.ms"; : >"$work/step.ms"
+# jq: an API time ("2026-12-04T03:51:14.818Z") as epoch ms
+iso_ms='def ms: (.[0:19] + "Z" | fromdateiso8601) * 1000 + ((.[20:23] // "0") | tonumber);'
+
 version=1.1 kills=0
 while [ "$kills" -lt "$KILLS" ]; do
     op=$(hc -o json upgrade --rolling --to "$version" --yes --no-wait | jq -r .operation.id)
@@ -79,13 +84,21 @@ while [ "$kills" -lt "$KILLS" ]; do
         t2=$(ms)
         until_ok 120 '[ "$(succeeded "$op")" -gt "$s1" ] || [ "$(state "$op")" = succeeded ]'
         t3=$(ms)
-        # The new leader's own record of its election (its log), free of this loop's polling.
+        # The controllers' own records, free of this loop's polling (same machine, same clock):
+        # the election in the new leader's log, the op.resumed event, the next step's finish.
         nl=$(ha_leader)
         elected=$(grep "ha: elected leader" "$work/c$nl.log" | tail -n 1 | cut -c1-23)
         te=$(date -d "${elected/T/ } UTC" +%s%3N)
+        tr=$(hc -o json events --type op.resumed --limit 50 | jq --arg op "$op" --argjson id "$acked" \
+            "$iso_ms"' [.events[] | select(.op_id == $op and .id > $id) | .ts | ms] | min')
+        ts=$(hc -o json operation show "$op" | jq --argjson after "$tr" \
+            "$iso_ms"' [.steps[] | select(.state == "succeeded" and .finished_at) | .finished_at | ms
+                        | select(. > $after)] | min')
         echo $((te - t0)) >>"$work/elected.ms"
+        echo $((tr - t0)) >>"$work/resumed_rec.ms"
+        echo $((ts - t0)) >>"$work/step_rec.ms"
         kills=$((kills + 1))
-        echo "kill $kills: elected $((te - t0)) ms, leader seen $((t1 - t0)) ms, op.resumed $((t2 - t0)) ms, next step $((t3 - t0)) ms" >&2
+        echo "kill $kills: recorded: elected $((te - t0)), op.resumed $((tr - t0)), next step $((ts - t0)) ms; seen: leader $((t1 - t0)) ms, op.resumed $((t2 - t0)) ms, next step $((t3 - t0)) ms" >&2
         echo $((t1 - t0)) >>"$work/leader.ms"; echo $((t2 - t0)) >>"$work/resumed.ms"; echo $((t3 - t0)) >>"$work/step.ms"
     done
     until_ok 300 '[ "$(state "$op")" != running ] && [ "$(state "$op")" != pending ]'
@@ -93,9 +106,11 @@ while [ "$kills" -lt "$KILLS" ]; do
     version=$([ "$version" = 1.1 ] && echo 1.0 || echo 1.1)
 done
 echo "nodes $NODES, lease TTL $HA_TTL, kills $KILLS"
-for f in elected leader resumed step; do
+for f in elected resumed_rec step_rec leader resumed step; do
     echo "failover_to_${f}_ms p50 $(pct 50 "$work/$f.ms") max $(pct 100 "$work/$f.ms")"
 done
+echo "(elected, resumed_rec, step_rec: the controllers' own timestamps; leader, resumed, step:"
+echo " when this script's polling saw them, a few hundred ms later)"
 
 # Write latency: POST /v1/tokens then DELETE it, on the HA leader and on a single controller.
 write_latency() { # URL CA TOKEN LABEL
