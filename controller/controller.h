@@ -34,6 +34,8 @@ struct hc_controller {
     char advertise_host[256]; /* where nodes reach the controller; "" = the listen address */
     int advertise_port;
     char cluster_id[64];
+    char ha_etcd[1024]; /* HA mode: etcd's client URLs (controller.json "ha_etcd", written by
+                           `hcctld ha init` and `ha join`); "" in single mode */
     int64_t poll_interval_ms;
     int64_t agent_timeout_ms; /* per request to an agent; below the poll interval */
     int workers;

@@ -451,6 +451,7 @@ static int load_settings(struct hc_controller *ctl, struct hc_error *err)
         return hc_error_prefix(err, "reading '%s'", path);
     const char *listen = hc_json_str(doc, "listen", HC_INIT_DEFAULT_LISTEN);
     const char *advertise = hc_json_str(doc, "advertise", NULL);
+    snprintf(ctl->ha_etcd, sizeof(ctl->ha_etcd), "%s", hc_json_str(doc, "ha_etcd", ""));
     snprintf(ctl->cluster_id, sizeof(ctl->cluster_id), "%s", hc_json_str(doc, "cluster_id", ""));
     int rc = hc_split_host_port(listen, ctl->listen_host, sizeof(ctl->listen_host),
                                 &ctl->listen_port, err);

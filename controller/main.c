@@ -109,6 +109,13 @@ static int token_create(const char *data_dir, const char *name, const char *role
     struct hc_controller ctl = {0};
     if (hc_controller_load(&ctl, data_dir, err) < 0)
         return -1;
+    if (ctl.ha_etcd[0]) {
+        /* Its database is a cache that the next takeover replaces: a token written here would
+         * vanish. */
+        hc_error_set(err, HC_E(CONFLICT), "'%s' belongs to an HA controller (etcd %s)", data_dir,
+                     ctl.ha_etcd);
+        return hc_error_hint(err, "create it through the leader: 'hcctl token create %s'", name);
+    }
     struct hc_db *db = hc_db_open(ctl.db_path, err);
     if (!db)
         return -1;
@@ -396,6 +403,9 @@ static int cmd_run(struct hc_cmd_ctx *ctx)
     signal(SIGPIPE, SIG_IGN);
     /* The worker and poller threads may touch libevent objects of their own. */
     evthread_use_pthreads();
+    /* HA mode by --ha-etcd, or by the data directory ("ha_etcd" in controller.json). */
+    if (!o.ha_etcd && ctl.ha_etcd[0])
+        o.ha_etcd = ctl.ha_etcd;
     int rc = o.ha_etcd ? run_ha(&o, &ctl, &err) : serve(&ctl, &err);
     libevent_global_shutdown();
     if (rc < 0)
@@ -413,11 +423,10 @@ static int cmd_ha_init(struct hc_cmd_ctx *ctx)
         lock_data_dir(&ctl, &err) < 0)
         return fail(&err);
     long rows = hc_ha_init(&ctl, hc_cmdline_opt_str(cl, "etcd"), &err);
-    if (rows < 0)
+    if (rows < 0 || hc_ha_mark_data_dir(&ctl, hc_cmdline_opt_str(cl, "etcd"), &err) < 0)
         return fail(&err);
-    printf("%ld rows of %s moved into etcd; run this controller with 'hcctld run --data-dir %s "
-           "--ha-etcd %s'\n",
-           rows, ctl.db_path, ctl.data_dir, hc_cmdline_opt_str(cl, "etcd"));
+    printf("%ld rows of %s moved into etcd; 'hcctld run --data-dir %s' now runs in HA mode\n", rows,
+           ctl.db_path, ctl.data_dir);
     return 0;
 }
 

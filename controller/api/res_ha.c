@@ -76,6 +76,8 @@ void hc_res_ha_join(struct hc_request *req, void *arg)
         hc_reply_error(req, &err);
         return;
     }
+    struct hc_ha *ha = hc_ha_current();
     hc_reply_json(req, 200,
-                  json_pack("{s:s, s:o}", "cluster_id", api->ctl->cluster_id, "files", files));
+                  json_pack("{s:s, s:o, s:s?}", "cluster_id", api->ctl->cluster_id, "files", files,
+                            "ha_etcd", ha ? hc_ha_etcd_urls(ha) : NULL));
 }

@@ -29,6 +29,7 @@ struct hc_ha {
     struct hc_etcd *writes; /* the commits' (replication sender) */
     char name[300];
     char url[300];
+    char etcd_urls[1024];
     int64_t ttl_s;
     int64_t term_base;
     pthread_t thread;
@@ -64,6 +65,33 @@ struct hc_ha *hc_ha_current(void)
 const struct hc_controller *hc_ha_controller(struct hc_ha *ha)
 {
     return ha->ctl;
+}
+
+const char *hc_ha_etcd_urls(const struct hc_ha *ha)
+{
+    return ha->etcd_urls;
+}
+
+int hc_ha_mark_data_dir(const struct hc_controller *ctl, const char *urls, struct hc_error *err)
+{
+    char path[1200], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof(path), "%s/controller.json", ctl->data_dir);
+    if (hc_file_read(path, &text, &len, err) < 0)
+        return -1;
+    json_t *doc = json_loadb(text, len, 0, NULL);
+    free(text);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return hc_error_set(err, HC_E(INVALID_JSON), "'%s' is not a JSON object", path);
+    }
+    json_object_set_new(doc, "ha_etcd", json_string(urls));
+    char *out = json_dumps(doc, JSON_INDENT(2));
+    json_decref(doc);
+    int rc = out ? hc_file_write_atomic(path, out, strlen(out), 0644, err)
+                 : hc_error_set(err, HC_E(INTERNAL), "out of memory");
+    free(out);
+    return rc;
 }
 
 /* Leadership lost: nothing this process does from now on may reach an agent or etcd. */
@@ -350,6 +378,7 @@ struct hc_ha *hc_ha_start(struct hc_controller *ctl, const struct hc_ha_options 
     long timeout = (long)(ha->ttl_s * 1000 / 3);
     if (hc_controller_url(ctl, ha->url, sizeof(ha->url), err) < 0)
         goto fail;
+    snprintf(ha->etcd_urls, sizeof(ha->etcd_urls), "%s", o->etcd_urls);
     snprintf(ha->name, sizeof(ha->name), "%s", ha->url + strlen("https://"));
     if (!(ha->elect = hc_ha_etcd_open(ctl, o->etcd_urls, timeout, err)) ||
         !(ha->writes = hc_ha_etcd_open(ctl, o->etcd_urls, timeout, err)))

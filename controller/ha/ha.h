@@ -57,6 +57,11 @@ int hc_ha_take_over(struct hc_ha *ha, struct hc_error *err);
 /* Hands leadership over at a clean stop (revokes the lease) and frees. */
 void hc_ha_stop(struct hc_ha *ha);
 
+/* Records urls as DIR/controller.json's "ha_etcd": `hcctld run` is then in HA mode without
+ * --ha-etcd, and the commands that write the local database refuse (it is only a cache). */
+int hc_ha_mark_data_dir(const struct hc_controller *ctl, const char *urls, struct hc_error *err);
+const char *hc_ha_etcd_urls(const struct hc_ha *ha);
+
 /* The process's HA state, NULL in single mode; and GET /v1/ha's body for it. */
 struct hc_ha *hc_ha_current(void);
 json_t *hc_ha_status(struct hc_ha *ha, const struct hc_controller *ctl);

@@ -176,6 +176,10 @@ int hc_ha_join(const struct hc_join_options *o, struct hc_join_result *res, stru
             goto done;
     }
     json_t *settings = json_pack("{s:s, s:s}", "cluster_id", cluster, "listen", o->listen);
+    /* The etcd the leader runs on: `hcctld run` on this directory is in HA mode by itself. */
+    const char *etcd = json_string_value(json_object_get(resp.body, "ha_etcd"));
+    if (etcd && strlen(etcd) < sizeof(ctl.ha_etcd))
+        json_object_set_new(settings, "ha_etcd", json_string(etcd));
     if (o->advertise)
         json_object_set_new(settings, "advertise", json_string(o->advertise));
     char *text = json_dumps(settings, JSON_INDENT(2));

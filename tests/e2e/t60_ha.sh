@@ -67,6 +67,8 @@ test_expect_success 'two controllers join and stand by; a standby answers 421 na
     done &&
     for n in 2 3; do wait_for 20 "[ \"\$(ha_status $n | ha_json role)\" = standby ]" || exit 1; done &&
     wait_for 10 "ha_status 3 | jq -e \"([.members[] | select(.alive)] | length) == 3 and .leader.url == \\\"$(url 1)\\\"\"" &&
+    for n in 1 2 3; do jq -e ".ha_etcd == \"$HA_ETCD_URLS\"" "$HA_DIR/c$n/controller.json" >/dev/null || exit 1; done &&
+    ! hcctld token create --data-dir "$HA_DIR/c2" --name local 2>tok.err && grep -q "belongs to an HA controller" tok.err &&
     curl -s -D hdr --cacert "$HA_DIR/c1/ca.pem" -o sb.json -w "%{http_code}" "$(url 2)/v1/nodes?x=1" >code &&
     [ "$(cat code)" = 421 ] && jq -e ".error.code == \"not_leader\" and .error.leader == \"$(url 1)\"" sb.json &&
     grep -qi "^location: $(url 1)/v1/nodes" hdr
