@@ -10,6 +10,8 @@ struct hc_db {
     sqlite3 *h;
     char *path;
     struct hc_db_repl *repl;    /* HA mode (replicate.c), NULL otherwise */
+    struct hc_db_repl *schema;  /* the tables' columns for hc_db_row_insert without repl, read
+                                   once per connection (replicate.c) */
     int (*test_commit)(void *); /* hc_db_set_commit_hook */
     void *test_commit_arg;
 };

@@ -31,8 +31,17 @@ struct pending {
     size_t seq;
 };
 
+/* The last INSERT hc_db_row_insert prepared: a rebuild inserts thousands of rows of one table
+ * with the same columns, one prepare serves them all. */
+struct insert_cache {
+    const struct table_info *table;
+    unsigned char *present; /* per column of table: the image has it */
+    sqlite3_stmt *st;
+};
+
 struct hc_db_repl {
     struct hc_db *db;
+    struct insert_cache ins;
     struct table_info *tables;
     size_t ntables;
     struct pending *p;
@@ -507,17 +516,28 @@ int hc_db_repl_attach(struct hc_db *db)
     return 0;
 }
 
+static void repl_free(struct hc_db_repl *r)
+{
+    sqlite3_finalize(r->ins.st);
+    free(r->ins.present);
+    pending_clear(r);
+    free(r->p);
+    tables_free(r->tables, r->ntables);
+    free(r);
+}
+
 void hc_db_repl_detach(struct hc_db *db)
 {
+    if (db->schema) {
+        repl_free(db->schema);
+        db->schema = NULL;
+    }
     struct hc_db_repl *r = db->repl;
     if (!r)
         return;
     sqlite3_preupdate_hook(db->h, NULL, NULL);
     sqlite3_rollback_hook(db->h, NULL, NULL);
-    pending_clear(r);
-    free(r->p);
-    tables_free(r->tables, r->ntables);
-    free(r);
+    repl_free(r);
     db->repl = NULL;
 }
 
@@ -525,19 +545,16 @@ void hc_db_repl_detach(struct hc_db *db)
 
 int hc_db_row_insert(struct hc_db *db, const char *table, const json_t *image, struct hc_error *err)
 {
-    struct table_info *tables = NULL;
-    size_t nt = 0;
-    const struct table_info *t = NULL;
-    /* The connection's own list when it has one; else read it (export, tests). */
-    if (db->repl) {
-        t = find_table(db->repl, table);
-    } else {
-        if (load_tables(db->h, &tables, &nt) < 0)
+    /* The connection's own list when it replicates; else one read once (rebuild, export). */
+    if (!db->repl && !db->schema) {
+        struct hc_db_repl *s = calloc(1, sizeof(*s));
+        if (!s || load_tables(db->h, &s->tables, &s->ntables) < 0) {
+            free(s);
             return hc_db_error(db, err, "cannot read the schema");
-        for (size_t i = 0; i < nt; i++)
-            if (strcmp(tables[i].name, table) == 0)
-                t = &tables[i];
+        }
+        db->schema = s;
     }
+    const struct table_info *t = find_table(db->repl ? db->repl : db->schema, table);
     int rc = -1;
     json_t *rowid = json_object_get(image, "rowid");
     if (!t || t->no_rowid) {
@@ -563,28 +580,54 @@ int hc_db_row_insert(struct hc_db *db, const char *table, const json_t *image, s
             goto done;
         }
     }
-    char sql[8192];
-    size_t len = (size_t)snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO \"%s\" (rowid", table);
-    int nbind = 1;
-    for (int i = 0; i < t->ncols; i++)
-        if (i != t->ipk && json_object_get(image, t->cols[i]) && len < sizeof(sql) - 300) {
-            len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", \"%s\"", t->cols[i]);
-            nbind++;
-        }
-    len += (size_t)snprintf(sql + len, sizeof(sql) - len, ") VALUES (?");
-    for (int i = 1; i < nbind && len < sizeof(sql) - 8; i++)
-        len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", ?");
-    snprintf(sql + len, sizeof(sql) - len, ")");
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK) {
-        hc_db_error(db, err, "cannot prepare a row's insert");
+    struct hc_db_repl *cache_of = db->repl ? db->repl : db->schema;
+    struct insert_cache *c = &cache_of->ins;
+    unsigned char present[512];
+    if (t->ncols > (int)sizeof(present)) {
+        hc_error_set(err, HC_E(DB), "table '%s' has too many columns", table);
         goto done;
+    }
+    for (int i = 0; i < t->ncols; i++)
+        present[i] = i != t->ipk && json_object_get(image, t->cols[i]) != NULL;
+    sqlite3_stmt *st = NULL;
+    if (c->table == t && c->present && memcmp(c->present, present, (size_t)t->ncols) == 0) {
+        st = c->st;
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+    } else {
+        char sql[8192];
+        size_t len =
+            (size_t)snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO \"%s\" (rowid", table);
+        int nbind = 1;
+        for (int i = 0; i < t->ncols; i++)
+            if (present[i] && len < sizeof(sql) - 300) {
+                len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", \"%s\"", t->cols[i]);
+                nbind++;
+            }
+        len += (size_t)snprintf(sql + len, sizeof(sql) - len, ") VALUES (?");
+        for (int i = 1; i < nbind && len < sizeof(sql) - 8; i++)
+            len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", ?");
+        snprintf(sql + len, sizeof(sql) - len, ")");
+        sqlite3_finalize(c->st);
+        free(c->present);
+        c->st = NULL;
+        c->table = NULL;
+        c->present = malloc((size_t)t->ncols + 1);
+        if (!c->present || sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK) {
+            sqlite3_finalize(st);
+            hc_db_error(db, err, "cannot prepare a row's insert");
+            goto done;
+        }
+        memcpy(c->present, present, (size_t)t->ncols);
+        c->table = t;
+        c->st = st;
     }
     sqlite3_bind_int64(st, 1, json_integer_value(rowid));
     int b = 2;
     for (int i = 0; i < t->ncols; i++) {
-        if (i == t->ipk || !(v = json_object_get(image, t->cols[i])))
+        if (!present[i])
             continue;
+        v = json_object_get(image, t->cols[i]);
         if (json_is_integer(v))
             sqlite3_bind_int64(st, b, json_integer_value(v));
         else if (json_is_real(v))
@@ -612,8 +655,7 @@ int hc_db_row_insert(struct hc_db *db, const char *table, const json_t *image, s
         hc_db_error(db, err, "cannot insert a replicated row");
     else
         rc = 0;
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
 done:
-    tables_free(tables, nt);
     return rc;
 }

@@ -33,7 +33,7 @@
 #define HC_HA_PREFIX_ROWS "/hcctl/rows/"
 #define HC_HA_PREFIX_MEMBERS "/hcctl/members/"
 #define HC_HA_PREFIX_ALIVE "/hcctl/alive/"
-#define HC_HA_ROWS_PAGE 500
+#define HC_HA_ROWS_PAGE 2000          /* rows per range page of a rebuild (~0.6 MB) */
 #define HC_HA_SECRET_FILE "ha.secret" /* how controllers authenticate to each other */
 
 struct hc_ha;
