@@ -34,8 +34,8 @@
 /* The data directory's files a backup holds; admin.token is not among them (a secret the
  * database keeps only the hash of: the token goes on working after a restore), nor crl.pem
  * (run writes it from the database) and hcctld.lock. */
-static const char *const backup_files[] = {"hcctld.db",  "ca.pem",     "ca.key",
-                                           "server.pem", "server.key", "client.pem",
+static const char *const backup_files[] = {"hcctld.db",  "ca.pem",         "ca.key",
+                                           "server.pem", "server.key",     "client.pem",
                                            "client.key", "controller.json"};
 static const char *const backup_trees[] = {"ssh", "trusted-keys", "bundles"};
 #define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
@@ -102,9 +102,9 @@ static int plan_file(struct plan *p, const char *rel, const char *src, int mode,
     uint64_t size;
     if (file_digest(src, hex, &size, err) < 0)
         return -1;
-    json_array_append_new(p->entries, json_pack("{s:s,s:s,s:i,s:I,s:s}", "path", rel, "type",
-                                                "file", "mode", mode, "size", (json_int_t)size,
-                                                "sha256", hex));
+    json_array_append_new(p->entries,
+                          json_pack("{s:s,s:s,s:i,s:I,s:s}", "path", rel, "type", "file", "mode",
+                                    mode, "size", (json_int_t)size, "sha256", hex));
     json_array_append_new(p->sources, json_string(src));
     return 0;
 }
@@ -149,8 +149,7 @@ static int plan_tree(struct plan *p, const char *data_dir, const char *rel, stru
 }
 
 /* A consistent copy of the database into snapshot, while hcctld may be writing it. */
-static int snapshot_db(const char *db_path, const char *snapshot, int *schema,
-                       struct hc_error *err)
+static int snapshot_db(const char *db_path, const char *snapshot, int *schema, struct hc_error *err)
 {
     sqlite3 *from = NULL, *to = NULL;
     int rc = -1;
@@ -230,8 +229,8 @@ static int write_file_data(struct archive *a, const char *src, const json_t *ent
     char hex[65];
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-    if (rc == 0 && (total != want ||
-                    strcmp(hex, json_string_value(json_object_get(entry, "sha256"))) != 0))
+    if (rc == 0 &&
+        (total != want || strcmp(hex, json_string_value(json_object_get(entry, "sha256"))) != 0))
         rc = -1;
     if (rc < 0)
         return hc_error_set(err, HC_E(IO), "'%s' changed or could not be read during the backup",
@@ -255,8 +254,7 @@ static int write_header(struct archive *a, const char *path, mode_t type, int mo
     return 0;
 }
 
-static int write_archive(int fd, const json_t *manifest, const struct plan *p,
-                         struct hc_error *err)
+static int write_archive(int fd, const json_t *manifest, const struct plan *p, struct hc_error *err)
 {
     struct archive *a = archive_write_new();
     int rc = -1;
@@ -321,8 +319,9 @@ int hc_backup_create(const char *data_dir, const char *output, struct hc_backup_
         hc_error_set(err, HC_E(CONFLICT),
                      "'%s' belongs to an HA controller (etcd %s): its database is a cache of etcd",
                      data_dir, ctl.ha_etcd);
-        return hc_error_hint(err, "back up etcd's state with 'hcctld ha export --data-dir %s "
-                                  "--etcd %s --output FILE' (docs/ha.md)",
+        return hc_error_hint(err,
+                             "back up etcd's state with 'hcctld ha export --data-dir %s "
+                             "--etcd %s --output FILE' (docs/ha.md)",
                              data_dir, ctl.ha_etcd);
     }
     memset(info, 0, sizeof(*info));
@@ -355,10 +354,9 @@ int hc_backup_create(const char *data_dir, const char *output, struct hc_backup_
             goto cleanup;
     char created[32];
     iso_time(created, sizeof(created));
-    manifest = json_pack("{s:i,s:s,s:i,s:s,s:s,s:O}", "format", HC_BACKUP_FORMAT,
-                         "hcctld_version", HC_VERSION, "schema_version", info->schema,
-                         "cluster_id", ctl.cluster_id, "created_at", created, "entries",
-                         p.entries);
+    manifest = json_pack("{s:i,s:s,s:i,s:s,s:s,s:O}", "format", HC_BACKUP_FORMAT, "hcctld_version",
+                         HC_VERSION, "schema_version", info->schema, "cluster_id", ctl.cluster_id,
+                         "created_at", created, "entries", p.entries);
     if ((fd = hc_file_tmp_open(output, 0600, tmp, sizeof(tmp), err)) < 0)
         goto cleanup;
     if (write_archive(fd, manifest, &p, err) < 0) {
@@ -461,8 +459,7 @@ static int check_manifest(const json_t *m, json_t *byp, struct hc_backup_info *i
             json_t *size = json_object_get(e, "size");
             if (!json_is_integer(size) || json_integer_value(size) < 0 ||
                 !is_hex64(json_string_value(json_object_get(e, "sha256"))))
-                return invalid(err, "manifest.json: file '%s' has no valid size and sha256",
-                               path);
+                return invalid(err, "manifest.json: file '%s' has no valid size and sha256", path);
         } else if (strcmp(type, "dir") != 0) {
             return invalid(err, "manifest.json: entry '%s' is neither a file nor a dir", path);
         }
@@ -545,8 +542,7 @@ static int unpack_file(struct archive *a, const char *dest, const char *path, co
         for (int i = 0; i < 32; i++)
             snprintf(hex + 2 * i, 3, "%02x", digest[i]);
         if (total != size || strcmp(hex, json_string_value(json_object_get(want, "sha256"))) != 0)
-            rc = invalid(err, "'%s' is not the file the manifest describes (size or sha256)",
-                         path);
+            rc = invalid(err, "'%s' is not the file the manifest describes (size or sha256)", path);
     }
     if (rc == 0 && (fchmod(fd, mode) < 0 || fsync(fd) < 0))
         rc = hc_error_set(err, HC_E(IO), "cannot finish '%s': %s", full, strerror(errno));
@@ -554,8 +550,8 @@ static int unpack_file(struct archive *a, const char *dest, const char *path, co
     return rc;
 }
 
-static int unpack_entry(struct archive *a, struct archive_entry *e, const char *dest,
-                        json_t *byp, json_t *seen, struct hc_error *err)
+static int unpack_entry(struct archive *a, struct archive_entry *e, const char *dest, json_t *byp,
+                        json_t *seen, struct hc_error *err)
 {
     char path[1100];
     if (!entry_path(e, path, sizeof(path)) || !hc_bundle_path_valid(path))
@@ -563,8 +559,7 @@ static int unpack_entry(struct archive *a, struct archive_entry *e, const char *
                        archive_entry_pathname(e) ? archive_entry_pathname(e) : "?");
     mode_t type = archive_entry_filetype(e);
     if (archive_entry_hardlink(e) || (type != AE_IFREG && type != AE_IFDIR))
-        return invalid(err, "archive entry '%s' is refused: not a regular file or directory",
-                       path);
+        return invalid(err, "archive entry '%s' is refused: not a regular file or directory", path);
     json_t *want = json_object_get(byp, path);
     if (!want)
         return invalid(err, "archive entry '%s' is not in the manifest", path);
@@ -687,9 +682,9 @@ static int lock_target(const char *data_dir, int *fd, struct hc_error *err)
     snprintf(path, sizeof(path), "%s/hcctld.lock", data_dir);
     *fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (*fd < 0)
-        return errno == ENOENT ? 0
-                               : hc_error_set(err, HC_E(IO), "cannot open '%s': %s", path,
-                                              strerror(errno));
+        return errno == ENOENT
+                   ? 0
+                   : hc_error_set(err, HC_E(IO), "cannot open '%s': %s", path, strerror(errno));
     if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
         return 0;
     ssize_t n = read(*fd, text, sizeof(text) - 1);
@@ -697,8 +692,8 @@ static int lock_target(const char *data_dir, int *fd, struct hc_error *err)
     text[strcspn(text, "\n")] = '\0';
     close(*fd);
     *fd = -1;
-    hc_error_set(err, HC_E(CONFLICT), "an hcctld (pid %s) runs on '%s'",
-                 text[0] ? text : "unknown", data_dir);
+    hc_error_set(err, HC_E(CONFLICT), "an hcctld (pid %s) runs on '%s'", text[0] ? text : "unknown",
+                 data_dir);
     return hc_error_hint(err, "stop it first (systemctl stop hcctld), then restore");
 }
 
@@ -841,11 +836,10 @@ int hc_backup_fence_catch_up(const struct hc_controller *ctl, struct hc_error *e
         goto cleanup;
     HC_INFO("after the restore: the highest controller_term of %zu nodes is %lld; generation %lld "
             "-> %lld",
-            nnodes - missing, (long long)highest, (long long)stored,
-            (long long)highest);
+            nnodes - missing, (long long)highest, (long long)stored, (long long)highest);
     if (missing)
-        HC_WARN("%zu nodes did not answer: %s stays, the next 'hcctld run' asks them again", missing,
-                marker);
+        HC_WARN("%zu nodes did not answer: %s stays, the next 'hcctld run' asks them again",
+                missing, marker);
     else if (unlink(marker) < 0)
         HC_WARN("cannot remove '%s': %s", marker, strerror(errno));
     rc = 0;

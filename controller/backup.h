@@ -24,9 +24,9 @@
 #define HC_BACKUP_MARKER "restored" /* DIR/restored: written by restore, removed by run */
 
 struct hc_backup_info {
-    size_t files;     /* regular files in the archive, the manifest not counted */
-    uint64_t bytes;   /* their total size */
-    int schema;       /* the database's schema version */
+    size_t files;   /* regular files in the archive, the manifest not counted */
+    uint64_t bytes; /* their total size */
+    int schema;     /* the database's schema version */
     char cluster_id[64];
 };
 

@@ -798,6 +798,20 @@ static const struct hc_cmdline_text command_texts[] = {
              "its previous reply, for the TLS handshake and a complete request (the body too,\n"
              "except an admin's bundle upload). Bodies are held to 1 MiB before any of them is\n"
              "read, unless the request is an admin token's POST /v1/software (60 MiB).\n"},
+    {.name = "backup",
+     .text = "Writes one tar.gz (mode 0600, renamed into place when complete): manifest.json\n"
+             "(versions, cluster id, every entry's size and SHA-256), a consistent snapshot of\n"
+             "the database taken with SQLite's online backup API (hcctld may be running), the CA\n"
+             "and keys, controller.json, ssh/, trusted-keys/ and bundles/. Not admin.token: the\n"
+             "database holds the hash of every token, which goes on working. An HA data\n"
+             "directory is refused: its backup is 'hcctld ha export'.\n"},
+    {.name = "restore",
+     .text = "Checks the whole archive (gzip, manifest, every entry's size and SHA-256, no\n"
+             "entry outside the data directory's files, no link or device, no schema newer than\n"
+             "this hcctld's) while unpacking it beside DIR, then swaps it in with one rename: a\n"
+             "refused restore leaves DIR as it was. DIR must be empty or new unless --force; an\n"
+             "hcctld running on DIR is always refused. The first 'hcctld run' afterwards asks\n"
+             "every agent for its controller term and starts above the highest (DIR/restored).\n"},
     {.name = NULL},
 };
 
@@ -824,7 +838,8 @@ static const struct hc_cmdline_text man_sections[] = {
              "                                 (CN hcctld-client)\n"
              "  DIR/ssh/id_ed25519             the key the controller logs in to nodes with\n"
              "  DIR/controller.json            listen address and settings\n"
-             "  DIR/admin.token                the first admin API token, mode 0600\n"},
+             "  DIR/admin.token                the first admin API token, mode 0600\n"
+             "  DIR/restored                   left by 'hcctld restore' for the next run\n"},
     {.name = "SYSTEMD",
      .text = "The package installs hcctld.service, which runs 'hcctld run --data-dir\n"
              "/var/lib/hcctld' hardened: no capabilities at all, no new privileges, the file\n"

@@ -111,4 +111,17 @@ test_expect_success 'restore --force over a stopped controller replaces it' '
     grep -q "after the restore: the highest controller_term of 1 nodes is 5" "$T/hcctld.log"
 '
 
+test_expect_success 'the scheduled backup script keeps the KEEP newest archives, nothing else' '
+    mkdir bk && for d in 20200101 20200102 20200103; do : >"bk/hcctld-${d}T000000Z.tgz"; done &&
+    : >bk/mine.tgz &&
+    HCCTLD=hcctld "$HC_SRC/packaging/scripts/hcctld-backup" "$CTL_DIR" bk 2 >out &&
+    [ "$(ls bk | grep -c "^hcctld-")" = 2 ] && [ -f bk/mine.tgz ] &&
+    [ -f bk/hcctld-20200103T000000Z.tgz ] && [ ! -e bk/hcctld-20200102T000000Z.tgz ] &&
+    grep -q "removed bk/hcctld-20200101T000000Z.tgz (keeping 2)" out &&
+    new=$(ls bk | grep "^hcctld-2[0-9]*T" | sort | tail -1) &&
+    [ "$(stat -c %a "bk/$new")" = 600 ] && [ "$(tar tzf "bk/$new" | head -1)" = manifest.json ] &&
+    expect_exit 2 "$HC_SRC/packaging/scripts/hcctld-backup" "$CTL_DIR" bk 0 2>err &&
+    grep -q "KEEP must be a whole number" err
+'
+
 test_done
