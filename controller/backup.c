@@ -505,14 +505,27 @@ static int read_manifest(struct archive *a, struct archive_entry *e, json_t **ou
     return 0;
 }
 
+/* The database, the TLS keys and the SSH private key (ssh/ but *.pub, known_hosts). */
+static int secret_path(const char *path)
+{
+    size_t n = strlen(path);
+    if (strcmp(path, "hcctld.db") == 0 || (n > 4 && strcmp(path + n - 4, ".key") == 0))
+        return 1;
+    return strncmp(path, "ssh/", 4) == 0 && !(n > 4 && strcmp(path + n - 4, ".pub") == 0) &&
+           !strstr(path, "known_hosts");
+}
+
 /* Writes the entry's data to dest/path, checking its size and SHA-256 against the manifest. */
 static int unpack_file(struct archive *a, const char *dest, const char *path, const json_t *want,
                        struct hc_error *err)
 {
     char full[2200];
     snprintf(full, sizeof(full), "%s/%s", dest, path);
-    /* hcctld.db and every key are 0600 whatever the archive says; nothing is group-writable. */
+    /* Nothing group- or world-writable; the database and every private key 0600 whatever the
+     * archive says. */
     mode_t mode = (mode_t)json_integer_value(json_object_get(want, "mode")) & 0644;
+    if (secret_path(path))
+        mode = 0600;
     int fd = open(full, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return hc_error_set(err, HC_E(IO), "cannot create '%s': %s", full, strerror(errno));

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -249,8 +249,8 @@ static void test_round_trip(void **state)
     if (hc_backup_restore(f->archive, target, 0, &info, &err) < 0)
         fail_msg("restore: %s", err.message);
     assert_int_equal(info.schema, hc_db_latest_version());
-    const char *same[] = {"ca.pem", "ca.key", "server.key", "client.key", "controller.json",
-                          "ssh/id_ed25519", "bundles/ab/x.tar.gz"};
+    const char *same[] = {"ca.pem",          "ca.key",         "server.key",         "client.key",
+                          "controller.json", "ssh/id_ed25519", "bundles/ab/x.tar.gz"};
     for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
         snprintf(a, sizeof(a), "%s/%s", f->data_dir, same[i]);
         snprintf(b, sizeof(b), "%s/%s", target, same[i]);
@@ -277,10 +277,48 @@ static void test_round_trip(void **state)
     snprintf(b, sizeof(b), "%s/hcctld.db", target);
     struct hc_db *db = hc_db_open(b, &err);
     assert_non_null(db);
-    assert_int_equal(hc_test_db_count(db, "SELECT count(*) AS n FROM clusters WHERE id = ?",
-                                      info.cluster_id),
-                     1);
+    assert_int_equal(
+        hc_test_db_count(db, "SELECT count(*) AS n FROM clusters WHERE id = ?", info.cluster_id),
+        1);
     hc_db_close(db);
+}
+
+/* An archive that says 0644 for a private key restores it 0600 all the same; 0666 is never
+ * restored world-writable. */
+static void test_modes_forced(void **state)
+{
+    struct fixture *f = *state;
+    char hostile[1200], target[1200], path[1300];
+    struct pack p;
+    pack_read(f->archive, &p);
+    json_t *m = manifest_get(&p);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(m, "entries"), i, e)
+    {
+        const char *name = json_string_value(json_object_get(e, "path"));
+        if (strcmp(name, "ca.key") == 0 || strcmp(name, "ssh/id_ed25519") == 0)
+            json_object_set_new(e, "mode", json_integer(0644));
+        if (strcmp(name, "ca.pem") == 0)
+            json_object_set_new(e, "mode", json_integer(0666));
+    }
+    manifest_set(&p, m);
+    hostile_path(f, hostile, sizeof(hostile));
+    pack_write(hostile, &p, 1);
+    pack_free(&p);
+    snprintf(target, sizeof(target), "%s/modes", f->tmp);
+    struct hc_backup_info info;
+    struct hc_error err = {0};
+    if (hc_backup_restore(hostile, target, 0, &info, &err) < 0)
+        fail_msg("restore: %s", err.message);
+    const char *files[] = {"ca.key", "ssh/id_ed25519", "ca.pem"};
+    const int want[] = {0600, 0600, 0644};
+    for (int k = 0; k < 3; k++) {
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", target, files[k]);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 0777, want[k]);
+    }
 }
 
 static void test_truncated(void **state)
@@ -578,6 +616,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_modes_forced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flipped_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_content_differs, setup, teardown),
