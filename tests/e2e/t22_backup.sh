@@ -111,6 +111,20 @@ test_expect_success 'restore --force over a stopped controller replaces it' '
     grep -q "after the restore: the highest controller_term of 1 nodes is 5" "$T/hcctld.log"
 '
 
+test_expect_success 'a node that does not answer keeps the marker; the next run asks it again' '
+    controller_stop && agent_kill n1 TERM &&
+    hcctld restore --input "$T/b.tgz" --data-dir "$CTL_DIR" --force >out 2>err &&
+    controller_start &&
+    grep -q "after the restore: node n1 did not tell its controller_term" "$T/hcctld.log" &&
+    grep -q "1 nodes did not answer: $CTL_DIR/restored stays" "$T/hcctld.log" &&
+    [ -f "$CTL_DIR/restored" ] && [ "$(generation)" = 2 ] &&
+    controller_stop && agent_start n1 &&
+    wait_for 10 "agent_term $AGENT" && [ "$(term)" = 6 ] &&
+    controller_start && [ "$(generation)" = 7 ] && [ ! -e "$CTL_DIR/restored" ] &&
+    grep -q "after the restore: the highest controller_term of 1 nodes is 6" "$T/hcctld.log" &&
+    wait_for 10 "[ \"\$(term)\" = 7 ]"
+'
+
 test_expect_success 'the scheduled backup script keeps the KEEP newest archives, nothing else' '
     mkdir bk && for d in 20200101 20200102 20200103; do : >"bk/hcctld-${d}T000000Z.tgz"; done &&
     : >bk/mine.tgz &&
