@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -220,8 +221,10 @@ static int write_file_data(struct archive *a, const char *src, const json_t *ent
     while (rc == 0 && (n = read(fd, buf, sizeof(buf))) > 0) {
         EVP_DigestUpdate(md, buf, (size_t)n);
         total += (uint64_t)n;
-        if (total > want || archive_write_data(a, buf, (size_t)n) != n)
+        if (total > want)
             rc = -1;
+        else if (archive_write_data(a, buf, (size_t)n) != n)
+            rc = -2;
     }
     EVP_DigestFinal_ex(md, digest, &dlen);
     EVP_MD_CTX_free(md);
@@ -232,6 +235,8 @@ static int write_file_data(struct archive *a, const char *src, const json_t *ent
     if (rc == 0 &&
         (total != want || strcmp(hex, json_string_value(json_object_get(entry, "sha256"))) != 0))
         rc = -1;
+    if (rc == -2)
+        return hc_error_set(err, HC_E(IO), "cannot write the archive: %s", archive_error_string(a));
     if (rc < 0)
         return hc_error_set(err, HC_E(IO), "'%s' changed or could not be read during the backup",
                             src);
@@ -309,6 +314,27 @@ static void iso_time(char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* -1 with err when output would land inside data_dir (a later backup would hold it, and
+ * this one its own temporary files). */
+static int check_output(const char *data_dir, const char *output, struct hc_error *err)
+{
+    char dir[PATH_MAX], parent[PATH_MAX], out[PATH_MAX];
+    snprintf(out, sizeof(out), "%s", output);
+    char *slash = strrchr(out, '/');
+    if (slash)
+        *(slash == out ? slash + 1 : slash) = '\0';
+    if (!realpath(data_dir, dir))
+        return hc_error_set(err, HC_E(IO), "cannot resolve '%s': %s", data_dir, strerror(errno));
+    if (!realpath(slash ? out : ".", parent))
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "--output '%s': its directory: %s", output,
+                            strerror(errno));
+    size_t n = strlen(dir);
+    if (strncmp(parent, dir, n) == 0 && (parent[n] == '\0' || parent[n] == '/'))
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                            "--output '%s' is inside the data directory '%s'", output, data_dir);
+    return 0;
+}
+
 int hc_backup_create(const char *data_dir, const char *output, struct hc_backup_info *info,
                      struct hc_error *err)
 {
@@ -324,6 +350,8 @@ int hc_backup_create(const char *data_dir, const char *output, struct hc_backup_
                              "--etcd %s --output FILE' (docs/ha.md)",
                              data_dir, ctl.ha_etcd);
     }
+    if (check_output(data_dir, output, err) < 0)
+        return -1;
     memset(info, 0, sizeof(*info));
     snprintf(info->cluster_id, sizeof(info->cluster_id), "%s", ctl.cluster_id);
     struct plan p = {json_array(), json_array()};

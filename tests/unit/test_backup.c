@@ -612,6 +612,33 @@ static void test_ha_refused(void **state)
     assert_int_not_equal(access(out, F_OK), 0);
 }
 
+static void test_output_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct hc_backup_info info;
+    char out[1300];
+    const char *inside[] = {"/b.tgz", "/bundles/b.tgz", "/ssh/../b.tgz"};
+    for (int i = 0; i < 3; i++) {
+        struct hc_error err = {0};
+        snprintf(out, sizeof(out), "%s%s", f->data_dir, inside[i]);
+        assert_int_equal(hc_backup_create(f->data_dir, out, &info, &err), -1);
+        assert_string_equal(err.code, "invalid_argument");
+        assert_non_null(strstr(err.message, "is inside the data directory"));
+        assert_int_not_equal(access(out, F_OK), 0);
+    }
+    struct hc_error err = {0};
+    snprintf(out, sizeof(out), "%s/no/such/dir/b.tgz", f->tmp);
+    assert_int_equal(hc_backup_create(f->data_dir, out, &info, &err), -1);
+    assert_non_null(strstr(err.message, "its directory"));
+    /* Nothing left behind beside the good archive either. */
+    DIR *d = opendir(f->tmp);
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strstr(de->d_name, ".tmp."))
+            fail_msg("left behind: %s", de->d_name);
+    closedir(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -627,6 +654,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_manifest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_target_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ha_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_output_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
