@@ -18,9 +18,10 @@ hollow_start() {
     echo $! >"$T/pids/hollow"
 }
 on_version() { hcctl node list -o json | jq "[.nodes[] | select(.software_version == \"$1\")] | length"; }
-upgrade_state() {
+# Both upgrades (to 1.0, to 1.1) have succeeded.
+upgrades_done() {
     hcctl operation list -o json |
-        jq -r '[.operations[] | select(.kind | test("upgrade"))][0] | "\(.id) \(.state)"'
+        jq -e '[.operations[] | select(.kind == "upgrade.rolling") | .state] == ["succeeded", "succeeded"]'
 }
 
 test_expect_success 'the nodes join and run 1.0' '
@@ -45,11 +46,11 @@ echo "# $(cat "$T/done_then" 2>/dev/null) of $N nodes were on 1.1 at the backup"
 test_expect_success 'wiped, restored, run: the upgrade resumes and finishes on every node' '
     rm -rf "$CTL_DIR" &&
     hcctld restore --input "$T/mid.tgz" --data-dir "$CTL_DIR" >out 2>err &&
-    [ "$(sqlite3 "$CTL_DIR/hcctld.db" "SELECT state FROM operations ORDER BY id DESC LIMIT 1")" = running ] &&
+    [ "$(sqlite3 "$CTL_DIR/hcctld.db" "SELECT count(*) FROM operations WHERE state = '"'running'"'")" = 1 ] &&
     controller_start &&
     wait_for 10 "hcctl events --type op.resumed -o json | jq -e \".events | length >= 1\"" &&
     grep -q "after the restore: the highest controller_term of $N nodes is 1" "$T/hcctld.log" &&
-    wait_for 60 "[ \"\$(upgrade_state | cut -d\" \" -f2)\" = succeeded ]" &&
+    wait_for 60 upgrades_done &&
     [ "$(on_version 1.1)" = $N ] && [ "$(reachable_count)" = $N ] &&
     ! grep -q stale_term "$T/hcctld.log"
 '
