@@ -23,6 +23,7 @@
 #include "common/bundle.h"
 #include "common/https_client.h"
 #include "common/log.h"
+#include "common/parallel.h"
 #include "common/util.h"
 #include "controller/ha/fence_store.h"
 #include "controller/init.h"
@@ -834,6 +835,39 @@ cleanup:
 
 /* ---------------------------------------------------------------- fencing after a restore */
 
+#define CATCH_UP_PARALLEL 32
+
+/* The fan-out over the nodes: per-thread connections and clients (hc_parallel_for's worker),
+ * per-node results. */
+struct catch_up {
+    const struct hc_controller *ctl;
+    const struct hc_node_row *nodes;
+    int64_t *terms; /* -1: the node did not tell */
+    struct hc_db *db[CATCH_UP_PARALLEL];
+    struct hc_http_client *client[CATCH_UP_PARALLEL];
+};
+
+static int ask_term(void *arg, unsigned worker, size_t i)
+{
+    struct catch_up *c = arg;
+    struct hc_error cerr = {0};
+    struct hc_http_response resp = {0};
+    c->terms[i] = -1;
+    if (!c->db[worker] && (c->db[worker] = hc_db_open(c->ctl->db_path, &cerr)))
+        c->client[worker] = hc_agent_client_new(c->ctl, c->db[worker], &cerr);
+    if (c->client[worker] &&
+        hc_agent_call(c->client[worker], c->nodes[i].agent_url, "GET", "/v1/status", NULL,
+                      hc_agent_timeout_ms(c->ctl), &resp, &cerr) == 0 &&
+        json_is_integer(json_object_get(resp.body, "controller_term")))
+        c->terms[i] = json_integer_value(json_object_get(resp.body, "controller_term"));
+    else
+        HC_WARN("after the restore: node %s did not tell its controller_term (%s)",
+                c->nodes[i].name,
+                cerr.message[0] ? cerr.message : "no controller_term in its status");
+    hc_http_response_clear(&resp);
+    return 0;
+}
+
 int hc_backup_fence_catch_up(const struct hc_controller *ctl, struct hc_error *err)
 {
     char marker[1200];
@@ -844,34 +878,29 @@ int hc_backup_fence_catch_up(const struct hc_controller *ctl, struct hc_error *e
     if (!db)
         return -1;
     int rc = -1;
-    struct hc_http_client *client = NULL;
     struct hc_node_row *nodes = NULL;
     size_t nnodes = 0;
     json_t *gen = NULL;
+    struct catch_up c = {.ctl = ctl};
     if (hc_nodes_rows(db, NULL, &nodes, &nnodes, err) < 0 ||
-        !(gen = hc_db_query_json(db, err, "SELECT generation FROM fence_generation", "")) ||
-        !(client = hc_agent_client_new(ctl, db, err)))
+        !(gen = hc_db_query_json(db, err, "SELECT generation FROM fence_generation", "")))
         goto cleanup;
+    if (nnodes && !(c.terms = calloc(nnodes, sizeof(*c.terms)))) {
+        hc_error_set(err, HC_E(INTERNAL), "out of memory");
+        goto cleanup;
+    }
+    c.nodes = nodes;
+    /* Before anything else runs, once: a node that does not answer costs one agent timeout,
+     * CATCH_UP_PARALLEL of them at a time. */
+    hc_parallel_for(nnodes, CATCH_UP_PARALLEL, ask_term, &c);
     int64_t stored = json_integer_value(json_object_get(json_array_get(gen, 0), "generation"));
     int64_t highest = stored;
     size_t missing = 0;
-    /* One node after another: this runs once after a restore, before anything else. */
     for (size_t i = 0; i < nnodes; i++) {
-        const char *name = nodes[i].name;
-        struct hc_http_response resp = {0};
-        struct hc_error cerr = {0};
-        if (hc_agent_call(client, nodes[i].agent_url, "GET", "/v1/status", NULL,
-                          hc_agent_timeout_ms(ctl), &resp, &cerr) < 0 ||
-            !json_is_integer(json_object_get(resp.body, "controller_term"))) {
-            HC_WARN("after the restore: node %s did not tell its controller_term (%s)", name,
-                    cerr.message[0] ? cerr.message : "no controller_term in its status");
+        if (c.terms[i] < 0)
             missing++;
-        } else {
-            int64_t term = json_integer_value(json_object_get(resp.body, "controller_term"));
-            if (term > highest)
-                highest = term;
-        }
-        hc_http_response_clear(&resp);
+        else if (c.terms[i] > highest)
+            highest = c.terms[i];
     }
     if (highest > stored && hc_fence_generation_store(db, highest, err) < 0)
         goto cleanup;
@@ -885,7 +914,11 @@ int hc_backup_fence_catch_up(const struct hc_controller *ctl, struct hc_error *e
         HC_WARN("cannot remove '%s': %s", marker, strerror(errno));
     rc = 0;
 cleanup:
-    hc_http_client_free(client);
+    for (int w = 0; w < CATCH_UP_PARALLEL; w++) {
+        hc_http_client_free(c.client[w]);
+        hc_db_close(c.db[w]);
+    }
+    free(c.terms);
     hc_node_rows_free(nodes, nnodes);
     json_decref(gen);
     hc_db_close(db);

@@ -48,9 +48,9 @@ int hc_backup_restore(const char *input, const char *data_dir, int force,
                       struct hc_backup_info *info, struct hc_error *err);
 
 /* For `hcctld run` (single mode), before it takes its start generation: without the marker,
- * nothing. With it, asks every node's agent for GET /v1/status controller_term and stores the
- * highest seen as the generation (so that run's next one is above it), then removes the marker;
- * an agent that does not answer keeps the marker (the next run asks again) and is logged.
+ * nothing. With it, asks every node's agent (32 at a time) for GET /v1/status controller_term and
+ * stores the highest seen as the generation (so that run's next one is above it), then removes the
+ * marker; an agent that does not answer keeps the marker (the next run asks again) and is logged.
  * 0, or -1 with err. */
 int hc_backup_fence_catch_up(const struct hc_controller *ctl, struct hc_error *err);
 
