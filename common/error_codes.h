@@ -94,6 +94,8 @@ enum hc_exit {
     X(SCHEMA_TOO_NEW, HC_ERR_SCHEMA_TOO_NEW, 500, 1, 1,                                            \
       "the database was written by a newer hcctld")                                                \
     X(IO, HC_ERR_IO, 500, 1, 1, "a file, socket or process call failed")                           \
+    X(BACKUP_INVALID, "backup_invalid", 422, 1, 1,                                                 \
+      "a backup archive is corrupt, truncated or holds an unsafe entry")                           \
     X(RESPONSE_TOO_LARGE, HC_ERR_RESPONSE_TOO_LARGE, 502, 1, 1,                                    \
       "a peer's answer exceeds the client's limit")                                                \
     X(NOT_OK_TO_STOP, HC_ERR_NOT_OK_TO_STOP, 409, 5, 5,                                            \

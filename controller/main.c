@@ -24,6 +24,7 @@
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/api/auth.h"
+#include "controller/backup.h"
 #include "controller/controller.h"
 #include "controller/ha/fence.h"
 #include "controller/ha/fence_store.h"
@@ -190,6 +191,10 @@ static int lock_data_dir(const struct hc_controller *ctl, struct hc_error *err)
 static int fence_start(const struct hc_controller *ctl, struct hc_error *err)
 {
     int64_t generation = 0;
+    /* After `hcctld restore` only (its marker, DIR/restored): the restored generation is below
+     * what the agents have seen; it is raised above their controller_term first. */
+    if (hc_backup_fence_catch_up(ctl, err) < 0)
+        return -1;
     struct hc_db *db = hc_db_open(ctl->db_path, err);
     int rc = db ? hc_fence_generation_next(db, &generation, err) : -1;
     hc_db_close(db);
@@ -519,6 +524,37 @@ static int cmd_ha_etcd_cert(struct hc_cmd_ctx *ctx)
     return 0;
 }
 
+static int cmd_backup(struct hc_cmd_ctx *ctx)
+{
+    const struct hc_cmdline *cl = &ctx->cl;
+    const char *out = hc_cmdline_opt_str(cl, "output");
+    struct hc_backup_info info;
+    struct hc_error err = {0};
+    if (hc_backup_create(hc_cmdline_opt_str(cl, "data-dir"), out, &info, &err) < 0)
+        return fail(&err);
+    printf("backup: %s\ncluster id: %s\nschema: %d\nfiles: %zu\nbytes: %llu\n", out,
+           info.cluster_id, info.schema, info.files, (unsigned long long)info.bytes);
+    return 0;
+}
+
+static int cmd_restore(struct hc_cmd_ctx *ctx)
+{
+    const struct hc_cmdline *cl = &ctx->cl;
+    const char *dir = hc_cmdline_opt_str(cl, "data-dir");
+    struct hc_backup_info info;
+    struct hc_error err = {0};
+    if (hc_backup_restore(hc_cmdline_opt_str(cl, "input"), dir, hc_cmdline_opt_set(cl, "force"),
+                          &info, &err) < 0)
+        return fail(&err);
+    printf("data dir: %s\ncluster id: %s\nschema: %d\nfiles: %zu\n", dir, info.cluster_id,
+           info.schema, info.files);
+    fprintf(stderr,
+            "hcctld: the next 'hcctld run' raises its fencing term above every agent's "
+            "(DIR/%s)\n",
+            HC_BACKUP_MARKER);
+    return 0;
+}
+
 static int cmd_version(struct hc_cmd_ctx *ctx)
 {
     (void)ctx;
@@ -644,6 +680,39 @@ static const struct hc_cmd_opt ha_etcd_cert_opts[] = {
     {.name = NULL},
 };
 
+static const struct hc_cmd_opt backup_opts[] = {
+    HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+           .help = "the controller's data directory (hcctld may run on it)",
+           .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "output", .type = HC_OPT_STRING, .required = 1, .value_name = "FILE",
+           .help = "the archive to write (tar.gz, mode 0600; replaced atomically)",
+           .completer = HC_COMPLETE_FILE),
+    {.name = NULL},
+};
+
+static const struct hc_cmd_opt restore_opts[] = {
+    HC_OPT(.name = "input", .type = HC_OPT_STRING, .required = 1, .value_name = "FILE",
+           .help = "an archive written by 'hcctld backup'", .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+           .help = "the data directory to restore (empty or new; hcctld must not run on it)",
+           .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "force", .type = HC_OPT_BOOL,
+           .help = "replace a data directory that is not empty (everything in it)"),
+    {.name = NULL},
+};
+
+static const struct hc_cmd_verb backup_verbs[] = {
+    HC_VERB(.name = "backup", .handler = cmd_backup, .opts = backup_opts,
+            .summary = "write the database, CA, keys and bundles into one archive"),
+    {.name = NULL},
+};
+
+static const struct hc_cmd_verb restore_verbs[] = {
+    HC_VERB(.name = "restore", .handler = cmd_restore, .opts = restore_opts,
+            .summary = "check an archive of 'hcctld backup' and make the data directory of it"),
+    {.name = NULL},
+};
+
 static const struct hc_cmd_verb ha_verbs[] = {
     HC_VERB(.name = "etcd-cert", .handler = cmd_ha_etcd_cert, .opts = ha_etcd_cert_opts,
             .summary = "issue an etcd member's certificate from the cluster CA"),
@@ -686,12 +755,17 @@ static const struct hc_cmd_group token_group = {
     .name = "token", .summary = "API tokens", .verbs = token_verbs};
 static const struct hc_cmd_group run_group = {
     .name = "run", .verbs = run_verbs, .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group backup_group = {
+    .name = "backup", .verbs = backup_verbs, .flags = HC_GROUP_STANDALONE};
+static const struct hc_cmd_group restore_group = {
+    .name = "restore", .verbs = restore_verbs, .flags = HC_GROUP_STANDALONE};
 static const struct hc_cmd_group version_group = {
     .name = "version", .verbs = version_verbs, .flags = HC_GROUP_STANDALONE};
 static const struct hc_cmd_group ha_group = {
     .name = "ha", .summary = "high availability on etcd (docs/ha.md)", .verbs = ha_verbs};
-static const struct hc_cmd_group *const groups[] = {&init_group, &token_group,   &run_group,
-                                                    &ha_group,   &version_group, NULL};
+static const struct hc_cmd_group *const groups[] = {
+    &init_group,    &token_group, &run_group,     &backup_group,
+    &restore_group, &ha_group,    &version_group, NULL};
 
 /* The prose of the man page and of each command's --help (plain text: paragraphs, blocks
  * indented by two spaces). */
@@ -724,6 +798,20 @@ static const struct hc_cmdline_text command_texts[] = {
              "its previous reply, for the TLS handshake and a complete request (the body too,\n"
              "except an admin's bundle upload). Bodies are held to 1 MiB before any of them is\n"
              "read, unless the request is an admin token's POST /v1/software (60 MiB).\n"},
+    {.name = "backup",
+     .text = "Writes one tar.gz (mode 0600, renamed into place when complete): manifest.json\n"
+             "(versions, cluster id, every entry's size and SHA-256), a consistent snapshot of\n"
+             "the database taken with SQLite's online backup API (hcctld may be running), the CA\n"
+             "and keys, controller.json, ssh/, trusted-keys/ and bundles/. Not admin.token: the\n"
+             "database holds the hash of every token, which goes on working. An HA data\n"
+             "directory is refused: its backup is 'hcctld ha export'.\n"},
+    {.name = "restore",
+     .text = "Checks the whole archive (gzip, manifest, every entry's size and SHA-256, no\n"
+             "entry outside the data directory's files, no link or device, no schema newer than\n"
+             "this hcctld's) while unpacking it beside DIR, then swaps it in with one rename: a\n"
+             "refused restore leaves DIR as it was. DIR must be empty or new unless --force; an\n"
+             "hcctld running on DIR is always refused. The first 'hcctld run' afterwards asks\n"
+             "every agent for its controller term and starts above the highest (DIR/restored).\n"},
     {.name = NULL},
 };
 
@@ -750,7 +838,8 @@ static const struct hc_cmdline_text man_sections[] = {
              "                                 (CN hcctld-client)\n"
              "  DIR/ssh/id_ed25519             the key the controller logs in to nodes with\n"
              "  DIR/controller.json            listen address and settings\n"
-             "  DIR/admin.token                the first admin API token, mode 0600\n"},
+             "  DIR/admin.token                the first admin API token, mode 0600\n"
+             "  DIR/restored                   left by 'hcctld restore' for the next run\n"},
     {.name = "SYSTEMD",
      .text = "The package installs hcctld.service, which runs 'hcctld run --data-dir\n"
              "/var/lib/hcctld' hardened: no capabilities at all, no new privileges, the file\n"

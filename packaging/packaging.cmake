@@ -51,9 +51,11 @@ set(HC_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING
 # hcagent.service.in is also the unit hcctld pushes over SSH (embedded below): its ExecStart and
 # StateDirectory are placeholders, filled here for the package and in controller/ops/op_bootstrap.c
 # for a pushed node.
-foreach(unit hcctld hcagent)
+# hcctld-backup.service runs packaging/scripts/hcctld-backup from HC_LIBEXECDIR.
+foreach(unit hcctld hcagent hcctld-backup)
   install(CODE "
     set(HC_BINDIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
+    set(HC_LIBEXECDIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBEXECDIR}/hcctl\")
     set(HC_AGENT_EXEC \"\${HC_BINDIR}/hcagent run --data-dir /var/lib/hcagent\")
     set(HC_AGENT_STATE hcagent)
     set(unit_dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${HC_SYSTEMD_UNIT_DIR}\")
@@ -63,6 +65,13 @@ foreach(unit hcctld hcagent)
                    FILE_PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
     list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${CMAKE_INSTALL_PREFIX}/${HC_SYSTEMD_UNIT_DIR}/${unit}.service\")")
 endforeach()
+
+# The daily backup (docs/hcctld.md "Scheduled backups"): the timer and the script its service
+# runs.
+install(FILES ${CMAKE_SOURCE_DIR}/packaging/systemd/hcctld-backup.timer
+  DESTINATION ${HC_SYSTEMD_UNIT_DIR} PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+install(PROGRAMS ${CMAKE_SOURCE_DIR}/packaging/scripts/hcctld-backup
+  DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/hcctl)
 
 # The storage service's user: uid/gid 60600 needs no account (agents/hcagent/privilege.h); the package
 # gives it the name hcsvc, so that ps and ls show one (systemd-sysusers, run by the postinst).

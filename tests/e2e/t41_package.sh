@@ -18,7 +18,8 @@ test_expect_success 'cmake --install lays out programs, man pages, completions a
              share/man/man8/hcctld.8 share/man/man8/hcagent.8 \
              share/bash-completion/completions/hcctl share/zsh/vendor-completions/_hcctl \
              share/fish/vendor_completions.d/hcctl.fish $UNITS/hcctld.service \
-             $UNITS/hcagent.service; do
+             $UNITS/hcagent.service $UNITS/hcctld-backup.service $UNITS/hcctld-backup.timer \
+             libexec/hcctl/hcctld-backup; do
         [ -f "$T/inst/$f" ] || { echo "missing $f"; exit 1; }
     done &&
     grep -qx "ExecStart=$T/inst/bin/hcctld run --data-dir /var/lib/hcctld" \
@@ -27,7 +28,11 @@ test_expect_success 'cmake --install lays out programs, man pages, completions a
         "$T/inst/$UNITS/hcagent.service" &&
     [ "$(stat -c %a "$T/inst/$UNITS/hcctld.service" "$T/inst/$UNITS/hcagent.service")" = "644
 644" ] &&
-    grep -qx "$T/inst/$UNITS/hcagent.service" "$BUILD/install_manifest.txt"
+    grep -qx "$T/inst/$UNITS/hcagent.service" "$BUILD/install_manifest.txt" &&
+    grep -qx "ExecStart=$T/inst/libexec/hcctl/hcctld-backup /var/lib/hcctld /var/lib/hcctld-backup \${KEEP}" \
+        "$T/inst/$UNITS/hcctld-backup.service" &&
+    grep -qx "Environment=HCCTLD=$T/inst/bin/hcctld" "$T/inst/$UNITS/hcctld-backup.service" &&
+    [ "$(stat -c %a "$T/inst/libexec/hcctl/hcctld-backup")" = 755 ]
 '
 
 test_expect_success 'one man page per visible group, and every page is clean roff' '
@@ -55,8 +60,11 @@ test_expect_success 'the systemd units are hardened and valid' '
     grep -qx "LimitNOFILE=65536" "$T/inst/$UNITS/hcctld.service" &&
     grep -qx "u hcsvc 60600:60600 \"hcctl storage service\" / /usr/sbin/nologin" \
         "$T/inst/lib/sysusers.d/hcagent.conf" &&
+    grep -qx "OnCalendar=daily" "$T/inst/$UNITS/hcctld-backup.timer" &&
+    grep -qx "StateDirectory=hcctld hcctld-backup" "$T/inst/$UNITS/hcctld-backup.service" &&
     SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no "$T/inst/$UNITS/hcctld.service" \
-        "$T/inst/$UNITS/hcagent.service" 2>verify.err
+        "$T/inst/$UNITS/hcagent.service" "$T/inst/$UNITS/hcctld-backup.service" \
+        "$T/inst/$UNITS/hcctld-backup.timer" 2>verify.err
     rc=$?
     cat verify.err
     [ $rc = 0 ] && ! grep -qi "unknown\|ignoring" verify.err &&
@@ -66,6 +74,8 @@ test_expect_success 'the systemd units are hardened and valid' '
     systemd-analyze security --offline=yes --threshold=30 "$T/inst/$UNITS/hcctld.service" \
         >/dev/null &&
     systemd-analyze security --offline=yes --threshold=40 "$T/inst/$UNITS/hcagent.service" \
+        >/dev/null &&
+    systemd-analyze security --offline=yes --threshold=20 "$T/inst/$UNITS/hcctld-backup.service" \
         >/dev/null
 '
 
