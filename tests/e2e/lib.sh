@@ -194,9 +194,12 @@ agent_call() {
 # The agent API of the agent at $AGENT.
 agent_api() { agent_call "$AGENT" "$@"; } # METHOD PATH [JSON]
 # agent_term URL: the highest controller term the agent at URL has seen (GET /v1/status).
+# Fails when the agent does not answer (jq -e alone exits 0 on empty input).
 agent_term() {
-    curl -sS --max-time 30 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
-        --key "$CTL_DIR/client.key" "$1/v1/status" | jq -er .controller_term
+    local status
+    status=$(curl -sS --max-time 30 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" \
+        --key "$CTL_DIR/client.key" "$1/v1/status") && [ -n "$status" ] &&
+        jq -er .controller_term <<<"$status"
 }
 # Remembers the service's pid so that the cleanup kills it whatever happens.
 svc_pid() {
