@@ -431,9 +431,14 @@ int hc_node_store_poll(struct hc_db *db, int64_t id, const struct hc_node_poll *
     return hc_db_run(db, err,
                      "UPDATE nodes SET health = ?, health_detail = ?, last_seen = ?, "
                      "agent_version = ?, hostname = COALESCE(?, hostname), "
-                     "uptime_s = NULLIF(?, -1), poll_latency_ms = ? WHERE id = ?",
-                     "ssissiii", p->health, p->health_detail, p->now, p->agent_version, p->hostname,
-                     p->uptime_s, p->latency_ms, id) < 0
+                     "uptime_s = NULLIF(?, -1), poll_latency_ms = ?, clock_offset_ms = "
+                     "NULLIF(?, ?), data_dir_free_bytes = NULLIF(?, ?), data_dir_total_bytes = "
+                     "NULLIF(?, ?), service_healthy = NULLIF(?, -1) WHERE id = ?",
+                     "ssissiiiiiiiiii", p->health, p->health_detail, p->now, p->agent_version,
+                     p->hostname, p->uptime_s, p->latency_ms, p->clock_offset_ms,
+                     (int64_t)HC_NODE_UNREPORTED, p->data_dir_free_bytes,
+                     (int64_t)HC_NODE_UNREPORTED, p->data_dir_total_bytes,
+                     (int64_t)HC_NODE_UNREPORTED, (int64_t)p->service_healthy, id) < 0
                ? -1
                : 0;
 }
@@ -572,6 +577,20 @@ json_t *hc_nodes_config_list(struct hc_db *db, struct hc_error *err)
         row, "pending_restart",
         json_boolean(json_integer_value(json_object_get(row, "pending_restart"))));
     return rows;
+}
+
+json_t *hc_nodes_check_facts(struct hc_db *db, struct hc_error *err)
+{
+    return hc_db_query_json(
+        db, err,
+        "SELECT n.name, n.health, n.health_detail, n.last_seen, n.maintenance, n.service_state, "
+        "n.software_version, n.service_healthy, n.cert_pem, n.config_state, n.config_detail, "
+        "n.clock_offset_ms, "
+        "n.data_dir_free_bytes, n.data_dir_total_bytes, n.storage_interface, "
+        "(SELECT i.mtu FROM interfaces i WHERE i.node_id = n.id AND (i.role = 'storage' OR "
+        "i.name = n.storage_interface) ORDER BY i.role = 'storage' DESC LIMIT 1) AS storage_mtu "
+        "FROM nodes n WHERE n.desired_state = 'member' ORDER BY n.name",
+        "");
 }
 
 json_t *hc_nodes_versions(struct hc_db *db, struct hc_error *err)
