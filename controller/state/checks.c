@@ -159,9 +159,8 @@ static void check_cert(json_t *out, const char *node, const char *what, const ch
         add(out, "cert_expiring", "error", node, remedy, "the %s certificate expired at %s", what,
             when);
     else if (left < HC_CHECK_CERT_ERROR_MS || left < HC_CHECK_CERT_WARN_MS)
-        add(out, "cert_expiring", left < HC_CHECK_CERT_ERROR_MS ? "error" : "warning", node,
-            remedy, "the %s certificate expires at %s (in %" PRId64 " days)", what, when,
-            left / 86400000);
+        add(out, "cert_expiring", left < HC_CHECK_CERT_ERROR_MS ? "error" : "warning", node, remedy,
+            "the %s certificate expires at %s (in %" PRId64 " days)", what, when, left / 86400000);
     else
         add(out, "cert_expiring", "ok", node, "", "the %s certificate is valid until %s", what,
             when);
@@ -194,8 +193,7 @@ static void check_disk(json_t *out, const json_t *fact)
     const json_t *total_b = json_object_get(fact, "data_dir_total_bytes");
     if (unknown_unless_reachable(out, "disk_low", fact, "the data directory's free space"))
         return;
-    if (!json_is_integer(free_b) || !json_is_integer(total_b) ||
-        json_integer_value(total_b) <= 0) {
+    if (!json_is_integer(free_b) || !json_is_integer(total_b) || json_integer_value(total_b) <= 0) {
         add(out, "disk_low", "unknown", name, "upgrade the agent",
             "the agent did not report its data directory's free space");
         return;
@@ -225,8 +223,9 @@ static void check_config(json_t *out, const json_t *fact)
             strcmp(state, "in_sync") == 0 ? "the configuration is in sync" : detail);
     else
         add(out, "config_drift", "warning", name,
-            strcmp(state, "pending_restart") == 0 ? "restart: 'hcctl config apply --restart'"
-                                                  : "'hcctl config apply' (see 'hcctl config status')",
+            strcmp(state, "pending_restart") == 0
+                ? "restart: 'hcctl config apply --restart'"
+                : "'hcctl config apply' (see 'hcctl config status')",
             "the configuration is %s%s%s", state, detail[0] ? ": " : "", detail);
 }
 
@@ -257,8 +256,7 @@ static void check_versions(json_t *out, const json_t *facts)
             "the nodes run %zu software versions: %s", json_object_size(seen), list);
     else
         add(out, "version_skew", "ok", NULL, "", "%s%s",
-            json_object_size(seen) ? "every node runs " : "no node runs any software",
-            list);
+            json_object_size(seen) ? "every node runs " : "no node runs any software", list);
     json_decref(seen);
 }
 
@@ -353,11 +351,10 @@ int hc_checks_skip_arg(const json_t *body, const json_t **skip, struct hc_error 
     json_array_foreach(v, i, id)
     {
         if (!json_is_string(id) || !hc_check_id_valid(json_string_value(id)))
-            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
-                                "'skip_checks' names an unknown check%s%.64s%s",
-                                json_is_string(id) ? " '" : "",
-                                json_is_string(id) ? json_string_value(id) : "",
-                                json_is_string(id) ? "'" : "");
+            return hc_error_set(
+                err, HC_E(INVALID_ARGUMENT), "'skip_checks' names an unknown check%s%.64s%s",
+                json_is_string(id) ? " '" : "", json_is_string(id) ? json_string_value(id) : "",
+                json_is_string(id) ? "'" : "");
     }
     *skip = v;
     return 0;

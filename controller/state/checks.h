@@ -4,10 +4,10 @@
  * GET /v1/status) and its own certificates. Nothing here calls a node: the checks cost no more
  * than a few reads, so an upgrade or a configuration change can run them first.
  *
- * Each check has a stable id (HC_CHECK_IDS, common/check_ids.h) and gives one result per node it concerns (or one for
- * the cluster, node null): severity ok, warning, error or unknown. Data the controller could not
- * get (a node never polled, unreachable since, an agent too old to report it) is unknown, never
- * ok.
+ * Each check has a stable id (HC_CHECK_IDS, common/check_ids.h) and gives one result per node it
+ * concerns (or one for the cluster, node null): severity ok, warning, error or unknown. Data the
+ * controller could not get (a node never polled, unreachable since, an agent too old to report it)
+ * is unknown, never ok.
  */
 #ifndef HC_CONTROLLER_CHECKS_H
 #define HC_CONTROLLER_CHECKS_H

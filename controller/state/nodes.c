@@ -587,8 +587,11 @@ json_t *hc_nodes_check_facts(struct hc_db *db, struct hc_error *err)
         "n.software_version, n.service_healthy, n.cert_pem, n.config_state, n.config_detail, "
         "n.clock_offset_ms, "
         "n.data_dir_free_bytes, n.data_dir_total_bytes, n.storage_interface, "
-        "(SELECT i.mtu FROM interfaces i WHERE i.node_id = n.id AND (i.role = 'storage' OR "
-        "i.name = n.storage_interface) ORDER BY i.role = 'storage' DESC LIMIT 1) AS storage_mtu "
+        "COALESCE((SELECT i.mtu FROM interfaces i WHERE i.node_id = n.id AND i.role = 'storage' "
+        "LIMIT 1), (SELECT i.mtu FROM interfaces i WHERE i.node_id = n.id AND i.name = "
+        "n.storage_interface), (SELECT MIN(i.mtu) FROM interfaces i WHERE i.node_id = n.id AND "
+        "n.storage_interface IS NULL AND i.addresses_json LIKE '%\"' || n.address || '/%')) AS "
+        "storage_mtu "
         "FROM nodes n WHERE n.desired_state = 'member' ORDER BY n.name",
         "");
 }

@@ -171,8 +171,9 @@ json_t *hc_nodes_versions(struct hc_db *db, struct hc_error *err);
  * "software_version","service_healthy","cert_pem","config_state","config_detail",
  * "clock_offset_ms",
  * "data_dir_free_bytes","data_dir_total_bytes","storage_interface","storage_mtu"} with null for
- * what is not known (storage_mtu: the MTU of the interface of role storage, or of the one named
- * storage_interface). New reference or NULL with err. */
+ * what is not known (storage_mtu: the MTU of the interface of role storage, else of the one
+ * named storage_interface, else, without one, of the one carrying the node's address, as
+ * bootstrap chooses it). New reference or NULL with err. */
 json_t *hc_nodes_check_facts(struct hc_db *db, struct hc_error *err);
 
 /* {"nodes":[{name, maintenance, mode, since_ms, operation_id, health, service_state}...]}

@@ -340,7 +340,7 @@ static void test_clock_and_disk(void **state)
         int64_t offset, free_bytes;
         const char *clock, *disk;
     } cases[] = {
-        {2000, 10, "ok", "ok"},     {-2001, 9, "warning", "warning"},
+        {2000, 10, "ok", "ok"},           {-2001, 9, "warning", "warning"},
         {30000, 5, "warning", "warning"}, {-30001, 4, "error", "error"},
         {45000, 0, "error", "error"},
     };
@@ -366,11 +366,11 @@ static void test_versions_and_config(void **state)
     struct hc_node_poll p = healthy_poll(f->now + 1);
     p.software_version = "1.1";
     store(f, "n2", &p);
-    struct hc_node_config drift = {.revision = 1, .digest = "x", .state = "drift",
-                                   .detail = "changed on the node"};
+    struct hc_node_config drift = {
+        .revision = 1, .digest = "x", .state = "drift", .detail = "changed on the node"};
     assert_true(hc_node_set_config(f->db, "n1", &drift, &err) >= 0);
-    struct hc_node_config none = {.revision = -1, .state = "not_applied",
-                                  .detail = HC_CONFIG_NO_SETTINGS};
+    struct hc_node_config none = {
+        .revision = -1, .state = "not_applied", .detail = HC_CONFIG_NO_SETTINGS};
     assert_true(hc_node_set_config(f->db, "n2", &none, &err) >= 0);
     json_t *r = run_at(f, f->now);
     assert_string_equal(severity(r, "version_skew", NULL), "warning");

@@ -181,7 +181,7 @@ static json_t *control_status_knob(struct hollow *h, const char *knob, const cha
             h->nodes[i].mtu = (int)v;
     }
     HC_INFO("hchollow: nodes %d-%d: %s %lld", lo, hi, knob, v);
-    return json_pack("{s:b, s:i, s:s, s:I}", "ok", 1, "nodes", hi - lo + 1, knob, (json_int_t)v);
+    return json_pack("{s:b, s:i, s:I}", "ok", 1, "nodes", hi - lo + 1, knob, (json_int_t)v);
 }
 
 json_t *hollow_control_line(struct hollow *h, const char *line)
