@@ -101,6 +101,10 @@ static void check_service(json_t *out, const json_t *fact)
     else if (strcmp(state, "starting") == 0 || strcmp(state, "stopping") == 0)
         add(out, "service_unhealthy", "warning", name, "wait, then check again",
             "the service is %s", state);
+    else if (strcmp(state, "stopped") == 0) /* by someone: an upgrade counts the node as down */
+        add(out, "service_unhealthy", "warning", name,
+            "start it if it should run: 'hcctl upgrade' counts the node as unavailable",
+            "the service is stopped");
     else if (strcmp(state, "running") != 0)
         add(out, "service_unhealthy", "error", name,
             "look at the service's history: 'hcctl node show NAME'; start it or roll back",

@@ -423,22 +423,22 @@ int hc_node_store_poll(struct hc_db *db, int64_t id, const struct hc_node_poll *
 {
     if (hc_db_run(db, err,
                   "UPDATE nodes SET service_state = ?, software_version = ?, "
-                  "previous_software_version = ?, service_observed_at = ? WHERE id = ? AND "
-                  "COALESCE(service_observed_at, 0) <= ?",
-                  "sssiii", p->service_state, p->software_version, p->previous_software_version,
-                  p->asked_at, id, p->asked_at) < 0)
+                  "previous_software_version = ?, service_observed_at = ?, service_healthy = "
+                  "NULLIF(?, -1) WHERE id = ? AND COALESCE(service_observed_at, 0) <= ?",
+                  "sssiiii", p->service_state, p->software_version, p->previous_software_version,
+                  p->asked_at, (int64_t)p->service_healthy, id, p->asked_at) < 0)
         return -1;
     return hc_db_run(db, err,
                      "UPDATE nodes SET health = ?, health_detail = ?, last_seen = ?, "
                      "agent_version = ?, hostname = COALESCE(?, hostname), "
                      "uptime_s = NULLIF(?, -1), poll_latency_ms = ?, clock_offset_ms = "
                      "NULLIF(?, ?), data_dir_free_bytes = NULLIF(?, ?), data_dir_total_bytes = "
-                     "NULLIF(?, ?), service_healthy = NULLIF(?, -1) WHERE id = ?",
-                     "ssissiiiiiiiiii", p->health, p->health_detail, p->now, p->agent_version,
+                     "NULLIF(?, ?) WHERE id = ?",
+                     "ssissiiiiiiiii", p->health, p->health_detail, p->now, p->agent_version,
                      p->hostname, p->uptime_s, p->latency_ms, p->clock_offset_ms,
                      (int64_t)HC_NODE_UNREPORTED, p->data_dir_free_bytes,
                      (int64_t)HC_NODE_UNREPORTED, p->data_dir_total_bytes,
-                     (int64_t)HC_NODE_UNREPORTED, (int64_t)p->service_healthy, id) < 0
+                     (int64_t)HC_NODE_UNREPORTED, id) < 0
                ? -1
                : 0;
 }
@@ -484,8 +484,10 @@ int hc_node_set_service_state(struct hc_db *db, const char *name, const char *se
                               int64_t observed_at, struct hc_error *err)
 {
     return hc_db_run(db, err,
-                     "UPDATE nodes SET service_state = ?, service_observed_at = ? "
-                     "WHERE name = ?",
+                     /* the health the poller saw belongs to the state before: unknown
+                      * until the next poll (the checks must not judge a new state by it) */
+                     "UPDATE nodes SET service_state = ?, service_observed_at = ?, "
+                     "service_healthy = NULL WHERE name = ?",
                      "sis", service_state, observed_at, name) < 0
                ? -1
                : 0;

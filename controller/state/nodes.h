@@ -115,7 +115,8 @@ struct hc_node_poll {
     int64_t clock_offset_ms; /* the agent's time minus the controller's */
     int64_t data_dir_free_bytes;
     int64_t data_dir_total_bytes;
-    int service_healthy; /* SERVICE "healthy": 1, 0, or -1 not reported */
+    int service_healthy; /* SERVICE "healthy": 1, 0, or -1 not reported; kept with the service
+                            state (asked_at), and NULL again when an operation sets the state */
 };
 #define HC_NODE_UNREPORTED INT64_MIN
 

@@ -279,8 +279,20 @@ static void test_service(void **state)
     r = run_at(f, f->now);
     assert_string_equal(severity(r, "service_unhealthy", "n1"), "error");
     json_decref(r);
-    p.service_state = "starting";
+    /* an operation's newer observation of the state: the health seen before is unknown */
+    struct hc_error err = {0};
+    assert_int_equal(hc_node_set_service_state(f->db, "n1", "running", f->now + 2, &err), 0);
+    r = run_at(f, f->now);
+    assert_string_equal(severity(r, "service_unhealthy", "n1"), "unknown");
+    json_decref(r);
+    p.service_state = "stopped";
     p.asked_at = f->now + 3;
+    store(f, "n1", &p);
+    r = run_at(f, f->now);
+    assert_string_equal(severity(r, "service_unhealthy", "n1"), "warning");
+    json_decref(r);
+    p.service_state = "starting";
+    p.asked_at = f->now + 4;
     store(f, "n1", &p);
     r = run_at(f, f->now);
     assert_string_equal(severity(r, "service_unhealthy", "n1"), "warning");
