@@ -1,6 +1,6 @@
 /*
- * `hcctl cluster`: the cluster at a glance (status), its settings (show) and one-time join
- * tokens for new nodes.
+ * `hcctl cluster`: the cluster at a glance (status), its pre-flight checks (check), its settings
+ * (show) and one-time join tokens for new nodes.
  */
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +8,7 @@
 #include "cli/api_client.h"
 #include "cli/exit_codes.h"
 #include "cli/groups.h"
+#include "common/check_ids.h"
 #include "common/json_util.h"
 
 /* The controller's limit on a join token's life (JOIN_TTL_MAX_S in controller/api/res_enroll.c):
@@ -173,6 +174,82 @@ static int cmd_status(struct hc_cmd_ctx *ctx)
     return HC_EXIT_OK;
 }
 
+static const char *const check_ids[] = {
+#define X(id) #id,
+    HC_CHECK_IDS
+#undef X
+};
+
+static int check_id_known(const char *id, size_t len)
+{
+    for (size_t i = 0; i < sizeof(check_ids) / sizeof(check_ids[0]); i++)
+        if (strlen(check_ids[i]) == len && strncmp(check_ids[i], id, len) == 0)
+            return 1;
+    return 0;
+}
+
+int hc_cmd_skip_checks(struct hc_cmd_ctx *ctx, json_t *body)
+{
+    const char *list = hc_cmd_opt_str(ctx, "skip-checks"), *p = list;
+    if (!list)
+        return HC_EXIT_OK;
+    json_t *ids = json_array();
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (!check_id_known(p, len)) {
+            json_decref(ids);
+            return hc_cmd_usage(ctx, "the ids are those of 'hcctl cluster check -o json'",
+                                "--skip-checks: unknown check '%.*s'", (int)(len > 64 ? 64 : len),
+                                p);
+        }
+        json_array_append_new(ids, json_stringn(p, len));
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+    json_object_set_new(body, "skip_checks", ids);
+    return HC_EXIT_OK;
+}
+
+void hc_cmd_checks_render(struct hc_cmd_ctx *ctx, const json_t *report)
+{
+    const json_t *c, *sum = json_object_get(report, "summary");
+    size_t i;
+    json_array_foreach(json_object_get(report, "checks"), i, c)
+    {
+        const char *sev = hc_json_str(c, "severity", "?"), *node = hc_json_str(c, "node", NULL);
+        const char *remedy = hc_json_str(c, "remedy", "");
+        if (strcmp(sev, "ok") == 0)
+            continue;
+        fprintf(ctx->out.out, "%-7s %-17s %s%s%s%s%s\n", sev, hc_json_str(c, "id", "?"),
+                node ? node : "", node ? ": " : "", hc_json_str(c, "message", ""),
+                remedy[0] ? " -- " : "", remedy);
+    }
+    fprintf(ctx->out.out, "%lld ok, %lld warning, %lld error, %lld unknown\n",
+            (long long)hc_json_int(sum, "ok", 0), (long long)hc_json_int(sum, "warning", 0),
+            (long long)hc_json_int(sum, "error", 0), (long long)hc_json_int(sum, "unknown", 0));
+}
+
+/* GET /v1/checks. Exit 4 when anything is at warning or worse, unknown included: what could not
+ * be checked is not known to be fine (docs/hcctl.md "cluster check"). */
+static int cmd_check(struct hc_cmd_ctx *ctx)
+{
+    struct hc_error err = {0};
+    json_t *doc = hc_cmd_request(ctx, "GET", "/v1/checks", NULL, &err);
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    const json_t *sum = json_object_get(doc, "summary");
+    int problems = hc_json_int(sum, "warning", 0) + hc_json_int(sum, "error", 0) +
+                       hc_json_int(sum, "unknown", 0) >
+                   0;
+    if (ctx->out.json)
+        hc_output_json(&ctx->out, doc);
+    else
+        hc_cmd_checks_render(ctx, doc);
+    json_decref(doc);
+    return problems ? HC_EXIT_CHECK : HC_EXIT_OK;
+}
+
 /* "3 (2 reachable, 1 unreachable, 0 unknown)" from the node counts object. */
 static void fmt_node_counts(const struct hc_output *o, const json_t *v, char *buf, size_t len,
                             enum hc_color *color)
@@ -278,6 +355,9 @@ static const struct hc_cmd_verb cluster_verbs[] = {
     HC_VERB(.name = "status", .handler = cmd_status,
             .summary =
                 "show the cluster, node health counts, active operations and the controller"),
+    HC_VERB(.name = "check", .handler = cmd_check,
+            .summary = "run the pre-flight checks (exit 4 when any is at warning, error or "
+                       "unknown)"),
     HC_VERB(.name = "show", .handler = cmd_show,
             .summary = "show the cluster's settings: name, id, MTU, created, controller URL, CA "
                        "fingerprint, nodes"),

@@ -2,6 +2,7 @@
  * `hcctl config`: the storage service's configuration, a revision at a time (docs/config.md).
  *   config show [--node NODE] [--defaults]
  *   config set KEY=VALUE... [-m MESSAGE] [--max-unavailable N] [--dry-run] [--no-wait] [--yes]
+ *     [--skip-checks ID,...]
  *   config unset KEY... [same options]
  *   config revert REV [same options]
  *   config history | diff [REV [REV]] | status | apply [--max-unavailable N] [--dry-run]
@@ -75,6 +76,11 @@ static int change(struct hc_cmd_ctx *ctx, json_t *body, const char *what)
     json_object_set_new(body, "node_timeout_seconds",
                         json_integer(hc_cmd_opt_ms(ctx, "node-timeout") / 1000));
     json_object_set_new(body, "dry_run", json_boolean(1));
+    int skip_rc = hc_cmd_skip_checks(ctx, body);
+    if (skip_rc != HC_EXIT_OK) {
+        json_decref(body);
+        return skip_rc;
+    }
     if (hc_cmd_opt_set(ctx, "message"))
         json_object_set_new(body, "message", json_string(hc_cmd_opt_str(ctx, "message")));
     /* The dry run first: it validates everything and says whether a restart is needed. */
@@ -91,8 +97,11 @@ static int change(struct hc_cmd_ctx *ctx, json_t *body, const char *what)
                            (long long)hc_json_int(plan, "revision", 0));
         if (ctx->out.json)
             hc_output_json(&ctx->out, plan);
-        else if (dry)
+        else if (dry) {
             hc_output_render(&ctx->out, change_view, plan);
+            fprintf(ctx->out.out, "\nPre-flight checks (errors refuse the change):\n");
+            hc_cmd_checks_render(ctx, json_object_get(plan, "checks"));
+        }
         goto done;
     }
     if (restart && hc_cmd_confirm(ctx, &err,
@@ -293,6 +302,7 @@ done:
                .help = "validate and print the changes; record nothing"),                          \
         HC_OPT(.name = "no-wait", .type = HC_OPT_BOOL,                                             \
                .help = "return once the operation is accepted (prints its id)"),                   \
+        HC_SKIP_CHECKS_OPT,                                                                        \
         HC_OPT(.name = "timeout", .type = HC_OPT_DURATION,                                         \
                .help = "how long to follow the operation", .value_name = "DUR", .def = "2h")
 

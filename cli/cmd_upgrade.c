@@ -1,6 +1,7 @@
 /*
  * `hcctl upgrade`: the rolling upgrade of the storage software.
  *   upgrade --rolling --to VERSION [--max-unavailable N] [--node-timeout DUR] [--dry-run]
+ *     [--skip-checks ID,...]
  *           [--yes] [--no-wait] [--timeout DUR]
  *   upgrade status | pause | resume | abort
  */
@@ -41,6 +42,11 @@ static int cmd_rolling(struct hc_cmd_ctx *ctx)
         json_pack("{s:s, s:I, s:I, s:b}", "to_version", hc_cmd_opt_str(ctx, "to"),
                   "max_unavailable", (json_int_t)maxu, "node_timeout_seconds",
                   (json_int_t)(hc_cmd_opt_ms(ctx, "node-timeout") / 1000), "dry_run", dry);
+    int rc = hc_cmd_skip_checks(ctx, body);
+    if (rc != HC_EXIT_OK) {
+        json_decref(body);
+        return rc;
+    }
     if (!dry && hc_cmd_confirm(ctx, &err,
                                "upgrade the storage software on every node to %s, "
                                "%lld node(s) at a time",
@@ -52,11 +58,12 @@ static int cmd_rolling(struct hc_cmd_ctx *ctx)
     json_decref(body);
     if (!doc)
         return hc_cmd_fail(ctx, &err, NULL);
-    int rc = HC_EXIT_OK;
     if (dry && ctx->out.json) {
-        hc_output_json(&ctx->out, doc); /* {"plan": ...} */
+        hc_output_json(&ctx->out, doc); /* {"plan": ..., "checks": ...} */
     } else if (dry) {
         hc_output_render(&ctx->out, plan_view, json_object_get(doc, "plan"));
+        fprintf(ctx->out.out, "\nPre-flight checks (errors refuse the upgrade):\n");
+        hc_cmd_checks_render(ctx, json_object_get(doc, "checks"));
     } else {
         rc = hc_cmd_follow(ctx, doc, hc_cmd_opt_ms(ctx, "timeout"), "rolling upgrade to %s",
                            hc_cmd_opt_str(ctx, "to"));
@@ -166,6 +173,7 @@ static const struct hc_cmd_opt rolling_opts[] = {
            .help = "how long each wait on one node may take", .value_name = "DUR", .def = "5m"),
     HC_OPT(.name = "dry-run", .type = HC_OPT_BOOL,
            .help = "print the ordered steps per node and change nothing"),
+    HC_SKIP_CHECKS_OPT,
     HC_OPT(.name = "no-wait", .type = HC_OPT_BOOL,
            .help = "return once the operation is accepted (prints its id)"),
     HC_OPT(.name = "timeout", .type = HC_OPT_DURATION, .help = "how long to follow the operation",

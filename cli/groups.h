@@ -64,6 +64,18 @@ int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const
         .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "30m"     \
     }
 
+/* The pre-flight checks (docs/api.md "Checks"), shared by cluster check, upgrade and config set
+ * (cmd_cluster.c). hc_cmd_skip_checks puts --skip-checks=ID,... into body's "skip_checks" and
+ * returns 0, or reports an unknown or empty id as a usage error and returns its exit code. */
+int hc_cmd_skip_checks(struct hc_cmd_ctx *ctx, json_t *body);
+/* One line per check that is not ok, with its remedy, then the summary (text output). */
+void hc_cmd_checks_render(struct hc_cmd_ctx *ctx, const json_t *report);
+#define HC_SKIP_CHECKS_OPT                                                                         \
+    HC_OPT(.name = "skip-checks", .type = HC_OPT_STRING,                                           \
+           .help = "go on despite these pre-flight checks at error (comma-separated ids; "         \
+                   "see 'hcctl cluster check')",                                                   \
+           .value_name = "ID,...")
+
 /* After a request that started an operation (doc has "operation"): with --no-wait (the verb
  * must declare it) prints the id (or doc with -o json) and returns 0; otherwise says what
  * started ("<fmt>: operation ID") and follows it with hc_cmd_op_wait. */

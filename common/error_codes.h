@@ -151,6 +151,8 @@ enum hc_exit {
     X(PRECONDITION_FAILED, "precondition_failed", 412, 1, 1,                                       \
       "a precondition of the request does not hold")                                               \
     X(PREFLIGHT_FAILED, "preflight_failed", 412, 1, 1, "a preflight check on a node failed")       \
+    X(CHECKS_FAILED, "checks_failed", 409, 5, 5,                                                   \
+      "the cluster's pre-flight checks found errors (hcctl cluster check)")                        \
     X(ROLLBACK_FAILED, "rollback_failed", 502, 1, 1, "an upgrade failed and so did its rollback")  \
     X(UPGRADE_ROLLED_BACK, "upgrade_failed_rolled_back", 502, 1, 1,                                \
       "an upgrade failed and was rolled back")                                                     \

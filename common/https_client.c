@@ -663,6 +663,7 @@ static void hc_call_finish(struct hc_http_client *c, struct hc_call_ctx *ctx, CU
 {
     struct hc_http_call *call = ctx->call;
     call->elapsed_ms = (long)(hc_mono_ms() - ctx->started_ms);
+    call->finished_wall_ms = hc_now_ms();
     if (rc != CURLE_OK) {
         /* libcurl stamps the TLS handshake's end on a new connection and on a reused one alike
          * (at least 1 us), and the request goes out only after it. */

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/error.h"
 
@@ -135,6 +136,8 @@ struct hc_http_call {
                                      left (refused, no route, no name, the handshake failed or
                                      timed out), so sending it elsewhere cannot do it twice */
     long elapsed_ms;
+    int64_t finished_wall_ms; /* the wall clock (epoch ms) when the call ended: with elapsed_ms,
+                                 when the peer answered (the poller's clock-skew estimate) */
 };
 /* Runs all calls concurrently, at most max_parallel at once (0 = unlimited), and returns
  * when every call has finished or timed out. Returns the number of calls with ok == 1. */

@@ -15,6 +15,7 @@
 #include <openssl/x509v3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/util.h"
 
@@ -616,4 +617,19 @@ X509_CRL *hc_pki_crl_load(const char *path, struct hc_error *err)
         hc_error_prefix(err, "cannot load '%s'", path);
     }
     return crl;
+}
+
+int hc_pki_pem_not_after(const char *pem, int64_t *out, struct hc_error *err)
+{
+    X509 *cert = hc_pki_cert_from_pem(pem, err);
+    struct tm tm;
+    if (!cert)
+        return -1;
+    int ok = ASN1_TIME_to_tm(X509_get0_notAfter(cert), &tm) == 1;
+    X509_free(cert);
+    if (!ok)
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                            "the certificate's notAfter is unreadable");
+    *out = (int64_t)timegm(&tm) * 1000;
+    return 0;
 }

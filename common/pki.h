@@ -66,6 +66,9 @@ int hc_pki_pem_pin(const char *pem, char out[HC_PKI_PIN_LEN], struct hc_error *e
 int hc_pki_file_pin(const char *path, char out[HC_PKI_PIN_LEN], struct hc_error *err);
 /* Subject CN into buf; returns 0 or -1. */
 int hc_pki_cert_cn(X509 *cert, char *buf, size_t len);
+/* The notAfter of the (first) certificate in pem, as epoch milliseconds: 0 with *out, or -1
+ * with err (not a certificate, or a date OpenSSL cannot read). */
+int hc_pki_pem_not_after(const char *pem, int64_t *out, struct hc_error *err);
 /* Verifies cert was signed by ca (and is within its validity). 0 or -1 with err. */
 int hc_pki_verify(X509 *ca, X509 *cert, struct hc_error *err);
 

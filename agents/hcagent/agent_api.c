@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "agents/hcagent/net_api.h"
@@ -56,6 +57,18 @@ static void status_route(struct hc_request *req, void *arg)
                              agent->cfg.name, "hostname", agent->hostname, "uptime_seconds", uptime,
                              "controller_term", (json_int_t)hc_agent_fence_highest(agent->fence));
     hc_agent_software_status(agent->sw, body); /* service, software_version */
+    /* For the controller's pre-flight checks (docs/api.md "Checks"): the node's wall clock, to
+     * tell its skew from the controller's, and the room left where the agent and the service
+     * keep their data. Null when statvfs fails: the controller then says unknown, not ok. */
+    json_object_set_new(body, "time_ms", json_integer((json_int_t)hc_now_ms()));
+    struct statvfs vfs;
+    int have_vfs = statvfs(agent->data_dir, &vfs) == 0;
+    json_object_set_new(body, "data_dir_free_bytes",
+                        have_vfs ? json_integer((json_int_t)vfs.f_bavail * (json_int_t)vfs.f_frsize)
+                                 : json_null());
+    json_object_set_new(body, "data_dir_total_bytes",
+                        have_vfs ? json_integer((json_int_t)vfs.f_blocks * (json_int_t)vfs.f_frsize)
+                                 : json_null());
     hc_reply_json(req, 200, body);
 }
 

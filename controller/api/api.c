@@ -36,6 +36,7 @@ static const struct {
     {"GET", "/v1/ca", HC_API_PUBLIC, hc_res_ca_get},
     {"POST", "/v1/enroll", HC_API_PUBLIC, hc_res_enroll},
     {"GET", "/v1/cluster", HC_API_READ, hc_res_cluster_get},
+    {"GET", "/v1/checks", HC_API_READ, hc_res_checks_get},
     {"POST", "/v1/cluster", HC_API_ADMIN, hc_res_cluster_create},
     {"POST", "/v1/join-tokens", HC_API_ADMIN, hc_res_join_token_create},
     {"GET", "/v1/nodes", HC_API_READ, hc_res_nodes_list},

@@ -116,11 +116,19 @@ int hc_api_cached(struct hc_api *api, struct hc_request *req, unsigned mask);
 void hc_api_reply_etag(struct hc_api *api, struct hc_request *req, unsigned mask, json_t *body,
                        const struct hc_error *err);
 
+/* The pre-flight checks (controller/state/checks.h) on the API's database and the controller's
+ * own certificates, now; skip (an array of ids, may be NULL) as hc_checks_gate. GET /v1/checks
+ * and the routes that refuse on errors (POST /v1/upgrade, POST /v1/config) share it. */
+json_t *hc_api_checks(struct hc_api *api, struct hc_error *err);
+int hc_api_checks_gate(struct hc_api *api, const json_t *skip, json_t **report,
+                       struct hc_error *err);
+
 /* Handlers (arg is the struct hc_api). */
 void hc_res_version(struct hc_request *req, void *arg); /* res_cluster.c */
 void hc_res_ha(struct hc_request *req, void *arg);      /* res_ha.c */
 void hc_res_ha_join(struct hc_request *req, void *arg);
 void hc_res_cluster_get(struct hc_request *req, void *arg);       /* res_cluster.c */
+void hc_res_checks_get(struct hc_request *req, void *arg);        /* res_cluster.c */
 void hc_res_nodes_list(struct hc_request *req, void *arg);        /* res_nodes.c */
 void hc_res_node_get(struct hc_request *req, void *arg);          /* res_nodes.c */
 void hc_res_node_delete(struct hc_request *req, void *arg);       /* res_nodes.c */

@@ -1,12 +1,14 @@
 /*
  * GET /v1/version and GET /v1/cluster: what the controller is, and the cluster at a glance
- * (node health counts, active operations, controller uptime and poll interval).
+ * (node health counts, active operations, controller uptime and poll interval); GET /v1/checks,
+ * the pre-flight checks (controller/state/checks.h).
  */
 #include <stdio.h>
 
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/ops/ops.h"
+#include "controller/state/checks.h"
 #include "controller/state/nodes.h"
 
 void hc_res_version(struct hc_request *req, void *arg)
@@ -56,4 +58,34 @@ void hc_res_cluster_get(struct hc_request *req, void *arg)
     json_decref(counts);
     json_decref(active);
     hc_api_reply(req, 200, body, &err);
+}
+
+static size_t controller_certs(const struct hc_api *api, struct hc_check_cert certs[3])
+{
+    certs[0] = (struct hc_check_cert){.what = "controller's CA", .path = api->ctl->ca_file};
+    certs[1] = (struct hc_check_cert){.what = "controller's server", .path = api->ctl->server_cert};
+    certs[2] = (struct hc_check_cert){.what = "controller's client", .path = api->ctl->client_cert};
+    return 3;
+}
+
+json_t *hc_api_checks(struct hc_api *api, struct hc_error *err)
+{
+    struct hc_check_cert certs[3];
+    size_t n = controller_certs(api, certs);
+    return hc_checks_run(api->db, certs, n, hc_now_ms(), err);
+}
+
+int hc_api_checks_gate(struct hc_api *api, const json_t *skip, json_t **report,
+                       struct hc_error *err)
+{
+    struct hc_check_cert certs[3];
+    size_t n = controller_certs(api, certs);
+    return hc_checks_gate(api->db, certs, n, hc_now_ms(), skip, report, err);
+}
+
+void hc_res_checks_get(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    hc_api_reply(req, 200, hc_api_checks(api, &err), &err);
 }

@@ -19,6 +19,7 @@
 #include "controller/ops/op_config.h"
 #include "controller/ops/op_upgrade.h"
 #include "controller/ops/ops.h"
+#include "controller/state/checks.h"
 #include "controller/state/config.h"
 #include "controller/state/nodes.h"
 
@@ -290,20 +291,30 @@ void hc_res_config_set(struct hc_request *req, void *arg)
     struct apply_params p;
     if (!body)
         return;
-    if (params_check(body, &p, &err) < 0 || hc_config_desired(api->db, &rev, &current, &err) < 0 ||
+    const json_t *skip;
+    json_t *checks = NULL;
+    if (params_check(body, &p, &err) < 0 || hc_checks_skip_arg(body, &skip, &err) < 0 ||
+        hc_config_desired(api->db, &rev, &current, &err) < 0 ||
         !(want = requested(api->db, body, current, &action, &reverted_to, &err)) ||
         !(norm = hc_config_check(api->db, want, &err)) ||
         !(changes = hc_config_changes(api->db, current, norm, &restart, &err)))
         goto done;
     if (hc_json_bool(body, "dry_run", 0) || json_array_size(changes) == 0) {
-        hc_api_reply(req, 200,
-                     json_pack("{s:I, s:O, s:b, s:n, s:b}", "revision", (json_int_t)rev, "changes",
-                               changes, "restart", restart, "operation", "dry_run",
-                               hc_json_bool(body, "dry_run", 0)),
-                     &err);
+        /* a dry run shows what the checks would say (and refuses nothing) */
+        if (hc_json_bool(body, "dry_run", 0) && !(checks = hc_api_checks(api, &err)))
+            goto done;
+        json_t *reply =
+            json_pack("{s:I, s:O, s:b, s:n, s:b}", "revision", (json_int_t)rev, "changes", changes,
+                      "restart", restart, "operation", "dry_run", hc_json_bool(body, "dry_run", 0));
+        if (checks)
+            json_object_set(reply, "checks", checks);
+        hc_api_reply(req, 200, reply, &err);
         replied = 1;
         goto done;
     }
+    /* the pre-flight checks refuse a change on a cluster with errors (docs/api.md "Checks") */
+    if (hc_api_checks_gate(api, skip, NULL, &err) < 0)
+        goto done;
     record_and_apply(req, api, body, &p, norm, action, reverted_to, changes, restart, NULL, &err);
     replied = !err.code[0];
 done:
@@ -314,6 +325,7 @@ done:
     json_decref(want);
     json_decref(norm);
     json_decref(changes);
+    json_decref(checks);
 }
 
 void hc_res_config_apply(struct hc_request *req, void *arg)

@@ -337,12 +337,33 @@ static void poller_judge(const char *name, const struct hc_http_call *status,
  * reach every terminal that shows it), valid UTF-8 cut to the column's size; NULL stays NULL. */
 #define POLLER_CLEAN(buf, obj, key) hc_text_clean(buf, sizeof(buf), hc_json_str(obj, key, NULL))
 
+/* A non-negative integer the agent reported, HC_NODE_UNREPORTED when it did not (an older
+ * agent) or sent something else. */
+static int64_t poller_reported(const json_t *body, const char *key)
+{
+    const json_t *v = json_object_get(body, key);
+    return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v)
+                                                            : HC_NODE_UNREPORTED;
+}
+
+/* The agent's clock minus the controller's: its time_ms was read somewhere between the request
+ * and the answer, so it is compared with their midpoint (the error is at most half the poll's
+ * latency, far below the checks' 2 s threshold). */
+static int64_t poller_clock_offset(const json_t *body, const struct hc_http_call *st)
+{
+    int64_t t = poller_reported(body, "time_ms");
+    return t == HC_NODE_UNREPORTED ? t : t - (st->finished_wall_ms - st->elapsed_ms / 2);
+}
+
 static int poller_store_status(struct hc_db *db, int64_t node_id, const struct hc_http_call *st,
                                const struct poller_verdict *v, int64_t now, struct hc_error *err)
 {
     const json_t *b = st->resp.body;
     char service_buf[32], version[128], previous[128], agent_version[128], hostname[256];
     const char *service = POLLER_CLEAN(service_buf, json_object_get(b, "service"), "state");
+    const json_t *healthy = json_object_get(json_object_get(b, "service"), "healthy");
+    if (!json_is_boolean(healthy))
+        healthy = NULL;
     /* The agent is the truth about what runs: its current and rollback versions (null when
      * none) replace whatever an operation wrote. */
     /* ...unless an operation learnt something newer after this poll was sent. */
@@ -357,7 +378,11 @@ static int poller_store_status(struct hc_db *db, int64_t node_id, const struct h
                              .hostname = POLLER_CLEAN(hostname, b, "hostname"),
                              .uptime_s = hc_json_int(b, "uptime_seconds", -1),
                              .latency_ms = (int64_t)st->elapsed_ms,
-                             .now = now};
+                             .now = now,
+                             .clock_offset_ms = poller_clock_offset(b, st),
+                             .data_dir_free_bytes = poller_reported(b, "data_dir_free_bytes"),
+                             .data_dir_total_bytes = poller_reported(b, "data_dir_total_bytes"),
+                             .service_healthy = healthy ? json_is_true(healthy) : -1};
     return hc_node_store_poll(db, node_id, &p, err);
 }
 

@@ -281,7 +281,7 @@ const char *hc_config_judge_node(struct hc_config_judge *j, const json_t *report
 {
     detail[0] = '\0';
     if (!json_is_object(reported)) {
-        snprintf(detail, len, "the version the node runs declares no settings");
+        snprintf(detail, len, "%s", HC_CONFIG_NO_SETTINGS);
         return "not_applied";
     }
     const char *version = hc_json_str(reported, "version", ""), *error;

@@ -77,6 +77,9 @@ void hc_config_judge_clear(struct hc_config_judge *j);
 /* The desired digest under version's schema; "" with why in *error. */
 const char *hc_config_judge_digest(struct hc_config_judge *j, const char *version,
                                    const char **error);
+/* The detail of not_applied for a version without settings: nothing to apply, which the
+ * pre-flight checks (controller/state/checks.c) count as in sync. */
+#define HC_CONFIG_NO_SETTINGS "the version the node runs declares no settings"
 /* The state of a node from the "settings" of its /v1/status (NULL or null: its version declares
  * no settings): in_sync | drift | pending_restart | not_applied, with why in detail. */
 const char *hc_config_judge_node(struct hc_config_judge *j, const json_t *reported, char *detail,

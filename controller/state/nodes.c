@@ -423,17 +423,22 @@ int hc_node_store_poll(struct hc_db *db, int64_t id, const struct hc_node_poll *
 {
     if (hc_db_run(db, err,
                   "UPDATE nodes SET service_state = ?, software_version = ?, "
-                  "previous_software_version = ?, service_observed_at = ? WHERE id = ? AND "
-                  "COALESCE(service_observed_at, 0) <= ?",
-                  "sssiii", p->service_state, p->software_version, p->previous_software_version,
-                  p->asked_at, id, p->asked_at) < 0)
+                  "previous_software_version = ?, service_observed_at = ?, service_healthy = "
+                  "NULLIF(?, -1) WHERE id = ? AND COALESCE(service_observed_at, 0) <= ?",
+                  "sssiiii", p->service_state, p->software_version, p->previous_software_version,
+                  p->asked_at, (int64_t)p->service_healthy, id, p->asked_at) < 0)
         return -1;
     return hc_db_run(db, err,
                      "UPDATE nodes SET health = ?, health_detail = ?, last_seen = ?, "
                      "agent_version = ?, hostname = COALESCE(?, hostname), "
-                     "uptime_s = NULLIF(?, -1), poll_latency_ms = ? WHERE id = ?",
-                     "ssissiii", p->health, p->health_detail, p->now, p->agent_version, p->hostname,
-                     p->uptime_s, p->latency_ms, id) < 0
+                     "uptime_s = NULLIF(?, -1), poll_latency_ms = ?, clock_offset_ms = "
+                     "NULLIF(?, ?), data_dir_free_bytes = NULLIF(?, ?), data_dir_total_bytes = "
+                     "NULLIF(?, ?) WHERE id = ?",
+                     "ssissiiiiiiiii", p->health, p->health_detail, p->now, p->agent_version,
+                     p->hostname, p->uptime_s, p->latency_ms, p->clock_offset_ms,
+                     (int64_t)HC_NODE_UNREPORTED, p->data_dir_free_bytes,
+                     (int64_t)HC_NODE_UNREPORTED, p->data_dir_total_bytes,
+                     (int64_t)HC_NODE_UNREPORTED, id) < 0
                ? -1
                : 0;
 }
@@ -479,8 +484,10 @@ int hc_node_set_service_state(struct hc_db *db, const char *name, const char *se
                               int64_t observed_at, struct hc_error *err)
 {
     return hc_db_run(db, err,
-                     "UPDATE nodes SET service_state = ?, service_observed_at = ? "
-                     "WHERE name = ?",
+                     /* the health the poller saw belongs to the state before: unknown
+                      * until the next poll (the checks must not judge a new state by it) */
+                     "UPDATE nodes SET service_state = ?, service_observed_at = ?, "
+                     "service_healthy = NULL WHERE name = ?",
                      "sis", service_state, observed_at, name) < 0
                ? -1
                : 0;
@@ -572,6 +579,23 @@ json_t *hc_nodes_config_list(struct hc_db *db, struct hc_error *err)
         row, "pending_restart",
         json_boolean(json_integer_value(json_object_get(row, "pending_restart"))));
     return rows;
+}
+
+json_t *hc_nodes_check_facts(struct hc_db *db, struct hc_error *err)
+{
+    return hc_db_query_json(
+        db, err,
+        "SELECT n.name, n.health, n.health_detail, n.last_seen, n.maintenance, n.service_state, "
+        "n.software_version, n.service_healthy, n.cert_pem, n.config_state, n.config_detail, "
+        "n.clock_offset_ms, "
+        "n.data_dir_free_bytes, n.data_dir_total_bytes, n.storage_interface, "
+        "COALESCE((SELECT i.mtu FROM interfaces i WHERE i.node_id = n.id AND i.role = 'storage' "
+        "LIMIT 1), (SELECT i.mtu FROM interfaces i WHERE i.node_id = n.id AND i.name = "
+        "n.storage_interface), (SELECT MIN(i.mtu) FROM interfaces i WHERE i.node_id = n.id AND "
+        "n.storage_interface IS NULL AND i.addresses_json LIKE '%\"' || n.address || '/%')) AS "
+        "storage_mtu "
+        "FROM nodes n WHERE n.desired_state = 'member' ORDER BY n.name",
+        "");
 }
 
 json_t *hc_nodes_versions(struct hc_db *db, struct hc_error *err)

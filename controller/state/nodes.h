@@ -111,7 +111,14 @@ struct hc_node_poll {
     int64_t uptime_s;     /* -1: not reported */
     int64_t latency_ms;
     int64_t now; /* last_seen */
+    /* For the pre-flight checks (migration 0011); HC_NODE_UNREPORTED stores NULL. */
+    int64_t clock_offset_ms; /* the agent's time minus the controller's */
+    int64_t data_dir_free_bytes;
+    int64_t data_dir_total_bytes;
+    int service_healthy; /* SERVICE "healthy": 1, 0, or -1 not reported; kept with the service
+                            state (asked_at), and NULL again when an operation sets the state */
 };
+#define HC_NODE_UNREPORTED INT64_MIN
 
 /* The writers: each returns 0 (or the rows changed, where said) or -1 with err. A node that is
  * not there is not an error (nothing changes). */
@@ -159,6 +166,16 @@ int hc_node_set_config_state(struct hc_db *db, const char *name, const char *sta
 json_t *hc_nodes_config_list(struct hc_db *db, struct hc_error *err);
 /* The versions the nodes run, sorted, without duplicates or empty ones ([] when none). */
 json_t *hc_nodes_versions(struct hc_db *db, struct hc_error *err);
+
+/* What the pre-flight checks judge (controller/state/checks.h), one object a node sorted by
+ * name: {"name","health","health_detail","last_seen","maintenance","service_state",
+ * "software_version","service_healthy","cert_pem","config_state","config_detail",
+ * "clock_offset_ms",
+ * "data_dir_free_bytes","data_dir_total_bytes","storage_interface","storage_mtu"} with null for
+ * what is not known (storage_mtu: the MTU of the interface of role storage, else of the one
+ * named storage_interface, else, without one, of the one carrying the node's address, as
+ * bootstrap chooses it). New reference or NULL with err. */
+json_t *hc_nodes_check_facts(struct hc_db *db, struct hc_error *err);
 
 /* {"nodes":[{name, maintenance, mode, since_ms, operation_id, health, service_state}...]}
  * sorted by name (GET /v1/maintenance). New reference or NULL with err. */

@@ -139,6 +139,20 @@ test_expect_success 'a client without the controller certificate cannot call an 
     curl -sS --max-time 5 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" --key "$CTL_DIR/client.key" "$url" | jq -e ".node_name == \"n2\""
 '
 
+# check_sev ID NODE: the pre-flight check's severity for the node
+check_sev() {
+    hcctl cluster check -o json | jq -r --arg id "$1" --arg n "$2" \
+        '.checks[] | select(.id == $id and .node == $n) | .severity'
+}
+test_expect_success 'the agent reports its clock and data directory; the checks see them for real agents' '
+    url=https://127.0.0.3:$AGENT_PORT/v1/status &&
+    curl -sS --max-time 5 --cacert "$CTL_DIR/ca.pem" --cert "$CTL_DIR/client.pem" --key "$CTL_DIR/client.key" "$url" >st.json &&
+    now=$(date +%s%3N) &&
+    jq -e --argjson now "$now" "(.time_ms - \$now | fabs) < 5000 and .data_dir_total_bytes > 0 and .data_dir_free_bytes >= 0 and .data_dir_free_bytes <= .data_dir_total_bytes" st.json &&
+    wait_for 10 "[ \"\$(check_sev clock_skew n2)\" = ok ]" &&
+    [ "$(check_sev disk_low n2)" != unknown ] && [ "$(check_sev node_unreachable n2)" = ok ]
+'
+
 test_expect_success 'malformed JSON on every POST gives 400 with the error shape' '
     tok=$(cat "$CTL_DIR/admin.token") &&
     for path in /v1/join-tokens /v1/enroll /v1/operations/op-000000000000/pause; do

@@ -148,6 +148,42 @@ static json_t *fail(const char *fmt, const char *arg)
     return json_pack("{s:b, s:s}", "ok", 0, "error", msg);
 }
 
+/* What /v1/status and /v1/interfaces report, for the controller's checks to find faults in:
+ * "clock" the offset of the reported time from the real one (ms, may be negative), "disk" the
+ * data directory's free space (percent), "mtu" the storage interface's MTU. */
+static json_t *control_status_knob(struct hollow *h, const char *knob, const char *range,
+                                   const char *value)
+{
+    int lo, hi;
+    char *end;
+    long long v = strtoll(value, &end, 10);
+    if (hollow_range_parse(h, range, &lo, &hi) < 0)
+        return fail("bad range '%s': all, I, I-J (0-based) or a node name", range);
+    int is_clock = !strcmp(knob, "clock"), is_disk = !strcmp(knob, "disk");
+    long long min = is_clock  ? -86400000LL
+                    : is_disk ? 0
+                              : 576,
+              max = is_clock  ? 86400000LL
+                    : is_disk ? 100
+                              : 65535;
+    if (*end || end == value || v < min || v > max) {
+        char why[CONTROL_LINE_MAX + 64];
+        snprintf(why, sizeof(why), "%s needs an integer from %lld to %lld, not '%s'", knob, min,
+                 max, value);
+        return fail("%s", why);
+    }
+    for (int i = lo; i <= hi; i++) {
+        if (is_clock)
+            h->nodes[i].clock_offset_ms = v;
+        else if (is_disk)
+            h->nodes[i].disk_free_percent = (int)v;
+        else
+            h->nodes[i].mtu = (int)v;
+    }
+    HC_INFO("hchollow: nodes %d-%d: %s %lld", lo, hi, knob, v);
+    return json_pack("{s:b, s:i, s:I}", "ok", 1, "nodes", hi - lo + 1, knob, (json_int_t)v);
+}
+
 json_t *hollow_control_line(struct hollow *h, const char *line)
 {
     char words[4][CONTROL_LINE_MAX];
@@ -170,8 +206,13 @@ json_t *hollow_control_line(struct hollow *h, const char *line)
         return fail("too many words in '%s'", line);
     if (!strcmp(words[0], "stats") && n == 1)
         return stats(h);
+    if (n == 3 &&
+        (!strcmp(words[0], "clock") || !strcmp(words[0], "disk") || !strcmp(words[0], "mtu")))
+        return control_status_knob(h, words[0], words[1], words[2]);
     if (strcmp(words[0], "fault") != 0 || n < 3)
-        return fail("unknown command '%s': use 'stats' or 'fault RANGE MODE [MS]'", words[0]);
+        return fail("unknown command '%s': use 'stats', 'fault RANGE MODE [MS]', 'clock RANGE MS', "
+                    "'disk RANGE PERCENT' or 'mtu RANGE MTU'",
+                    words[0]);
     int lo, hi, ms = 0;
     enum hollow_fault f;
     if (hollow_range_parse(h, words[1], &lo, &hi) < 0)

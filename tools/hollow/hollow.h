@@ -21,6 +21,7 @@
 #define HOLLOW_HISTORY_KEEP 64
 #define HOLLOW_MAX_STAGED 8
 #define HOLLOW_MAX_STALLED 64
+#define HOLLOW_DISK_TOTAL (100LL * 1024 * 1024 * 1024) /* the data directory's size it reports */
 
 enum hollow_fault {
     FAULT_NONE = 0,
@@ -50,7 +51,9 @@ struct hollow_node {
     enum hollow_fault fault;
     int slow_ms;
     int mtu;
-    int echo_fd; /* the UDP echo responder on ADDR:7445, -1 without */
+    int64_t clock_offset_ms; /* added to the time /v1/status reports (control "clock") */
+    int disk_free_percent;   /* of HOLLOW_DISK_TOTAL, what /v1/status reports (control "disk") */
+    int echo_fd;             /* the UDP echo responder on ADDR:7445, -1 without */
     struct event *echo_ev;
     /* software */
     char current[65], previous[65], staging[65];

@@ -46,6 +46,7 @@ void hollow_node_init(struct hollow_node *n)
     n->history = json_array();
     n->overrides = json_object();
     n->mtu = n->h->default_mtu;
+    n->disk_free_percent = 50;
 }
 
 void hollow_node_clear(struct hollow_node *n)
@@ -309,6 +310,10 @@ static void status_route(struct hc_request *req, void *arg)
     json_object_set_new(b, "storage_interface", json_string("hollow0"));
     json_object_set_new(b, "storage_host", json_string(n->addr));
     json_object_set_new(b, "controller_term", json_integer(hc_agent_fence_highest(n->fence)));
+    json_object_set_new(b, "time_ms", json_integer(hc_now_ms() + n->clock_offset_ms));
+    json_object_set_new(b, "data_dir_free_bytes",
+                        json_integer(HOLLOW_DISK_TOTAL / 100 * n->disk_free_percent));
+    json_object_set_new(b, "data_dir_total_bytes", json_integer(HOLLOW_DISK_TOTAL));
     reply(n, req, 200, b);
 }
 
