@@ -190,8 +190,10 @@ static int ha_send(void *arg, const struct hc_db_change *ch, size_t n)
 /* Columns the poller rewrites every cycle: not worth a write to etcd each; a new leader learns
  * them again in its first poll cycle (replicate.h). */
 static const char *const local_columns[] = {
-    "nodes.last_seen",           "nodes.uptime_s",        "nodes.poll_latency_ms",
-    "nodes.service_observed_at", "interfaces.updated_at", NULL,
+    "nodes.last_seen",       "nodes.uptime_s",
+    "nodes.poll_latency_ms", "nodes.service_observed_at",
+    "nodes.clock_offset_ms", "nodes.data_dir_free_bytes",
+    "interfaces.updated_at", NULL,
 };
 
 /* ---------------------------------------------------------------- election */

@@ -103,13 +103,15 @@ static void add_cluster_and_node(struct hc_db *db)
 {
     struct hc_error err = {0};
     assert_int_equal(hc_db_begin(db, &err), 0);
-    assert_true(hc_db_run(db, &err, "INSERT INTO clusters (id, name, created_at) VALUES ('c', 'x', 1)",
-                          "") >= 0);
     assert_true(hc_db_run(db, &err,
-                          "INSERT INTO nodes (id, cluster_id, name, address, agent_url, cert_serial, "
-                          "cert_pem, joined_at) VALUES (7, 'c', 'n1', '10.0.0.1', 'https://a', 's', "
-                          "'pem', 1)",
+                          "INSERT INTO clusters (id, name, created_at) VALUES ('c', 'x', 1)",
                           "") >= 0);
+    assert_true(
+        hc_db_run(db, &err,
+                  "INSERT INTO nodes (id, cluster_id, name, address, agent_url, cert_serial, "
+                  "cert_pem, joined_at) VALUES (7, 'c', 'n1', '10.0.0.1', 'https://a', 's', "
+                  "'pem', 1)",
+                  "") >= 0);
     assert_int_equal(hc_db_commit(db, &err), 0);
 }
 
@@ -142,8 +144,8 @@ static void test_local_columns_alone_are_not_sent(void **state)
     assert_true(hc_db_run(f->db, &err, "UPDATE nodes SET last_seen = 5, uptime_s = 9 WHERE id = 7",
                           "") == 1);
     assert_int_equal(S.n, 0); /* autocommit, only local columns: nothing to send */
-    assert_true(hc_db_run(f->db, &err, "UPDATE nodes SET health = 'reachable', last_seen = 6",
-                          "") == 1);
+    assert_true(
+        hc_db_run(f->db, &err, "UPDATE nodes SET health = 'reachable', last_seen = 6", "") == 1);
     int found;
     const char *img = change_of("nodes", 7, &found);
     assert_true(found && img && strstr(img, "\"health\":\"reachable\"") &&
@@ -188,11 +190,12 @@ static void test_rollback_and_fence_generation_send_nothing(void **state)
     struct fx *f = *state;
     struct hc_error err = {0};
     assert_int_equal(hc_db_begin(f->db, &err), 0);
-    assert_true(hc_db_run(f->db, &err, "INSERT INTO clusters (id, name, created_at) VALUES ('z', 'z', 1)",
+    assert_true(hc_db_run(f->db, &err,
+                          "INSERT INTO clusters (id, name, created_at) VALUES ('z', 'z', 1)",
                           "") == 1);
     hc_db_rollback(f->db);
-    assert_true(hc_db_run(f->db, &err, "UPDATE fence_generation SET generation = generation + 1",
-                          "") == 1);
+    assert_true(
+        hc_db_run(f->db, &err, "UPDATE fence_generation SET generation = generation + 1", "") == 1);
     assert_int_equal(S.n, 0);
     assert_int_equal(S.commits, 0);
 }
@@ -203,11 +206,13 @@ static void test_refusing_sender_rolls_back(void **state)
     struct hc_error err = {0};
     S.refuse = 1;
     assert_int_equal(hc_db_begin(f->db, &err), 0);
-    assert_true(hc_db_run(f->db, &err, "INSERT INTO clusters (id, name, created_at) VALUES ('r', 'r', 1)",
+    assert_true(hc_db_run(f->db, &err,
+                          "INSERT INTO clusters (id, name, created_at) VALUES ('r', 'r', 1)",
                           "") == 1);
     assert_true(hc_db_commit(f->db, &err) < 0);
     hc_db_rollback(f->db);
-    assert_true(hc_db_run(f->db, &err, "INSERT INTO clusters (id, name, created_at) VALUES ('q', 'q', 1)",
+    assert_true(hc_db_run(f->db, &err,
+                          "INSERT INTO clusters (id, name, created_at) VALUES ('q', 'q', 1)",
                           "") < 0); /* autocommit refused too */
     S.refuse = 0;
     json_t *rows = hc_db_query_json(f->db, &err, "SELECT id FROM clusters", "");
@@ -264,8 +269,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rollback_and_fence_generation_send_nothing, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_refusing_sender_rolls_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rebuild_inserts_images_and_refuses_hostile_ones,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rebuild_inserts_images_and_refuses_hostile_ones, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
