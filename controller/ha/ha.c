@@ -141,6 +141,15 @@ static int leader_check(struct hc_error *err)
 
 /* ---------------------------------------------------------------- replication sender */
 
+/* Appends op (about payload bytes once encoded) to a transaction being built; 1 when it has
+ * reached what one etcd request may carry (etcd.h), so the caller sends this part now. */
+static int batch_add(json_t *ops, size_t *bytes, json_t *op, size_t payload)
+{
+    json_array_append_new(ops, op);
+    *bytes += payload * 4 / 3 + 64; /* base64, and the JSON around it */
+    return json_array_size(ops) >= HC_ETCD_TXN_MAX_OPS || *bytes >= HC_ETCD_TXN_MAX_BYTES;
+}
+
 static int send_part(struct hc_ha *ha, json_t *ops)
 {
     struct hc_error err = {0};
@@ -169,11 +178,9 @@ static int ha_send(void *arg, const struct hc_db_change *ch, size_t n)
                  (long long)ch[i].rowid);
         json_t *op = ch[i].image ? hc_etcd_op_put(key, ch[i].image, strlen(ch[i].image), 0)
                                  : hc_etcd_op_delete(key, 0);
-        bytes += strlen(key) * 2 + (ch[i].image ? strlen(ch[i].image) * 4 / 3 : 0) + 64;
-        json_array_append_new(ops, op);
         /* A transaction larger than etcd takes goes in parts, in order (docs/ha.md: only a
          * purge of old events is that large, and a part lost with a leader is harmless). */
-        if (json_array_size(ops) >= HC_ETCD_TXN_MAX_OPS || bytes >= HC_ETCD_TXN_MAX_BYTES) {
+        if (batch_add(ops, &bytes, op, 2 * strlen(key) + (ch[i].image ? strlen(ch[i].image) : 0))) {
             if (send_part(ha, ops) < 0)
                 return -1;
             ops = json_array();
@@ -249,13 +256,20 @@ static int campaign(struct hc_ha *ha, struct hc_error *err)
     return rc;
 }
 
+/* One unconditional put (lease 0: none). */
+static int put_one(struct hc_etcd *etcd, const char *key, const char *value, int64_t lease,
+                   struct hc_error *err)
+{
+    json_t *ops = json_array();
+    json_array_append_new(ops, hc_etcd_op_put(key, value, strlen(value), lease));
+    return hc_etcd_txn(etcd, NULL, ops, NULL, NULL, NULL, err) == 1 ? 0 : -1;
+}
+
 static int put_alive(struct hc_ha *ha, struct hc_error *err)
 {
     char key[400];
     snprintf(key, sizeof(key), HC_HA_PREFIX_ALIVE "%s", ha->name);
-    json_t *ops = json_array();
-    json_array_append_new(ops, hc_etcd_op_put(key, ha->url, strlen(ha->url), ha->lease));
-    return hc_etcd_txn(ha->elect, NULL, ops, NULL, NULL, NULL, err) == 1 ? 0 : -1;
+    return put_one(ha->elect, key, ha->url, ha->lease, err);
 }
 
 static int new_lease(struct hc_ha *ha, struct hc_error *err)
@@ -358,10 +372,10 @@ static int register_member(struct hc_ha *ha, struct hc_error *err)
     json_t *me = json_pack("{s:s, s:s}", "name", ha->name, "url", ha->url);
     char *value = json_dumps(me, JSON_COMPACT);
     json_decref(me);
-    json_t *ops = json_array();
-    json_array_append_new(ops, hc_etcd_op_put(key, value, strlen(value), 0));
+    int rc = value ? put_one(ha->elect, key, value, 0, err)
+                   : hc_error_set(err, HC_E(INTERNAL), "out of memory");
     free(value);
-    return hc_etcd_txn(ha->elect, NULL, ops, NULL, NULL, NULL, err) == 1 ? 0 : -1;
+    return rc;
 }
 
 struct hc_ha *hc_ha_start(struct hc_controller *ctl, const struct hc_ha_options *o,
@@ -460,15 +474,17 @@ static int member_kv(void *arg, const char *key, const char *value, size_t len, 
     return 0;
 }
 
-/* The members with their liveness, and each etcd endpoint's own status. */
-static json_t *status_from_etcd(struct hc_ha *ha)
+/* The registered controllers, each with "alive" (its key on a live lease): a new array, or
+ * NULL with err. */
+static json_t *list_members(struct hc_ha *ha, struct hc_error *err)
 {
-    struct hc_error err = {0};
-    json_t *out = json_object();
     struct members_acc acc = {.members = json_array(), .alive = json_object()};
-    if (hc_etcd_range(ha->elect, HC_HA_PREFIX_MEMBERS, 1, 0, member_kv, &acc, NULL, &err) < 0 ||
-        hc_etcd_range(ha->elect, HC_HA_PREFIX_ALIVE, 1, 0, member_kv, &acc, NULL, &err) < 0)
-        json_object_set_new(out, "error", json_string(err.message));
+    if (hc_etcd_range(ha->elect, HC_HA_PREFIX_MEMBERS, 1, 0, member_kv, &acc, NULL, err) < 0 ||
+        hc_etcd_range(ha->elect, HC_HA_PREFIX_ALIVE, 1, 0, member_kv, &acc, NULL, err) < 0) {
+        json_decref(acc.members);
+        json_decref(acc.alive);
+        return NULL;
+    }
     size_t i;
     json_t *m;
     json_array_foreach(acc.members, i, m)
@@ -476,8 +492,19 @@ static json_t *status_from_etcd(struct hc_ha *ha)
         const char *name = json_string_value(json_object_get(m, "name"));
         json_object_set_new(m, "alive", json_boolean(name && json_object_get(acc.alive, name)));
     }
-    json_object_set_new(out, "members", acc.members);
     json_decref(acc.alive);
+    return acc.members;
+}
+
+/* The members with their liveness, and each etcd endpoint's own status. */
+static json_t *status_from_etcd(struct hc_ha *ha)
+{
+    struct hc_error err = {0};
+    json_t *out = json_object();
+    json_t *members = list_members(ha, &err);
+    if (!members)
+        json_object_set_new(out, "error", json_string(err.message));
+    json_object_set_new(out, "members", members ? members : json_array());
     json_t *etcd = json_array();
     const char **eps;
     size_t n = hc_etcd_endpoints(ha->elect, &eps);
@@ -557,27 +584,22 @@ json_t *hc_ha_status(struct hc_ha *ha, const struct hc_controller *ctl)
 
 int hc_ha_peers(struct hc_ha *ha, json_t **urls, size_t *registered, struct hc_error *err)
 {
-    struct members_acc acc = {.members = json_array(), .alive = json_object()};
+    json_t *members = list_members(ha, err);
     *urls = json_array();
-    int rc = -1;
-    if (hc_etcd_range(ha->elect, HC_HA_PREFIX_MEMBERS, 1, 0, member_kv, &acc, NULL, err) < 0 ||
-        hc_etcd_range(ha->elect, HC_HA_PREFIX_ALIVE, 1, 0, member_kv, &acc, NULL, err) < 0)
-        goto done;
+    if (!members)
+        return -1;
     size_t i;
     json_t *m;
-    json_array_foreach(acc.members, i, m)
+    json_array_foreach(members, i, m)
     {
         const char *name = json_string_value(json_object_get(m, "name"));
         const char *url = json_string_value(json_object_get(m, "url"));
-        if (name && url && strcmp(name, ha->name) != 0 && json_object_get(acc.alive, name))
+        if (name && url && strcmp(name, ha->name) != 0 && json_is_true(json_object_get(m, "alive")))
             json_array_append_new(*urls, json_string(url));
     }
-    *registered = json_array_size(acc.members);
-    rc = 0;
-done:
-    json_decref(acc.members);
-    json_decref(acc.alive);
-    return rc;
+    *registered = json_array_size(members);
+    json_decref(members);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- standby API */
@@ -774,14 +796,19 @@ done:
     return rc;
 }
 
-static void unlink_db(const char *path)
+static void unlink_wal(const char *path)
 {
     char p[1200];
-    unlink(path);
     snprintf(p, sizeof(p), "%s-wal", path);
     unlink(p);
     snprintf(p, sizeof(p), "%s-shm", path);
     unlink(p);
+}
+
+static void unlink_db(const char *path)
+{
+    unlink(path);
+    unlink_wal(path);
 }
 
 int hc_ha_take_over(struct hc_ha *ha, struct hc_error *err)
@@ -796,13 +823,8 @@ int hc_ha_take_over(struct hc_ha *ha, struct hc_error *err)
         unlink_db(tmp);
         return hc_error_prefix(err, "cannot rebuild the database from etcd");
     }
-    /* The old cache and its WAL go first: a stale WAL must never be replayed into the new
-     * file. */
-    char p[1200];
-    snprintf(p, sizeof(p), "%s-wal", ctl->db_path);
-    unlink(p);
-    snprintf(p, sizeof(p), "%s-shm", ctl->db_path);
-    unlink(p);
+    /* The old cache's WAL goes first: a stale WAL must never be replayed into the new file. */
+    unlink_wal(ctl->db_path);
     if (rename(tmp, ctl->db_path) < 0)
         return hc_error_set(err, HC_E(IO), "cannot move '%s' to '%s': %s", tmp, ctl->db_path,
                             strerror(errno));
@@ -843,9 +865,8 @@ static int upload_flush(struct upload *u, struct hc_error *err)
 
 static int upload_put(struct upload *u, const char *key, const char *value, struct hc_error *err)
 {
-    json_array_append_new(u->ops, hc_etcd_op_put(key, value, strlen(value), 0));
-    u->bytes += strlen(key) * 2 + strlen(value) * 4 / 3 + 64;
-    if (json_array_size(u->ops) >= HC_ETCD_TXN_MAX_OPS || u->bytes >= HC_ETCD_TXN_MAX_BYTES)
+    if (batch_add(u->ops, &u->bytes, hc_etcd_op_put(key, value, strlen(value), 0),
+                  2 * strlen(key) + strlen(value)))
         return upload_flush(u, err);
     return 0;
 }
