@@ -46,7 +46,6 @@ struct hc_db_repl {
     size_t ntables;
     struct pending *p;
     size_t n, cap;
-    int suspended;
     int broken; /* a change that cannot be replicated: the commit must fail */
 };
 
@@ -79,12 +78,6 @@ void hc_db_replicate_stop(void)
 int hc_db_replicating(void)
 {
     return atomic_load(&R.on);
-}
-
-void hc_db_replicate_suspend(struct hc_db *db, int suspended)
-{
-    if (db->repl)
-        db->repl->suspended = suspended;
 }
 
 /* Tables of one controller alone: fence_generation is single mode's start generation (in HA
@@ -359,7 +352,7 @@ static void on_preupdate(void *ctx, sqlite3 *h, int op, const char *zdb, const c
                          sqlite3_int64 key1, sqlite3_int64 key2)
 {
     struct hc_db_repl *r = ctx;
-    if (r->suspended || strcmp(zdb, "main") != 0 || strncmp(table, "sqlite_", 7) == 0)
+    if (strcmp(zdb, "main") != 0 || strncmp(table, "sqlite_", 7) == 0)
         return;
     const struct table_info *t = find_table(r, table);
     if (!t) {
@@ -450,7 +443,7 @@ char *hc_db_row_image(struct hc_db *db, const char *table, int64_t rowid, struct
 int hc_db_repl_resolve(struct hc_db *db)
 {
     struct hc_db_repl *r = db->repl;
-    if (!r || r->suspended || !r->n || r->broken)
+    if (!r || !r->n || r->broken)
         return 0;
     pending_dedupe(r);
     for (size_t i = 0; i < r->n; i++) {
@@ -472,7 +465,7 @@ int hc_db_commit_hook(void *arg)
     if (db->test_commit && db->test_commit(db->test_commit_arg) != 0)
         return 1;
     struct hc_db_repl *r = db->repl;
-    if (!r || r->suspended || !atomic_load(&R.on))
+    if (!r || !atomic_load(&R.on))
         return 0;
     if (!r->n && !r->broken)
         return 0;

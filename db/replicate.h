@@ -43,9 +43,6 @@ void hc_db_replicate_start(hc_db_send_fn send, void *arg, const char *const *loc
 void hc_db_replicate_stop(void);
 int hc_db_replicating(void);
 
-/* This connection's writes are not reported (the rebuild of a new leader's cache). */
-void hc_db_replicate_suspend(struct hc_db *db, int suspended);
-
 /* The image of one row (caller frees), NULL when it does not exist or with err. */
 char *hc_db_row_image(struct hc_db *db, const char *table, int64_t rowid, struct hc_error *err);
 /* Inserts an image into table with its rowid (INSERT OR REPLACE). */

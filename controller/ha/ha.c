@@ -775,10 +775,12 @@ static long build_from_etcd(struct hc_etcd *etcd, const char *path, struct hc_er
                      hc_db_latest_version());
         return hc_error_hint(err, "upgrade this hcctld first");
     }
+    /* The rebuild's own writes must not be sent: it runs before replication is turned on. */
+    if (hc_db_replicating())
+        return hc_error_set(err, HC_E(INTERNAL), "a rebuild from etcd while replicating");
     struct hc_db *db = hc_db_open(path, err);
     if (!db)
         return -1;
-    hc_db_replicate_suspend(db, 1);
     struct rebuild rb = {.db = db};
     long rc = -1;
     if (hc_db_exec(db, "PRAGMA foreign_keys = OFF", err) < 0 || hc_db_begin(db, err) < 0)
