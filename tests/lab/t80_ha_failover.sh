@@ -159,7 +159,7 @@ test_expect_success 'the controller leader and the etcd raft leader SIGKILLed at
     ha_etcd_member_start "$e"
 '
 
-test_expect_success 'ha export writes a standalone database that single mode runs' '
+test_expect_success 'ha export writes a standalone database holding every node' '
     hcctld ha export --data-dir "$HA_DIR/c1" --etcd "$HA_ETCD_URLS" --output "$T/export.db" >export.out &&
     grep -q "rows written" export.out &&
     n=$(sqlite3 "$T/export.db" "SELECT COUNT(*) FROM nodes") && [ "$n" = 3 ] &&
