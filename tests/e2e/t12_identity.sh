@@ -38,9 +38,12 @@ test_expect_success 'a CA-signed impostor at the controller URL never receives t
     printf "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n" >fake.ext &&
     openssl x509 -req -in fake.csr -CA "$CTL_DIR/ca.pem" -CAkey "$CTL_DIR/ca.key" \
         -CAcreateserial -days 1 -extfile fake.ext -out fake.pem 2>/dev/null &&
-    # s_server prints what clients send; it needs an open stdin to keep serving
-    { sleep 60 | openssl s_server -accept "127.0.0.1:$fake_port" -cert fake.pem -key fake.key \
-        >fake.out 2>fake.err & echo $! >"$T/pids/fake"; } &&
+    # s_server prints what clients send; it needs an open stdin to keep serving. It writes its
+    # own pid, under a name no join uses (the join named "fake" below overwrote "fake", so the
+    # cleanup missed it and the orphan held the lab lock); timeout bounds it in any case
+    { sleep 60 | sh -c "echo \$\$ >\"\$1\"; exec timeout 60 openssl s_server \
+        -accept 127.0.0.1:$fake_port -cert fake.pem -key fake.key" sh "$T/pids/impostor" \
+        >fake.out 2>fake.err & } &&
     # 15 s: openssl starts slowly on a loaded 2-core machine (CI once timed out at 5)
     { wait_for 15 "ss -ltnH \"( sport = :$fake_port )\" | grep -q ." || { cat fake.err; false; }; } &&
     jq --arg u "https://127.0.0.1:$fake_port" ".controller = \$u" \
