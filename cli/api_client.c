@@ -269,12 +269,6 @@ static int transport_rank(const struct hc_error *err)
     return strcmp(err->code, HC_ERR_TIMEOUT) == 0 ? 2 : 1;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* The index of url in the list, or -1 (a leader a standby named). */
 static int list_index(const struct hc_api_client *api, const char *url)
 {
@@ -483,7 +477,7 @@ static int leader_exchange(struct hc_api_client *api, struct exchange *x, struct
         }
         if (!r.electing || hc_mono_ms() + r.wait_ms >= deadline)
             return search_failed(api, &r, err);
-        sleep_ms(r.wait_ms);
+        hc_sleep_ms(r.wait_ms);
     }
 }
 

@@ -46,6 +46,44 @@ static int cmd_join_token(struct hc_cmd_ctx *ctx)
     return HC_EXIT_OK;
 }
 
+/* "agent n3, 2027-12-07T10:00:00Z (in 364 days)": the certificate that ends first, in yellow
+ * within 30 days and red once ended. */
+static void fmt_cert_earliest(const struct hc_output *o, const json_t *v, char *buf, size_t len,
+                              enum hc_color *color)
+{
+    (void)o;
+    *color = HC_COLOR_NONE;
+    if (!json_is_object(v)) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    int64_t left = hc_json_int(v, "seconds_left", 0);
+    char in[64];
+    if (left <= 0)
+        snprintf(in, sizeof(in), "expired");
+    else if (left >= 86400)
+        snprintf(in, sizeof(in), "in %lld days", (long long)(left / 86400));
+    else
+        snprintf(in, sizeof(in), "in %lld s", (long long)left);
+    const char *node = hc_json_str(v, "node", NULL);
+    snprintf(buf, len, "%s%s%s, %s (%s)", hc_json_str(v, "certificate", "?"), node ? " " : "",
+             node ? node : "", hc_json_str(v, "not_after", "?"), in);
+    *color = left <= 0 ? HC_COLOR_RED : left < 30 * 86400 ? HC_COLOR_YELLOW : HC_COLOR_NONE;
+}
+
+/* "3 valid, 1 renewing, 0 expiring, 0 expired": the agents' certificates. */
+static void fmt_agent_certs(const struct hc_output *o, const json_t *v, char *buf, size_t len,
+                            enum hc_color *color)
+{
+    (void)o;
+    long long expired = (long long)hc_json_int(v, "expired", 0);
+    long long expiring = (long long)hc_json_int(v, "expiring", 0);
+    snprintf(buf, len, "%lld valid, %lld renewing, %lld expiring, %lld expired",
+             (long long)hc_json_int(v, "valid", 0), (long long)hc_json_int(v, "renewing", 0),
+             expiring, expired);
+    *color = expired ? HC_COLOR_RED : expiring ? HC_COLOR_YELLOW : HC_COLOR_NONE;
+}
+
 static const struct hc_col status_fields[] = {
     {"Cluster", "cluster.name", NULL},
     {"ID", "cluster.id", NULL},
@@ -58,6 +96,8 @@ static const struct hc_col status_fields[] = {
     {"Controller", "controller.version", NULL},
     {"Uptime", "controller.uptime_seconds", hc_fmt_seconds},
     {"Poll interval", "controller.poll_interval_ms", hc_fmt_ms},
+    {"First cert to end", "certificates.earliest", fmt_cert_earliest},
+    {"Agent certs", "certificates.agents", fmt_agent_certs},
     {NULL, NULL, NULL},
 };
 

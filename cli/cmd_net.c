@@ -37,12 +37,6 @@
 
 /* --- helpers -------------------------------------------------------------------------------- */
 
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* --nodes A,B --nodes C -> ["A","B","C"], or NULL when not given. */
 static json_t *nodes_option(struct hc_cmd_ctx *ctx)
 {
@@ -95,7 +89,7 @@ static json_t *run_and_wait(struct hc_cmd_ctx *ctx, const char *path, const json
             goto fail;
         }
         /* A check usually ends within a few hundred ms: ask often at first, then back off. */
-        sleep_ms(pause);
+        hc_sleep_ms(pause);
         if (hc_mono_ms() > started + 2000)
             pause = pause * 2 > 500 ? 500 : pause * 2;
     }

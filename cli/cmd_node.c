@@ -3,13 +3,16 @@
  * --yes otherwise, and follows the node.remove operation unless --no-wait. It passes the gates
  * of maintenance (availability budget, the storage service's ok-to-stop: refused, exit 5)
  * unless --force --reason TEXT, and keeps the service's data on the node unless --purge.
+ * `renew-cert` renews a node's certificate now (docs/certificates.md).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/exit_codes.h"
 #include "cli/groups.h"
 #include "common/json_util.h"
+#include "common/util.h"
 
 static const struct hc_col list_cols[] = {
     {"NAME", "name", NULL},
@@ -19,6 +22,7 @@ static const struct hc_col list_cols[] = {
     {"MAINTENANCE", "maintenance", NULL},
     {"AGENT", "agent_version", NULL},
     {"SERVICE", "service_state", NULL},
+    {"CERT", "cert_state", NULL},
     {"LAST SEEN", "last_seen", hc_fmt_age},
     {NULL, NULL, NULL},
 };
@@ -45,6 +49,9 @@ static const struct hc_col show_fields[] = {
     {"Last seen", "last_seen", hc_fmt_time},
     {"Joined", "joined_at", hc_fmt_time},
     {"Cert serial", "cert_serial", NULL},
+    {"Cert expires", "cert_not_after", hc_fmt_time},
+    {"Cert state", "cert_state", NULL},
+    {"Cert error", "cert_renew_error", NULL},
     {NULL, NULL, NULL},
 };
 
@@ -139,6 +146,58 @@ static int cmd_remove(struct hc_cmd_ctx *ctx)
     return rc;
 }
 
+/* Asks for a renewal, then waits until the node serves a new certificate (the poller renews it
+ * at its next cycle: controller/remote/cert_renew.h), or the renewal failed. */
+static int cmd_renew_cert(struct hc_cmd_ctx *ctx)
+{
+    struct hc_error err = {0};
+    const char *name = ctx->argv[0];
+    char path[1024], ask[1100];
+    if (hc_cmd_path(path, sizeof(path), "/v1/nodes/", name) < 0)
+        return hc_cmd_usage(ctx, NULL, "node name '%.64s...' is too long", name);
+    snprintf(ask, sizeof(ask), "%s/renew-cert", path);
+    json_t *asked = hc_cmd_request(ctx, "POST", ask, NULL, &err);
+    if (!asked)
+        return hc_cmd_fail(ctx, &err, NULL);
+    char *old = strdup(hc_json_str(asked, "cert_serial", ""));
+    json_decref(asked);
+    int64_t deadline = hc_mono_ms() + hc_cmd_opt_ms(ctx, "timeout");
+    json_t *node = NULL;
+    int rc = -1;
+    while (rc < 0) {
+        json_decref(node);
+        if (!(node = hc_cmd_request(ctx, "GET", path, NULL, &err))) {
+            rc = hc_cmd_fail(ctx, &err, NULL);
+        } else if (strcmp(hc_json_str(node, "cert_serial", ""), old) != 0) {
+            if (ctx->out.json)
+                hc_output_json(&ctx->out, node);
+            else
+                printf("node %s: certificate renewed: serial %s, valid until %s\n", name,
+                       hc_json_str(node, "cert_serial", "?"),
+                       hc_json_str(node, "cert_not_after", "?"));
+            rc = HC_EXIT_OK;
+        } else if (hc_json_str(node, "cert_renew_error", NULL)) {
+            hc_error_set(&err, HC_E(AGENT_ERROR), "%s", hc_json_str(node, "cert_renew_error", ""));
+            rc = hc_cmd_fail(ctx, &err, NULL);
+        } else if (hc_mono_ms() >= deadline) {
+            hc_error_set(&err, HC_E(TIMEOUT),
+                         "node '%s' still serves certificate %s: the controller has not renewed "
+                         "it yet",
+                         name, old);
+            hc_error_hint(&err,
+                          "the controller renews it at its next poll of a reachable node; "
+                          "see 'hcctl events --node %s'",
+                          name);
+            rc = hc_cmd_fail(ctx, &err, NULL);
+        } else {
+            hc_sleep_ms(250);
+        }
+    }
+    json_decref(node);
+    free(old);
+    return rc;
+}
+
 static int cmd_add(struct hc_cmd_ctx *ctx)
 {
     return hc_cmd_bootstrap(ctx, NULL, (const char *const *)ctx->argv, (size_t)ctx->argc);
@@ -163,6 +222,13 @@ static const struct hc_cmd_opt remove_opts[] = {
     {.name = NULL},
 };
 
+static const struct hc_cmd_opt renew_opts[] = {
+    HC_OPT(.name = "timeout", .type = HC_OPT_DURATION,
+           .help = "how long to wait for the node to serve its new certificate",
+           .value_name = "DUR", .def = "1m"),
+    {.name = NULL},
+};
+
 static const struct hc_cmd_verb node_verbs[] = {
     HC_VERB(.name = "list", .handler = cmd_list, .summary = "list the nodes with their health"),
     HC_VERB(.name = "show", .handler = cmd_show, .min_args = 1, .max_args = 1,
@@ -176,6 +242,10 @@ static const struct hc_cmd_verb node_verbs[] = {
             .max_args = 1,
             .summary = "remove a node from the cluster (disruptive: asks, or needs --yes)",
             .usage = "NODE", .flags = HC_CMD_DISRUPTIVE, .arg_completer = HC_COMPLETE_NODE),
+    HC_VERB(.name = "renew-cert", .handler = cmd_renew_cert, .opts = renew_opts, .min_args = 1,
+            .max_args = 1,
+            .summary = "renew the node's certificate now (also one that has expired)",
+            .usage = "NODE", .arg_completer = HC_COMPLETE_NODE),
     {.name = NULL},
 };
 

@@ -25,6 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+
 #include "common/json_util.h"
 #include "common/util.h"
 
@@ -49,6 +52,7 @@ struct hc_http_client {
     hc_http_before_fn before;
     void *before_arg;
     int insecure;
+    int ignore_expiry;
     long connect_timeout_ms;
     size_t max_response, max_json_values;
 };
@@ -120,6 +124,7 @@ static int hc_client_copy_config(struct hc_http_client *c, const struct hc_tls_c
         return hc_error_set_transport(err, HC_E(INTERNAL),
                                       "cannot create https client: out of memory");
     c->insecure = tls->insecure;
+    c->ignore_expiry = tls->ignore_expiry;
     c->connect_timeout_ms =
         tls->connect_timeout_ms > 0 ? tls->connect_timeout_ms : HC_HTTP_DEFAULT_CONNECT_MS;
     c->max_response = tls->max_response ? tls->max_response : HC_HTTP_DEFAULT_MAX_RESPONSE;
@@ -289,6 +294,15 @@ static size_t hc_call_header(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+/* CURLOPT_SSL_CTX_FUNCTION of an ignore_expiry client: the validity dates are not checked. */
+static CURLcode hc_call_no_time_check(CURL *e, void *ssl_ctx, void *arg)
+{
+    (void)e;
+    (void)arg;
+    X509_STORE_set_flags(SSL_CTX_get_cert_store((SSL_CTX *)ssl_ctx), X509_V_FLAG_NO_CHECK_TIME);
+    return CURLE_OK;
+}
+
 static int hc_call_set_tls(struct hc_http_client *c, CURL *e)
 {
     int rc = 0;
@@ -312,6 +326,8 @@ static int hc_call_set_tls(struct hc_http_client *c, CURL *e)
         rc |= curl_easy_setopt(e, CURLOPT_PINNEDPUBLICKEY, c->pinned_pubkey);
     if (c->source_address)
         rc |= curl_easy_setopt(e, CURLOPT_INTERFACE, c->source_address);
+    if (c->ignore_expiry)
+        rc |= curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, hc_call_no_time_check);
     if (c->insecure) {
         rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
         rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);

@@ -28,6 +28,9 @@ struct hc_tls_client_config {
                                    revocation also ends connections verified before it */
     int insecure;               /* skip peer verification: only to fetch a CA that is then pinned
                                    by fingerprint (join), never for anything else */
+    int ignore_expiry;          /* accept a peer certificate past its notAfter (the chain, the
+                                   CRL and the pin are still checked): only to renew a node's
+                                   expired certificate by its pinned key */
     long connect_timeout_ms;    /* default 3000 */
     const char *pinned_pubkey;  /* "sha256//BASE64[;sha256//...]": the peer's public key must be
                                    one of these (on top of the CA check), or NULL */

@@ -1460,6 +1460,22 @@ fail:
     return NULL;
 }
 
+int hc_http_server_reload_tls(struct hc_http_server *srv, const struct hc_tls_server_config *tls,
+                              struct hc_error *err)
+{
+    struct hc_tls_server_config same_client = *tls;
+    same_client.required_client_cn = srv->required_cn;
+    same_client.required_client_pin = srv->required_pin;
+    SSL_CTX *ctx = hc_tls_server_ctx(&same_client, err);
+    if (!ctx)
+        return -1;
+    SSL_CTX_set_app_data(ctx, srv);
+    /* Every SSL made from the old context holds a reference to it: open connections keep it. */
+    SSL_CTX_free(srv->ctx);
+    srv->ctx = ctx;
+    return 0;
+}
+
 /* Free before the event_base: libevent finalises the connections' bufferevents through it. */
 void hc_http_server_free(struct hc_http_server *srv)
 {

@@ -81,6 +81,13 @@ struct hc_http_server *hc_http_server_new(struct event_base *base,
                                           const struct hc_tls_server_config *tls,
                                           struct hc_error *err);
 void hc_http_server_free(struct hc_http_server *srv);
+/* Replaces the server's certificate, key and client CA (a renewed certificate, a CA bundle
+ * during a CA rotation) from tls's files, read in full before anything changes: connections
+ * accepted from now on use them, connections already open keep theirs. The client CN and pin
+ * stay as given at creation. Call on the server's thread. 0, or -1 with err (the server keeps
+ * what it had). */
+int hc_http_server_reload_tls(struct hc_http_server *srv, const struct hc_tls_server_config *tls,
+                              struct hc_error *err);
 /* Binds addr:port (port 0 picks one; hc_http_server_port tells which). 0 or -1 with err. */
 int hc_http_server_listen(struct hc_http_server *srv, const char *addr, int port,
                           struct hc_error *err);

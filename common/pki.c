@@ -7,6 +7,7 @@
  */
 #include "common/pki.h"
 
+#include <ctype.h>
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -18,8 +19,6 @@
 #include <time.h>
 
 #include "common/util.h"
-
-#define HC_PKI_SKEW_SECONDS (5 * 60) /* notBefore is backdated for peers with slow clocks */
 
 /* The first queued OpenSSL error as text (or "unknown error"); empties the queue. */
 static const char *ossl_err(char *buf, size_t len)
@@ -139,13 +138,15 @@ static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
 
 /* The fields every certificate here shares: v3, random serial, validity, key, issuer. */
 static X509 *cert_skeleton(X509 *issuer, EVP_PKEY *pubkey, const char *cn, int days,
-                           char serial_hex[33])
+                           int64_t lifetime_s, char serial_hex[33])
 {
     X509 *x = X509_new();
     if (!x || X509_set_version(x, X509_VERSION_3) != 1 || set_random_serial(x, serial_hex) < 0 ||
         set_cn(X509_get_subject_name(x), cn) < 0 ||
-        !X509_gmtime_adj(X509_getm_notBefore(x), -HC_PKI_SKEW_SECONDS) ||
-        !X509_time_adj_ex(X509_getm_notAfter(x), days, 0, NULL) || X509_set_pubkey(x, pubkey) != 1)
+        !X509_gmtime_adj(X509_getm_notBefore(x), -HC_PKI_BACKDATE_S) ||
+        !X509_time_adj_ex(X509_getm_notAfter(x), lifetime_s > 0 ? (int)(lifetime_s / 86400) : days,
+                          lifetime_s > 0 ? (long)(lifetime_s % 86400) : 0, NULL) ||
+        X509_set_pubkey(x, pubkey) != 1)
         goto fail;
     X509_NAME *iname = issuer ? X509_get_subject_name(issuer) : X509_get_subject_name(x);
     if (X509_set_issuer_name(x, iname) != 1)
@@ -170,7 +171,7 @@ X509 *hc_pki_ca_new(EVP_PKEY *ca_key, const char *cn, int days, struct hc_error 
 {
     if (check_cn_days(cn, days, err) < 0)
         return NULL;
-    X509 *x = cert_skeleton(NULL, ca_key, cn, days, NULL);
+    X509 *x = cert_skeleton(NULL, ca_key, cn, days, 0, NULL);
     if (!x || add_ext(x, x, NID_basic_constraints, "critical,CA:TRUE") < 0 ||
         add_ext(x, x, NID_key_usage, "critical,keyCertSign,cRLSign") < 0 ||
         add_ext(x, x, NID_subject_key_identifier, "hash") < 0 ||
@@ -238,13 +239,17 @@ static int add_leaf_exts(X509 *x, X509 *ca, const struct hc_cert_spec *spec)
 X509 *hc_pki_issue(X509 *ca, EVP_PKEY *ca_key, EVP_PKEY *pubkey, const struct hc_cert_spec *spec,
                    char serial_hex[33], struct hc_error *err)
 {
-    if (check_cn_days(spec->cn, spec->days, err) < 0)
+    if (spec->lifetime_s > 0 ? check_cn_days(spec->cn, 1, err) < 0 ||
+                                   (spec->lifetime_s > 36500LL * 86400 &&
+                                    hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                                                 "certificate validity is out of range") < 0)
+                             : check_cn_days(spec->cn, spec->days, err) < 0)
         return NULL;
     if (X509_check_private_key(ca, ca_key) != 1) {
         ossl_fail(err, HC_E(INTERNAL), "ca key does not match the ca certificate");
         return NULL;
     }
-    X509 *x = cert_skeleton(ca, pubkey, spec->cn, spec->days, serial_hex);
+    X509 *x = cert_skeleton(ca, pubkey, spec->cn, spec->days, spec->lifetime_s, serial_hex);
     if (!x || add_leaf_exts(x, ca, spec) < 0) {
         ossl_fail(err, HC_E(INTERNAL), "cannot build certificate");
         goto fail;
@@ -260,6 +265,53 @@ fail:
     hc_error_prefix(err, "cannot issue certificate for '%s'", spec->cn);
     X509_free(x);
     return NULL;
+}
+
+X509 *hc_pki_reissue(X509 *old, X509 *ca, EVP_PKEY *ca_key, int64_t lifetime_s, char serial_hex[33],
+                     struct hc_error *err)
+{
+    char cn[256];
+    if (hc_pki_cert_cn(old, cn, sizeof(cn)) < 0 || lifetime_s <= 0) {
+        hc_error_set(err, HC_E(INVALID_ARGUMENT), "the certificate to reissue has no common name");
+        return NULL;
+    }
+    if (X509_check_private_key(ca, ca_key) != 1) {
+        ossl_fail(err, HC_E(INTERNAL), "ca key does not match the ca certificate");
+        return NULL;
+    }
+    X509 *x = cert_skeleton(ca, X509_get0_pubkey(old), cn, 0, lifetime_s, serial_hex);
+    if (!x)
+        goto fail;
+    /* What the certificate says of its holder (names, usages) is kept; what ties it to its
+     * issuer is made anew. */
+    for (int i = 0; i < X509_get_ext_count(old); i++) {
+        X509_EXTENSION *ext = X509_get_ext(old, i);
+        int nid = OBJ_obj2nid(X509_EXTENSION_get_object(ext));
+        if (nid == NID_authority_key_identifier || nid == NID_subject_key_identifier)
+            continue;
+        if (X509_add_ext(x, ext, -1) != 1)
+            goto fail;
+    }
+    if (add_ext(x, ca, NID_subject_key_identifier, "hash") < 0 ||
+        add_ext(x, ca, NID_authority_key_identifier, "keyid:always") < 0 ||
+        X509_sign(x, ca_key, EVP_sha256()) <= 0)
+        goto fail;
+    return x;
+fail:
+    ossl_fail(err, HC_E(INTERNAL), "cannot reissue certificate");
+    hc_error_prefix(err, "'%s'", cn);
+    X509_free(x);
+    return NULL;
+}
+
+int64_t hc_pki_lifetime_s(X509 *cert)
+{
+    int64_t nb, na;
+    struct hc_error ignored = {0};
+    if (hc_pki_cert_validity(cert, &nb, &na, &ignored) < 0)
+        return 0;
+    int64_t ms = na - (nb + HC_PKI_BACKDATE_S * 1000LL);
+    return (ms > 0 ? ms : na - nb) / 1000;
 }
 
 X509_REQ *hc_pki_csr_new(EVP_PKEY *key, const char *cn, struct hc_error *err)
@@ -452,12 +504,19 @@ int hc_pki_cert_cn(X509 *cert, char *buf, size_t len)
 }
 
 /* X509_verify_cert against the CA alone, and against crl when there is one. */
-static int verify_cert(X509 *ca, X509_CRL *crl, X509 *cert, struct hc_error *err)
+/* The trust anchors: ca, or every certificate in ca_file (a bundle during a CA rotation). */
+static int verify_cert(X509 *ca, const char *ca_file, X509_CRL *crl, X509 *cert,
+                       struct hc_error *err)
 {
     X509_STORE *store = X509_STORE_new();
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
     int rc = -1;
-    if (!store || !ctx || X509_STORE_add_cert(store, ca) != 1 ||
+    if (store && ca_file && X509_STORE_load_file(store, ca_file) != 1) {
+        ossl_fail(err, HC_E(IO), "cannot load the CA file");
+        hc_error_prefix(err, "'%s'", ca_file);
+        goto cleanup;
+    }
+    if (!store || !ctx || (ca && X509_STORE_add_cert(store, ca) != 1) ||
         (crl && X509_STORE_add_crl(store, crl) != 1) ||
         X509_STORE_CTX_init(ctx, store, cert, NULL) != 1) {
         ossl_fail(err, HC_E(INTERNAL), "cannot set up certificate verification");
@@ -483,12 +542,17 @@ cleanup:
 
 int hc_pki_verify(X509 *ca, X509 *cert, struct hc_error *err)
 {
-    return verify_cert(ca, NULL, cert, err);
+    return verify_cert(ca, NULL, NULL, cert, err);
+}
+
+int hc_pki_verify_file(const char *ca_file, X509 *cert, struct hc_error *err)
+{
+    return verify_cert(NULL, ca_file, NULL, cert, err);
 }
 
 int hc_pki_verify_crl(X509 *ca, X509_CRL *crl, X509 *cert, struct hc_error *err)
 {
-    return verify_cert(ca, crl, cert, err);
+    return verify_cert(ca, NULL, crl, cert, err);
 }
 
 /* ---------------------------------------------------------------- revocation lists */
@@ -619,17 +683,85 @@ X509_CRL *hc_pki_crl_load(const char *path, struct hc_error *err)
     return crl;
 }
 
-int hc_pki_pem_not_after(const char *pem, int64_t *out, struct hc_error *err)
+static int asn1_time_ms(const ASN1_TIME *t, int64_t *out)
 {
-    X509 *cert = hc_pki_cert_from_pem(pem, err);
     struct tm tm;
-    if (!cert)
+    if (!t || ASN1_TIME_to_tm(t, &tm) != 1)
         return -1;
-    int ok = ASN1_TIME_to_tm(X509_get0_notAfter(cert), &tm) == 1;
-    X509_free(cert);
-    if (!ok)
-        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
-                            "the certificate's notAfter is unreadable");
     *out = (int64_t)timegm(&tm) * 1000;
     return 0;
+}
+
+int hc_pki_cert_validity(X509 *cert, int64_t *not_before_ms, int64_t *not_after_ms,
+                         struct hc_error *err)
+{
+    if (asn1_time_ms(X509_get0_notBefore(cert), not_before_ms) < 0 ||
+        asn1_time_ms(X509_get0_notAfter(cert), not_after_ms) < 0)
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                            "the certificate's validity dates are unreadable");
+    return 0;
+}
+
+int hc_pki_pem_not_after(const char *pem, int64_t *out, struct hc_error *err)
+{
+    int64_t not_before;
+    X509 *cert = hc_pki_cert_from_pem(pem, err);
+    if (!cert)
+        return -1;
+    int rc = hc_pki_cert_validity(cert, &not_before, out, err);
+    X509_free(cert);
+    return rc;
+}
+
+int hc_pki_cert_serial(X509 *cert, char out[41])
+{
+    BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), NULL);
+    char *hex = bn ? BN_bn2hex(bn) : NULL;
+    size_t len = hex ? strlen(hex) : 0;
+    int ok = hex && len <= 40;
+    if (ok) {
+        /* hc_pki_issue writes all 16 bytes of its serials, leading zeros too */
+        size_t pad = len < 32 ? 32 - len : 0;
+        memset(out, '0', pad);
+        for (size_t i = 0; i < len; i++)
+            out[pad + i] = (char)tolower((unsigned char)hex[i]);
+        out[pad + len] = '\0';
+    }
+    OPENSSL_free(hex);
+    BN_free(bn);
+    return ok ? 0 : -1;
+}
+
+/* The lifetime meant by the issuer: notBefore's backdating left out. */
+static int64_t lifetime_ms(int64_t not_before_ms, int64_t not_after_ms)
+{
+    int64_t lifetime = not_after_ms - (not_before_ms + HC_PKI_BACKDATE_S * 1000LL);
+    return lifetime > 0 ? lifetime : not_after_ms - not_before_ms;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+int64_t hc_pki_renew_at_ms(int64_t not_before_ms, int64_t not_after_ms)
+{
+    return not_after_ms - lifetime_ms(not_before_ms, not_after_ms) / 3;
+}
+
+int64_t hc_pki_warn_at_ms(int64_t not_before_ms, int64_t not_after_ms)
+{
+    return not_after_ms -
+           min64(HC_PKI_WARN_BEFORE_MS, lifetime_ms(not_before_ms, not_after_ms) / 4);
+}
+
+int64_t hc_pki_error_at_ms(int64_t not_before_ms, int64_t not_after_ms)
+{
+    return not_after_ms -
+           min64(HC_PKI_ERROR_BEFORE_MS, lifetime_ms(not_before_ms, not_after_ms) / 12);
+}
+
+int hc_pki_cert_matches_key(X509 *cert, EVP_PKEY *key)
+{
+    return X509_check_private_key(cert, key) == 1;
 }

@@ -33,7 +33,11 @@ struct hc_cert_spec {
     int server_auth; /* EKU serverAuth */
     int client_auth; /* EKU clientAuth */
     int days;
+    int64_t lifetime_s; /* > 0: the validity in seconds, instead of days (short-lived
+                           certificates: `hcctld run --agent-cert-lifetime`, renewal tests) */
 };
+/* notBefore is backdated by this much, for peers whose clocks are a little slow. */
+#define HC_PKI_BACKDATE_S (5 * 60)
 /* Issues a certificate for pubkey signed by the CA. serial_hex (33 bytes) receives the random
  * 128-bit serial as hex. */
 X509 *hc_pki_issue(X509 *ca, EVP_PKEY *ca_key, EVP_PKEY *pubkey, const struct hc_cert_spec *spec,
@@ -69,8 +73,35 @@ int hc_pki_cert_cn(X509 *cert, char *buf, size_t len);
 /* The notAfter of the (first) certificate in pem, as epoch milliseconds: 0 with *out, or -1
  * with err (not a certificate, or a date OpenSSL cannot read). */
 int hc_pki_pem_not_after(const char *pem, int64_t *out, struct hc_error *err);
+/* A new certificate for old's key, subject and extensions (names, usages), signed by ca, valid
+ * lifetime_s from now (renewal of the controller's own certificates; their reissue under a new
+ * CA). NULL with err. */
+X509 *hc_pki_reissue(X509 *old, X509 *ca, EVP_PKEY *ca_key, int64_t lifetime_s, char serial_hex[33],
+                     struct hc_error *err);
+/* The lifetime its issuer meant (seconds, notBefore's backdating left out); 0 when unreadable. */
+int64_t hc_pki_lifetime_s(X509 *cert);
+/* The validity of cert as epoch milliseconds. 0, or -1 with err. */
+int hc_pki_cert_validity(X509 *cert, int64_t *not_before_ms, int64_t *not_after_ms,
+                         struct hc_error *err);
+/* The certificate's serial as lowercase hex, as hc_pki_issue reports it (41 bytes: up to 40
+ * digits, RFC 5280's 20 octets). 0 or -1. */
+int hc_pki_cert_serial(X509 *cert, char out[41]);
+/* When a certificate valid from not_before to not_after (ms) is due for renewal: once two
+ * thirds of its lifetime (the backdating left out) are gone. */
+int64_t hc_pki_renew_at_ms(int64_t not_before_ms, int64_t not_after_ms);
+/* When it is "expiring" (a warning): 30 days before its end, or a quarter of its lifetime when
+ * that is shorter (short-lived certificates), so always after the renewal time: a certificate
+ * renewed on time never warns. And when it is an error: 7 days, or a twelfth of its lifetime. */
+#define HC_PKI_WARN_BEFORE_MS (30LL * 86400 * 1000)
+#define HC_PKI_ERROR_BEFORE_MS (7LL * 86400 * 1000)
+int64_t hc_pki_warn_at_ms(int64_t not_before_ms, int64_t not_after_ms);
+int64_t hc_pki_error_at_ms(int64_t not_before_ms, int64_t not_after_ms);
+/* 1 when key is the private half of cert's public key, else 0. */
+int hc_pki_cert_matches_key(X509 *cert, EVP_PKEY *key);
 /* Verifies cert was signed by ca (and is within its validity). 0 or -1 with err. */
 int hc_pki_verify(X509 *ca, X509 *cert, struct hc_error *err);
+/* The same against every certificate in ca_file (one CA, or old and new during a rotation). */
+int hc_pki_verify_file(const char *ca_file, X509 *cert, struct hc_error *err);
 
 /* One entry of a CRL. */
 struct hc_pki_revoked {

@@ -39,13 +39,23 @@ struct hc_controller {
     int64_t poll_interval_ms;
     int64_t agent_timeout_ms; /* per request to an agent; below the poll interval */
     int workers;
-    int64_t events_retention_ms; /* 0: keep every event */
+    int64_t events_retention_ms;   /* 0: keep every event */
+    int64_t agent_cert_lifetime_s; /* of the certificates issued to agents (hcctld run
+                                      --agent-cert-lifetime); 0: the default */
     int64_t started_mono_ms;
     struct event_base *base; /* the API thread's loop */
     struct hc_ops_pool *ops;
     struct hc_poller *poller;
     struct hc_stop stopping; /* set on the API thread (SIGTERM/SIGINT), read by every thread */
 };
+
+/* Agents' certificates are valid this long unless told otherwise (docs/certificates.md). */
+#define HC_AGENT_CERT_DEFAULT_LIFETIME_S (365LL * 86400)
+static inline int64_t hc_agent_cert_lifetime_s(const struct hc_controller *ctl)
+{
+    return ctl->agent_cert_lifetime_s > 0 ? ctl->agent_cert_lifetime_s
+                                          : HC_AGENT_CERT_DEFAULT_LIFETIME_S;
+}
 
 /* Fills the path fields from data_dir. */
 void hc_controller_paths(struct hc_controller *ctl, const char *data_dir);

@@ -15,7 +15,7 @@
 #define HC_INIT_DEFAULT_LISTEN "127.0.0.1:7443"
 #define HC_INIT_DEFAULT_CLUSTER_NAME "default"
 #define HC_INIT_CA_DAYS 3650
-#define HC_INIT_CERT_DAYS 3650 /* the controller's own certificates; there is no renewal yet */
+#define HC_INIT_CERT_DAYS 3650 /* the controller's own certificates (renewed: certs.h) */
 
 /* Every string is borrowed. */
 struct hc_init_options {

@@ -277,6 +277,7 @@ struct run_options {
     const char *max_connections;
     const char *request_deadline;
     const char *events_retention;
+    const char *agent_cert_lifetime;
     const char *ha_etcd;
     const char *ha_lease_ttl;
 };
@@ -334,6 +335,17 @@ static int run_settings(const struct run_options *o, struct hc_controller *ctl,
         ctl->events_retention_ms = 0;
     if (ctl->poll_interval_ms < 100)
         return hc_error_set(err, HC_E(INVALID_ARGUMENT), "--poll-interval must be >= 100ms");
+    if (o->agent_cert_lifetime) {
+        int64_t ms;
+        /* short lifetimes are for tests: a third of 15 s still spans a few poll cycles */
+        if (hc_duration_parse(o->agent_cert_lifetime, &ms, err) < 0 || ms < 15000 ||
+            ms > 3650LL * 86400 * 1000 || ms % 1000)
+            return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                                "--agent-cert-lifetime must be whole seconds from 15s to 3650d, "
+                                "not '%s'",
+                                o->agent_cert_lifetime);
+        ctl->agent_cert_lifetime_s = ms / 1000;
+    }
     if (o->workers) {
         char *end;
         long n = strtol(o->workers, &end, 10);
@@ -386,6 +398,7 @@ static int cmd_run(struct hc_cmd_ctx *ctx)
         .max_connections = hc_cmdline_opt_str(cl, "max-connections"),
         .request_deadline = hc_cmdline_opt_str(cl, "request-deadline"),
         .events_retention = hc_cmdline_opt_str(cl, "events-retention"),
+        .agent_cert_lifetime = hc_cmdline_opt_str(cl, "agent-cert-lifetime"),
         .ha_etcd = hc_cmdline_opt_str(cl, "ha-etcd"),
         .ha_lease_ttl = hc_cmdline_opt_str(cl, "ha-lease-ttl"),
     };
@@ -622,6 +635,9 @@ static const struct hc_cmd_opt run_opts[] = {
            .help = "time a client has to send one whole request"),
     HC_OPT(.name = "events-retention", .type = HC_OPT_STRING, .value_name = "DUR",
            .help = "how long events are kept, at least 1h, or 0 to keep them all (default 30d)"),
+    HC_OPT(.name = "agent-cert-lifetime", .type = HC_OPT_STRING, .value_name = "DUR",
+           .help = "validity of the certificates issued to agents, renewed after two thirds "
+                   "of it (default 365d)"),
     HC_OPT(.name = "ha-etcd", .type = HC_OPT_STRING, .value_name = "URLS",
            .help = "HA mode: etcd's client URLs, comma-separated (after 'hcctld ha init')"),
     HC_OPT(.name = "ha-lease-ttl", .type = HC_OPT_STRING, .value_name = "DUR",

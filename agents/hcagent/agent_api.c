@@ -6,6 +6,7 @@
  * handlers below never see anyone but the controller and do no further authentication.
  */
 #include "agents/hcagent/agent.h"
+#include "agents/hcagent/cert.h"
 #include "agents/hcagent/fence.h"
 #include "agents/hcagent/privilege.h"
 
@@ -47,6 +48,7 @@ struct hc_agent {
     char kept[1200];    /* leave: where the service's data is kept ("" when purged or none) */
     struct hc_agent_software *sw; /* software and the storage service (agents/hcagent/software.c) */
     struct hc_agent_fence *fence; /* the highest controller term seen (agents/hcagent/fence.h) */
+    struct hc_agent_cert *cert;   /* its certificate and renewal (agents/hcagent/cert.h) */
 };
 
 static void status_route(struct hc_request *req, void *arg)
@@ -57,6 +59,7 @@ static void status_route(struct hc_request *req, void *arg)
                              agent->cfg.name, "hostname", agent->hostname, "uptime_seconds", uptime,
                              "controller_term", (json_int_t)hc_agent_fence_highest(agent->fence));
     hc_agent_software_status(agent->sw, body); /* service, software_version */
+    hc_agent_cert_status(agent->cert, body);   /* cert_serial, cert_not_after_ms */
     /* For the controller's pre-flight checks (docs/api.md "Checks"): the node's wall clock, to
      * tell its skew from the controller's, and the room left where the agent and the service
      * keep their data. Null when statvfs fails: the controller then says unknown, not ok. */
@@ -234,40 +237,23 @@ static int agent_routes(struct hc_agent *agent, struct hc_error *err)
     if (!(agent->sw =
               hc_agent_software_new(agent->srv, agent->base, agent->data_dir, &agent->cfg, err)))
         return -1;
+    if (!(agent->cert = hc_agent_cert_new(agent->srv, agent->data_dir, agent->cfg.name,
+                                          agent->cfg.controller_client_pin, err)))
+        return -1;
     return 0;
 }
 
 static int agent_server(struct hc_agent *agent, struct hc_error *err)
 {
-    char *cert = hc_path_join(agent->data_dir, HC_AGENT_FILE_CERT);
-    char *key = hc_path_join(agent->data_dir, HC_AGENT_FILE_KEY);
-    char *ca = hc_path_join(agent->data_dir, HC_AGENT_FILE_CA);
-    int rc = -1;
-    if (!cert || !key || !ca) {
-        hc_error_set(err, HC_E(INTERNAL), "out of memory");
-        goto cleanup;
-    }
-    check_key_mode(key);
-    struct hc_tls_server_config tls = {.cert_file = cert,
-                                       .key_file = key,
-                                       .client_ca_file = ca,
-                                       .required_client_cn = HC_CONTROLLER_CLIENT_CN,
-                                       /* only the controller's own key, whatever else the
-                                        * CA may have signed with that CN */
-                                       .required_client_pin = agent->cfg.controller_client_pin[0]
-                                                                  ? agent->cfg.controller_client_pin
-                                                                  : NULL};
-    agent->srv = hc_http_server_new(agent->base, &tls, err);
-    if (!agent->srv) {
-        hc_error_prefix(err, "cannot start the agent API from '%s'", agent->data_dir);
-        goto cleanup;
-    }
-    rc = agent_routes(agent, err);
-cleanup:
-    free(cert);
-    free(key);
-    free(ca);
-    return rc;
+    struct hc_agent_tls t;
+    if (hc_agent_cert_recover(agent->data_dir, err) < 0 ||
+        hc_agent_tls_config(&t, agent->data_dir, agent->cfg.controller_client_pin, err) < 0)
+        return -1;
+    check_key_mode(t.key);
+    agent->srv = hc_http_server_new(agent->base, &t.tls, err);
+    if (!agent->srv)
+        return hc_error_prefix(err, "cannot start the agent API from '%s'", agent->data_dir);
+    return agent_routes(agent, err);
 }
 
 struct hc_agent *hc_agent_new(struct event_base *base, const char *data_dir, struct hc_error *err)
@@ -306,6 +292,7 @@ void hc_agent_free(struct hc_agent *agent)
     if (agent->left)
         leave_cleanup(agent);
     hc_http_server_free(agent->srv);
+    hc_agent_cert_free(agent->cert);
     hc_agent_fence_free(agent->fence);
     free(agent->data_dir);
     free(agent);

@@ -20,6 +20,7 @@
 #include "controller/api/crl.h"
 #include "controller/api/metrics.h"
 #include "controller/api/watch.h"
+#include "controller/state/certs.h"
 #include "controller/state/events.h"
 #include "controller/state/node_identity.h"
 
@@ -43,6 +44,7 @@ static const struct {
     {"POST", "/v1/nodes", HC_API_ADMIN, hc_res_nodes_add},
     {"GET", "/v1/nodes/{name}", HC_API_READ, hc_res_node_get},
     {"DELETE", "/v1/nodes/{name}", HC_API_ADMIN, hc_res_node_delete},
+    {"POST", "/v1/nodes/{name}/renew-cert", HC_API_ADMIN, hc_res_node_renew_cert},
     {"GET", "/v1/operations", HC_API_READ, hc_res_ops_list},
     {"GET", "/v1/operations/{id}", HC_API_READ, hc_res_op_get},
     {"POST", "/v1/operations/{id}/pause", HC_API_ADMIN, hc_res_op_pause},
@@ -434,6 +436,30 @@ static int add_routes(struct hc_api *api, struct hc_error *err)
     return 0;
 }
 
+/* Every HC_API_CERT_CHECK_S, and once at start: the controller's own certificates renewed when
+ * due, the new server certificate served from the next connection. */
+#define HC_API_CERT_CHECK_S 600
+static void api_renew_own(struct hc_api *api)
+{
+    struct hc_error err = {0};
+    int server = 0;
+    if (hc_certs_renew_own(api->ctl, api->db, hc_now_ms(), &server, &err) < 0) {
+        HC_WARN("cannot renew the controller's certificates: %s", err.message);
+        return;
+    }
+    struct hc_tls_server_config tls = {.cert_file = api->ctl->server_cert,
+                                       .key_file = api->ctl->server_key};
+    if (server && api->srv && hc_http_server_reload_tls(api->srv, &tls, &err) < 0)
+        HC_WARN("the renewed server certificate is not served yet: %s", err.message);
+}
+
+static void api_cert_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    api_renew_own(arg);
+}
+
 struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, struct hc_error *err)
 {
     struct hc_api *api = calloc(1, sizeof(*api));
@@ -451,16 +477,23 @@ struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, st
     /* No client certificates on the API: clients authenticate with bearer tokens. */
     struct hc_tls_server_config tls = {.cert_file = ctl->server_cert, .key_file = ctl->server_key};
     api->db = hc_db_open(ctl->db_path, err);
-    if (!api->db || load_ca(api, err) < 0 || hc_identity_backfill_pins(api->db, err) < 0 ||
+    if (!api->db || load_ca(api, err) < 0 || hc_identity_backfill(api->db, err) < 0 ||
         hc_auth_scoped_tokens_delete(api->db, NULL, err) < 0) /* what crashed runs left */
         goto fail;
     /* Before the workers and the poller make their first agent client: the list they check
      * then says what revoked_certs says, whatever happened to the file while hcctld was down. */
     if (hc_crl_write(ctl, api->db, err) < 0)
         goto fail;
+    api_renew_own(api); /* before the server loads its certificate */
     api->srv = hc_http_server_new(base, &tls, err);
     if (!api->srv || add_routes(api, err) < 0)
         goto fail;
+    struct timeval every = {HC_API_CERT_CHECK_S, 0};
+    if (!(api->cert_timer = event_new(base, -1, EV_PERSIST, api_cert_timer, api)) ||
+        event_add(api->cert_timer, &every) < 0) {
+        hc_error_set(err, HC_E(INTERNAL), "cannot start the certificate timer");
+        goto fail;
+    }
     return api;
 fail:
     hc_api_free(api);
@@ -471,6 +504,8 @@ void hc_api_free(struct hc_api *api)
 {
     if (!api)
         return;
+    if (api->cert_timer)
+        event_free(api->cert_timer);
     hc_http_server_free(api->srv); /* first: its closing streams report to the watch */
     hc_watch_free(api->watch);
     hc_api_cache_free(api->cache);

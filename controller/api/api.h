@@ -51,6 +51,7 @@ struct hc_api {
     int anon_recorded, anon_suppressed;
     struct hc_api_cache *cache; /* replies and verified tokens (controller/api/cache.h) */
     struct hc_watch *watch;     /* GET /v1/watch (controller/api/watch.h) */
+    struct event *cert_timer;   /* renews the controller's own certificates (certs.h) */
 };
 
 /* Opens the API's database connection, loads the CA and its key, and creates the server with
@@ -132,6 +133,7 @@ void hc_res_checks_get(struct hc_request *req, void *arg);        /* res_cluster
 void hc_res_nodes_list(struct hc_request *req, void *arg);        /* res_nodes.c */
 void hc_res_node_get(struct hc_request *req, void *arg);          /* res_nodes.c */
 void hc_res_node_delete(struct hc_request *req, void *arg);       /* res_nodes.c */
+void hc_res_node_renew_cert(struct hc_request *req, void *arg);   /* res_nodes.c */
 void hc_res_cluster_create(struct hc_request *req, void *arg);    /* res_bootstrap.c */
 void hc_res_maintenance_enter(struct hc_request *req, void *arg); /* res_maintenance.c */
 void hc_res_maintenance_exit(struct hc_request *req, void *arg);  /* res_maintenance.c */

@@ -14,6 +14,7 @@
 #include "common/op_state.h"
 #include "common/util.h"
 #include "controller/api/api.h"
+#include "controller/state/certs.h"
 #include "controller/state/nodes.h"
 
 #define CODE_MIN 100
@@ -251,6 +252,28 @@ static void render_process(FILE *f, const struct hc_controller *ctl)
     }
 }
 
+/* When each certificate ends (docs/certificates.md), for alerts such as
+ * "hcctld_certificate_expiry_timestamp_seconds - time() < 30 * 86400", and the agents'
+ * certificates by state. ctl may be NULL (tests): then only the agents'. */
+static int render_certs(FILE *f, struct hc_db *db, const struct hc_controller *ctl,
+                        struct hc_error *err)
+{
+    static const char *const kinds[] = {"ca", "server", "client", "agents"};
+    static const char *const states[] = {"valid",   "expiring", "renewing",
+                                         "expired", "unknown",  NULL};
+    int64_t ends[4] = {0};
+    if (ctl && hc_certs_not_after(ctl, db, ends, err) < 0)
+        return -1;
+    family(f, "hcctld_certificate_expiry_timestamp_seconds", "gauge",
+           "When the certificate ends (Unix time): the CA, the controller's server and client "
+           "certificates, and the agents' earliest; 0 when unknown.");
+    for (int i = 0; i < 4; i++)
+        sample(f, "hcctld_certificate_expiry_timestamp_seconds", "certificate", kinds[i],
+               (double)(ends[i] / 1000));
+    return gauge_by(f, "hcctld_agent_certificates", "Agents' certificates by state.", "state",
+                    hc_nodes_count_by(db, "cert_state", err), states);
+}
+
 char *hc_metrics_render(struct hc_db *db, const struct hc_controller *ctl, struct hc_error *err)
 {
     char *text = NULL;
@@ -261,6 +284,8 @@ char *hc_metrics_render(struct hc_db *db, const struct hc_controller *ctl, struc
         return NULL;
     }
     int rc = render_db(f, db, err);
+    if (rc == 0)
+        rc = render_certs(f, db, ctl, err);
     render_latency(f);
     render_requests(f);
     render_process(f, ctl);

@@ -8,6 +8,7 @@
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/ops/ops.h"
+#include "controller/state/certs.h"
 #include "controller/state/checks.h"
 #include "controller/state/nodes.h"
 
@@ -51,20 +52,21 @@ void hc_res_cluster_get(struct hc_request *req, void *arg)
     json_t *cluster = cluster_object(api->db, api->ctl->cluster_id, &err);
     json_t *counts = cluster ? hc_nodes_health_counts(api->db, &err) : NULL;
     json_t *active = counts ? hc_ops_active(api->db, &err) : NULL;
-    if (active)
-        body = json_pack("{s:O, s:O, s:{s:O}, s:o}", "cluster", cluster, "nodes", counts,
-                         "operations", "active", active, "controller", controller_object(api->ctl));
+    json_t *certs = active ? hc_certs_summary(api->ctl, api->db, hc_now_ms(), &err) : NULL;
+    if (certs)
+        body = json_pack("{s:O, s:O, s:{s:O}, s:o, s:O}", "cluster", cluster, "nodes", counts,
+                         "operations", "active", active, "controller", controller_object(api->ctl),
+                         "certificates", certs);
     json_decref(cluster);
     json_decref(counts);
     json_decref(active);
+    json_decref(certs);
     hc_api_reply(req, 200, body, &err);
 }
 
 static size_t controller_certs(const struct hc_api *api, struct hc_check_cert certs[3])
 {
-    certs[0] = (struct hc_check_cert){.what = "controller's CA", .path = api->ctl->ca_file};
-    certs[1] = (struct hc_check_cert){.what = "controller's server", .path = api->ctl->server_cert};
-    certs[2] = (struct hc_check_cert){.what = "controller's client", .path = api->ctl->client_cert};
+    hc_certs_own(api->ctl, certs);
     return 3;
 }
 

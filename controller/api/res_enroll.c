@@ -22,7 +22,6 @@
 
 #define JOIN_TTL_DEFAULT_S 3600
 #define JOIN_TTL_MAX_S (7 * 24 * 3600)
-#define AGENT_CERT_DAYS 365
 
 void hc_res_ca_get(struct hc_request *req, void *arg)
 {
@@ -193,8 +192,11 @@ static X509 *issue_agent_cert(struct hc_api *api, const struct enroll_req *e, X5
                               char serial[33], struct hc_error *err)
 {
     const char *sans[] = {e->host};
-    struct hc_cert_spec spec = {
-        .cn = e->name, .sans = sans, .nsans = 1, .server_auth = 1, .days = AGENT_CERT_DAYS};
+    struct hc_cert_spec spec = {.cn = e->name,
+                                .sans = sans,
+                                .nsans = 1,
+                                .server_auth = 1,
+                                .lifetime_s = hc_agent_cert_lifetime_s(api->ctl)};
     EVP_PKEY *pub = hc_pki_csr_pubkey(csr);
     if (!pub) {
         hc_error_set(err, HC_E(INVALID_ARGUMENT), "csr_pem has no usable public key");
@@ -298,7 +300,9 @@ static char *enroll_commit(struct hc_api *api, const struct enroll_req *e, X509_
         goto fail;
     if (!(cert = issue_agent_cert(api, e, csr, serial, err)))
         goto fail;
-    if (!(pem = hc_pki_cert_to_pem(cert)) || hc_pki_cert_pin(cert, pin) < 0) {
+    int64_t not_before, not_after;
+    if (!(pem = hc_pki_cert_to_pem(cert)) || hc_pki_cert_pin(cert, pin) < 0 ||
+        hc_pki_cert_validity(cert, &not_before, &not_after, err) < 0) {
         hc_error_set(err, HC_E(INTERNAL), "cannot encode the certificate of '%s'", e->name);
         goto fail;
     }
@@ -309,7 +313,10 @@ static char *enroll_commit(struct hc_api *api, const struct enroll_req *e, X509_
                             .hostname = e->hostname,
                             .cert_serial = serial,
                             .cert_pem = pem,
-                            .cert_pin = pin};
+                            .cert_pin = pin,
+                            .cert_not_after = not_after,
+                            .cert_renew_at = hc_pki_renew_at_ms(not_before, not_after),
+                            .cert_warn_at = hc_pki_warn_at_ms(not_before, not_after)};
     if (hc_node_insert(api->db, &n, err) < 0 ||
         hc_event_add(api->db, "node.joined", e->name, NULL, e->name,
                      json_pack("{s:s, s:s, s:s, s:b}", "agent_url", e->url, "cert_serial", serial,

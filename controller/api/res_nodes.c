@@ -2,9 +2,15 @@
  * /v1/nodes: list and show from the database, and DELETE, which starts a node.remove operation
  * (the removal itself runs on the operation workers). DELETE takes an optional body
  * {"force","reason","purge","max_unavailable"} (controller/ops/op_node_remove.h), like
- * DELETE /v1/nodes/{name}/maintenance takes one.
+ * DELETE /v1/nodes/{name}/maintenance takes one. POST /v1/nodes/{name}/renew-cert asks the poller
+ * to renew the node's certificate at its next cycle, also one that has expired
+ * (controller/remote/cert_renew.h).
  */
 #include <stdio.h>
+#include <string.h>
+
+#include "common/json_util.h"
+#include "common/util.h"
 
 #include "controller/api/api.h"
 #include "controller/ops/op_node_remove.h"
@@ -64,5 +70,28 @@ cleanup:
     json_decref(node);
     json_decref(in);
     json_decref(params);
+    hc_api_reply(req, 202, body, &err);
+}
+
+void hc_res_node_renew_cert(struct hc_request *req, void *arg)
+{
+    struct hc_api *api = arg;
+    struct hc_error err = {0};
+    const char *name = hc_req_param(req, "name");
+    json_t *body = NULL;
+    snprintf(api->caller.node, sizeof(api->caller.node), "%s", name);
+    json_t *node = hc_node_json(api->db, name, &err); /* 404 with its hint when unknown */
+    if (!node)
+        goto reply;
+    if (strcmp(hc_json_str(node, "state", ""), "joined") != 0) {
+        hc_error_set(&err, HC_E(CONFLICT), "node '%s' is being removed", name);
+        goto reply;
+    }
+    if (hc_node_cert_ask(api->db, name, hc_now_ms(), &err) < 0)
+        goto reply;
+    body = json_pack("{s:s, s:O, s:s}", "node", name, "cert_serial",
+                     json_object_get(node, "cert_serial"), "state", "asked");
+reply:
+    json_decref(node);
     hc_api_reply(req, 202, body, &err);
 }

@@ -32,8 +32,8 @@ static int agent_fence(void *arg, const char *method, const char *url, char *hea
     return 0;
 }
 
-struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_db *db,
-                                           struct hc_error *err)
+static struct hc_http_client *agent_client_make(const struct hc_controller *ctl, struct hc_db *db,
+                                                int ignore_expiry, struct hc_error *err)
 {
     long timeout = hc_agent_timeout_ms(ctl);
     char crl[1200];
@@ -51,6 +51,7 @@ struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, stru
         /* An agent's answer is small; a rogue agent's is cut off here (agent_client.h). */
         .max_response = HC_AGENT_MAX_RESPONSE,
         .max_json_values = HC_AGENT_MAX_JSON_VALUES,
+        .ignore_expiry = ignore_expiry,
     };
     struct hc_http_client *c = hc_http_client_new(&tls, err);
     if (!c)
@@ -62,6 +63,18 @@ struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, stru
     if (!c && crl[0] && access(crl, F_OK) != 0)
         hc_error_hint(err, "restart hcctld: it writes the revocation list from its database");
     return c;
+}
+
+struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_db *db,
+                                           struct hc_error *err)
+{
+    return agent_client_make(ctl, db, 0, err);
+}
+
+struct hc_http_client *hc_agent_client_new_expired(const struct hc_controller *ctl,
+                                                   struct hc_db *db, struct hc_error *err)
+{
+    return agent_client_make(ctl, db, 1, err);
 }
 
 int hc_agent_url(char *buf, size_t len, const char *agent_url, const char *path,

@@ -46,6 +46,12 @@
 struct hc_http_client *hc_agent_client_new(const struct hc_controller *ctl, struct hc_db *db,
                                            struct hc_error *err);
 
+/* The same, but a node's certificate past its notAfter is accepted (CA, revocation list and
+ * the node's pinned key are still checked): only to renew an expired certificate
+ * (controller/remote/cert_renew.h). */
+struct hc_http_client *hc_agent_client_new_expired(const struct hc_controller *ctl,
+                                                   struct hc_db *db, struct hc_error *err);
+
 /* The request timeout to use for ctl: agent_timeout_ms, or the default. */
 long hc_agent_timeout_ms(const struct hc_controller *ctl);
 

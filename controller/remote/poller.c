@@ -34,6 +34,7 @@
 #include "controller/api/metrics.h"
 #include "controller/ops/ops.h"
 #include "controller/remote/agent_client.h"
+#include "controller/remote/cert_renew.h"
 #include "controller/remote/config_repair.h"
 #include "controller/state/events.h"
 #include "controller/state/nodes.h"
@@ -331,6 +332,24 @@ static void poller_judge(const char *name, const struct hc_http_call *status,
     }
 }
 
+/* A TLS failure toward a node whose certificate has ended: the detail says so, and how to
+ * recover (docs/certificates.md "Expired"). */
+static void poller_cert_expired(struct hc_db *db, int64_t id, const char *name, int64_t now,
+                                struct poller_verdict *v)
+{
+    struct hc_node_row row;
+    int64_t not_after = 0;
+    if (hc_node_row_get_id(db, id, &row, &(struct hc_error){0}) == 1)
+        not_after = row.cert_not_after;
+    hc_node_row_clear(&row);
+    if (!not_after || not_after > now)
+        return;
+    char when[40];
+    hc_time_format(not_after, when, sizeof(when));
+    snprintf(v->detail, sizeof(v->detail),
+             "its certificate expired at %s: renew it with 'hcctl node renew-cert %s'", when, name);
+}
+
 /* The agent answered: record what it said, with health reachable or (big packets lost)
  * stalled. */
 /* A string the agent reported, as stored: no control characters (an escape sequence would
@@ -359,7 +378,8 @@ static int poller_store_status(struct hc_db *db, int64_t node_id, const struct h
                                const struct poller_verdict *v, int64_t now, struct hc_error *err)
 {
     const json_t *b = st->resp.body;
-    char service_buf[32], version[128], previous[128], agent_version[128], hostname[256];
+    char service_buf[32], version[128], previous[128], agent_version[128], hostname[256],
+        cert_serial[48];
     const char *service = POLLER_CLEAN(service_buf, json_object_get(b, "service"), "state");
     const json_t *healthy = json_object_get(json_object_get(b, "service"), "healthy");
     if (!json_is_boolean(healthy))
@@ -382,7 +402,8 @@ static int poller_store_status(struct hc_db *db, int64_t node_id, const struct h
                              .clock_offset_ms = poller_clock_offset(b, st),
                              .data_dir_free_bytes = poller_reported(b, "data_dir_free_bytes"),
                              .data_dir_total_bytes = poller_reported(b, "data_dir_total_bytes"),
-                             .service_healthy = healthy ? json_is_true(healthy) : -1};
+                             .service_healthy = healthy ? json_is_true(healthy) : -1,
+                             .agent_cert_serial = POLLER_CLEAN(cert_serial, b, "cert_serial")};
     return hc_node_store_poll(db, node_id, &p, err);
 }
 
@@ -456,6 +477,8 @@ static int poller_record(struct hc_db *db, int64_t id, const char *name, const c
     int rc = -1;
     poller_judge(name, status, echo, &v);
     hc_text_clean(v.detail, sizeof(v.detail), v.detail); /* may quote the agent's words */
+    if (!status->ok && strcmp(status->err.code, HC_ERR_TLS) == 0)
+        poller_cert_expired(db, id, name, now, &v);
     /* Read the old health inside the transaction: the node may have been removed or changed
      * since the cycle started. */
     char from[32];
@@ -750,6 +773,8 @@ static void *poller_main(void *arg)
         int64_t start = hc_mono_ms();
         poller_cycle(p);
         poller_cycle_done(p, hc_mono_ms() - start);
+        /* renewals and expiry warnings, from what this cycle learnt (cert_renew.h) */
+        hc_cert_renew_cycle(p->ctl, p->db, p->client);
         poller_prune_events(p);
         stopping = poller_wait(p, start + interval);
     }

@@ -146,13 +146,19 @@ static void check_mtu(json_t *out, const json_t *fact, const json_t *cluster_mtu
 static void check_cert(json_t *out, const char *node, const char *what, const char *pem,
                        int64_t now_ms)
 {
-    int64_t not_after;
+    int64_t not_before, not_after;
     struct hc_error err = {0};
-    char when[40];
-    const char *remedy =
-        node ? "renew the node's certificate: remove the node and join it again"
-             : "renew the controller's certificates on the controller host (docs/hcctld.md)";
-    if (!pem || hc_pki_pem_not_after(pem, &not_after, &err) < 0) {
+    char when[40], remedy[200];
+    if (node)
+        snprintf(remedy, sizeof(remedy), "renew it now: 'hcctl node renew-cert %s'", node);
+    else
+        snprintf(remedy, sizeof(remedy), "%s",
+                 "renew the controller's certificates: restart hcctld, or rotate the CA "
+                 "('hcctld ca rotate', docs/certificates.md)");
+    X509 *cert = pem ? hc_pki_cert_from_pem(pem, &err) : NULL;
+    int readable = cert && hc_pki_cert_validity(cert, &not_before, &not_after, &err) == 0;
+    X509_free(cert);
+    if (!readable) {
         add(out, "cert_expiring", "unknown", node, remedy, "the %s certificate is unreadable%s%s",
             what, err.message[0] ? ": " : "", err.message);
         return;
@@ -162,9 +168,11 @@ static void check_cert(json_t *out, const char *node, const char *what, const ch
     if (left <= 0)
         add(out, "cert_expiring", "error", node, remedy, "the %s certificate expired at %s", what,
             when);
-    else if (left < HC_CHECK_CERT_ERROR_MS || left < HC_CHECK_CERT_WARN_MS)
-        add(out, "cert_expiring", left < HC_CHECK_CERT_ERROR_MS ? "error" : "warning", node, remedy,
-            "the %s certificate expires at %s (in %" PRId64 " days)", what, when, left / 86400000);
+    else if (now_ms >= hc_pki_warn_at_ms(not_before, not_after))
+        add(out, "cert_expiring",
+            now_ms >= hc_pki_error_at_ms(not_before, not_after) ? "error" : "warning", node, remedy,
+            "the %s certificate expires at %s (in %" PRId64 " %s)", what, when,
+            left >= 86400000 ? left / 86400000 : left / 1000, left >= 86400000 ? "days" : "s");
     else
         add(out, "cert_expiring", "ok", node, "", "the %s certificate is valid until %s", what,
             when);

@@ -21,16 +21,17 @@
 #include "db/db.h"
 
 /* Thresholds (docs/api.md "Checks" says them too). */
-#define HC_CHECK_CERT_WARN_MS (30LL * 86400 * 1000) /* a certificate ending within 30 days */
-#define HC_CHECK_CERT_ERROR_MS (7LL * 86400 * 1000) /* within 7 days, or ended */
-#define HC_CHECK_CLOCK_WARN_MS 2000                 /* |agent clock - controller clock| */
+/* Certificates: warning within 30 days of their end, error within 7 or ended (shorter for
+ * short-lived ones: hc_pki_warn_at_ms, common/pki.h) */
+#define HC_CHECK_CLOCK_WARN_MS 2000 /* |agent clock - controller clock| */
 #define HC_CHECK_CLOCK_ERROR_MS 30000
 #define HC_CHECK_DISK_WARN_PERCENT 10 /* free space of the agent's data directory below */
 #define HC_CHECK_DISK_ERROR_PERCENT 5
 
 /* One certificate of the controller's own (CA, server, client): what it is and its file. */
 struct hc_check_cert {
-    const char *what; /* "CA", "server", "client" */
+    const char *kind; /* "ca", "server", "client" */
+    const char *what; /* "controller's CA", ... */
     const char *path;
 };
 

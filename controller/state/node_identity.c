@@ -132,14 +132,17 @@ int hc_identity_pin_for_url(void *arg, const char *url, char *pin, size_t len, s
         rc = hc_error_hint(err, "the controller only calls agents of enrolled nodes");
     } else if (!stored && hc_pki_pem_pin(row.cert_pem, computed, err) < 0) {
         rc = hc_error_prefix(err, "certificate of the node at %s", base);
-    } else if ((size_t)snprintf(pin, len, "%s", stored ? stored : computed) >= len) {
+    } else if ((size_t)snprintf(pin, len, "%s%s%s", stored ? stored : computed,
+                                row.cert_next_pin ? ";" : "",
+                                row.cert_next_pin ? row.cert_next_pin : "") >= len) {
+        /* a renewal under way (controller/remote/cert_renew.h): the node may serve either key */
         rc = hc_error_set_transport(err, HC_E(INTERNAL), "pin of the node at %s is too long", base);
     }
     hc_node_row_clear(&row);
     return rc;
 }
 
-int hc_identity_backfill_pins(struct hc_db *db, struct hc_error *err)
+int hc_identity_backfill(struct hc_db *db, struct hc_error *err)
 {
     struct hc_node_row *rows;
     size_t n;
@@ -148,14 +151,24 @@ int hc_identity_backfill_pins(struct hc_db *db, struct hc_error *err)
     int filled = 0;
     for (size_t i = 0; i < n; i++) {
         char pin[HC_PKI_PIN_LEN];
-        if (rows[i].cert_pin)
+        int64_t not_before, not_after;
+        X509 *cert = NULL;
+        if (rows[i].cert_pin && rows[i].cert_not_after && rows[i].cert_renew_at &&
+            rows[i].cert_warn_at)
             continue;
-        if (hc_pki_pem_pin(rows[i].cert_pem, pin, err) < 0) {
+        if (!(cert = hc_pki_cert_from_pem(rows[i].cert_pem, err)) ||
+            hc_pki_cert_pin(cert, pin) < 0 ||
+            hc_pki_cert_validity(cert, &not_before, &not_after, err) < 0) {
+            X509_free(cert);
             hc_error_prefix(err, "certificate of node '%s'", rows[i].name);
             filled = -1;
             break;
         }
-        if (hc_node_set_cert_pin(db, rows[i].id, pin, err) < 0) {
+        X509_free(cert);
+        if ((!rows[i].cert_pin && hc_node_set_cert_pin(db, rows[i].id, pin, err) < 0) ||
+            hc_node_set_cert_validity(db, rows[i].id, not_after,
+                                      hc_pki_renew_at_ms(not_before, not_after),
+                                      hc_pki_warn_at_ms(not_before, not_after), err) < 0) {
             filled = -1;
             break;
         }

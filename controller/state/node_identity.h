@@ -32,12 +32,13 @@ int hc_identity_address_check(struct hc_db *db, X509 *server_cert, const char *h
 
 /* hc_http_pin_fn for the controller's agent clients: arg is the calling thread's struct
  * hc_db. The node whose agent_url is the scheme://host:port of url gives its pin; a URL no
- * node has is refused (nothing is sent to an address the controller does not know). */
+ * node has is refused (nothing is sent to an address the controller does not know). While a
+ * renewal is under way the pin is "OLD;NEW": the node may serve either key. */
 int hc_identity_pin_for_url(void *db, const char *url, char *pin, size_t len, struct hc_error *err);
 
-/* Fills nodes.cert_pin from cert_pem where it is NULL (rows enrolled before pins existed).
- * Returns the number of rows filled, or -1 with err. */
-int hc_identity_backfill_pins(struct hc_db *db, struct hc_error *err);
+/* Fills nodes.cert_pin and cert_not_after from cert_pem where they are NULL (rows enrolled
+ * before pins, or expiry, were recorded). Returns the number of rows filled, or -1 with err. */
+int hc_identity_backfill(struct hc_db *db, struct hc_error *err);
 
 /* "https://HOST:PORT" of url (no path, no trailing '/') into out. 0, or -1 when url has no
  * authority or out is too small. */

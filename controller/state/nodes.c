@@ -18,7 +18,8 @@
     "SELECT name, address, agent_url, hostname, state, health, health_detail, maintenance, "       \
     "agent_version, software_version, service_state, uptime_s AS uptime_seconds, "                 \
     "poll_latency_ms, last_seen, joined_at, cert_serial, config_revision, "                        \
-    "COALESCE(config_state, 'unknown') AS config_state, config_detail FROM nodes "
+    "COALESCE(config_state, 'unknown') AS config_state, config_detail, "                           \
+    "cert_not_after, " HC_NODE_CERT_STATE_SQL " AS cert_state, cert_renew_error FROM nodes "
 
 #define IFACE_SELECT                                                                               \
     "SELECT i.name AS name, i.mtu AS mtu, i.state AS state, i.kind AS kind, "                      \
@@ -27,7 +28,8 @@
 
 static int is_time_column(const char *name)
 {
-    static const char *const times[] = {"last_seen", "joined_at", "updated_at", "created_at"};
+    static const char *const times[] = {"last_seen", "joined_at", "updated_at", "created_at",
+                                        "cert_not_after"};
     for (size_t i = 0; i < HC_ARRAY_LEN(times); i++)
         if (strcmp(name, times[i]) == 0)
             return 1;
@@ -156,7 +158,8 @@ int hc_node_insert(struct hc_db *db, const struct hc_node_new *n, struct hc_erro
     sqlite3_stmt *st = hc_db_prepare(db,
                                      "INSERT INTO nodes (cluster_id, name, address, agent_url, "
                                      "hostname, cert_serial, cert_pem, cert_pin, health, "
-                                     "joined_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'unknown', ?)",
+                                     "joined_at, cert_not_after, cert_renew_at, cert_warn_at) "
+                                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'unknown', ?, ?, ?, ?)",
                                      err);
     if (!st)
         return -1;
@@ -165,6 +168,9 @@ int hc_node_insert(struct hc_db *db, const struct hc_node_new *n, struct hc_erro
     for (int i = 0; i < (int)HC_ARRAY_LEN(texts); i++)
         sqlite3_bind_text(st, i + 1, texts[i], -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, hc_now_ms());
+    sqlite3_bind_int64(st, 10, n->cert_not_after);
+    sqlite3_bind_int64(st, 11, n->cert_renew_at);
+    sqlite3_bind_int64(st, 12, n->cert_warn_at);
     int step = sqlite3_step(st);
     if (step == SQLITE_DONE)
         rc = 0;
@@ -210,6 +216,14 @@ json_t *hc_nodes_health_counts(struct hc_db *db, struct hc_error *err)
     T(cert_serial)                                                                                 \
     T(cert_pem)                                                                                    \
     T(cert_pin)                                                                                    \
+    T(cert_next_serial)                                                                            \
+    T(cert_next_pem)                                                                               \
+    T(cert_next_pin)                                                                               \
+    T(agent_cert_serial)                                                                           \
+    I(cert_not_after)                                                                              \
+    I(cert_renew_at)                                                                               \
+    I(cert_warn_at)                                                                                \
+    I(cert_renew_asked)                                                                            \
     T(desired_state)                                                                               \
     T(state)                                                                                       \
     T(health)                                                                                      \
@@ -403,13 +417,16 @@ int hc_nodes_rows(struct hc_db *db, const struct hc_node_filter *filter, struct 
 
 json_t *hc_nodes_count_by(struct hc_db *db, const char *column, struct hc_error *err)
 {
-    static const char *const columns[] = {"health", "state", "maintenance"};
+    static const char *const columns[][2] = {{"health", "health"},
+                                             {"state", "state"},
+                                             {"maintenance", "maintenance"},
+                                             {"cert_state", HC_NODE_CERT_STATE_SQL}};
     for (size_t i = 0; i < HC_ARRAY_LEN(columns); i++) {
-        if (strcmp(column, columns[i]) != 0)
+        if (strcmp(column, columns[i][0]) != 0)
             continue;
-        char sql[128];
-        snprintf(sql, sizeof(sql), "SELECT %s AS v, COUNT(*) AS n FROM nodes GROUP BY %s",
-                 columns[i], columns[i]);
+        char sql[1024];
+        snprintf(sql, sizeof(sql), "SELECT %s AS v, COUNT(*) AS n FROM nodes GROUP BY v",
+                 columns[i][1]);
         return hc_db_query_json(db, err, sql, "");
     }
     hc_error_set(err, HC_E(INTERNAL), "nodes are not counted by '%s'", column);
@@ -433,12 +450,12 @@ int hc_node_store_poll(struct hc_db *db, int64_t id, const struct hc_node_poll *
                      "agent_version = ?, hostname = COALESCE(?, hostname), "
                      "uptime_s = NULLIF(?, -1), poll_latency_ms = ?, clock_offset_ms = "
                      "NULLIF(?, ?), data_dir_free_bytes = NULLIF(?, ?), data_dir_total_bytes = "
-                     "NULLIF(?, ?) WHERE id = ?",
-                     "ssissiiiiiiiii", p->health, p->health_detail, p->now, p->agent_version,
+                     "NULLIF(?, ?), agent_cert_serial = ? WHERE id = ?",
+                     "ssissiiiiiiiisi", p->health, p->health_detail, p->now, p->agent_version,
                      p->hostname, p->uptime_s, p->latency_ms, p->clock_offset_ms,
                      (int64_t)HC_NODE_UNREPORTED, p->data_dir_free_bytes,
                      (int64_t)HC_NODE_UNREPORTED, p->data_dir_total_bytes,
-                     (int64_t)HC_NODE_UNREPORTED, id) < 0
+                     (int64_t)HC_NODE_UNREPORTED, p->agent_cert_serial, id) < 0
                ? -1
                : 0;
 }
@@ -518,6 +535,103 @@ int hc_node_set_cert_pin(struct hc_db *db, int64_t id, const char *pin, struct h
 {
     return hc_db_run(db, err, "UPDATE nodes SET cert_pin = ? WHERE id = ?", "si", pin, id) < 0 ? -1
                                                                                                : 0;
+}
+
+/* ---------------------------------------------------------------- certificates */
+
+int hc_node_set_cert_validity(struct hc_db *db, int64_t id, int64_t not_after, int64_t renew_at,
+                              int64_t warn_at, struct hc_error *err)
+{
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET cert_not_after = ?, cert_renew_at = COALESCE(cert_renew_at, "
+                     "?), cert_warn_at = ? WHERE id = ?",
+                     "iiii", not_after, renew_at, warn_at, id) < 0
+               ? -1
+               : 0;
+}
+
+json_t *hc_nodes_cert_earliest(struct hc_db *db, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT name, cert_not_after FROM nodes WHERE cert_not_after "
+                                    "IS NOT NULL ORDER BY cert_not_after LIMIT 1",
+                                    "");
+    if (!rows)
+        return NULL;
+    json_t *row = json_incref(json_array_get(rows, 0));
+    json_decref(rows);
+    return row ? row : json_null();
+}
+
+json_t *hc_nodes_cert_warned(struct hc_db *db, int64_t now_ms, struct hc_error *err)
+{
+    return hc_db_query_json(db, err,
+                            "SELECT name, cert_serial, cert_pem FROM nodes WHERE cert_warn_at IS "
+                            "NOT NULL AND cert_warn_at <= ?",
+                            "i", now_ms);
+}
+
+json_t *hc_nodes_cert_due(struct hc_db *db, int64_t now_ms, int limit, struct hc_error *err)
+{
+    return hc_db_query_json(db, err,
+                            "SELECT name, cert_renew_asked IS NOT NULL AS asked FROM nodes WHERE "
+                            "state = 'joined' AND (cert_renew_asked IS NOT NULL OR (health = "
+                            "'reachable' AND (cert_next_serial IS NOT NULL OR cert_renew_at <= ?)))"
+                            " ORDER BY cert_renew_asked IS NULL, cert_renew_at LIMIT ?",
+                            "ii", now_ms, (int64_t)limit);
+}
+
+int hc_node_cert_ask(struct hc_db *db, const char *name, int64_t now_ms, struct hc_error *err)
+{
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET cert_renew_asked = ?, cert_renew_error = NULL WHERE name = "
+                     "? AND state = 'joined'",
+                     "is", now_ms, name);
+}
+
+int hc_node_cert_failed(struct hc_db *db, const char *name, const char *why, struct hc_error *err)
+{
+    return hc_db_run(
+               db, err,
+               "UPDATE nodes SET cert_renew_asked = NULL, cert_renew_error = ? WHERE name = ?",
+               "ss", why, name) < 0
+               ? -1
+               : 0;
+}
+
+int hc_node_cert_pending_set(struct hc_db *db, int64_t id, const char *current_serial,
+                             const char *serial, const char *pem, const char *pin,
+                             struct hc_error *err)
+{
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET cert_next_serial = ?, cert_next_pem = ?, cert_next_pin = ? "
+                     "WHERE id = ? AND cert_serial = ? AND cert_next_serial IS NULL",
+                     "sssis", serial, pem, pin, id, current_serial);
+}
+
+int hc_node_cert_pending_drop(struct hc_db *db, int64_t id, const char *serial,
+                              struct hc_error *err)
+{
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET cert_next_serial = NULL, cert_next_pem = NULL, "
+                     "cert_next_pin = NULL WHERE id = ? AND cert_next_serial = ?",
+                     "is", id, serial) < 0
+               ? -1
+               : 0;
+}
+
+int hc_node_cert_promote(struct hc_db *db, int64_t id, const char *serial, int64_t not_after,
+                         int64_t renew_at, int64_t warn_at, struct hc_error *err)
+{
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET cert_serial = cert_next_serial, cert_pem = cert_next_pem, "
+                     "cert_pin = cert_next_pin, cert_not_after = ?, cert_renew_at = ?, "
+                     "cert_warn_at = ?, cert_renew_asked = NULL, cert_renew_error = NULL, "
+                     "cert_next_serial = NULL, cert_next_pem = NULL, cert_next_pin = NULL WHERE "
+                     "id = ? AND cert_next_serial = ?",
+                     "iiiis", not_after, renew_at, warn_at, id, serial) < 0
+               ? -1
+               : 0;
 }
 
 int hc_node_delete(struct hc_db *db, const char *name, struct hc_error *err)

@@ -26,7 +26,10 @@ struct hc_node_new {
     const char *hostname; /* may be NULL */
     const char *cert_serial;
     const char *cert_pem;
-    const char *cert_pin; /* hc_pki_cert_pin of cert_pem: what calls to agent_url pin */
+    const char *cert_pin;   /* hc_pki_cert_pin of cert_pem: what calls to agent_url pin */
+    int64_t cert_not_after; /* of cert_pem, epoch ms */
+    int64_t cert_renew_at;  /* hc_pki_renew_at_ms of it */
+    int64_t cert_warn_at;   /* hc_pki_warn_at_ms of it */
 };
 
 /* One row of nodes (db/migrations). Text is owned (hc_node_row_clear frees it); a NULL column
@@ -44,10 +47,18 @@ struct hc_node_row {
     char *storage_interface;
     char *cert_serial;
     char *cert_pem;
-    char *cert_pin;      /* "sha256//BASE64" of the certificate's key; NULL before backfill */
-    char *desired_state; /* member | removed */
-    char *state;         /* joined | removing */
-    char *health;        /* unknown | reachable | unreachable | stalled */
+    char *cert_pin;         /* "sha256//BASE64" of the certificate's key; NULL before backfill */
+    char *cert_next_serial; /* a renewal under way (controller/remote/cert_renew.h), else NULL */
+    char *cert_next_pem;
+    char *cert_next_pin;
+    char *agent_cert_serial;  /* the serial the agent last said it serves */
+    int64_t cert_not_after;   /* of cert_pem, epoch ms; 0 before backfill */
+    int64_t cert_renew_at;    /* when the poller renews it; 0 before backfill */
+    int64_t cert_warn_at;     /* when it counts as expiring (hc_pki_warn_at_ms); 0 likewise */
+    int64_t cert_renew_asked; /* `hcctl node renew-cert` asked at; 0 when not */
+    char *desired_state;      /* member | removed */
+    char *state;              /* joined | removing */
+    char *health;             /* unknown | reachable | unreachable | stalled */
     char *health_detail;
     char *maintenance; /* none | entering | active | exiting */
     char *maintenance_mode;
@@ -94,7 +105,8 @@ int hc_node_row_by_url(struct hc_db *db, const char *agent_url, struct hc_node_r
  * none; free with hc_node_rows_free) and *n, or -1 with err. */
 int hc_nodes_rows(struct hc_db *db, const struct hc_node_filter *filter, struct hc_node_row **rows,
                   size_t *n, struct hc_error *err);
-/* [{"v": value, "n": count}] of one column, "health", "state" or "maintenance" (grouped, in
+/* [{"v": value, "n": count}] of one column, "health", "state", "maintenance" or "cert_state"
+ * (HC_NODE_CERT_STATE_SQL) (grouped, in
  * the order of the values). New reference or NULL with err. */
 json_t *hc_nodes_count_by(struct hc_db *db, const char *column, struct hc_error *err);
 
@@ -117,8 +129,44 @@ struct hc_node_poll {
     int64_t data_dir_total_bytes;
     int service_healthy; /* SERVICE "healthy": 1, 0, or -1 not reported; kept with the service
                             state (asked_at), and NULL again when an operation sets the state */
+    const char *agent_cert_serial; /* the certificate the agent serves (migration 0012), NULL
+                                      when not reported */
 };
 #define HC_NODE_UNREPORTED INT64_MIN
+
+/* A node's "cert_state" in the API (docs/certificates.md): expired, renewing (a renewal under
+ * way), expiring (past hc_pki_warn_at_ms: its renewal is overdue), valid, or unknown (no expiry
+ * recorded). */
+#define HC_NODE_CERT_STATE_SQL                                                                     \
+    "(CASE WHEN cert_not_after IS NULL THEN 'unknown' "                                            \
+    "WHEN cert_not_after <= unixepoch() * 1000 THEN 'expired' "                                    \
+    "WHEN cert_next_serial IS NOT NULL THEN 'renewing' "                                           \
+    "WHEN cert_warn_at <= unixepoch() * 1000 THEN 'expiring' "                                     \
+    "ELSE 'valid' END)"
+
+/* Certificates (controller/remote/cert_renew.h, controller/state/certs.h). Readers: the node
+ * whose certificate ends first ({"name", "cert_not_after"}, or JSON null when none);
+ * [{"name", "cert_serial", "cert_pem"}] of those past their warning time; [{"name", "asked"}]
+ * due for renewal (asked, pending, or past cert_renew_at and reachable; asked first), at most
+ * limit. Writers: cert_not_after/renew_at/warn_at of a row (cert_renew_at kept when set); a
+ * renewal asked (the rows changed: 0 when no joined node has that name) or failed (why kept
+ * in cert_renew_error); a pending certificate recorded beside current_serial (rows changed: 0
+ * when the node's certificate changed meanwhile or one is pending), dropped, or promoted to
+ * be the node's (only while serial is the pending one). */
+json_t *hc_nodes_cert_earliest(struct hc_db *db, struct hc_error *err);
+json_t *hc_nodes_cert_warned(struct hc_db *db, int64_t now_ms, struct hc_error *err);
+json_t *hc_nodes_cert_due(struct hc_db *db, int64_t now_ms, int limit, struct hc_error *err);
+int hc_node_set_cert_validity(struct hc_db *db, int64_t id, int64_t not_after, int64_t renew_at,
+                              int64_t warn_at, struct hc_error *err);
+int hc_node_cert_ask(struct hc_db *db, const char *name, int64_t now_ms, struct hc_error *err);
+int hc_node_cert_failed(struct hc_db *db, const char *name, const char *why, struct hc_error *err);
+int hc_node_cert_pending_set(struct hc_db *db, int64_t id, const char *current_serial,
+                             const char *serial, const char *pem, const char *pin,
+                             struct hc_error *err);
+int hc_node_cert_pending_drop(struct hc_db *db, int64_t id, const char *serial,
+                              struct hc_error *err);
+int hc_node_cert_promote(struct hc_db *db, int64_t id, const char *serial, int64_t not_after,
+                         int64_t renew_at, int64_t warn_at, struct hc_error *err);
 
 /* The writers: each returns 0 (or the rows changed, where said) or -1 with err. A node that is
  * not there is not an error (nothing changes). */

@@ -105,10 +105,23 @@ test_expect_success 'a failing service: error' '
     ctl fault 0 none && wait_severity service_unhealthy hollow-0000 ok
 '
 
+# short_cert FILE: a certificate valid from a year ago until 3 days from now (openssl ca: the
+# only form that sets a start in the past); the warnings scale with the lifetime (common/pki.h)
+short_cert() {
+    mkdir -p shortca && : >shortca/index.txt && echo 01 >shortca/serial &&
+    printf "[ca]\ndefault_ca=c\n[c]\ndatabase=shortca/index.txt\nnew_certs_dir=shortca\nserial=shortca/serial\ndefault_md=sha256\npolicy=p\n[p]\ncommonName=supplied\n" >shortca/ca.cnf &&
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout shortca/ca.key \
+        -out shortca/ca.pem -days 800 -subj /CN=shortca 2>/dev/null &&
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout shortca/k.pem \
+        -out shortca/req.csr -subj /CN=short 2>/dev/null &&
+    openssl ca -batch -config shortca/ca.cnf -cert shortca/ca.pem -keyfile shortca/ca.key \
+        -in shortca/req.csr -startdate "$(date -u -d "-365 days" +%Y%m%d%H%M%SZ)" \
+        -enddate "$(date -u -d "+3 days" +%Y%m%d%H%M%SZ)" -out "$1" 2>/dev/null
+}
+
 test_expect_success 'a node certificate 3 days from its end (faked in the row): error; the others ok' '
     saved=$(sqlite3 "$CTL_DIR/hcctld.db" "SELECT cert_pem FROM nodes WHERE name = '"'"'hollow-0001'"'"'") &&
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout k.pem -out short.pem \
-        -days 3 -subj /CN=short 2>/dev/null &&
+    short_cert short.pem &&
     sqlite3 "$CTL_DIR/hcctld.db" "UPDATE nodes SET cert_pem = readfile('"'"'short.pem'"'"') WHERE name = '"'"'hollow-0001'"'"'" &&
     [ "$(severity cert_expiring hollow-0001)" = error ] &&
     [ "$(severity cert_expiring hollow-0002)" = ok ] &&

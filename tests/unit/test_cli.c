@@ -1196,7 +1196,8 @@ static void make_certs(const char *dir)
     struct hc_error err = {0};
     char key_path[700], cert_path[700], serial[33];
     const char *sans[] = {"127.0.0.1"};
-    struct hc_cert_spec spec = {"127.0.0.1", sans, 1, 1, 0, 2};
+    struct hc_cert_spec spec = {
+        .cn = "127.0.0.1", .sans = sans, .nsans = 1, .server_auth = 1, .days = 2};
     EVP_PKEY *ca_key = hc_pki_key_new(&err), *key = hc_pki_key_new(&err);
     EVP_PKEY *other_key = hc_pki_key_new(&err);
     assert_non_null(ca_key);

@@ -110,8 +110,9 @@ static void test_groups_and_verbs(void **state)
     (void)state;
     ASSERT_COMPLETES("cl", "cluster");
     ASSERT_COMPLETES("no", "node");
-    ASSERT_COMPLETES("node ", "list show add remove");
-    ASSERT_COMPLETES("node re", "remove");
+    ASSERT_COMPLETES("node ", "list show add remove renew-cert");
+    ASSERT_COMPLETES("node rem", "remove");
+    ASSERT_COMPLETES("node re", "remove renew-cert");
     ASSERT_COMPLETES("operation w", "wait");
     /* hidden groups are never offered, but the table's visible ones all are */
     char *all = complete_text(hc_cmd_groups, "", NULL);
@@ -158,7 +159,7 @@ static void test_options(void **state)
 static void test_abbreviations(void **state)
 {
     (void)state;
-    ASSERT_COMPLETES("--contr https://127.0.0.1:1 node ", "list show add remove");
+    ASSERT_COMPLETES("--contr https://127.0.0.1:1 node ", "list show add remove renew-cert");
     ASSERT_COMPLETES("--contr=https://127.0.0.1:1 node s", "show");
     ASSERT_COMPLETES("--outp ", "text json");
     ASSERT_COMPLETES("operation list --sta ", "pending running paused succeeded failed aborted");
@@ -349,7 +350,9 @@ static void test_complete_verb(void **state)
                                "add\tbring hosts in over SSH: push, enroll and start the agent on "
                                "each\n"
                                "remove\tremove a node from the cluster (disruptive: asks, or "
-                               "needs --yes)\n");
+                               "needs --yes)\n"
+                               "renew-cert\trenew the node's certificate now (also one that has "
+                               "expired)\n");
     run_free(&r);
     r = RUN(NULL, "__complete", "--", "--ca", "");
     assert_string_equal(r.out, ":files\n");

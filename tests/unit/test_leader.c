@@ -257,7 +257,8 @@ static int setup(void **state)
     const char *tmp = getenv("HC_TEST_TMP");
     char cert[700], key[700];
     static const char *const sans[] = {"127.0.0.1"};
-    struct hc_cert_spec spec = {"127.0.0.1", sans, 1, 1, 0, 2};
+    struct hc_cert_spec spec = {
+        .cn = "127.0.0.1", .sans = sans, .nsans = 1, .server_auth = 1, .days = 2};
     mkdir(tmp && *tmp ? tmp : "/tmp", 0700);
     snprintf(dir, sizeof(dir), "%s/test_leader.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir))
