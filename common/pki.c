@@ -304,6 +304,34 @@ fail:
     return NULL;
 }
 
+int hc_pki_bundle_from_pem(const char *pem, X509 **out, size_t max, size_t *n, struct hc_error *err)
+{
+    BIO *bio = BIO_new_mem_buf(pem, -1);
+    *n = 0;
+    if (!bio)
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
+    X509 *x;
+    while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
+        if (*n == max) {
+            X509_free(x);
+            goto fail_count;
+        }
+        out[(*n)++] = x;
+    }
+    ERR_clear_error(); /* the end of the input */
+    BIO_free(bio);
+    if (*n == 0)
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "no certificate in the PEM text");
+    return 0;
+fail_count:
+    BIO_free(bio);
+    for (size_t i = 0; i < *n; i++)
+        X509_free(out[i]);
+    *n = 0;
+    return hc_error_set(err, HC_E(INVALID_ARGUMENT), "more than %zu certificates in the PEM text",
+                        max);
+}
+
 int64_t hc_pki_lifetime_s(X509 *cert)
 {
     int64_t nb, na;

@@ -78,6 +78,10 @@ int hc_pki_pem_not_after(const char *pem, int64_t *out, struct hc_error *err);
  * CA). NULL with err. */
 X509 *hc_pki_reissue(X509 *old, X509 *ca, EVP_PKEY *ca_key, int64_t lifetime_s, char serial_hex[33],
                      struct hc_error *err);
+/* The certificates of a PEM bundle (at most max) into out[*n]; the caller frees each. 0, or -1
+ * with err (none, more than max, or not PEM). */
+int hc_pki_bundle_from_pem(const char *pem, X509 **out, size_t max, size_t *n,
+                           struct hc_error *err);
 /* The lifetime its issuer meant (seconds, notBefore's backdating left out); 0 when unreadable. */
 int64_t hc_pki_lifetime_s(X509 *cert);
 /* The validity of cert as epoch milliseconds. 0, or -1 with err. */

@@ -7,6 +7,7 @@
 
 #include <event2/event.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/constants.h"
 #include "common/error.h"
@@ -55,6 +56,15 @@ static inline int64_t hc_agent_cert_lifetime_s(const struct hc_controller *ctl)
 {
     return ctl->agent_cert_lifetime_s > 0 ? ctl->agent_cert_lifetime_s
                                           : HC_AGENT_CERT_DEFAULT_LIFETIME_S;
+}
+
+/* During a CA rotation both CAs' keys are kept as DIR/ca-keys/FINGERPRINT.key (ca.key is a
+ * copy of the one that signs): controller/remote/ca_rotate.h. */
+#define HC_CA_KEYS_DIR "ca-keys"
+static inline void hc_ca_key_path(const struct hc_controller *ctl, const char *fingerprint,
+                                  char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s/%s.key", ctl->data_dir, HC_CA_KEYS_DIR, fingerprint);
 }
 
 /* Fills the path fields from data_dir. */

@@ -19,6 +19,7 @@
 
 #include "common/cmdline.h"
 #include "common/https_server.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "common/pki.h"
 #include "common/util.h"
@@ -32,6 +33,7 @@
 #include "controller/ha/join.h"
 #include "controller/init.h"
 #include "controller/ops/ops.h"
+#include "controller/remote/ca_rotate.h"
 #include "controller/remote/poller.h"
 #include "controller/state/events.h"
 #include "db/db.h"
@@ -568,6 +570,144 @@ static int cmd_restore(struct hc_cmd_ctx *ctx)
     return 0;
 }
 
+/* ---------------------------------------------------------------- ca */
+
+/* Opens DIR's settings and database. */
+static struct hc_db *ca_open(const struct hc_cmdline *cl, struct hc_controller *ctl,
+                             struct hc_error *err)
+{
+    if (hc_controller_load(ctl, hc_cmdline_opt_str(cl, "data-dir"), err) < 0)
+        return NULL;
+    return hc_db_open(ctl->db_path, err);
+}
+
+/* The CLI config written by init (or --cli-config) trusts ca_pem from now on, when it is this
+ * cluster's (its "ca_pem" holds the CA in was_pem). Said on stderr either way. */
+static void ca_cli_config(const struct hc_cmdline *cl, const char *was_pem, const char *ca_pem)
+{
+    char path[1100];
+    struct hc_error err = {0};
+    const char *given = hc_cmdline_opt_str(cl, "cli-config");
+    if (given)
+        snprintf(path, sizeof(path), "%s", given);
+    else if (hc_init_cli_config_path(path, sizeof(path), &err) < 0)
+        return;
+    json_t *doc = json_load_file(path, 0, NULL);
+    const char *have = hc_json_str(doc, "ca_pem", NULL);
+    if (!have || !strstr(have, was_pem)) {
+        fprintf(stderr,
+                "hcctld: %s is not this cluster's CLI config: give hcctl the new CA "
+                "yourself (GET /v1/ca, or 'hcctld ca status')\n",
+                path);
+    } else {
+        json_object_set_new(doc, "ca_pem", json_string(ca_pem));
+        char *text = json_dumps(doc, JSON_INDENT(2));
+        if (!text || hc_file_write_atomic(path, text, strlen(text), 0600, &err) < 0)
+            fprintf(stderr, "hcctld: cannot update %s: %s\n", path, err.message);
+        else
+            fprintf(stderr, "hcctld: %s trusts the %s now\n", path,
+                    strcmp(ca_pem, was_pem) ? "new CA" : "old and new CAs");
+        free(text);
+    }
+    json_decref(doc);
+}
+
+static void ca_print_status(const json_t *st)
+{
+    const json_t *nodes = json_object_get(st, "nodes");
+    printf("phase: %s\nstarted: %s\nold CA: %s\nnew CA: %s\nnodes: %lld (trusting this "
+           "phase's CAs: %lld, on the new CA: %lld)\n",
+           hc_json_str(st, "phase", "?"), hc_json_str(st, "started_at", "?"),
+           hc_json_str(st, "old_fingerprint", "?"), hc_json_str(st, "new_fingerprint", "?"),
+           (long long)hc_json_int(nodes, "total", 0), (long long)hc_json_int(nodes, "trusting", 0),
+           (long long)hc_json_int(nodes, "on_new_ca", 0));
+    const json_t *w;
+    size_t i;
+    json_array_foreach(json_object_get(st, "waiting_on"), i, w)
+        printf("waiting on: %s\n", json_string_value(w));
+}
+
+static int cmd_ca_status(struct hc_cmd_ctx *ctx)
+{
+    static struct hc_controller ctl;
+    struct hc_error err = {0};
+    struct hc_db *db = ca_open(&ctx->cl, &ctl, &err);
+    json_t *st = db ? hc_ca_rotation_status(db, &err) : NULL;
+    hc_db_close(db);
+    if (!st)
+        return fail(&err);
+    if (json_is_null(st))
+        printf("no CA rotation is under way\n");
+    else
+        ca_print_status(st);
+    json_decref(st);
+    return 0;
+}
+
+/* Starts a rotation, then (unless --no-wait) follows it to its end: the running hcctld does
+ * the work (controller/remote/ca_rotate.h). */
+static int cmd_ca_rotate(struct hc_cmd_ctx *ctx)
+{
+    const struct hc_cmdline *cl = &ctx->cl;
+    static struct hc_controller ctl;
+    struct hc_error err = {0};
+    int64_t timeout_ms = 10 * 60 * 1000;
+    const char *timeout = hc_cmdline_opt_str(cl, "timeout");
+    if (timeout && hc_duration_parse(timeout, &timeout_ms, &err) < 0)
+        return fail(&err);
+    struct hc_db *db = ca_open(cl, &ctl, &err);
+    json_t *st = NULL;
+    if (!db || hc_ca_rotate_start(&ctl, db, &err) < 0 || !(st = hc_ca_rotation_status(db, &err))) {
+        hc_db_close(db);
+        return fail(&err);
+    }
+    json_t *row = hc_db_query_json(db, &err, "SELECT old_pem, new_pem FROM ca_rotation", "");
+    char *old_pem = strdup(hc_json_str(json_array_get(row, 0), "old_pem", ""));
+    char *new_pem = strdup(hc_json_str(json_array_get(row, 0), "new_pem", ""));
+    json_decref(row);
+    printf("CA rotation started: new CA %s\n", hc_json_str(st, "new_fingerprint", "?"));
+    ca_cli_config(cl, old_pem, hc_json_str(st, "bundle_pem", ""));
+    json_decref(st);
+    int rc = 0;
+    if (!hc_cmdline_opt_set(cl, "no-wait")) {
+        int64_t deadline = hc_mono_ms() + timeout_ms;
+        char phase[32] = "trust";
+        for (;;) {
+            st = hc_ca_rotation_status(db, &err);
+            if (!st) {
+                rc = fail(&err);
+                break;
+            }
+            if (json_is_null(st)) {
+                printf("CA rotation done: every certificate is the new CA's\n");
+                ca_cli_config(cl, old_pem, new_pem);
+                break;
+            }
+            if (strcmp(phase, hc_json_str(st, "phase", phase)) != 0) {
+                snprintf(phase, sizeof(phase), "%s", hc_json_str(st, "phase", ""));
+                printf("phase: %s\n", phase);
+            }
+            if (hc_mono_ms() >= deadline) {
+                ca_print_status(st);
+                hc_error_set(&err, HC_E(TIMEOUT), "the CA rotation has not ended in %s",
+                             timeout ? timeout : "10m");
+                hc_error_hint(&err, "hcctld must run on the data directory; every node must "
+                                    "answer ('hcctld ca status')");
+                rc = fail(&err);
+                json_decref(st);
+                break;
+            }
+            json_decref(st);
+            fflush(stdout);
+            hc_sleep_ms(500);
+        }
+    }
+    free(old_pem);
+    free(new_pem);
+    hc_db_close(db);
+    return rc;
+}
+
 static int cmd_version(struct hc_cmd_ctx *ctx)
 {
     (void)ctx;
@@ -717,6 +857,35 @@ static const struct hc_cmd_opt restore_opts[] = {
     {.name = NULL},
 };
 
+static const struct hc_cmd_opt ca_rotate_opts[] = {
+    HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+           .help = "the controller's data directory (hcctld runs on it and does the work)",
+           .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "cli-config", .type = HC_OPT_STRING, .value_name = "FILE",
+           .help = "the CLI config to keep trusting the controller (default: the one init "
+                   "wrote)",
+           .completer = HC_COMPLETE_FILE),
+    HC_OPT(.name = "no-wait", .type = HC_OPT_BOOL,
+           .help = "return once started ('hcctld ca status' follows it)"),
+    HC_OPT(.name = "timeout", .type = HC_OPT_STRING, .value_name = "DUR",
+           .help = "how long to wait for the end (default 10m)"),
+    {.name = NULL},
+};
+
+static const struct hc_cmd_opt ca_status_opts[] = {
+    HC_OPT(.name = "data-dir", .type = HC_OPT_STRING, .required = 1, .value_name = "DIR",
+           .help = "the controller's data directory", .completer = HC_COMPLETE_FILE),
+    {.name = NULL},
+};
+
+static const struct hc_cmd_verb ca_verbs[] = {
+    HC_VERB(.name = "rotate", .handler = cmd_ca_rotate, .opts = ca_rotate_opts,
+            .summary = "replace the cluster CA with a new one, no node ever unreachable"),
+    HC_VERB(.name = "status", .handler = cmd_ca_status, .opts = ca_status_opts,
+            .summary = "the CA rotation under way, and what it waits for"),
+    {.name = NULL},
+};
+
 static const struct hc_cmd_verb backup_verbs[] = {
     HC_VERB(.name = "backup", .handler = cmd_backup, .opts = backup_opts,
             .summary = "write the database, CA, keys and bundles into one archive"),
@@ -779,9 +948,11 @@ static const struct hc_cmd_group version_group = {
     .name = "version", .verbs = version_verbs, .flags = HC_GROUP_STANDALONE};
 static const struct hc_cmd_group ha_group = {
     .name = "ha", .summary = "high availability on etcd (docs/ha.md)", .verbs = ha_verbs};
-static const struct hc_cmd_group *const groups[] = {
-    &init_group,    &token_group, &run_group,     &backup_group,
-    &restore_group, &ha_group,    &version_group, NULL};
+static const struct hc_cmd_group ca_group = {
+    .name = "ca", .summary = "the cluster CA (docs/certificates.md)", .verbs = ca_verbs};
+static const struct hc_cmd_group *const groups[] = {&init_group,   &token_group,   &run_group,
+                                                    &backup_group, &restore_group, &ca_group,
+                                                    &ha_group,     &version_group, NULL};
 
 /* The prose of the man page and of each command's --help (plain text: paragraphs, blocks
  * indented by two spaces). */

@@ -2,6 +2,7 @@
 #include "agents/hcagent/cert.h"
 
 #include <errno.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ struct hc_agent_cert {
     char client_pin[64];
     char serial[41];      /* of the certificate served; "" when unreadable */
     int64_t not_after_ms; /* 0 when unreadable */
+    char ca_digest[65];   /* sha256 of ca.pem's bytes; "" when unreadable */
 };
 
 static int join_path(char *buf, size_t len, const char *dir, const char *name, struct hc_error *err)
@@ -209,6 +211,60 @@ cleanup:
     EVP_PKEY_free(pending);
 }
 
+/* PUT /v1/cert/ca {"ca_pem"}: the CA certificates this agent trusts (a rotation adds the new
+ * CA beside the old, then drops the old). Each must be a CA, at most HC_AGENT_CA_MAX, and they
+ * must verify the certificate this agent serves: a bundle that could not is someone else's. */
+static void ca_route(struct hc_request *req, void *arg)
+{
+    struct hc_agent_cert *c = arg;
+    struct hc_error err = {0};
+    struct hc_agent_tls t;
+    X509 *certs[HC_AGENT_CA_MAX], *served = NULL;
+    size_t n = 0;
+    char staged[1200] = "";
+    json_t *in = hc_req_json(req);
+    if (!in)
+        return;
+    const char *pem = hc_json_req_str(in, "ca_pem", &err);
+    if (!pem || hc_agent_tls_config(&t, c->data_dir, c->client_pin, &err) < 0 ||
+        hc_pki_bundle_from_pem(pem, certs, HC_AGENT_CA_MAX, &n, &err) < 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (X509_check_ca(certs[i]) < 1) {
+            hc_error_set(&err, HC_E(INVALID_ARGUMENT), "certificate %zu of ca_pem is not a CA",
+                         i + 1);
+            goto fail;
+        }
+    snprintf(staged, sizeof(staged), "%s.new", t.ca);
+    struct hc_tls_server_config tls = t.tls;
+    tls.client_ca_file = staged;
+    if (hc_file_write_atomic(staged, pem, strlen(pem), 0644, &err) < 0 ||
+        !(served = hc_pki_cert_load(t.cert, &err)) ||
+        hc_pki_verify_file(staged, served, &err) < 0 ||
+        hc_http_server_reload_tls(c->srv, &tls, &err) < 0)
+        goto fail;
+    if (rename(staged, t.ca) < 0) {
+        hc_error_set(&err, HC_E(IO), "cannot put '%s' in place: %s", t.ca, strerror(errno));
+        goto fail;
+    }
+    staged[0] = '\0';
+    hc_dir_sync(c->data_dir);
+    hc_sha256_hex(pem, strlen(pem), c->ca_digest);
+    HC_INFO("trusted CAs replaced: %zu certificates (digest %.16s)", n, c->ca_digest);
+    hc_reply_json(req, 200,
+                  json_pack("{s:s, s:i}", "ca_digest", c->ca_digest, "certificates", (int)n));
+    goto cleanup;
+fail:
+    if (staged[0])
+        unlink(staged);
+    HC_WARN("trusted CAs not replaced: %s", err.message);
+    hc_reply_error(req, &err);
+cleanup:
+    for (size_t i = 0; i < n; i++)
+        X509_free(certs[i]);
+    X509_free(served);
+}
+
 struct hc_agent_cert *hc_agent_cert_new(struct hc_http_server *srv, const char *data_dir,
                                         const char *node_name, const char *controller_client_pin,
                                         struct hc_error *err)
@@ -229,8 +285,16 @@ struct hc_agent_cert *hc_agent_cert_new(struct hc_http_server *srv, const char *
     X509 *cert = hc_pki_cert_load(cert_path, &ignored);
     cert_learn(c, cert);
     X509_free(cert);
+    char ca_path[1100], *ca_pem = NULL;
+    size_t ca_len = 0;
+    if (join_path(ca_path, sizeof(ca_path), data_dir, HC_AGENT_FILE_CA, err) < 0)
+        goto fail;
+    if (hc_file_read(ca_path, &ca_pem, &ca_len, &ignored) == 0)
+        hc_sha256_hex(ca_pem, ca_len, c->ca_digest);
+    free(ca_pem);
     if (hc_http_server_route(srv, "POST", "/v1/cert/csr", 0, csr_route, c) < 0 ||
-        hc_http_server_route(srv, "POST", "/v1/cert/install", 0, install_route, c) < 0) {
+        hc_http_server_route(srv, "POST", "/v1/cert/install", 0, install_route, c) < 0 ||
+        hc_http_server_route(srv, "PUT", "/v1/cert/ca", 0, ca_route, c) < 0) {
         hc_error_set(err, HC_E(INTERNAL), "cannot register the certificate routes");
         goto fail;
     }
@@ -252,4 +316,6 @@ void hc_agent_cert_status(const struct hc_agent_cert *c, json_t *body)
     json_object_set_new(body, "cert_not_after_ms",
                         c && c->not_after_ms ? json_integer((json_int_t)c->not_after_ms)
                                              : json_null());
+    json_object_set_new(body, "ca_digest",
+                        c && c->ca_digest[0] ? json_string(c->ca_digest) : json_null());
 }

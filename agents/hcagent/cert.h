@@ -6,6 +6,9 @@
  *   POST /v1/cert/install  {"cert_pem"}: a certificate for that key, signed by a CA in
  *                          DIR/ca.pem, naming this node; the API serves it from the next
  *                          connection on, and it replaces agent.pem and agent.key on disk
+ *   PUT /v1/cert/ca        {"ca_pem"}: the CA certificates trusted from now on (a CA rotation:
+ *                          old and new, then the new alone); they must verify the agent's own
+ *                          certificate. GET /v1/status reports "ca_digest", the sha256 of them
  *
  * The key never leaves the node and the controller never chooses what the certificate says
  * about the node beyond what it signs (it signs with the node's recorded name and address). An
@@ -23,6 +26,7 @@
 #include "common/https_server.h"
 
 #define HC_AGENT_FILE_KEY_NEXT "agent.key.next"
+#define HC_AGENT_CA_MAX 4 /* CA certificates a PUT /v1/cert/ca may hold */
 
 /* The agent API's TLS configuration: the strings point into the struct. */
 struct hc_agent_tls {
@@ -44,8 +48,8 @@ struct hc_agent_cert *hc_agent_cert_new(struct hc_http_server *srv, const char *
                                         const char *node_name, const char *controller_client_pin,
                                         struct hc_error *err);
 void hc_agent_cert_free(struct hc_agent_cert *c);
-/* Adds "cert_serial" and "cert_not_after_ms" of the certificate the API serves (null when it
- * cannot be read) to a GET /v1/status body. */
+/* Adds "cert_serial" and "cert_not_after_ms" of the certificate the API serves and "ca_digest"
+ * of the trusted CAs (null when they cannot be read) to a GET /v1/status body. */
 void hc_agent_cert_status(const struct hc_agent_cert *c, json_t *body);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/bundle.h"
 #include "common/json_util.h"
@@ -20,6 +21,7 @@
 #include "controller/api/crl.h"
 #include "controller/api/metrics.h"
 #include "controller/api/watch.h"
+#include "controller/remote/ca_rotate.h"
 #include "controller/state/certs.h"
 #include "controller/state/events.h"
 #include "controller/state/node_identity.h"
@@ -398,18 +400,57 @@ json_t *hc_api_body(struct hc_request *req)
     return json_incref(hc_req_json(req));
 }
 
+/* The CA that signs (the first certificate of ca.pem) and its key; ca_pem is the whole file:
+ * during a CA rotation it holds the other CA too, and joining agents trust both. */
 static int load_ca(struct hc_api *api, struct hc_error *err)
 {
-    api->ca = hc_pki_cert_load(api->ctl->ca_file, err);
-    if (!api->ca)
+    struct stat a, b;
+    X509 *ca = hc_pki_cert_load(api->ctl->ca_file, err);
+    EVP_PKEY *key = ca ? hc_pki_key_load(api->ctl->ca_key_file, err) : NULL;
+    char *pem = NULL;
+    if (!key || hc_file_read(api->ctl->ca_file, &pem, NULL, err) < 0) {
+        X509_free(ca);
+        EVP_PKEY_free(key);
         return -1;
-    api->ca_key = hc_pki_key_load(api->ctl->ca_key_file, err);
-    if (!api->ca_key)
-        return -1;
-    api->ca_pem = hc_pki_cert_to_pem(api->ca);
-    if (!api->ca_pem)
-        return hc_error_set(err, HC_E(INTERNAL), "cannot encode '%s'", api->ctl->ca_file);
+    }
+    X509_free(api->ca);
+    EVP_PKEY_free(api->ca_key);
+    free(api->ca_pem);
+    api->ca = ca;
+    api->ca_key = key;
+    api->ca_pem = pem;
     hc_pki_fingerprint(api->ca, api->ca_fingerprint);
+    if (stat(api->ctl->ca_file, &a) == 0 && stat(api->ctl->ca_key_file, &b) == 0) {
+        api->ca_seen[0] = a;
+        api->ca_seen[1] = b;
+    }
+    return 0;
+}
+
+static int same_file(const struct stat *x, const struct stat *y)
+{
+    return x->st_ino == y->st_ino && x->st_size == y->st_size &&
+           x->st_mtim.tv_sec == y->st_mtim.tv_sec && x->st_mtim.tv_nsec == y->st_mtim.tv_nsec;
+}
+
+void hc_api_ca_refresh(struct hc_api *api)
+{
+    struct stat a, b;
+    struct hc_error err = {0};
+    if (stat(api->ctl->ca_file, &a) != 0 || stat(api->ctl->ca_key_file, &b) != 0 ||
+        (same_file(&a, &api->ca_seen[0]) && same_file(&b, &api->ca_seen[1])))
+        return;
+    if (load_ca(api, &err) < 0)
+        HC_WARN("the CA files changed but cannot be loaded (the previous CA stays): %s",
+                err.message);
+    else
+        HC_INFO("CA reloaded: it signs as %s", api->ca_fingerprint);
+}
+
+static int load_identity(struct hc_api *api, struct hc_error *err)
+{
+    if (load_ca(api, err) < 0)
+        return -1;
     /* The controller's own names (never a node's) and the key pins the enrollment answer
      * hands agents, so that they can tell the controller from any other holder of a
      * certificate from this CA. */
@@ -438,7 +479,7 @@ static int add_routes(struct hc_api *api, struct hc_error *err)
 
 /* Every HC_API_CERT_CHECK_S, and once at start: the controller's own certificates renewed when
  * due, the new server certificate served from the next connection. */
-#define HC_API_CERT_CHECK_S 600
+#define HC_API_CERT_CHECK_S 10
 static void api_renew_own(struct hc_api *api)
 {
     struct hc_error err = {0};
@@ -457,6 +498,7 @@ static void api_cert_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
+    hc_api_ca_refresh(arg); /* a CA rotation (controller/remote/ca_rotate.h) swaps the files */
     api_renew_own(arg);
 }
 
@@ -477,7 +519,9 @@ struct hc_api *hc_api_new(struct hc_controller *ctl, struct event_base *base, st
     /* No client certificates on the API: clients authenticate with bearer tokens. */
     struct hc_tls_server_config tls = {.cert_file = ctl->server_cert, .key_file = ctl->server_key};
     api->db = hc_db_open(ctl->db_path, err);
-    if (!api->db || load_ca(api, err) < 0 || hc_identity_backfill(api->db, err) < 0 ||
+    /* a CA rotation's files as its phase wants them (a crash may have left them half way) */
+    if (!api->db || hc_ca_rotate_files(ctl, api->db, err) < 0 || load_identity(api, err) < 0 ||
+        hc_identity_backfill(api->db, err) < 0 ||
         hc_auth_scoped_tokens_delete(api->db, NULL, err) < 0) /* what crashed runs left */
         goto fail;
     /* Before the workers and the poller make their first agent client: the list they check

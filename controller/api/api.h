@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "common/error.h"
 #include "common/https_server.h"
@@ -52,6 +53,7 @@ struct hc_api {
     struct hc_api_cache *cache; /* replies and verified tokens (controller/api/cache.h) */
     struct hc_watch *watch;     /* GET /v1/watch (controller/api/watch.h) */
     struct event *cert_timer;   /* renews the controller's own certificates (certs.h) */
+    struct stat ca_seen[2];     /* ca.pem and ca.key as last loaded (hc_api_ca_refresh) */
 };
 
 /* Opens the API's database connection, loads the CA and its key, and creates the server with
@@ -61,6 +63,11 @@ void hc_api_free(struct hc_api *api); /* accepts NULL */
 /* Binds host:port (port 0 picks one). Returns 0 or -1 with err. */
 int hc_api_listen(struct hc_api *api, const char *host, int port, struct hc_error *err);
 int hc_api_port(const struct hc_api *api);
+
+/* Loads the CA again when ca.pem or ca.key changed since (a CA rotation swaps them): called
+ * before the CA is used (join tokens, enrollment, GET /v1/ca) and every 10 s. A CA that cannot
+ * be loaded leaves the previous one, logged. */
+void hc_api_ca_refresh(struct hc_api *api);
 
 /* Helpers for the handlers. */
 /* The authenticated caller's name ("anonymous" on public routes). */

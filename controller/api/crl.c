@@ -8,10 +8,12 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/pki.h"
+#include "common/util.h"
 
 static pthread_mutex_t crl_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -48,37 +50,89 @@ static struct hc_pki_revoked *crl_entries(json_t *rows, size_t *n)
     return list;
 }
 
-/* Reads the table and writes the file; the caller holds crl_lock. */
+/* The key of ca: ca.key when it matches (the CA that signs), else the one a CA rotation keeps
+ * in DIR/ca-keys/FINGERPRINT.key. NULL when there is none. */
+static EVP_PKEY *crl_ca_key(const struct hc_controller *ctl, X509 *ca)
+{
+    struct hc_error ignored = {0};
+    char fp[65], path[1200];
+    EVP_PKEY *key = hc_pki_key_load(ctl->ca_key_file, &ignored);
+    if (key && hc_pki_cert_matches_key(ca, key))
+        return key;
+    EVP_PKEY_free(key);
+    hc_pki_fingerprint(ca, fp);
+    hc_ca_key_path(ctl, fp, path, sizeof(path));
+    key = hc_pki_key_load(path, &ignored);
+    if (key && hc_pki_cert_matches_key(ca, key))
+        return key;
+    EVP_PKEY_free(key);
+    return NULL;
+}
+
+/* Reads the table and writes the file: one list per CA in ca.pem (two during a rotation: a
+ * certificate of either CA is checked against its issuer's list, and one without a list is
+ * refused). The caller holds crl_lock. */
 static int crl_write_locked(const struct hc_controller *ctl, struct hc_db *db, const char *path,
                             struct hc_error *err)
 {
     int rc = -1;
-    size_t n = 0;
+    size_t n = 0, ncas = 0, len = 0;
     struct hc_pki_revoked *list = NULL;
-    X509_CRL *crl = NULL;
-    X509 *ca = hc_pki_cert_load(ctl->ca_file, err);
-    EVP_PKEY *ca_key = ca ? hc_pki_key_load(ctl->ca_key_file, err) : NULL;
-    json_t *rows = ca_key ? hc_db_query_json(db, err,
-                                             "SELECT serial, node_name, revoked_at FROM "
-                                             "revoked_certs ORDER BY revoked_at, serial",
-                                             "")
-                          : NULL;
+    X509 *cas[2] = {NULL, NULL};
+    char *text = NULL, *pem_ca = NULL;
+    json_t *rows = NULL;
+    if (hc_file_read(ctl->ca_file, &pem_ca, NULL, err) < 0 ||
+        hc_pki_bundle_from_pem(pem_ca, cas, 2, &ncas, err) < 0)
+        goto cleanup;
+    rows = hc_db_query_json(db, err,
+                            "SELECT serial, node_name, revoked_at FROM revoked_certs ORDER BY "
+                            "revoked_at, serial",
+                            "");
     if (!rows)
         goto cleanup;
-    if (!(list = crl_entries(rows, &n))) {
+    if (!(list = crl_entries(rows, &n)) || !(text = calloc(1, 1))) {
         hc_error_set(err, HC_E(INTERNAL), "out of memory");
         goto cleanup;
     }
-    if (!(crl = hc_pki_crl_new(ca, ca_key, list, n, err)) || hc_pki_crl_save(crl, path, err) < 0)
+    for (size_t i = 0; i < ncas; i++) {
+        EVP_PKEY *key = crl_ca_key(ctl, cas[i]);
+        if (!key) {
+            if (i == 0) {
+                hc_error_set(err, HC_E(INTERNAL), "'%s' does not match the CA in '%s'",
+                             ctl->ca_key_file, ctl->ca_file);
+                goto cleanup;
+            }
+            HC_WARN("no key for the second CA in %s: its revocation list is not written",
+                    ctl->ca_file);
+            continue;
+        }
+        X509_CRL *crl = hc_pki_crl_new(cas[i], key, list, n, err);
+        char *pem = crl ? hc_pki_crl_to_pem(crl) : NULL;
+        X509_CRL_free(crl);
+        EVP_PKEY_free(key);
+        char *grown = pem ? realloc(text, len + strlen(pem) + 1) : NULL;
+        if (!grown) {
+            free(pem);
+            if (!err->message[0])
+                hc_error_set(err, HC_E(INTERNAL), "cannot encode the revocation list");
+            goto cleanup;
+        }
+        text = grown;
+        memcpy(text + len, pem, strlen(pem) + 1);
+        len += strlen(pem);
+        free(pem);
+    }
+    if (hc_file_write_atomic(path, text, len, 0644, err) < 0)
         goto cleanup;
-    HC_DEBUG("revocation list %s written: %zu certificates", path, n);
+    HC_DEBUG("revocation list %s written: %zu certificates, %zu CAs", path, n, ncas);
     rc = 0;
 cleanup:
-    X509_CRL_free(crl);
+    free(text);
+    free(pem_ca);
     free(list);
     json_decref(rows);
-    EVP_PKEY_free(ca_key);
-    X509_free(ca);
+    for (size_t i = 0; i < ncas; i++)
+        X509_free(cas[i]);
     return rc;
 }
 

@@ -1,9 +1,9 @@
 /*
  * The cluster's certificate revocation list, DATA_DIR/crl.pem: every serial in revoked_certs,
- * signed by the cluster CA. It is rebuilt from the table at every controller start and after
- * every revocation (node remove), so the file always says what the database says. Every HTTPS
- * client the controller makes toward agents (controller/remote/agent_client.c) refuses an agent
- * whose certificate is listed.
+ * signed by the cluster CA (by each of the two during a CA rotation). It is rebuilt from the table
+ * at every controller start and after every revocation (node remove), so the file always says what
+ * the database says. Every HTTPS client the controller makes toward agents
+ * (controller/remote/agent_client.c) refuses an agent whose certificate is listed.
  */
 #ifndef HC_CONTROLLER_CRL_H
 #define HC_CONTROLLER_CRL_H

@@ -8,6 +8,7 @@
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/ops/ops.h"
+#include "controller/remote/ca_rotate.h"
 #include "controller/state/certs.h"
 #include "controller/state/checks.h"
 #include "controller/state/nodes.h"
@@ -53,6 +54,14 @@ void hc_res_cluster_get(struct hc_request *req, void *arg)
     json_t *counts = cluster ? hc_nodes_health_counts(api->db, &err) : NULL;
     json_t *active = counts ? hc_ops_active(api->db, &err) : NULL;
     json_t *certs = active ? hc_certs_summary(api->ctl, api->db, hc_now_ms(), &err) : NULL;
+    json_t *rotation = certs ? hc_ca_rotation_status(api->db, &err) : NULL;
+    if (rotation) {
+        json_object_del(rotation, "bundle_pem");
+        json_object_set_new(certs, "rotation", rotation);
+    } else if (certs) {
+        json_decref(certs);
+        certs = NULL;
+    }
     if (certs)
         body = json_pack("{s:O, s:O, s:{s:O}, s:o, s:O}", "cluster", cluster, "nodes", counts,
                          "operations", "active", active, "controller", controller_object(api->ctl),

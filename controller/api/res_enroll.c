@@ -26,6 +26,7 @@
 void hc_res_ca_get(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
+    hc_api_ca_refresh(api);
     hc_reply_json(
         req, 200,
         json_pack("{s:s, s:s}", "ca_pem", api->ca_pem, "ca_fingerprint", api->ca_fingerprint));
@@ -96,6 +97,7 @@ static int binding_from_body(struct hc_db *db, const json_t *body, struct hc_joi
 void hc_res_join_token_create(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
+    hc_api_ca_refresh(api);
     struct hc_error err = {0};
     json_t *in = hc_api_body(req);
     if (!in)
@@ -354,6 +356,7 @@ static json_t *enroll_reply(struct hc_api *api, const char *name, const char *ce
 void hc_res_enroll(struct hc_request *req, void *arg)
 {
     struct hc_api *api = arg;
+    hc_api_ca_refresh(api);
     struct hc_error err = {0};
     struct enroll_req e = {0};
     json_t *body = NULL;

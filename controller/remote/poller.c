@@ -34,6 +34,7 @@
 #include "controller/api/metrics.h"
 #include "controller/ops/ops.h"
 #include "controller/remote/agent_client.h"
+#include "controller/remote/ca_rotate.h"
 #include "controller/remote/cert_renew.h"
 #include "controller/remote/config_repair.h"
 #include "controller/state/events.h"
@@ -379,7 +380,7 @@ static int poller_store_status(struct hc_db *db, int64_t node_id, const struct h
 {
     const json_t *b = st->resp.body;
     char service_buf[32], version[128], previous[128], agent_version[128], hostname[256],
-        cert_serial[48];
+        cert_serial[48], ca_digest[72];
     const char *service = POLLER_CLEAN(service_buf, json_object_get(b, "service"), "state");
     const json_t *healthy = json_object_get(json_object_get(b, "service"), "healthy");
     if (!json_is_boolean(healthy))
@@ -403,7 +404,8 @@ static int poller_store_status(struct hc_db *db, int64_t node_id, const struct h
                              .data_dir_free_bytes = poller_reported(b, "data_dir_free_bytes"),
                              .data_dir_total_bytes = poller_reported(b, "data_dir_total_bytes"),
                              .service_healthy = healthy ? json_is_true(healthy) : -1,
-                             .agent_cert_serial = POLLER_CLEAN(cert_serial, b, "cert_serial")};
+                             .agent_cert_serial = POLLER_CLEAN(cert_serial, b, "cert_serial"),
+                             .agent_ca_digest = POLLER_CLEAN(ca_digest, b, "ca_digest")};
     return hc_node_store_poll(db, node_id, &p, err);
 }
 
@@ -773,7 +775,9 @@ static void *poller_main(void *arg)
         int64_t start = hc_mono_ms();
         poller_cycle(p);
         poller_cycle_done(p, hc_mono_ms() - start);
-        /* renewals and expiry warnings, from what this cycle learnt (cert_renew.h) */
+        /* a CA rotation's step, renewals and expiry warnings, from what this cycle learnt
+         * (ca_rotate.h, cert_renew.h) */
+        hc_ca_rotate_cycle(p->ctl, p->db, p->client);
         hc_cert_renew_cycle(p->ctl, p->db, p->client);
         poller_prune_events(p);
         stopping = poller_wait(p, start + interval);

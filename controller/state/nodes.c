@@ -220,6 +220,7 @@ json_t *hc_nodes_health_counts(struct hc_db *db, struct hc_error *err)
     T(cert_next_pem)                                                                               \
     T(cert_next_pin)                                                                               \
     T(agent_cert_serial)                                                                           \
+    T(agent_ca_digest)                                                                             \
     I(cert_not_after)                                                                              \
     I(cert_renew_at)                                                                               \
     I(cert_warn_at)                                                                                \
@@ -450,12 +451,12 @@ int hc_node_store_poll(struct hc_db *db, int64_t id, const struct hc_node_poll *
                      "agent_version = ?, hostname = COALESCE(?, hostname), "
                      "uptime_s = NULLIF(?, -1), poll_latency_ms = ?, clock_offset_ms = "
                      "NULLIF(?, ?), data_dir_free_bytes = NULLIF(?, ?), data_dir_total_bytes = "
-                     "NULLIF(?, ?), agent_cert_serial = ? WHERE id = ?",
-                     "ssissiiiiiiiisi", p->health, p->health_detail, p->now, p->agent_version,
+                     "NULLIF(?, ?), agent_cert_serial = ?, agent_ca_digest = ? WHERE id = ?",
+                     "ssissiiiiiiiissi", p->health, p->health_detail, p->now, p->agent_version,
                      p->hostname, p->uptime_s, p->latency_ms, p->clock_offset_ms,
                      (int64_t)HC_NODE_UNREPORTED, p->data_dir_free_bytes,
                      (int64_t)HC_NODE_UNREPORTED, p->data_dir_total_bytes,
-                     (int64_t)HC_NODE_UNREPORTED, p->agent_cert_serial, id) < 0
+                     (int64_t)HC_NODE_UNREPORTED, p->agent_cert_serial, p->agent_ca_digest, id) < 0
                ? -1
                : 0;
 }
@@ -616,6 +617,15 @@ int hc_node_cert_pending_drop(struct hc_db *db, int64_t id, const char *serial,
                      "UPDATE nodes SET cert_next_serial = NULL, cert_next_pem = NULL, "
                      "cert_next_pin = NULL WHERE id = ? AND cert_next_serial = ?",
                      "is", id, serial) < 0
+               ? -1
+               : 0;
+}
+
+int hc_node_cert_renew_now(struct hc_db *db, int64_t id, struct hc_error *err)
+{
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET cert_renew_at = 0 WHERE id = ? AND cert_renew_at != 0", "i",
+                     id) < 0
                ? -1
                : 0;
 }

@@ -52,6 +52,7 @@ struct hc_node_row {
     char *cert_next_pem;
     char *cert_next_pin;
     char *agent_cert_serial;  /* the serial the agent last said it serves */
+    char *agent_ca_digest;    /* sha256 of the CAs it last said it trusts */
     int64_t cert_not_after;   /* of cert_pem, epoch ms; 0 before backfill */
     int64_t cert_renew_at;    /* when the poller renews it; 0 before backfill */
     int64_t cert_warn_at;     /* when it counts as expiring (hc_pki_warn_at_ms); 0 likewise */
@@ -131,6 +132,7 @@ struct hc_node_poll {
                             state (asked_at), and NULL again when an operation sets the state */
     const char *agent_cert_serial; /* the certificate the agent serves (migration 0012), NULL
                                       when not reported */
+    const char *agent_ca_digest;   /* sha256 of the CAs it trusts, NULL likewise */
 };
 #define HC_NODE_UNREPORTED INT64_MIN
 
@@ -165,6 +167,8 @@ int hc_node_cert_pending_set(struct hc_db *db, int64_t id, const char *current_s
                              struct hc_error *err);
 int hc_node_cert_pending_drop(struct hc_db *db, int64_t id, const char *serial,
                               struct hc_error *err);
+/* Makes the node's certificate due for renewal now (a CA rotation reissues every one). */
+int hc_node_cert_renew_now(struct hc_db *db, int64_t id, struct hc_error *err);
 int hc_node_cert_promote(struct hc_db *db, int64_t id, const char *serial, int64_t not_after,
                          int64_t renew_at, int64_t warn_at, struct hc_error *err);
 

@@ -31,3 +31,18 @@ CREATE TABLE cert_alerts (
 -- (an expired certificate is refused anyway), so renewals do not grow the list for ever.
 -- NULL for entries from before (kept).
 ALTER TABLE revoked_certs ADD COLUMN cert_not_after INTEGER;
+-- What the agent said it trusts (GET /v1/status ca_digest: sha256 of its ca.pem).
+ALTER TABLE nodes ADD COLUMN agent_ca_digest TEXT;
+-- A CA rotation under way (controller/remote/ca_rotate.h): one row at most.
+CREATE TABLE ca_rotation (
+    id              INTEGER PRIMARY KEY CHECK (id = 1),
+    phase           TEXT NOT NULL,    -- trust | reissue | drop
+    old_fingerprint TEXT NOT NULL,
+    new_fingerprint TEXT NOT NULL,
+    old_pem         TEXT NOT NULL,
+    new_pem         TEXT NOT NULL,
+    bundle_pem      TEXT NOT NULL,    -- what every agent must trust in this phase
+    bundle_digest   TEXT NOT NULL,    -- sha256 of bundle_pem
+    started_at      INTEGER NOT NULL, -- epoch ms
+    phase_at        INTEGER NOT NULL
+);

@@ -11,7 +11,7 @@
 
 N1=https://127.0.0.2:$AGENT_PORT
 N2=https://127.0.0.3:$AGENT_PORT
-POLL=500ms
+POLL=1s
 serial() { hcctl node show "$1" -o json | jq -r .node.cert_serial; }
 # served URL: the serial of the certificate the agent serves to a new connection (lowercase hex)
 served() {
