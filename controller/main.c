@@ -33,8 +33,8 @@
 #include "controller/ha/join.h"
 #include "controller/init.h"
 #include "controller/ops/ops.h"
-#include "controller/remote/ca_rotate.h"
 #include "controller/remote/poller.h"
+#include "controller/state/ca_rotation.h"
 #include "controller/state/events.h"
 #include "db/db.h"
 

@@ -21,7 +21,7 @@
 #include "controller/api/crl.h"
 #include "controller/api/metrics.h"
 #include "controller/api/watch.h"
-#include "controller/remote/ca_rotate.h"
+#include "controller/state/ca_rotation.h"
 #include "controller/state/certs.h"
 #include "controller/state/events.h"
 #include "controller/state/node_identity.h"

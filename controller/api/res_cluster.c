@@ -8,7 +8,7 @@
 #include "common/util.h"
 #include "controller/api/api.h"
 #include "controller/ops/ops.h"
-#include "controller/remote/ca_rotate.h"
+#include "controller/state/ca_rotation.h"
 #include "controller/state/certs.h"
 #include "controller/state/checks.h"
 #include "controller/state/nodes.h"
