@@ -162,11 +162,15 @@ static int cmd_renew_cert(struct hc_cmd_ctx *ctx)
     char *old = strdup(hc_json_str(asked, "cert_serial", ""));
     json_decref(asked);
     int64_t deadline = hc_mono_ms() + hc_cmd_opt_ms(ctx, "timeout");
-    json_t *node = NULL;
+    json_t *doc = NULL;
     int rc = -1;
     while (rc < 0) {
-        json_decref(node);
-        if (!(node = hc_cmd_request(ctx, "GET", path, NULL, &err))) {
+        json_decref(doc);
+        const json_t *node = NULL;
+        if (!(doc = hc_cmd_request(ctx, "GET", path, NULL, &err)) ||
+            !json_is_object(node = json_object_get(doc, "node"))) {
+            if (doc)
+                hc_error_set(&err, HC_E(INTERNAL), "the controller's answer has no node");
             rc = hc_cmd_fail(ctx, &err, NULL);
         } else if (strcmp(hc_json_str(node, "cert_serial", ""), old) != 0) {
             if (ctx->out.json)
@@ -193,7 +197,7 @@ static int cmd_renew_cert(struct hc_cmd_ctx *ctx)
             hc_sleep_ms(250);
         }
     }
-    json_decref(node);
+    json_decref(doc);
     free(old);
     return rc;
 }

@@ -97,7 +97,9 @@ test_expect_success 'a certificate that ended while its agent was stopped: repor
     hcctl -o json cluster status | jq -e ".certificates.agents.expired == 1" &&
     hcctl cluster check -o json | jq -e "[.checks[] | select(.id == \"cert_expiring\" and .node == \"n2\" and .severity == \"error\" and (.remedy | test(\"hcctl node renew-cert n2\")))] | length == 1" &&
     wait_for 10 "hcctl events -o json | jq -e \"[.events[] | select(.type == \\\"cert.expired\\\" and .node == \\\"n2\\\")] | length == 1\"" &&
-    hcctl node renew-cert n2 >renew.out && grep -q "node n2: certificate renewed: serial" renew.out &&
+    old=$(hcctl node show n2 -o json | jq -r .node.cert_serial) &&
+    hcctl node renew-cert n2 >renew.out && grep -q "node n2: certificate renewed: serial [0-9a-f]\{32\}, valid until 20" renew.out &&
+    new=$(hcctl node show n2 -o json | jq -r .node.cert_serial) && [ "$new" != "$old" ] && grep -q "$new" renew.out &&
     wait_for 10 "[ \$(node_health n2) = reachable ]" &&
     hcctl node show n2 -o json | jq -e ".node.cert_state != \"expired\""
 '
