@@ -564,6 +564,12 @@ static void activate_route(struct hc_request *req, void *arg)
         hc_error_set(&err, HC_E(CONFLICT), "an agent activation is already in progress");
         goto fail;
     }
+    if (sw->action || sw->staging[0]) { /* the agent stops half-way through neither */
+        hc_error_set(&err, HC_E(CONFLICT), "the agent is busy: a %s is in progress",
+                     sw->action ? "service stop, start or activation" : "stage");
+        hc_error_hint(&err, "try again once it has finished");
+        goto fail;
+    }
     if (!(a->d = hc_req_defer(req)) || hc_jobs_start(sw->jobs, trial_work, trial_done, a, &err) < 0) {
         if (!err.code[0])
             hc_error_set(&err, HC_E(INTERNAL), "cannot defer the reply");

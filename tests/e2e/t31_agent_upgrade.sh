@@ -51,13 +51,16 @@ hcctl_api_post() {
         { [ "$code" = 413 ] || jq -e ".error.code | type == \"string\"" resp.json >/dev/null; }
 }
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
-# agent_bundle VERSION [broken]: a signed agent bundle whose program reports VERSION; broken:
-# it answers `version` but exits 3 instead of serving.
+# agent_bundle VERSION [broken|hangs]: a signed agent bundle whose program reports VERSION;
+# broken: it answers `version` but exits 3 instead of serving; hangs: it never serves.
 agent_bundle() {
     local v=$1 dir=$T/agent-src-$1
     mkdir -p "$dir/bin" &&
         if [ "${2:-}" = broken ]; then
             printf '#!/bin/sh\n[ "$1" = version ] && HCAGENT_TEST_VERSION=%s exec %s "$@"\necho "broken agent %s" >&2\nexit 3\n' \
+                "$v" "$HC_BIN/hcagent" "$v" >"$dir/bin/hcagent"
+        elif [ "${2:-}" = hangs ]; then
+            printf '#!/bin/sh\n[ "$1" = version ] && HCAGENT_TEST_VERSION=%s exec %s "$@"\necho "hung agent %s" >&2\nexec sleep 30\n' \
                 "$v" "$HC_BIN/hcagent" "$v" >"$dir/bin/hcagent"
         else
             printf '#!/bin/sh\nHCAGENT_TEST_VERSION=%s exec %s "$@"\n' "$v" "$HC_BIN/hcagent" >"$dir/bin/hcagent"
@@ -85,6 +88,7 @@ test_expect_success 'two nodes run hcstor 1.0; node list shows each agent versio
 
 test_expect_success 'agent bundles: signed like service bundles, each kind refused for the other' '
     agent_bundle 9.1 && agent_bundle 9.2 broken && agent_bundle 9.3 && agent_bundle 9.4 &&
+    agent_bundle 9.5 hangs &&
     hcctl software upload hcagent-9.1.tar.gz -o json >up.json &&
     jq -e ".bundle.kind == \"agent\" and .bundle.signed_by == \"dev\"" up.json &&
     hcctl software list -o json | jq -e "[.bundles[] | {(.version): .kind}] | add == {\"1.0\": \"service\", \"9.1\": \"agent\"}" &&
@@ -184,6 +188,18 @@ test_expect_success 'a bundle whose agent does not start: rolled back on that no
     hcctl operation show "$(last_op)" -o json >show.json &&
     jq -e "[.steps[] | select(.node == \"n2\")] | length == 0" show.json &&
     jq -e "[.steps[] | select(.node == \"n1\") | .step] == [\"stage\",\"activate\",\"verify\",\"rollback\"]" show.json &&
+    serving 1
+'
+
+test_expect_success 'a new agent that hangs: killed at the confirm timeout, the previous one back' '
+    hcctl -q software upload hcagent-9.5.tar.gz &&
+    p1=$(hcpid 1) &&
+    expect_exit 1 hcctl agent upgrade --to 9.5 --yes --confirm-timeout 2s -o json >op.json &&
+    jq -e ".operation.error.code == \"agent_upgrade_failed_rolled_back\"
+        and (.operation.error.message | test(\"did not confirm in time\"))" op.json &&
+    track_agent 1 &&
+    [ "$(agent_version 1) $(agent_version 2)" = "9.3 9.3" ] && [ "$(hcpid 1)" = "$p1" ] &&
+    grep -q "hung agent 9.5" "$T/n1.log" && ! pgrep -f "^sleep 30$" -u 0 -P 1 >/dev/null &&
     serving 1
 '
 
