@@ -38,12 +38,6 @@
 #define CONFIRM_TIMEOUT_MS_MAX 600000
 #define EXEC_DELAY_MS 200 /* the activation's answer leaves before the agent stops */
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* ---------------------------------------------------------------- identity */
 
 static char reported_version[65] = HC_VERSION;
@@ -328,7 +322,7 @@ static void guardian_rollback(pid_t agent, const char *reason)
     if (pid_alive(agent)) {
         kill(agent, SIGKILL);
         for (int i = 0; i < 100 && pid_alive(agent); i++)
-            sleep_ms(50);
+            hc_sleep_ms(50);
     }
     char program[PATH_MAX];
     snprintf(program, sizeof(program), "%s", hc_json_str(doc, "from_exe", ""));
@@ -356,7 +350,7 @@ static void guardian(pid_t agent, int64_t deadline_ms)
             guardian_rollback(agent, "the new agent exited before it served");
         if (hc_now_ms() > deadline_ms)
             guardian_rollback(agent, "the new agent did not confirm in time");
-        sleep_ms(100);
+        hc_sleep_ms(100);
     }
 }
 
@@ -430,7 +424,7 @@ static void trial_work(void *arg)
     int status = 0;
     pid_t r = 0;
     while (pid > 0 && (r = waitpid(pid, &status, WNOHANG)) == 0 && hc_mono_ms() < end)
-        sleep_ms(10);
+        hc_sleep_ms(10);
     if (pid > 0 && r == 0) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);

@@ -71,12 +71,6 @@ struct agent_node {
     long confirm_ms, node_timeout_ms;
 };
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Asks the agent until it answers and want(st) holds, bounded by timeout_ms; a transport
  * failure meanwhile is the agent restarting. 1 when it held, 0 at the timeout (err says what
  * was seen last), -1 with err on an error that is not the agent's absence. */
@@ -101,7 +95,7 @@ static int wait_agent(struct hc_op_ctx *ctx, const struct agent_node *n, long ti
         }
         if (hc_mono_ms() >= end)
             return 0;
-        sleep_ms(POLL_MS);
+        hc_sleep_ms(POLL_MS);
     }
     hc_op_waiting(ctx, NULL);
     return 1;
