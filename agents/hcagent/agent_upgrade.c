@@ -33,6 +33,7 @@
 #define AGENT_DIR "agent"
 #define UPGRADE_FILE "upgrade.json"
 #define LAUNCHED_ENV "HCAGENT_LAUNCHED" /* set for a program started as DIR/agent/current */
+#define SUPERVISED_ENV "HCAGENT_SUPERVISED" /* set by a daemon-mode worker for what it execs */
 #define TRIAL_TIMEOUT_MS 10000          /* `NEW version` must answer within */
 #define CONFIRM_TIMEOUT_MS_DEFAULT 30000
 #define CONFIRM_TIMEOUT_MS_MAX 600000
@@ -84,8 +85,12 @@ void hc_agent_upgrade_set_args(const char *data_dir, const char *log_level,
     run_args.log_level = log_level;
     run_args.max_connections = max_connections;
     run_args.request_deadline = request_deadline;
-    /* systemd sets INVOCATION_ID for the processes of a unit */
-    run_args.supervised = supervised || getenv("INVOCATION_ID") != NULL;
+    /* systemd sets INVOCATION_ID for the processes of a unit; a daemon-mode worker marks
+     * itself, so that the agent it execs (started without --daemon) knows it too */
+    run_args.supervised =
+        supervised || getenv("INVOCATION_ID") != NULL || getenv(SUPERVISED_ENV) != NULL;
+    if (supervised)
+        setenv(SUPERVISED_ENV, "1", 1);
     snprintf(run_args.dir, sizeof(run_args.dir), "%s/%s",
              realpath(data_dir, abs) ? abs : data_dir, AGENT_DIR);
 }

@@ -203,6 +203,26 @@ test_expect_success 'a new agent that hangs: killed at the confirm timeout, the 
     serving 1
 '
 
+test_expect_success 'a daemon-mode agent: upgraded in its worker, a failed upgrade rolled back through the supervisor' '
+    agent_bundle 9.6 && agent_bundle 9.7 broken &&
+    hcctl -q software upload hcagent-9.6.tar.gz && hcctl -q software upload hcagent-9.7.tar.gz &&
+    old=$(agent_call "$(agent_url 1)" GET /v1/agent | jq -r .pid) && p1=$(hcpid 1) &&
+    kill -TERM "$old" && wait_for 10 "! alive $old" &&
+    hcagent run --data-dir "$T/n1" --daemon --pidfile "$T/n1d.pid" --log-file "$T/n1d.log" &&
+    wait_for 10 "[ -s \"$T/n1d.pid\" ]" && sup=$(cat "$T/n1d.pid") && echo "$sup" >"$T/pids/n1-supervisor" &&
+    wait_for 20 "[ \"\$(agent_version 1)\" = 9.3 ]" && [ "$(hcpid 1)" = "$p1" ] &&
+    w=$(agent_call "$(agent_url 1)" GET /v1/agent | jq -r .pid) &&
+    hcctl agent upgrade --to 9.6 --yes >/dev/null &&
+    [ "$(agent_version 1)" = 9.6 ] && [ "$(hcpid 1)" = "$p1" ] &&
+    [ "$(agent_call "$(agent_url 1)" GET /v1/agent | jq -r .pid)" = "$w" ] && alive "$sup" &&
+    expect_exit 1 hcctl agent upgrade --to 9.7 --yes --confirm-timeout 10s -o json >op.json &&
+    jq -e ".operation.error.code == \"agent_upgrade_failed_rolled_back\"" op.json &&
+    [ "$(agent_version 1) $(agent_version 2)" = "9.6 9.6" ] && [ "$(hcpid 1)" = "$p1" ] &&
+    alive "$sup" && grep -q "supervisor: agent exited with status 3" "$T/n1d.log" &&
+    [ "$(pgrep -f "hcagent run --data-dir $T/n1( |$)" | wc -l)" = 2 ] && # the supervisor, one agent
+    agent_call "$(agent_url 1)" GET /v1/agent | jq -e ".current == \"9.6\" and .upgrade.state == \"rolled_back\""
+'
+
 test_expect_success 'an agent of an unsupported API: disruptive work refused naming it, agent upgrade works' '
     agent_kill n2 TERM && HCAGENT_TEST_API_VERSION=0 agent_start n2 &&
     wait_for 20 "[ \"\$(node_field 2 api_compat)\" = too_old ]" &&
