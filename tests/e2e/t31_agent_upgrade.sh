@@ -51,14 +51,19 @@ hcctl_api_post() {
         { [ "$code" = 413 ] || jq -e ".error.code | type == \"string\"" resp.json >/dev/null; }
 }
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
-# agent_bundle VERSION [broken|hangs]: a signed agent bundle whose program reports VERSION;
-# broken: it answers `version` but exits 3 instead of serving; hangs: it never serves.
+# agent_bundle VERSION [broken|hangs|dead|liar]: a signed agent bundle whose program reports
+# VERSION; broken: it answers `version` but exits 3 instead of serving; hangs: it never serves;
+# dead: it does not even answer `version`; liar: it reports 9.1.
 agent_bundle() {
     local v=$1 dir=$T/agent-src-$1
     mkdir -p "$dir/bin" &&
         if [ "${2:-}" = broken ]; then
             printf '#!/bin/sh\n[ "$1" = version ] && HCAGENT_TEST_VERSION=%s exec %s "$@"\necho "broken agent %s" >&2\nexit 3\n' \
                 "$v" "$HC_BIN/hcagent" "$v" >"$dir/bin/hcagent"
+        elif [ "${2:-}" = dead ]; then
+            printf '#!/bin/sh\necho "dead agent %s" >&2\nexit 1\n' "$v" >"$dir/bin/hcagent"
+        elif [ "${2:-}" = liar ]; then
+            printf '#!/bin/sh\nHCAGENT_TEST_VERSION=9.1 exec %s "$@"\n' "$HC_BIN/hcagent" >"$dir/bin/hcagent"
         elif [ "${2:-}" = hangs ]; then
             printf '#!/bin/sh\n[ "$1" = version ] && HCAGENT_TEST_VERSION=%s exec %s "$@"\necho "hung agent %s" >&2\nexec sleep 30\n' \
                 "$v" "$HC_BIN/hcagent" "$v" >"$dir/bin/hcagent"
@@ -126,7 +131,7 @@ test_expect_success 'dry run: the plan, nothing changed' '
 
 test_expect_success 'agent upgrade under hcload: every agent replaced, service pids unchanged, no error' '
     p1=$(hcpid 1) && p2=$(hcpid 2) && a1=$(pid_of n1) && echo "services $p1 $p2, agent n1 $a1" &&
-    hcload_bg load --nodes "$NODES" --duration 7 --workers 4 --timeline tl.jsonl &&
+    hcload_bg load --nodes "$NODES" --duration 5 --workers 4 --timeline tl.jsonl &&
     wait_for 10 "grep -q \"\\\"ops\\\":[1-9]\" tl.jsonl" &&
     t0=$(date +%s%N) &&
     hcctl agent upgrade --to 9.1 --yes -o json >op.json &&
@@ -173,6 +178,19 @@ test_expect_success 'hcctld SIGKILLed after the first node: the restart finishes
         ([.steps[] | select(.node == \"n2\" and .state == \"succeeded\")] | length == 3)" show.json &&
     [ "$(agent_version 1) $(agent_version 2)" = "9.3 9.3" ] &&
     [ "$(grep -c "activating agent 9.3" "$T/n1.log")" = 1 ]
+'
+
+test_expect_success 'a program that fails its trial (no answer, another version): nothing changes' '
+    agent_bundle 9.8 dead && agent_bundle 9.9 liar &&
+    hcctl -q software upload hcagent-9.8.tar.gz && hcctl -q software upload hcagent-9.9.tar.gz &&
+    expect_exit 1 hcctl agent upgrade --to 9.8 --yes -o json >op.json &&
+    jq -e ".operation.error.code == \"agent_start_failed\" and
+        (.operation.error.message | test(\"agent 9.8 does not start on node n1: .* gave exit 1; still running 9.3\"))" op.json &&
+    expect_exit 1 hcctl agent upgrade --to 9.9 --yes -o json >op.json &&
+    jq -e ".operation.error.message | test(\"printed .hcagent 9.1.\")" op.json &&
+    [ "$(agent_version 1) $(agent_version 2)" = "9.3 9.3" ] &&
+    agent_call "$(agent_url 1)" GET /v1/agent | jq -e ".current == \"9.3\"" &&
+    hcctl operation show "$(last_op)" -o json | jq -e "[.steps[] | select(.node == \"n2\")] | length == 0"
 '
 
 test_expect_success 'a bundle whose agent does not start: rolled back on that node, the other untouched' '
