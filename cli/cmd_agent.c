@@ -12,9 +12,9 @@
 #include "common/json_util.h"
 
 static const struct hc_col plan_cols[] = {
-    {"NODE", "name", NULL},          {"FROM", "from_version", NULL},
-    {"API", "api_version", NULL},    {"COMPAT", "api_compat", NULL},
-    {"ACTION", "action", NULL},      {"STEPS", "steps", NULL},
+    {"NODE", "name", NULL},       {"FROM", "from_version", NULL},
+    {"API", "api_version", NULL}, {"COMPAT", "api_compat", NULL},
+    {"ACTION", "action", NULL},   {"STEPS", "steps", NULL},
     {NULL, NULL, NULL},
 };
 
@@ -31,14 +31,12 @@ static int cmd_upgrade(struct hc_cmd_ctx *ctx)
     struct hc_error err = {0};
     const char *to = hc_cmd_opt_str(ctx, "to");
     int dry = hc_cmd_opt_bool(ctx, "dry-run"), rc = HC_EXIT_OK;
-    json_t *body = json_pack("{s:s, s:I, s:I, s:b}", "to_version", to, "confirm_timeout_seconds",
-                             (json_int_t)(hc_cmd_opt_ms(ctx, "confirm-timeout") / 1000),
-                             "node_timeout_seconds",
-                             (json_int_t)(hc_cmd_opt_ms(ctx, "node-timeout") / 1000), "dry_run",
-                             dry);
-    if (!dry &&
-        hc_cmd_confirm(ctx, &err, "replace the agent on every node with %s, one at a time", to) <
-            0) {
+    json_t *body = json_pack(
+        "{s:s, s:I, s:I, s:b}", "to_version", to, "confirm_timeout_seconds",
+        (json_int_t)(hc_cmd_opt_ms(ctx, "confirm-timeout") / 1000), "node_timeout_seconds",
+        (json_int_t)(hc_cmd_opt_ms(ctx, "node-timeout") / 1000), "dry_run", dry);
+    if (!dry && hc_cmd_confirm(ctx, &err, "replace the agent on every node with %s, one at a time",
+                               to) < 0) {
         json_decref(body);
         return hc_cmd_fail(ctx, &err, NULL);
     }

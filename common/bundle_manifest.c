@@ -229,16 +229,15 @@ const char *hc_bundle_kind(const json_t *m)
 {
     const char *kind = json_string_value(json_object_get(m, "kind"));
     return kind && !strcmp(kind, HC_BUNDLE_KIND_AGENT) ? HC_BUNDLE_KIND_AGENT
-                                                        : HC_BUNDLE_KIND_SERVICE;
+                                                       : HC_BUNDLE_KIND_SERVICE;
 }
 
 /* An agent bundle (docs/agent-upgrade.md): the hcagent program and nothing to supervise, so
  * none of the service's hooks, limits or settings. */
 static int check_agent(const json_t *m, struct hc_error *err)
 {
-    static const char *const allowed[] = {"format",      "kind",       "name",
-                                          "version",     "description", "entrypoint",
-                                          "min_upgrade_from", NULL};
+    static const char *const allowed[] = {
+        "format", "kind", "name", "version", "description", "entrypoint", "min_upgrade_from", NULL};
     if (only_keys(m, "", allowed, err) < 0 || check_identity(m, err) < 0)
         return -1;
     const char *entry = json_string_value(json_object_get(m, "entrypoint"));
@@ -273,9 +272,9 @@ int hc_bundle_manifest_check(const json_t *m, struct hc_error *err)
     if (format && !(json_is_integer(format) && json_integer_value(format) == 1))
         return bad(err, "'format' must be 1 (this is format 1 of bundles)");
     const json_t *kind = json_object_get(m, "kind");
-    if (kind && !(json_is_string(kind) && (!strcmp(json_string_value(kind), HC_BUNDLE_KIND_AGENT) ||
-                                           !strcmp(json_string_value(kind),
-                                                   HC_BUNDLE_KIND_SERVICE))))
+    if (kind &&
+        !(json_is_string(kind) && (!strcmp(json_string_value(kind), HC_BUNDLE_KIND_AGENT) ||
+                                   !strcmp(json_string_value(kind), HC_BUNDLE_KIND_SERVICE))))
         return bad(err, "'kind' must be \"service\" (the default) or \"agent\"");
     if (kind && !strcmp(json_string_value(kind), HC_BUNDLE_KIND_AGENT))
         return check_agent(m, err);

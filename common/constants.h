@@ -18,7 +18,7 @@
 #define HC_STR_(x) #x
 #define HC_STR(x) HC_STR_(x) /* a macro's value as a string literal */
 _Static_assert(HC_AGENT_API_OLDEST_SUPPORTED == HC_AGENT_API_VERSION - 1, "one version of skew");
-#define HC_PORT_PROBE 7445      /* every agent's UDP echo responder (agents/hcagent/probe.h) */
+#define HC_PORT_PROBE 7445 /* every agent's UDP echo responder (agents/hcagent/probe.h) */
 
 #define HC_IPV4_UDP_HEADERS 28 /* IPv4 (20) + UDP or ICMP (8): payload = packet size - 28 */
 #define HC_MTU_MIN 68          /* IPv4's minimum MTU */

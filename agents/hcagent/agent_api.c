@@ -58,7 +58,7 @@ static void status_route(struct hc_request *req, void *arg)
                              agent->hostname, "uptime_seconds", uptime, "controller_term",
                              (json_int_t)hc_agent_fence_highest(agent->fence));
     hc_agent_upgrade_status(agent->data_dir, body); /* agent_version, api_version */
-    hc_agent_software_status(agent->sw, body); /* service, software_version */
+    hc_agent_software_status(agent->sw, body);      /* service, software_version */
     /* For the controller's pre-flight checks (docs/api.md "Checks"): the node's wall clock, to
      * tell its skew from the controller's, and the room left where the agent and the service
      * keep their data. Null when statvfs fails: the controller then says unknown, not ok. */

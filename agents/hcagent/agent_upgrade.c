@@ -32,9 +32,9 @@
 
 #define AGENT_DIR "agent"
 #define UPGRADE_FILE "upgrade.json"
-#define LAUNCHED_ENV "HCAGENT_LAUNCHED" /* set for a program started as DIR/agent/current */
+#define LAUNCHED_ENV "HCAGENT_LAUNCHED"     /* set for a program started as DIR/agent/current */
 #define SUPERVISED_ENV "HCAGENT_SUPERVISED" /* set by a daemon-mode worker for what it execs */
-#define TRIAL_TIMEOUT_MS 10000          /* `NEW version` must answer within */
+#define TRIAL_TIMEOUT_MS 10000              /* `NEW version` must answer within */
 #define CONFIRM_TIMEOUT_MS_DEFAULT 30000
 #define CONFIRM_TIMEOUT_MS_MAX 600000
 #define EXEC_DELAY_MS 200 /* the activation's answer leaves before the agent stops */
@@ -91,8 +91,8 @@ void hc_agent_upgrade_set_args(const char *data_dir, const char *log_level,
         supervised || getenv("INVOCATION_ID") != NULL || getenv(SUPERVISED_ENV) != NULL;
     if (supervised)
         setenv(SUPERVISED_ENV, "1", 1);
-    snprintf(run_args.dir, sizeof(run_args.dir), "%s/%s",
-             realpath(data_dir, abs) ? abs : data_dir, AGENT_DIR);
+    snprintf(run_args.dir, sizeof(run_args.dir), "%s/%s", realpath(data_dir, abs) ? abs : data_dir,
+             AGENT_DIR);
 }
 
 /* Execs program as `program run --data-dir DIR ...` with the options this agent got; returns
@@ -218,8 +218,8 @@ void hc_agent_upgrade_launch(const char *data_dir)
         return;
     HC_INFO("agent %s is current here (%s): starting it", version, program);
     exec_agent(program, 1);
-    HC_ERROR("cannot run agent %s (%s): %s; running %s instead", version, program,
-             strerror(errno), hc_agent_version());
+    HC_ERROR("cannot run agent %s (%s): %s; running %s instead", version, program, strerror(errno),
+             hc_agent_version());
 }
 
 /* ---------------------------------------------------------------- upgrade.json */
@@ -273,8 +273,8 @@ void hc_agent_upgrade_confirm(const char *data_dir)
         if (record_end(doc, "confirmed", NULL, &err) < 0)
             HC_ERROR("cannot confirm the agent upgrade: %s", err.message);
         else
-            HC_INFO("agent upgrade from %s to %s confirmed",
-                    hc_json_str(doc, "from_version", "?"), to);
+            HC_INFO("agent upgrade from %s to %s confirmed", hc_json_str(doc, "from_version", "?"),
+                    to);
     } else if (hc_now_ms() > hc_json_int(doc, "deadline_ms", 0) + 5000) {
         /* No guardian ended it: the node restarted meanwhile. */
         record_end(doc, "rolled_back", "found unconfirmed at agent start", &err);
@@ -439,8 +439,8 @@ static void trial_work(void *arg)
     char want[96];
     snprintf(want, sizeof(want), "hcagent %s\n", a->version);
     a->output[strcspn(a->output, "\n") + (a->output[strcspn(a->output, "\n")] ? 1 : 0)] = '\0';
-    a->failed = pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-                strcmp(a->output, want) != 0;
+    a->failed =
+        pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || strcmp(a->output, want) != 0;
     if (a->failed && pid > 0) {
         char said[256];
         snprintf(said, sizeof(said), "%s", a->output);
@@ -477,11 +477,11 @@ static int activate_commit(struct activate *a, struct hc_error *err)
         self[n] = '\0';
         snprintf(from_exe, sizeof(from_exe), "%s", self);
     }
-    json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "from_version",
-                            hc_agent_version(), "from_link", from_link, "from_exe", from_exe,
-                            "to_version", a->version, "to_exe", a->program, "state", "pending",
-                            "started_ms", (json_int_t)hc_now_ms(), "deadline_ms",
-                            (json_int_t)(hc_now_ms() + a->confirm_ms));
+    json_t *doc =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "from_version", hc_agent_version(),
+                  "from_link", from_link, "from_exe", from_exe, "to_version", a->version, "to_exe",
+                  a->program, "state", "pending", "started_ms", (json_int_t)hc_now_ms(),
+                  "deadline_ms", (json_int_t)(hc_now_ms() + a->confirm_ms));
     int rc = record_write(doc, err) < 0 || set_current(a->version, err) < 0 ? -1 : 0;
     json_decref(doc);
     if (rc == 0)
@@ -508,10 +508,9 @@ static void trial_done(void *arg)
     } else {
         HC_INFO("agent %s activated: %s restarts as it", a->version, hc_agent_version());
         hc_deferred_reply_json(a->d, 200,
-                               json_pack("{s:s, s:s, s:b, s:I}", "from_version",
-                                         hc_agent_version(), "to_version", a->version,
-                                         "restarting", 1, "confirm_timeout_ms",
-                                         (json_int_t)a->confirm_ms));
+                               json_pack("{s:s, s:s, s:b, s:I}", "from_version", hc_agent_version(),
+                                         "to_version", a->version, "restarting", 1,
+                                         "confirm_timeout_ms", (json_int_t)a->confirm_ms));
         struct timeval tv = {0, EXEC_DELAY_MS * 1000};
         event_base_once(a->sw->base, -1, EV_TIMEOUT, exec_soon, a->sw->base, &tv);
     }
@@ -569,7 +568,8 @@ static void activate_route(struct hc_request *req, void *arg)
         hc_error_hint(&err, "try again once it has finished");
         goto fail;
     }
-    if (!(a->d = hc_req_defer(req)) || hc_jobs_start(sw->jobs, trial_work, trial_done, a, &err) < 0) {
+    if (!(a->d = hc_req_defer(req)) ||
+        hc_jobs_start(sw->jobs, trial_work, trial_done, a, &err) < 0) {
         if (!err.code[0])
             hc_error_set(&err, HC_E(INTERNAL), "cannot defer the reply");
         if (a->d) {

@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 
 #include "agents/hcagent/agent.h"
+#include "agents/hcagent/agent_upgrade.h"
 #include "agents/hcagent/bench.h"
 #include "agents/hcagent/daemon.h"
-#include "agents/hcagent/agent_upgrade.h"
 #include "agents/hcagent/net_api.h"
 #include "agents/hcagent/privilege.h"
 #include "common/cmdline.h"

@@ -142,8 +142,8 @@ static int stage_parse(struct stage_ctx *c, json_t *body, const char *dir, const
     return 0;
 }
 
-void hc_agent_sw_stage_start(struct hc_request *req, struct hc_agent_software *sw,
-                             const char *dir, const char *kind)
+void hc_agent_sw_stage_start(struct hc_request *req, struct hc_agent_software *sw, const char *dir,
+                             const char *kind)
 {
     struct hc_error err = {0};
     json_t *body = hc_req_json(req);

@@ -19,8 +19,8 @@ void hc_res_agent_upgrade(struct hc_request *req, void *arg)
         return;
     const char *to = hc_json_req_str(body, "to_version", &err);
     if (to &&
-        hc_api_body_int(body, "confirm_timeout_seconds", 1, 600,
-                        HC_AGENT_UPGRADE_CONFIRM_MS / 1000, &confirm_s, &err) == 0 &&
+        hc_api_body_int(body, "confirm_timeout_seconds", 1, 600, HC_AGENT_UPGRADE_CONFIRM_MS / 1000,
+                        &confirm_s, &err) == 0 &&
         hc_api_body_int(body, "node_timeout_seconds", 1, 3600,
                         HC_AGENT_UPGRADE_NODE_TIMEOUT_MS / 1000, &node_s, &err) == 0) {
         params = json_pack("{s:s, s:I, s:I}", "to_version", to, "confirm_timeout_ms",

@@ -160,8 +160,8 @@ static int step_activate(struct hc_op_ctx *ctx, void *arg, char *detail, size_t 
     else
         snprintf(detail, len, "no service; agent %s restarting as %s", st.version, n->to);
     return hc_event_add(hc_op_db(ctx), "agent.activated", n->svc.name, hc_op_id(ctx), "controller",
-                        json_pack("{s:s, s:s, s:I}", "from", st.version, "to", n->to,
-                                  "service_pid", (json_int_t)st.service_pid),
+                        json_pack("{s:s, s:s, s:I}", "from", st.version, "to", n->to, "service_pid",
+                                  (json_int_t)st.service_pid),
                         err, "node %s: agent %s activated (was %s)", n->svc.name, n->to,
                         st.version);
 }
@@ -176,7 +176,7 @@ static long recorded_pid(struct hc_op_ctx *ctx, const char *node, struct hc_erro
     const char *d = hc_json_str(json_array_get(rows, 0), "detail", "");
     long pid = !strncmp(d, "service pid ", 12) ? strtol(d + 12, NULL, 10)
                : !strncmp(d, "no service", 10) ? 0
-                                                : -1;
+                                               : -1;
     json_decref(rows);
     return pid;
 }
@@ -188,8 +188,8 @@ static int step_verify(struct hc_op_ctx *ctx, void *arg, char *detail, size_t le
     struct hc_agent_state st;
     char waiting[160];
     long pid = recorded_pid(ctx, n->svc.name, err);
-    snprintf(waiting, sizeof(waiting), "agent %s on %s to answer (up to %ld s)", n->to,
-             n->svc.name, n->node_timeout_ms / 1000);
+    snprintf(waiting, sizeof(waiting), "agent %s on %s to answer (up to %ld s)", n->to, n->svc.name,
+             n->node_timeout_ms / 1000);
     int r = wait_agent(ctx, n, n->node_timeout_ms, settled, waiting, &st, err);
     if (r < 0)
         return -1;
@@ -209,14 +209,15 @@ static int step_verify(struct hc_op_ctx *ctx, void *arg, char *detail, size_t le
                             n->to, st.service_pid, pid);
     snprintf(waiting, sizeof(waiting), "the service on %s to pass its health check under agent %s",
              n->svc.name, n->to);
-    if (pid > 0 && (r = wait_agent(ctx, n, n->node_timeout_ms, service_running, waiting, &st,
-                                   err)) <= 0)
+    if (pid > 0 &&
+        (r = wait_agent(ctx, n, n->node_timeout_ms, service_running, waiting, &st, err)) <= 0)
         return r < 0 ? -1
-                     : hc_error_prefix(err, "the service on %s is %s under agent %s",
-                                       n->svc.name, st.service_state, n->to);
+                     : hc_error_prefix(err, "the service on %s is %s under agent %s", n->svc.name,
+                                       st.service_state, n->to);
     if (pid > 0 && st.service_pid != pid)
-        return hc_error_set(err, HC_E(AGENT_ERROR), "the service on %s restarted (pid %ld, was %ld)",
-                            n->svc.name, st.service_pid, pid);
+        return hc_error_set(err, HC_E(AGENT_ERROR),
+                            "the service on %s restarted (pid %ld, was %ld)", n->svc.name,
+                            st.service_pid, pid);
     if (hc_node_set_agent_version(hc_op_db(ctx), n->svc.name, st.version, st.api_version, err) < 0)
         return -1;
     if (pid > 0)
@@ -243,14 +244,13 @@ static int step_rollback(struct hc_op_ctx *ctx, void *arg, char *detail, size_t 
                                n->svc.name),
                -1;
     if (!strcmp(st.version, n->to))
-        return hc_error_set(err, HC_E(AGENT_ERROR), "node %s: agent %s runs after all",
-                            n->svc.name, n->to);
+        return hc_error_set(err, HC_E(AGENT_ERROR), "node %s: agent %s runs after all", n->svc.name,
+                            n->to);
     snprintf(detail, len, "agent %s answers again%s%s", st.version,
              st.upgrade_reason[0] ? ": " : "", st.upgrade_reason);
     return hc_event_add(hc_op_db(ctx), "agent.rolled_back", n->svc.name, hc_op_id(ctx),
-                        "controller", json_pack("{s:s, s:s}", "from", n->to, "to", st.version),
-                        err, "node %s: agent %s rolled back to %s", n->svc.name, n->to,
-                        st.version);
+                        "controller", json_pack("{s:s, s:s}", "from", n->to, "to", st.version), err,
+                        "node %s: agent %s rolled back to %s", n->svc.name, n->to, st.version);
 }
 
 /* One node: stage, activate, verify; rollback when verify fails. */
@@ -271,7 +271,8 @@ static enum hc_op_result upgrade_node(struct hc_op_ctx *ctx, struct agent_node *
         return HC_OP_FAILED;
     hc_error_set(err, HC_E(AGENT_UPGRADE_ROLLED_BACK), "node %s: %s; its previous agent runs again",
                  n->svc.name, why.message);
-    hc_error_hint(err, "no further node was touched; fix the agent bundle and upload a new version");
+    hc_error_hint(err,
+                  "no further node was touched; fix the agent bundle and upload a new version");
     return HC_OP_FAILED;
 }
 
@@ -300,8 +301,8 @@ static enum hc_op_result agent_upgrade_run(struct hc_op_ctx *ctx, struct hc_erro
             .to = to,
             .target = &target,
             .confirm_ms = (long)hc_json_int(p, "confirm_timeout_ms", HC_AGENT_UPGRADE_CONFIRM_MS),
-            .node_timeout_ms = (long)hc_json_int(p, "node_timeout_ms",
-                                                 HC_AGENT_UPGRADE_NODE_TIMEOUT_MS)};
+            .node_timeout_ms =
+                (long)hc_json_int(p, "node_timeout_ms", HC_AGENT_UPGRADE_NODE_TIMEOUT_MS)};
         if ((r = upgrade_node(ctx, &n, err)) != HC_OP_SUCCEEDED)
             break;
     }

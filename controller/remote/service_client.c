@@ -128,8 +128,7 @@ int hc_agent_sw_activate_agent(const struct hc_svc_node *n, const char *version,
     return rc;
 }
 
-int hc_agent_sw_status(const struct hc_svc_node *n, struct hc_agent_state *st,
-                       struct hc_error *err)
+int hc_agent_sw_status(const struct hc_svc_node *n, struct hc_agent_state *st, struct hc_error *err)
 {
     json_t *b = NULL;
     memset(st, 0, sizeof(*st));

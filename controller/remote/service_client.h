@@ -61,7 +61,7 @@ int hc_sw_rollback(const struct hc_svc_node *n, struct hc_error *err);
  * and its last self-upgrade. */
 struct hc_agent_state {
     char version[64];
-    int api_version; /* 1 when it reports none */
+    int api_version;  /* 1 when it reports none */
     long service_pid; /* 0 when no service runs */
     char service_state[32];
     char upgrade_to[64], upgrade_state[16], upgrade_reason[160]; /* "" when none */

@@ -18,8 +18,8 @@
     "SELECT name, address, agent_url, hostname, state, health, health_detail, maintenance, "       \
     "agent_version, software_version, service_state, uptime_s AS uptime_seconds, "                 \
     "poll_latency_ms, last_seen, joined_at, cert_serial, config_revision, "                        \
-    "COALESCE(config_state, 'unknown') AS config_state, config_detail, "                           \
-    HC_NODE_API_VERSION_SQL " AS api_version, " HC_NODE_API_COMPAT_SQL " AS api_compat FROM nodes "
+    "COALESCE(config_state, 'unknown') AS config_state, config_detail, " HC_NODE_API_VERSION_SQL   \
+    " AS api_version, " HC_NODE_API_COMPAT_SQL " AS api_compat FROM nodes "
 
 #define IFACE_SELECT                                                                               \
     "SELECT i.name AS name, i.mtu AS mtu, i.state AS state, i.kind AS kind, "                      \
@@ -437,9 +437,9 @@ int hc_node_store_poll(struct hc_db *db, int64_t id, const struct hc_node_poll *
                      "NULLIF(?, ?), data_dir_free_bytes = NULLIF(?, ?), data_dir_total_bytes = "
                      "NULLIF(?, ?) WHERE id = ?",
                      "ssisiisiiiiiiiii", p->health, p->health_detail, p->now, p->agent_version,
-                     p->agent_api_version, (int64_t)HC_NODE_UNREPORTED, p->hostname, p->uptime_s, p->latency_ms, p->clock_offset_ms,
-                     (int64_t)HC_NODE_UNREPORTED, p->data_dir_free_bytes,
-                     (int64_t)HC_NODE_UNREPORTED, p->data_dir_total_bytes,
+                     p->agent_api_version, (int64_t)HC_NODE_UNREPORTED, p->hostname, p->uptime_s,
+                     p->latency_ms, p->clock_offset_ms, (int64_t)HC_NODE_UNREPORTED,
+                     p->data_dir_free_bytes, (int64_t)HC_NODE_UNREPORTED, p->data_dir_total_bytes,
                      (int64_t)HC_NODE_UNREPORTED, id) < 0
                ? -1
                : 0;
@@ -622,9 +622,10 @@ int hc_nodes_api_gate(struct hc_db *db, const char *node, const char *what, stru
 {
     json_t *rows = hc_db_query_json(
         db, err,
-        "SELECT name, agent_version, " HC_NODE_API_VERSION_SQL " AS api_version, "
-        HC_NODE_API_COMPAT_SQL " AS api_compat FROM nodes WHERE (?1 IS NULL OR name = ?1) AND "
-        HC_NODE_API_COMPAT_SQL " IN ('too_old', 'too_new') ORDER BY name",
+        "SELECT name, agent_version, " HC_NODE_API_VERSION_SQL
+        " AS api_version, " HC_NODE_API_COMPAT_SQL
+        " AS api_compat FROM nodes WHERE (?1 IS NULL OR name = ?1) AND " HC_NODE_API_COMPAT_SQL
+        " IN ('too_old', 'too_new') ORDER BY name",
         "s", node);
     if (!rows)
         return -1;
@@ -641,10 +642,9 @@ int hc_nodes_api_gate(struct hc_db *db, const char *node, const char *what, stru
                           HC_AGENT_API_OLDEST_SUPPORTED, HC_AGENT_API_VERSION,
                           more ? " (and other nodes: see 'hcctl node list')" : "");
         if (old)
-            hc_error_hint(err,
-                          "upgrade its agent first: 'hcctl agent upgrade --to VERSION' "
-                          "(an uploaded agent bundle: see the kind column of 'hcctl software "
-                          "list')");
+            hc_error_hint(err, "upgrade its agent first: 'hcctl agent upgrade --to VERSION' "
+                               "(an uploaded agent bundle: see the kind column of 'hcctl software "
+                               "list')");
         else
             hc_error_hint(err, "the agent is newer than this controller: upgrade hcctld first "
                                "(docs/agent-upgrade.md)");
@@ -656,8 +656,9 @@ int hc_nodes_api_gate(struct hc_db *db, const char *node, const char *what, stru
 int hc_node_set_agent_version(struct hc_db *db, const char *name, const char *version,
                               int api_version, struct hc_error *err)
 {
-    return hc_db_run(db, err, "UPDATE nodes SET agent_version = ?, agent_api_version = ? "
-                              "WHERE name = ?",
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET agent_version = ?, agent_api_version = ? "
+                     "WHERE name = ?",
                      "sis", version, (int64_t)api_version, name) < 0
                ? -1
                : 0;
@@ -665,9 +666,9 @@ int hc_node_set_agent_version(struct hc_db *db, const char *name, const char *ve
 
 json_t *hc_nodes_agents(struct hc_db *db, struct hc_error *err)
 {
-    return hc_db_query_json(db, err,
-                            "SELECT name, agent_url, agent_version AS from_version, "
-                            HC_NODE_API_VERSION_SQL " AS api_version, " HC_NODE_API_COMPAT_SQL
-                            " AS api_compat FROM nodes ORDER BY name",
-                            "");
+    return hc_db_query_json(
+        db, err,
+        "SELECT name, agent_url, agent_version AS from_version, " HC_NODE_API_VERSION_SQL
+        " AS api_version, " HC_NODE_API_COMPAT_SQL " AS api_compat FROM nodes ORDER BY name",
+        "");
 }

@@ -110,7 +110,7 @@ struct hc_node_poll {
     const char *agent_version;
     int64_t agent_api_version; /* HC_NODE_UNREPORTED: none (an agent of API 1) */
     const char *hostname;      /* NULL keeps the stored one */
-    int64_t uptime_s;     /* -1: not reported */
+    int64_t uptime_s;          /* -1: not reported */
     int64_t latency_ms;
     int64_t now; /* last_seen */
     /* For the pre-flight checks (migration 0011); HC_NODE_UNREPORTED stores NULL. */
@@ -205,10 +205,20 @@ json_t *hc_nodes_health_counts(struct hc_db *db, struct hc_error *err);
     "(CASE WHEN agent_version IS NULL THEN NULL ELSE COALESCE(agent_api_version, 1) END)"
 #define HC_NODE_API_COMPAT_SQL                                                                     \
     "(CASE WHEN agent_version IS NULL THEN 'unknown' "                                             \
-    "WHEN COALESCE(agent_api_version, 1) = " HC_STR(HC_AGENT_API_VERSION) " THEN 'ok' "            \
-    "WHEN COALESCE(agent_api_version, 1) > " HC_STR(HC_AGENT_API_VERSION) " THEN 'too_new' "       \
-    "WHEN COALESCE(agent_api_version, 1) >= " HC_STR(HC_AGENT_API_OLDEST_SUPPORTED) " THEN "       \
-    "'behind' ELSE 'too_old' END)"
+    "WHEN COALESCE(agent_api_version, 1) = " HC_STR(                                               \
+        HC_AGENT_API_VERSION) " THEN 'ok' "                                                        \
+                              "WHEN COALESCE(agent_api_version, 1) > " HC_STR(                     \
+                                  HC_AGENT_API_VERSION) " THEN 'too_new' "                         \
+                                                        "WHEN COALESCE(agent_api_version, 1) "     \
+                                                        ">= " HC_STR(                              \
+                                                            HC_AGENT_API_OLDEST_SUPPORTED) " THEN" \
+                                                                                           " "     \
+                                                                                           "'behi" \
+                                                                                           "nd' "  \
+                                                                                           "ELSE " \
+                                                                                           "'too_" \
+                                                                                           "old' " \
+                                                                                           "END)"
 /* Refuses (409 agent_api_unsupported, naming the node and the remedy) disruptive work that
  * would drive an agent whose API this controller does not speak: node's (NULL: every node's).
  * what completes "cannot %s". 0 when none is, -1 with err. */
