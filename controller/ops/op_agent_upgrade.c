@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/bundle.h"
+#include "common/constants.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -202,6 +203,17 @@ static int step_verify(struct hc_op_ctx *ctx, void *arg, char *detail, size_t le
                          st.upgrade_reason[0] ? st.upgrade_reason : "rolled back");
         return -1;
     }
+    if (st.api_version < HC_AGENT_API_OLDEST_SUPPORTED || st.api_version > HC_AGENT_API_VERSION) {
+        /* It came up and confirmed: no guardian puts the previous one back. */
+        hc_error_set(err, HC_E(AGENT_API_UNSUPPORTED),
+                     "node %s: agent %s speaks agent API %d, this controller drives %d to %d",
+                     n->svc.name, n->to, st.api_version, HC_AGENT_API_OLDEST_SUPPORTED,
+                     HC_AGENT_API_VERSION);
+        return hc_error_hint(err,
+                             "upgrade hcctld to a version that speaks it, or put an agent this "
+                             "controller speaks back on the node with 'hcctl agent upgrade --to "
+                             "VERSION'");
+    }
     if (pid > 0 && st.service_pid != pid)
         return hc_error_set(err, HC_E(AGENT_ERROR),
                             "agent %s answers but the service runs as pid %ld, not %ld: it was "
@@ -265,6 +277,8 @@ static enum hc_op_result upgrade_node(struct hc_op_ctx *ctx, struct agent_node *
         return HC_OP_FAILED;
     if (hc_op_step(ctx, n->svc.name, "verify", step_verify, n, err) == 0)
         return HC_OP_SUCCEEDED;
+    if (!strcmp(err->code, "agent_api_unsupported"))
+        return HC_OP_FAILED; /* the new agent runs: nothing to wait for */
     struct hc_error why = *err;
     memset(err, 0, sizeof(*err));
     if (hc_op_step(ctx, n->svc.name, "rollback", step_rollback, n, err) < 0)

@@ -53,7 +53,7 @@ hcctl_api_post() {
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
 # agent_bundle VERSION [broken|hangs|dead|liar]: a signed agent bundle whose program reports
 # VERSION; broken: it answers `version` but exits 3 instead of serving; hangs: it never serves;
-# dead: it does not even answer `version`; liar: it reports 9.1.
+# dead: it does not even answer `version`; liar: it reports 9.1; api9: it speaks agent API 9.
 agent_bundle() {
     local v=$1 dir=$T/agent-src-$1
     mkdir -p "$dir/bin" &&
@@ -64,6 +64,8 @@ agent_bundle() {
             printf '#!/bin/sh\necho "dead agent %s" >&2\nexit 1\n' "$v" >"$dir/bin/hcagent"
         elif [ "${2:-}" = liar ]; then
             printf '#!/bin/sh\nHCAGENT_TEST_VERSION=9.1 exec %s "$@"\n' "$HC_BIN/hcagent" >"$dir/bin/hcagent"
+        elif [ "${2:-}" = api9 ]; then
+            printf '#!/bin/sh\nHCAGENT_TEST_VERSION=%s HCAGENT_TEST_API_VERSION=9 exec %s "$@"\n' "$v" "$HC_BIN/hcagent" >"$dir/bin/hcagent"
         elif [ "${2:-}" = hangs ]; then
             printf '#!/bin/sh\n[ "$1" = version ] && HCAGENT_TEST_VERSION=%s exec %s "$@"\necho "hung agent %s" >&2\nexec sleep 30\n' \
                 "$v" "$HC_BIN/hcagent" "$v" >"$dir/bin/hcagent"
@@ -255,6 +257,18 @@ test_expect_success 'an agent of an unsupported API: disruptive work refused nam
     wait_for 20 "[ \"\$(node_field 2 api_compat)\" = ok ]" &&
     hcctl maintenance enter n2 --yes >/dev/null && hcctl maintenance exit n2 --yes >/dev/null;
     rc=$?; track_services; [ $rc = 0 ]
+'
+
+test_expect_success 'an upgrade to an agent of an API this controller does not speak stops at that node' '
+    agent_bundle 9.10 api9 && hcctl -q software upload hcagent-9.10.tar.gz &&
+    expect_exit 5 hcctl agent upgrade --to 9.10 --yes -o json >op.json &&
+    jq -e ".operation.error.code == \"agent_api_unsupported\" and
+        (.operation.error.message | test(\"node n1: agent 9.10 speaks agent API 9\"))" op.json &&
+    [ "$(agent_version 2)" = 9.4 ] &&
+    wait_for 10 "[ \"\$(node_field 1 api_compat)\" = too_new ]" &&
+    expect_exit 5 hcctl maintenance enter n1 --yes 2>err && grep -q "upgrade hcctld first" err &&
+    hcctl agent upgrade --to 9.4 --yes >/dev/null &&
+    wait_for 10 "[ \"\$(node_field 1 api_compat)\" = ok ]"
 '
 
 test_expect_success 'hostile bodies: POST /v1/agent/upgrade and the agent routes refuse them' '
