@@ -20,6 +20,7 @@
 static const struct hc_col list_cols[] = {
     {"VERSION", "version", NULL},
     {"NAME", "name", NULL},
+    {"KIND", "kind", NULL},
     {"SIZE", "size", NULL},
     {"SIGNED BY", "signed_by", NULL},
     {"RUNNING ON", "nodes_running", NULL},
@@ -35,6 +36,7 @@ static const struct hc_section list_view[] = {
 static const struct hc_col bundle_fields[] = {
     {"Name", "name", NULL},
     {"Version", "version", NULL},
+    {"Kind", "kind", NULL},
     {"Description", "description", NULL},
     {"SHA-256", "sha256", NULL},
     {"Size", "size", NULL},

@@ -13,6 +13,7 @@ extern const struct hc_cmd_group hc_cmd_group_cluster;
 extern const struct hc_cmd_group hc_cmd_group_node;
 extern const struct hc_cmd_group hc_cmd_group_maintenance;
 extern const struct hc_cmd_group hc_cmd_group_upgrade;
+extern const struct hc_cmd_group hc_cmd_group_agent;
 extern const struct hc_cmd_group hc_cmd_group_config;
 extern const struct hc_cmd_group hc_cmd_group_net;
 extern const struct hc_cmd_group hc_cmd_group_software;

@@ -122,6 +122,13 @@ int hc_bundle_rmtree(const char *path);
 /* Validates a manifest against the schema of docs/bundles.md. Errors (400
  * bundle_manifest_invalid) name the field: "manifest.json: 'health.timeout_ms' must be ...". */
 int hc_bundle_manifest_check(const json_t *manifest, struct hc_error *err);
+/* A bundle's kind (manifest "kind"): HC_BUNDLE_KIND_SERVICE (the default: a storage-node
+ * service the agent supervises) or HC_BUNDLE_KIND_AGENT (the hcagent program itself,
+ * docs/agent-upgrade.md). Each is refused where the other is expected (400
+ * bundle_kind_mismatch). Returns a static string. */
+#define HC_BUNDLE_KIND_SERVICE "service"
+#define HC_BUNDLE_KIND_AGENT "agent"
+const char *hc_bundle_kind(const json_t *manifest);
 /* Versions: 1-64 characters of [0-9A-Za-z.+_-], starting with a digit, without "..". They are
  * directory names on the nodes and path segments in the API. Returns 1 when valid. */
 int hc_bundle_version_valid(const char *version);

@@ -225,9 +225,32 @@ cleanup:
     return rc;
 }
 
+const char *hc_bundle_kind(const json_t *m)
+{
+    const char *kind = json_string_value(json_object_get(m, "kind"));
+    return kind && !strcmp(kind, HC_BUNDLE_KIND_AGENT) ? HC_BUNDLE_KIND_AGENT
+                                                       : HC_BUNDLE_KIND_SERVICE;
+}
+
+/* An agent bundle (docs/agent-upgrade.md): the hcagent program and nothing to supervise, so
+ * none of the service's hooks, limits or settings. */
+static int check_agent(const json_t *m, struct hc_error *err)
+{
+    static const char *const allowed[] = {
+        "format", "kind", "name", "version", "description", "entrypoint", "min_upgrade_from", NULL};
+    if (only_keys(m, "", allowed, err) < 0 || check_identity(m, err) < 0)
+        return -1;
+    const char *entry = json_string_value(json_object_get(m, "entrypoint"));
+    if (!entry || !hc_bundle_path_valid(entry))
+        return bad(err, "'entrypoint' must name the hcagent program, a relative path inside the "
+                        "bundle without '..'");
+    return 0;
+}
+
 int hc_bundle_manifest_check(const json_t *m, struct hc_error *err)
 {
     static const char *const allowed[] = {"format",
+                                          "kind",
                                           "name",
                                           "version",
                                           "min_upgrade_from",
@@ -248,6 +271,13 @@ int hc_bundle_manifest_check(const json_t *m, struct hc_error *err)
     const json_t *format = json_object_get(m, "format");
     if (format && !(json_is_integer(format) && json_integer_value(format) == 1))
         return bad(err, "'format' must be 1 (this is format 1 of bundles)");
+    const json_t *kind = json_object_get(m, "kind");
+    if (kind &&
+        !(json_is_string(kind) && (!strcmp(json_string_value(kind), HC_BUNDLE_KIND_AGENT) ||
+                                   !strcmp(json_string_value(kind), HC_BUNDLE_KIND_SERVICE))))
+        return bad(err, "'kind' must be \"service\" (the default) or \"agent\"");
+    if (kind && !strcmp(json_string_value(kind), HC_BUNDLE_KIND_AGENT))
+        return check_agent(m, err);
     if (only_keys(m, "", allowed, err) < 0 || check_identity(m, err) < 0 ||
         check_program(m, err) < 0 || check_hook(m, "health", 1, err) < 0 ||
         check_hook(m, "ok_to_stop", 1, err) < 0 || check_hook(m, "drain", 0, err) < 0 ||

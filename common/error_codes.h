@@ -158,6 +158,12 @@ enum hc_exit {
       "an upgrade failed and was rolled back")                                                     \
     X(VERSION_INCOMPATIBLE, "version_incompatible", 409, 5, 5,                                     \
       "the versions cannot run side by side")                                                      \
+    X(AGENT_API_UNSUPPORTED, "agent_api_unsupported", 409, 5, 5,                                   \
+      "the controller does not speak the agent's API version (docs/agent-upgrade.md)")             \
+    X(AGENT_UPGRADE_ROLLED_BACK, "agent_upgrade_failed_rolled_back", 502, 1, 1,                    \
+      "an agent upgrade failed on a node, which runs its previous agent again")                    \
+    X(BUNDLE_KIND, "bundle_kind_mismatch", 400, 1, 1,                                              \
+      "an agent bundle where a service bundle is expected, or the reverse")                        \
     X(SHUTTING_DOWN, "shutting_down", 503, 1, 1, "the program is stopping")                        \
     X(TOO_MANY_WATCHERS, "too_many_watchers", 503, 1, 1, "the controller serves no more watchers") \
     X(UNKNOWN_KIND, "unknown_kind", 500, 1, 1, "an operation of a kind this hcctld does not know") \

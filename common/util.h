@@ -15,7 +15,7 @@
 /* Wall-clock milliseconds since the epoch, and a monotonic clock in milliseconds. */
 int64_t hc_now_ms(void);
 int64_t hc_mono_ms(void);
-/* Sleeps ms milliseconds (less when a signal interrupts it). */
+/* Sleeps ms milliseconds (a signal may cut it short). */
 void hc_sleep_ms(int64_t ms);
 /* Formats epoch milliseconds as RFC 3339 UTC with milliseconds ("2026-11-29T18:54:36.123Z").
  * buf must hold at least 32 bytes. Returns buf. */

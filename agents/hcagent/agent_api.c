@@ -20,6 +20,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "agents/hcagent/agent_upgrade.h"
 #include "agents/hcagent/net_api.h"
 #include "agents/hcagent/netinfo.h"
 #include "agents/hcagent/software.h"
@@ -55,11 +56,12 @@ static void status_route(struct hc_request *req, void *arg)
 {
     struct hc_agent *agent = arg;
     json_int_t uptime = (json_int_t)((hc_mono_ms() - agent->started_ms) / 1000);
-    json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:I}", "agent_version", HC_VERSION, "node_name",
-                             agent->cfg.name, "hostname", agent->hostname, "uptime_seconds", uptime,
-                             "controller_term", (json_int_t)hc_agent_fence_highest(agent->fence));
-    hc_agent_software_status(agent->sw, body); /* service, software_version */
-    hc_agent_cert_status(agent->cert, body);   /* cert_serial, cert_not_after_ms */
+    json_t *body = json_pack("{s:s, s:s, s:I, s:I}", "node_name", agent->cfg.name, "hostname",
+                             agent->hostname, "uptime_seconds", uptime, "controller_term",
+                             (json_int_t)hc_agent_fence_highest(agent->fence));
+    hc_agent_upgrade_status(agent->data_dir, body); /* agent_version, api_version */
+    hc_agent_software_status(agent->sw, body);      /* service, software_version */
+    hc_agent_cert_status(agent->cert, body);        /* cert_serial, cert_not_after_ms, ca_digest */
     /* For the controller's pre-flight checks (docs/api.md "Checks"): the node's wall clock, to
      * tell its skew from the controller's, and the room left where the agent and the service
      * keep their data. Null when statvfs fails: the controller then says unknown, not ok. */
@@ -240,7 +242,7 @@ static int agent_routes(struct hc_agent *agent, struct hc_error *err)
     if (!(agent->cert = hc_agent_cert_new(agent->srv, agent->data_dir, agent->cfg.name,
                                           agent->cfg.controller_client_pin, err)))
         return -1;
-    return 0;
+    return hc_agent_upgrade_routes(agent->srv, agent->sw, err);
 }
 
 static int agent_server(struct hc_agent *agent, struct hc_error *err)
@@ -356,6 +358,7 @@ int hc_agent_serve(const char *data_dir, struct hc_error *err)
     if (hc_agent_net_start_responder(agent, err) < 0) /* probes to this node then fail, named */
         HC_WARN("%s", err->message);
     hc_agent_software_start(agent->sw); /* the storage service, as it should be */
+    hc_agent_upgrade_confirm(data_dir); /* serving: a pending upgrade to this agent holds */
     sigterm = evsignal_new(base, SIGTERM, on_signal, base);
     sigint = evsignal_new(base, SIGINT, on_signal, base);
     if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 || evsignal_add(sigint, NULL) < 0) {

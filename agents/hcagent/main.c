@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "agents/hcagent/agent.h"
+#include "agents/hcagent/agent_upgrade.h"
 #include "agents/hcagent/bench.h"
 #include "agents/hcagent/daemon.h"
 #include "agents/hcagent/net_api.h"
@@ -40,7 +41,7 @@ struct hc_cmd_ctx {
 struct cli {
     const char *controller, *token, *token_file, *data_dir, *listen, *name, *storage_interface;
     const char *config, *pidfile, *log_file;
-    const char *max_connections, *request_deadline;
+    const char *max_connections, *request_deadline, *log_level;
     int daemon;
     char *token_buf;    /* owned copy of the token */
     json_t *config_doc; /* --config; the strings above may point into it */
@@ -105,6 +106,7 @@ static int read_options(const char *cmd, const struct hc_cmdline *cl, struct cli
     size_t ntokens = 0;
     char *const *tokens;
     cli->data_dir = hc_cmdline_opt_str(cl, "data-dir");
+    cli->log_level = level;
     cli->daemon = hc_cmdline_opt_set(cl, "daemon");
     cli->pidfile = hc_cmdline_opt_str(cl, "pidfile");
     cli->log_file = hc_cmdline_opt_str(cl, "log-file");
@@ -203,6 +205,15 @@ static int maybe_daemonize(const struct cli *cli, struct hc_error *err)
     return hc_daemon_start(&d, err);
 }
 
+/* Serving from now: how an upgrade starts the agent again, and the agent DIR/agent/current
+ * names (docs/agent-upgrade.md) instead of this program when they differ. */
+static void start_as_current(const struct cli *cli)
+{
+    hc_agent_upgrade_set_args(cli->data_dir, cli->log_level, cli->max_connections,
+                              cli->request_deadline, cli->daemon);
+    hc_agent_upgrade_launch(cli->data_dir);
+}
+
 static int check_join_args(const struct cli *cli)
 {
     if (!cli->controller)
@@ -265,6 +276,7 @@ serve:
         report(&err);
         goto cleanup;
     }
+    start_as_current(&cli);
     if (hc_agent_serve(cli.data_dir, &err) < 0) {
         /* The node is enrolled by now: say how to start it once the cause is fixed. */
         if (!err.hint[0])
@@ -273,6 +285,7 @@ serve:
         report(&err);
         goto cleanup;
     }
+    hc_agent_upgrade_exec(); /* returns when no upgrade asked for it */
     rc = EXIT_SUCCESS;
 cleanup:
     free(cli.token_buf);
@@ -291,8 +304,12 @@ static int cmd_run(struct hc_cmd_ctx *ctx)
         return usage_error("run", "%s", "missing --data-dir DIR");
     if (!cli.daemon && (cli.pidfile || cli.log_file))
         return usage_error("run", "%s", "--pidfile and --log-file go with --daemon");
-    if (maybe_daemonize(&cli, &err) < 0 || hc_agent_serve(cli.data_dir, &err) < 0)
+    if (maybe_daemonize(&cli, &err) < 0)
         return report(&err);
+    start_as_current(&cli);
+    if (hc_agent_serve(cli.data_dir, &err) < 0)
+        return report(&err);
+    hc_agent_upgrade_exec(); /* returns when no upgrade asked for it */
     return EXIT_SUCCESS;
 }
 
@@ -301,7 +318,7 @@ static int cmd_version(struct hc_cmd_ctx *ctx)
     (void)ctx;
     int rc = restrict_privileges();
     if (rc == 0)
-        printf("hcagent %s\n", HC_VERSION);
+        printf("hcagent %s\n", hc_agent_version());
     return rc;
 }
 
@@ -558,6 +575,7 @@ int main(int argc, char **argv)
 {
     struct hc_cmd_ctx ctx;
     hc_log_set_ident("hcagent");
+    hc_agent_identity_init(); /* the test knobs, out of the environment */
     /* A controller that hangs up mid-reply must not kill the agent. */
     signal(SIGPIPE, SIG_IGN);
     if (argc == 2 && strcmp(argv[1], "--version") == 0)

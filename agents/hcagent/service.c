@@ -526,7 +526,11 @@ int hc_service_adopt(struct hc_service *svc, const json_t *manifest,
     if (take_definition(svc, manifest, env, err) < 0)
         return -1;
     svc->pid = pid;
-    svc->child = 0;
+    /* Our child after all when this agent was exec'd in place by its predecessor (an agent
+     * self-upgrade, docs/agent-upgrade.md): then it is ours to reap, and its exit status known. */
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    svc->child = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
     svc->started_mono = hc_mono_ms();
     svc->started_wall = hc_now_ms();
     running_now(svc);

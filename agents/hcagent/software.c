@@ -529,9 +529,14 @@ static int verify_and_place(struct hc_agent_sw_stage *st, const struct hc_http_r
         return hc_error_prefix(err, "bundle %s refused by node", st->version);
     const struct hc_bundle_info *info = hc_bundle_info(b);
     int rc = -1;
+    const char *kind = hc_bundle_kind(hc_bundle_manifest(b));
     if (strcmp(info->version, st->version) != 0)
         hc_error_set(err, HC_E(BUNDLE_MANIFEST), "the bundle served as %s is version %s",
                      st->version, info->version);
+    else if (strcmp(kind, st->kind[0] ? st->kind : HC_BUNDLE_KIND_SERVICE) != 0)
+        hc_error_set(err, HC_E(BUNDLE_KIND), "bundle %s is %s bundle, not %s bundle", st->version,
+                     strcmp(kind, HC_BUNDLE_KIND_AGENT) ? "a service" : "an agent",
+                     strcmp(kind, HC_BUNDLE_KIND_AGENT) ? "an agent" : "a service");
     else if (place(st, b, err) == 0)
         rc = 0;
     if (rc == 0) {

@@ -99,6 +99,7 @@ struct hc_agent_sw_stage {
     char sha256[65];             /* expected, "" when not given */
     char sig[HC_BUNDLE_SIG_MAX]; /* signature line, "" to ask the controller */
     char dir[1100], keys_dir[1100], ca_file[1100], controller[512];
+    char kind[16];           /* the manifest kind it must be: HC_BUNDLE_KIND_SERVICE or _AGENT */
     char controller_pin[64]; /* pinned on downloads from the controller ("" none) */
     /* results */
     int failed, already;
@@ -106,6 +107,10 @@ struct hc_agent_sw_stage {
     char sha256_out[65], signed_by[128], name[64];
 };
 void hc_agent_sw_stage_work(void *arg);
+/* POST .../stage: parses the body, then stages into dir (DIR/software, or DIR/agent) a bundle
+ * of that kind as a job, answering when it is done. One stage at a time for both. */
+void hc_agent_sw_stage_start(struct hc_request *req, struct hc_agent_software *sw, const char *dir,
+                             const char *kind);
 
 /* Answers (503) a stop, start, activation or rollback still waiting for the service, at
  * shutdown. */

@@ -113,7 +113,8 @@ static void stage_done(void *arg)
     free(c);
 }
 
-static int stage_parse(struct stage_ctx *c, json_t *body, struct hc_error *err)
+static int stage_parse(struct stage_ctx *c, json_t *body, const char *dir, const char *kind,
+                       struct hc_error *err)
 {
     const char *version = hc_json_req_str(body, "version", err);
     if (!version)
@@ -132,7 +133,8 @@ static int stage_parse(struct stage_ctx *c, json_t *body, struct hc_error *err)
     snprintf(st->sig, sizeof(st->sig), "%s", sig);
     snprintf(st->token, sizeof(st->token), "%s", hc_json_str(body, "token", ""));
     snprintf(st->sha256, sizeof(st->sha256), "%s", hc_json_str(body, "sha256", ""));
-    snprintf(st->dir, sizeof(st->dir), "%s", c->sw->dir);
+    snprintf(st->dir, sizeof(st->dir), "%s", dir);
+    snprintf(st->kind, sizeof(st->kind), "%s", kind);
     snprintf(st->keys_dir, sizeof(st->keys_dir), "%s", c->sw->keys_dir);
     snprintf(st->ca_file, sizeof(st->ca_file), "%s", c->sw->ca_file);
     snprintf(st->controller, sizeof(st->controller), "%s", c->sw->cfg.controller);
@@ -140,9 +142,9 @@ static int stage_parse(struct stage_ctx *c, json_t *body, struct hc_error *err)
     return 0;
 }
 
-static void stage_route(struct hc_request *req, void *arg)
+void hc_agent_sw_stage_start(struct hc_request *req, struct hc_agent_software *sw, const char *dir,
+                             const char *kind)
 {
-    struct hc_agent_software *sw = arg;
     struct hc_error err = {0};
     json_t *body = hc_req_json(req);
     if (!body)
@@ -153,7 +155,7 @@ static void stage_route(struct hc_request *req, void *arg)
         return;
     }
     c->sw = sw;
-    if (stage_parse(c, body, &err) < 0)
+    if (stage_parse(c, body, dir, kind, &err) < 0)
         goto fail;
     if (sw->staging[0]) {
         hc_error_set(&err, HC_E(CONFLICT), "a stage of %s is already in progress", sw->staging);
@@ -174,6 +176,12 @@ static void stage_route(struct hc_request *req, void *arg)
 fail:
     hc_reply_error(req, &err);
     free(c);
+}
+
+static void stage_route(struct hc_request *req, void *arg)
+{
+    struct hc_agent_software *sw = arg;
+    hc_agent_sw_stage_start(req, sw, sw->dir, HC_BUNDLE_KIND_SERVICE);
 }
 
 /* ---------------------------------------------------------------- activate, rollback */

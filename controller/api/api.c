@@ -63,6 +63,8 @@ static const struct {
     {"DELETE", "/v1/nodes/{name}/maintenance", HC_API_ADMIN, hc_res_maintenance_exit},
     {"GET", "/v1/upgrade", HC_API_READ, hc_res_upgrade_status},
     {"POST", "/v1/upgrade", HC_API_ADMIN, hc_res_upgrade_start},
+    /* the agent self-upgrade: res_agent.c */
+    {"POST", "/v1/agent/upgrade", HC_API_ADMIN, hc_res_agent_upgrade},
     /* network (issue 4): res_net.c */
     {"GET", "/v1/net", HC_API_READ, hc_res_net_show},
     {"POST", "/v1/net/check", HC_API_ADMIN, hc_res_net_check},

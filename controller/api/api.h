@@ -147,6 +147,7 @@ void hc_res_maintenance_exit(struct hc_request *req, void *arg);  /* res_mainten
 void hc_res_maintenance_list(struct hc_request *req, void *arg);  /* res_maintenance.c */
 void hc_res_upgrade_start(struct hc_request *req, void *arg);     /* res_upgrade.c */
 void hc_res_upgrade_status(struct hc_request *req, void *arg);    /* res_upgrade.c */
+void hc_res_agent_upgrade(struct hc_request *req, void *arg);     /* res_agent.c */
 void hc_res_nodes_add(struct hc_request *req, void *arg);         /* res_bootstrap.c */
 void hc_res_ca_get(struct hc_request *req, void *arg);            /* res_enroll.c */
 void hc_res_enroll(struct hc_request *req, void *arg);            /* res_enroll.c */

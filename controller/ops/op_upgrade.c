@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bundle.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -82,6 +83,11 @@ json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error 
     if (!bundle)
         return NULL;
     const char *min = hc_json_str(json_object_get(bundle, "manifest_json"), "min_upgrade_from", "");
+    if (strcmp(hc_bundle_kind(json_object_get(bundle, "manifest_json")), HC_BUNDLE_KIND_SERVICE)) {
+        hc_error_set(err, HC_E(BUNDLE_KIND), "%s is an agent bundle, not a storage service", to);
+        hc_error_hint(err, "an agent bundle is rolled out with 'hcctl agent upgrade --to %s'", to);
+        goto cleanup;
+    }
     if (check_settings(db, to, json_object_get(bundle, "manifest_json"), err) < 0 ||
         hc_nodes_rows(db, NULL, &nodes, &n, err) < 0)
         goto cleanup;

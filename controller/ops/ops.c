@@ -25,8 +25,10 @@
 #include "common/log.h"
 #include "common/op_state.h"
 #include "common/util.h"
+#include "controller/ops/op_agent_upgrade.h"
 #include "controller/ops/test_hooks.h"
 #include "controller/state/events.h"
+#include "controller/state/nodes.h"
 
 #define HC_OPS_WAKE_MS 500
 #define HC_OPS_COMPLETE_BACKOFF_MS 5000
@@ -181,6 +183,21 @@ static int ops_insert(struct hc_db *db, const char *id, const char *cluster_id,
                         err, "operation %s (%s) created", id, kind->name);
 }
 
+/* Disruptive work is refused while an agent it would drive speaks an API this controller does
+ * not: the node the parameters name ("node"), else every node (docs/agent-upgrade.md). Not the
+ * agent upgrade, the way out, which speaks to agents of any API version; nor a forced node
+ * removal, the other way out (its leave step copes with an agent that does not answer). */
+static int ops_api_gate(struct hc_db *db, const struct hc_op_kind *kind, const json_t *params,
+                        struct hc_error *err)
+{
+    char what[96];
+    if (!kind->disruptive || !strcmp(kind->name, HC_AGENT_UPGRADE_KIND) ||
+        (!strcmp(kind->name, "node.remove") && hc_json_bool(params, "force", 0)))
+        return 0;
+    snprintf(what, sizeof(what), "run %s", kind->name);
+    return hc_nodes_api_gate(db, hc_json_str(params, "node", NULL), what, err);
+}
+
 int hc_ops_submit(struct hc_db *db, const char *cluster_id, const char *kind_name,
                   const json_t *params, const char *requested_by, char id_out[32],
                   struct hc_error *err)
@@ -207,6 +224,8 @@ int hc_ops_submit(struct hc_db *db, const char *cluster_id, const char *kind_nam
     if (hc_db_begin(db, err) != 0)
         goto cleanup;
     if (kind->disruptive && ops_lease_check(db, cluster_id, err) != 0)
+        goto cleanup;
+    if (ops_api_gate(db, kind, params, err) != 0)
         goto cleanup;
     if (ops_insert(db, id, cluster_id, kind, params_text, requested_by, err) != 0)
         goto cleanup;

@@ -396,6 +396,7 @@ static int poller_store_status(struct hc_db *db, int64_t node_id, const struct h
                                  POLLER_CLEAN(previous, b, "previous_software_version"),
                              .asked_at = now - st->elapsed_ms,
                              .agent_version = POLLER_CLEAN(agent_version, b, "agent_version"),
+                             .agent_api_version = poller_reported(b, "api_version"),
                              .hostname = POLLER_CLEAN(hostname, b, "hostname"),
                              .uptime_s = hc_json_int(b, "uptime_seconds", -1),
                              .latency_ms = (int64_t)st->elapsed_ms,

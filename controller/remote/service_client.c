@@ -107,6 +107,47 @@ int hc_sw_stage(const struct hc_svc_node *n, const char *version, const char *ur
     return rc;
 }
 
+int hc_agent_sw_stage_agent(const struct hc_svc_node *n, const char *version, const char *url,
+                            const char *token, const char *sha256, const char *signature,
+                            struct hc_error *err)
+{
+    json_t *req = json_pack("{s:s, s:s?, s:s, s:s, s:s}", "version", version, "url", url, "token",
+                            token, "sha256", sha256, "signature", signature);
+    int rc = call(n, "POST", "/v1/agent/stage", req, NULL, err);
+    json_decref(req);
+    return rc;
+}
+
+int hc_agent_sw_activate_agent(const struct hc_svc_node *n, const char *version,
+                               long confirm_timeout_ms, struct hc_error *err)
+{
+    json_t *req = json_pack("{s:s, s:I}", "version", version, "confirm_timeout_ms",
+                            (json_int_t)confirm_timeout_ms);
+    int rc = call(n, "POST", "/v1/agent/activate", req, NULL, err);
+    json_decref(req);
+    return rc;
+}
+
+int hc_agent_sw_status(const struct hc_svc_node *n, struct hc_agent_state *st, struct hc_error *err)
+{
+    json_t *b = NULL;
+    memset(st, 0, sizeof(*st));
+    if (call(n, "GET", "/v1/status", NULL, &b, err) < 0)
+        return -1;
+    const json_t *up = json_object_get(b, "agent_upgrade"), *svc = json_object_get(b, "service");
+    hc_text_clean(st->version, sizeof(st->version), hc_json_str(b, "agent_version", ""));
+    st->api_version = (int)hc_json_int(b, "api_version", 1);
+    st->service_pid = json_is_integer(json_object_get(svc, "pid"))
+                          ? (long)json_integer_value(json_object_get(svc, "pid"))
+                          : 0;
+    hc_text_clean(st->service_state, sizeof(st->service_state), hc_json_str(svc, "state", ""));
+    hc_text_clean(st->upgrade_to, sizeof(st->upgrade_to), hc_json_str(up, "to_version", ""));
+    hc_text_clean(st->upgrade_state, sizeof(st->upgrade_state), hc_json_str(up, "state", ""));
+    hc_text_clean(st->upgrade_reason, sizeof(st->upgrade_reason), hc_json_str(up, "reason", ""));
+    json_decref(b);
+    return 0;
+}
+
 int hc_sw_activate(const struct hc_svc_node *n, const char *version, int start,
                    struct hc_error *err)
 {

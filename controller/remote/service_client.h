@@ -57,6 +57,26 @@ int hc_sw_activate(const struct hc_svc_node *n, const char *version, int start,
                    struct hc_error *err);
 int hc_sw_rollback(const struct hc_svc_node *n, struct hc_error *err);
 
+/* The agent itself (docs/agent-upgrade.md): what GET /v1/status says of it, its service's pid,
+ * and its last self-upgrade. */
+struct hc_agent_state {
+    char version[64];
+    int api_version;  /* 1 when it reports none */
+    long service_pid; /* 0 when no service runs */
+    char service_state[32];
+    char upgrade_to[64], upgrade_state[16], upgrade_reason[160]; /* "" when none */
+};
+int hc_agent_sw_status(const struct hc_svc_node *n, struct hc_agent_state *st,
+                       struct hc_error *err);
+/* POST /v1/agent/stage: as hc_sw_stage, for an agent bundle. */
+int hc_agent_sw_stage_agent(const struct hc_svc_node *n, const char *version, const char *url,
+                            const char *token, const char *sha256, const char *signature,
+                            struct hc_error *err);
+/* POST /v1/agent/activate: the agent tries the staged program, then execs it; it answers before
+ * it goes, and is back (or rolled back by its guardian) within confirm_timeout_ms. */
+int hc_agent_sw_activate_agent(const struct hc_svc_node *n, const char *version,
+                               long confirm_timeout_ms, struct hc_error *err);
+
 /* Settings (docs/api.md "PUT /v1/service/settings"): hands the node a revision and its
  * overrides; *answer (new reference) {"version","revision","digest","changed","reloaded",
  * "pending_restart"}. A reload the service refused is reload_failed (502), and the node keeps its

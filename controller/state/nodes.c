@@ -19,7 +19,8 @@
     "agent_version, software_version, service_state, uptime_s AS uptime_seconds, "                 \
     "poll_latency_ms, last_seen, joined_at, cert_serial, config_revision, "                        \
     "COALESCE(config_state, 'unknown') AS config_state, config_detail, "                           \
-    "cert_not_after, " HC_NODE_CERT_STATE_SQL " AS cert_state, cert_renew_error FROM nodes "
+    "cert_not_after, " HC_NODE_CERT_STATE_SQL " AS cert_state, cert_renew_error, "                 \
+    HC_NODE_API_VERSION_SQL " AS api_version, " HC_NODE_API_COMPAT_SQL " AS api_compat FROM nodes "
 
 #define IFACE_SELECT                                                                               \
     "SELECT i.name AS name, i.mtu AS mtu, i.state AS state, i.kind AS kind, "                      \
@@ -448,14 +449,15 @@ int hc_node_store_poll(struct hc_db *db, int64_t id, const struct hc_node_poll *
         return -1;
     return hc_db_run(db, err,
                      "UPDATE nodes SET health = ?, health_detail = ?, last_seen = ?, "
-                     "agent_version = ?, hostname = COALESCE(?, hostname), "
+                     "agent_version = ?, agent_api_version = NULLIF(?, ?), "
+                     "hostname = COALESCE(?, hostname), "
                      "uptime_s = NULLIF(?, -1), poll_latency_ms = ?, clock_offset_ms = "
                      "NULLIF(?, ?), data_dir_free_bytes = NULLIF(?, ?), data_dir_total_bytes = "
                      "NULLIF(?, ?), agent_cert_serial = ?, agent_ca_digest = ? WHERE id = ?",
-                     "ssissiiiiiiiissi", p->health, p->health_detail, p->now, p->agent_version,
-                     p->hostname, p->uptime_s, p->latency_ms, p->clock_offset_ms,
-                     (int64_t)HC_NODE_UNREPORTED, p->data_dir_free_bytes,
-                     (int64_t)HC_NODE_UNREPORTED, p->data_dir_total_bytes,
+                     "ssisiisiiiiiiiissi", p->health, p->health_detail, p->now, p->agent_version,
+                     p->agent_api_version, (int64_t)HC_NODE_UNREPORTED, p->hostname, p->uptime_s,
+                     p->latency_ms, p->clock_offset_ms, (int64_t)HC_NODE_UNREPORTED,
+                     p->data_dir_free_bytes, (int64_t)HC_NODE_UNREPORTED, p->data_dir_total_bytes,
                      (int64_t)HC_NODE_UNREPORTED, p->agent_cert_serial, p->agent_ca_digest, id) < 0
                ? -1
                : 0;
@@ -736,4 +738,61 @@ json_t *hc_nodes_versions(struct hc_db *db, struct hc_error *err)
     json_array_foreach(rows, i, row) json_array_append(out, json_object_get(row, "v"));
     json_decref(rows);
     return out;
+}
+
+/* --- agent API skew (docs/agent-upgrade.md) -------------------------------------------------- */
+
+int hc_nodes_api_gate(struct hc_db *db, const char *node, const char *what, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(
+        db, err,
+        "SELECT name, agent_version, " HC_NODE_API_VERSION_SQL
+        " AS api_version, " HC_NODE_API_COMPAT_SQL
+        " AS api_compat FROM nodes WHERE (?1 IS NULL OR name = ?1) AND " HC_NODE_API_COMPAT_SQL
+        " IN ('too_old', 'too_new') ORDER BY name",
+        "s", node);
+    if (!rows)
+        return -1;
+    const json_t *first = json_array_get(rows, 0);
+    int rc = 0;
+    if (first) {
+        const char *name = hc_json_str(first, "name", "?");
+        int old = !strcmp(hc_json_str(first, "api_compat", ""), "too_old");
+        size_t more = json_array_size(rows) - 1;
+        rc = hc_error_set(err, HC_E(AGENT_API_UNSUPPORTED),
+                          "cannot %s: the agent on node '%s' speaks agent API %lld, this "
+                          "controller drives %d to %d%s",
+                          what, name, (long long)hc_json_int(first, "api_version", 0),
+                          HC_AGENT_API_OLDEST_SUPPORTED, HC_AGENT_API_VERSION,
+                          more ? " (and other nodes: see 'hcctl node list')" : "");
+        if (old)
+            hc_error_hint(err, "upgrade its agent first: 'hcctl agent upgrade --to VERSION' "
+                               "(an uploaded agent bundle: see the kind column of 'hcctl software "
+                               "list')");
+        else
+            hc_error_hint(err, "the agent is newer than this controller: upgrade hcctld first "
+                               "(docs/agent-upgrade.md)");
+    }
+    json_decref(rows);
+    return rc;
+}
+
+int hc_node_set_agent_version(struct hc_db *db, const char *name, const char *version,
+                              int api_version, struct hc_error *err)
+{
+    return hc_db_run(db, err,
+                     "UPDATE nodes SET agent_version = ?, agent_api_version = ? "
+                     "WHERE name = ?",
+                     "sis", version, (int64_t)api_version, name) < 0
+               ? -1
+               : 0;
+}
+
+json_t *hc_nodes_agents(struct hc_db *db, struct hc_error *err)
+{
+    return hc_db_query_json(
+        db, err,
+        "SELECT name, agent_url, agent_version AS from_version, " HC_NODE_API_VERSION_SQL
+        " AS api_version, " HC_NODE_API_COMPAT_SQL " AS api_compat FROM nodes ORDER BY name",
+        "");
 }

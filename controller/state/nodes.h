@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/constants.h"
 #include "common/error.h"
 #include "db/db.h"
 
@@ -120,8 +121,9 @@ struct hc_node_poll {
     const char *previous_software_version;
     int64_t asked_at; /* ...unless an operation learnt them after this (service_observed_at) */
     const char *agent_version;
-    const char *hostname; /* NULL keeps the stored one */
-    int64_t uptime_s;     /* -1: not reported */
+    int64_t agent_api_version; /* HC_NODE_UNREPORTED: none (an agent of API 1) */
+    const char *hostname;      /* NULL keeps the stored one */
+    int64_t uptime_s;          /* -1: not reported */
     int64_t latency_ms;
     int64_t now; /* last_seen */
     /* For the pre-flight checks (migration 0011); HC_NODE_UNREPORTED stores NULL. */
@@ -247,5 +249,37 @@ int hc_node_insert(struct hc_db *db, const struct hc_node_new *n, struct hc_erro
 /* {"total","reachable","unreachable","unknown"}: 'stalled' nodes count as unreachable (they
  * answer nothing useful). New reference or NULL with err. */
 json_t *hc_nodes_health_counts(struct hc_db *db, struct hc_error *err);
+
+/* Agent API skew (docs/agent-upgrade.md). The version a node's agent speaks (an agent that
+ * reported none speaks 1; NULL when never heard from), and its compatibility with this
+ * controller: ok | behind (one version older, still driven) | too_old | too_new | unknown. */
+#define HC_NODE_API_VERSION_SQL                                                                    \
+    "(CASE WHEN agent_version IS NULL THEN NULL ELSE COALESCE(agent_api_version, 1) END)"
+#define HC_NODE_API_COMPAT_SQL                                                                     \
+    "(CASE WHEN agent_version IS NULL THEN 'unknown' "                                             \
+    "WHEN COALESCE(agent_api_version, 1) = " HC_STR(                                               \
+        HC_AGENT_API_VERSION) " THEN 'ok' "                                                        \
+                              "WHEN COALESCE(agent_api_version, 1) > " HC_STR(                     \
+                                  HC_AGENT_API_VERSION) " THEN 'too_new' "                         \
+                                                        "WHEN COALESCE(agent_api_version, 1) "     \
+                                                        ">= " HC_STR(                              \
+                                                            HC_AGENT_API_OLDEST_SUPPORTED) " THEN" \
+                                                                                           " "     \
+                                                                                           "'behi" \
+                                                                                           "nd' "  \
+                                                                                           "ELSE " \
+                                                                                           "'too_" \
+                                                                                           "old' " \
+                                                                                           "END)"
+/* Refuses (409 agent_api_unsupported, naming the node and the remedy) disruptive work that
+ * would drive an agent whose API this controller does not speak: node's (NULL: every node's).
+ * what completes "cannot %s". 0 when none is, -1 with err. */
+/* What an agent upgrade saw the node's agent report (the poller records it again anyway). */
+int hc_node_set_agent_version(struct hc_db *db, const char *name, const char *version,
+                              int api_version, struct hc_error *err);
+/* Every node's agent, by name: [{"name","agent_url","from_version" (its agent version),
+ * "api_version","api_compat"}] (new reference) or NULL with err. */
+json_t *hc_nodes_agents(struct hc_db *db, struct hc_error *err);
+int hc_nodes_api_gate(struct hc_db *db, const char *node, const char *what, struct hc_error *err);
 
 #endif

@@ -136,11 +136,11 @@ static json_t *bundle_object(struct hc_db *db, const json_t *row, struct hc_erro
     json_t *from = json_object_get(m, "min_upgrade_from"),
            *desc = json_object_get(m, "description");
     return json_pack(
-        "{s:s, s:s, s:O, s:s, s:I, s:s, s:O, s:s, s:O, s:o, s:o}", "name",
-        hc_json_str(row, "name", ""), "version", version, "description", desc ? desc : json_null(),
-        "sha256", hc_json_str(row, "sha256", ""), "size", (json_int_t)hc_json_int(row, "size", 0),
-        "signed_by", hc_json_str(row, "signed_by", ""), "min_upgrade_from",
-        from ? from : json_null(), "uploaded_at", when, "uploaded_by",
+        "{s:s, s:s, s:s, s:O, s:s, s:I, s:s, s:O, s:s, s:O, s:o, s:o}", "name",
+        hc_json_str(row, "name", ""), "version", version, "kind", hc_bundle_kind(m), "description",
+        desc ? desc : json_null(), "sha256", hc_json_str(row, "sha256", ""), "size",
+        (json_int_t)hc_json_int(row, "size", 0), "signed_by", hc_json_str(row, "signed_by", ""),
+        "min_upgrade_from", from ? from : json_null(), "uploaded_at", when, "uploaded_by",
         json_object_get(row, "uploaded_by"), "nodes_running", running, "nodes_rollback", rollback);
 }
 

@@ -208,3 +208,19 @@ svc_pid() {
     [ -n "$pid" ] && echo "$pid" >"$T/pids/hcstor-$pid" && echo "$pid"
 }
 healthy() { agent_api GET /v1/service/health | jq -e '.healthy == true'; }
+# hcload_bg NAME ARGS...: hcload in the background, report in NAME.json (stderr NAME.err); the
+# pid in $T/pids/NAME so that the cleanup stops it whatever happens.
+hcload_bg() {
+    local name=$1
+    shift
+    hcload "$@" --json >"$name.json" 2>"$name.err" &
+    echo $! >"$T/pids/$name"
+}
+# hcload_wait NAME: waits for it (in the shell that started it) and returns its exit code.
+hcload_wait() {
+    local rc
+    wait "$(pid_of "$1")"
+    rc=$?
+    rm -f "$T/pids/$1"
+    return $rc
+}

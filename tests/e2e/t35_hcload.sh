@@ -19,22 +19,6 @@ stor_start() {
     echo $! >"$T/pids/$1"
     wait_for 20 "curl -sf --max-time 1 http://$2/health"
 }
-# hcload_bg NAME ARGS...: hcload in the background, report in NAME.json; the pid in
-# $T/pids/NAME so that the cleanup stops it whatever happens.
-hcload_bg() {
-    local name=$1
-    shift
-    hcload "$@" --json >"$name.json" 2>"$name.err" &
-    echo $! >"$T/pids/$name"
-}
-# hcload_wait NAME: waits for it (in the shell that started it) and returns its exit code.
-hcload_wait() {
-    local rc
-    wait "$(pid_of "$1")"
-    rc=$?
-    rm -f "$T/pids/$1"
-    return $rc
-}
 # acked FILE: true once the timeline shows a completed operation.
 acked() { grep -q '"ops":[1-9]' "$1"; }
 

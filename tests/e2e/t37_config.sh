@@ -35,17 +35,6 @@ in_sync() { hcctl config status -o json | jq -e '[.nodes[] | select(.state == "i
 node_state() { hcctl config status -o json | jq -r --arg n "$1" '.nodes[] | select(.name == $n) | .state'; }
 all_detail() { hcctl config status -o json | jq -e --arg p "$1" 'all(.nodes[]; (.detail // "") | test($p))'; }
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
-# hcload in the background, report in NAME.json (killed by the cleanup whatever happens)
-hcload_bg() {
-    hcload --nodes "$NODES" --json "${@:2}" >"$1.json" 2>"$1.err" &
-    echo $! >"$T/pids/$1"
-}
-hcload_wait() {
-    wait "$(pid_of "$1")"
-    local rc=$?
-    rm -f "$T/pids/$1"
-    return $rc
-}
 
 test_expect_success 'three nodes run hcstor 1.3 (with settings), every node in sync at revision 0' '
     controller_init --trust-key "$BUNDLES/dev.pub" && controller_start &&
@@ -145,7 +134,7 @@ test_expect_success 'a restart change asks (no TTY: exit 2 without --yes) and re
 
 test_expect_success 'a restart change under hcload: node by node, 0 failed, 0 lost, new value running' '
     before=$(pids) &&
-    hcload_bg load --duration 300 --workers 3 --keys 60 --prefix rs --timeline tl.jsonl &&
+    hcload_bg load --nodes "$NODES" --duration 300 --workers 3 --keys 60 --prefix rs --timeline tl.jsonl &&
     wait_for 10 "grep -q \"\\\"ops\\\":[1-9]\" tl.jsonl" &&
     hcctl config set fsync=batch --yes -o json >set2.json &&
     jq -e ".operation.state == \"succeeded\" and .operation.kind == \"config.rolling\"" set2.json &&

@@ -551,6 +551,39 @@ static void test_manifest_settings(void **state)
     hc_bundle_free(b);
 }
 
+/* Agent bundles (docs/agent-upgrade.md): the hcagent program, none of a service's hooks. */
+static void test_manifest_kinds(void **state)
+{
+    (void)state;
+    struct hc_error err = {0};
+    json_t *m = json_pack("{s:i, s:s, s:s, s:s, s:s}", "format", 1, "kind", "agent", "name",
+                          "hcagent", "version", "0.2.0", "entrypoint", "bin/hcagent");
+    assert_int_equal(hc_bundle_manifest_check(m, &err), 0);
+    assert_string_equal(hc_bundle_kind(m), HC_BUNDLE_KIND_AGENT);
+    json_object_set_new(m, "health", json_pack("{s:s}", "http", "http://x:1/"));
+    assert_int_equal(hc_bundle_manifest_check(m, &err), -1);
+    assert_non_null(strstr(err.message, "unknown key 'health'"));
+    json_object_del(m, "health");
+    json_object_set_new(m, "entrypoint", json_string("../hcagent"));
+    assert_int_equal(hc_bundle_manifest_check(m, &err), -1);
+    assert_non_null(strstr(err.message, "'entrypoint'"));
+    json_object_set_new(m, "entrypoint", json_string("bin/hcagent"));
+    const char *bad[] = {"Agent", "", "services"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_object_set_new(m, "kind", json_string(bad[i]));
+        memset(&err, 0, sizeof(err));
+        assert_int_equal(hc_bundle_manifest_check(m, &err), -1);
+        assert_non_null(strstr(err.message, "'kind' must be"));
+    }
+    json_object_set_new(m, "kind", json_integer(1));
+    assert_int_equal(hc_bundle_manifest_check(m, &err), -1);
+    json_object_del(m, "kind"); /* without kind: a service, which needs its hooks */
+    assert_string_equal(hc_bundle_kind(m), HC_BUNDLE_KIND_SERVICE);
+    assert_int_equal(hc_bundle_manifest_check(m, &err), -1);
+    assert_non_null(strstr(err.message, "'health' is missing"));
+    json_decref(m);
+}
+
 static void test_path_traversal(void **state)
 {
     struct env *e = *state;
@@ -853,6 +886,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_manifest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_missing_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_settings, setup, teardown),
+        cmocka_unit_test(test_manifest_kinds),
         cmocka_unit_test_setup_teardown(test_path_traversal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlink_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extract_through_symlink, setup, teardown),

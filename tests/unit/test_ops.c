@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/constants.h"
 #include "common/json_util.h"
 #include "common/util.h"
 #include "controller/ops/ops.h"
@@ -364,6 +365,60 @@ static void test_lease_one_disruptive(void **state)
     hc_ops_pool_stop(pool);
 }
 
+/* A node whose agent speaks api (-1: reported none, i.e. API 1). */
+static void add_node(struct fixture *f, const char *name, int api)
+{
+    struct hc_error err = {0};
+    assert_int_equal(hc_db_run(f->db, &err,
+                               "INSERT INTO nodes (cluster_id, name, address, agent_url, "
+                               "cert_serial, cert_pem, joined_at, health, agent_version, "
+                               "agent_api_version) VALUES ('c-test', ?, '127.0.0.1', ?, ?, 'x', "
+                               "?, 'reachable', '0.1.0', NULLIF(?, -1))",
+                               "sssii", name, name, name, hc_now_ms(), (int64_t)api),
+                     1);
+}
+
+/* The agent API skew (docs/agent-upgrade.md): a disruptive kind is refused while an agent it
+ * would drive is outside [current - 1, current]; agent.upgrade and non-disruptive kinds are not;
+ * an operation naming a node looks at that node only; a forced node.remove is let through. */
+static void test_agent_api_gate(void **state)
+{
+    struct fixture *f = *state;
+    struct hc_error err = {0};
+    char id[32];
+    add_node(f, "n1", HC_AGENT_API_VERSION);
+    add_node(f, "n2", -1); /* one behind: driven */
+    submit(f, "test.slow", id);
+    assert_int_equal(hc_ops_control(f->db, id, "abort", &err), 0);
+    add_node(f, "n3", HC_AGENT_API_VERSION - 2);
+    assert_int_equal(hc_ops_submit(f->db, "c-test", "test.slow", NULL, NULL, id, &err), -1);
+    assert_int_equal(err.status, 409);
+    assert_string_equal(err.code, "agent_api_unsupported");
+    assert_non_null(strstr(err.message, "node 'n3' speaks agent API 0"));
+    assert_non_null(strstr(err.hint, "hcctl agent upgrade --to"));
+    int64_t before = count(f, "SELECT COUNT(*) AS n FROM operations", NULL);
+    json_t *on_n1 = json_pack("{s:s}", "node", "n1"), *on_n3 = json_pack("{s:s}", "node", "n3");
+    memset(&err, 0, sizeof(err));
+    assert_int_equal(hc_ops_submit(f->db, "c-test", "test.slow", on_n3, NULL, id, &err), -1);
+    assert_int_equal(hc_ops_submit(f->db, "c-test", "test.slow", on_n1, NULL, id, &err), 0);
+    assert_int_equal(hc_ops_control(f->db, id, "abort", &err), 0);
+    submit(f, "test.ok", id); /* not disruptive */
+    json_t *to = json_pack("{s:s}", "to_version", "9.9");
+    assert_int_equal(hc_ops_submit(f->db, "c-test", "agent.upgrade", to, NULL, id, &err), 0);
+    assert_int_equal(hc_ops_control(f->db, id, "abort", &err), 0);
+    json_t *forced = json_pack("{s:s, s:b}", "node", "n3", "force", 1);
+    assert_int_equal(hc_ops_submit(f->db, "c-test", "node.remove", forced, NULL, id, &err), 0);
+    assert_int_equal(hc_ops_control(f->db, id, "abort", &err), 0);
+    json_object_set_new(forced, "force", json_false());
+    assert_int_equal(hc_ops_submit(f->db, "c-test", "node.remove", forced, NULL, id, &err), -1);
+    assert_string_equal(err.code, "agent_api_unsupported");
+    assert_int_equal(count(f, "SELECT COUNT(*) AS n FROM operations", NULL), before + 4);
+    json_decref(on_n1);
+    json_decref(on_n3);
+    json_decref(to);
+    json_decref(forced);
+}
+
 static void test_stale_lease_replaced(void **state)
 {
     struct fixture *f = *state;
@@ -606,6 +661,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fail_records_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit_rejects_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_one_disruptive, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_api_gate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_lease_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_control_transitions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminal_never_overwritten, setup, teardown),
