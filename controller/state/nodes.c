@@ -19,8 +19,9 @@
     "agent_version, software_version, service_state, uptime_s AS uptime_seconds, "                 \
     "poll_latency_ms, last_seen, joined_at, cert_serial, config_revision, "                        \
     "COALESCE(config_state, 'unknown') AS config_state, config_detail, "                           \
-    "cert_not_after, " HC_NODE_CERT_STATE_SQL " AS cert_state, cert_renew_error, "                 \
-    HC_NODE_API_VERSION_SQL " AS api_version, " HC_NODE_API_COMPAT_SQL " AS api_compat FROM nodes "
+    "cert_not_after, " HC_NODE_CERT_STATE_SQL                                                      \
+    " AS cert_state, cert_renew_error, " HC_NODE_API_VERSION_SQL                                   \
+    " AS api_version, " HC_NODE_API_COMPAT_SQL " AS api_compat FROM nodes "
 
 #define IFACE_SELECT                                                                               \
     "SELECT i.name AS name, i.mtu AS mtu, i.state AS state, i.kind AS kind, "                      \

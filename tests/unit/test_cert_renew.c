@@ -163,8 +163,10 @@ static void test_good_renewal(void **state)
     assert_int_equal(row.cert_renew_at, hc_pki_renew_at_ms(nb, na));
     X509_free(x);
     hc_node_row_clear(&row);
-    assert_int_equal(count(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial = ?", f->serial), 1);
-    assert_int_equal(count(f, "SELECT COUNT(*) AS n FROM events WHERE type = ?", "cert.renewed"), 1);
+    assert_int_equal(
+        count(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial = ?", f->serial), 1);
+    assert_int_equal(count(f, "SELECT COUNT(*) AS n FROM events WHERE type = ?", "cert.renewed"),
+                     1);
 }
 
 /* A hostile CSR: nothing issued, nothing recorded, the node keeps its certificate. */
@@ -196,8 +198,8 @@ static void test_refused_install(void **state)
     assert_string_equal(row.cert_serial, f->serial);
     assert_null(row.cert_next_serial);
     hc_node_row_clear(&row);
-    assert_int_equal(count(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial != ?", f->serial),
-                     1);
+    assert_int_equal(
+        count(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial != ?", f->serial), 1);
 }
 
 static void test_unknown_node(void **state)
