@@ -43,6 +43,7 @@ static const struct {
     {"POST", "/v1/nodes", HC_API_ADMIN, hc_res_nodes_add},
     {"GET", "/v1/nodes/{name}", HC_API_READ, hc_res_node_get},
     {"DELETE", "/v1/nodes/{name}", HC_API_ADMIN, hc_res_node_delete},
+    {"PUT", "/v1/nodes/{name}/failure-domain", HC_API_ADMIN, hc_res_node_set_domain},
     {"GET", "/v1/operations", HC_API_READ, hc_res_ops_list},
     {"GET", "/v1/operations/{id}", HC_API_READ, hc_res_op_get},
     {"POST", "/v1/operations/{id}/pause", HC_API_ADMIN, hc_res_op_pause},

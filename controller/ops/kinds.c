@@ -14,11 +14,21 @@
 #include "controller/ops/op_maintenance.h"
 #include "controller/ops/op_net.h"
 #include "controller/ops/op_node_remove.h"
+#include "controller/ops/op_node_set.h"
 #include "controller/ops/op_upgrade.h"
 
 const struct hc_op_kind *const hc_op_kinds[] = {
-    &hc_op_kind_cluster_create,    &hc_op_kind_node_add,         &hc_op_kind_node_remove,
-    &hc_op_kind_maintenance_enter, &hc_op_kind_maintenance_exit, &hc_op_kind_upgrade,
-    &hc_op_kind_net_check,         &hc_op_kind_net_set_mtu,      &hc_op_kind_net_bench,
-    &hc_op_kind_config_apply,      &hc_op_kind_config_rolling,   NULL,
+    &hc_op_kind_cluster_create,
+    &hc_op_kind_node_add,
+    &hc_op_kind_node_remove,
+    &hc_op_kind_maintenance_enter,
+    &hc_op_kind_maintenance_exit,
+    &hc_op_kind_upgrade,
+    &hc_op_kind_net_check,
+    &hc_op_kind_net_set_mtu,
+    &hc_op_kind_net_bench,
+    &hc_op_kind_config_apply,
+    &hc_op_kind_config_rolling,
+    &hc_op_kind_node_set,
+    NULL,
 };
