@@ -208,3 +208,26 @@ svc_pid() {
     [ -n "$pid" ] && echo "$pid" >"$T/pids/hcstor-$pid" && echo "$pid"
 }
 healthy() { agent_api GET /v1/service/health | jq -e '.healthy == true'; }
+
+# The tests that run hcstor under real agents on loopback (t37, t45) define ip N (node N's
+# address) and NODES (hcload's --nodes). hcload_bg NAME ARGS...: hcload in the background, its
+# report in NAME.json (killed by the cleanup whatever happens); hcload_wait NAME: its exit code.
+hcload_bg() {
+    hcload --nodes "$NODES" --json "${@:2}" >"$1.json" 2>"$1.err" &
+    echo $! >"$T/pids/$1"
+}
+hcload_wait() {
+    wait "$(pid_of "$1")"
+    local rc=$?
+    rm -f "$T/pids/$1"
+    return $rc
+}
+# track_services [N...]: every hcstor serving on $(ip N):7480 (default nodes 1 2 3), as its pid
+# is now, is killed by the cleanup too (the agents start them; a restart gives new pids).
+track_services() {
+    local i p
+    for i in ${*:-1 2 3}; do
+        for p in $(pgrep -f "hcstor --listen $(ip "$i"):7480"); do echo "$p" >"$T/pids/hcstor-$p"; done
+    done
+    return 0
+}

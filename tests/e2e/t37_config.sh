@@ -23,29 +23,11 @@ hcpid() { pgrep -f "hcstor --listen $(ip "$1"):7480" | head -1; }
 pids() { echo "$(hcpid 1) $(hcpid 2) $(hcpid 3)"; }
 setting() { curl -s --max-time 3 "$(svc "$1")/settings" | jq -r ".settings.$2"; }
 state() { curl -s --max-time 3 "$(svc "$1")/health" | jq -r .state; }
-track_services() {
-    local i p
-    for i in 1 2 3; do
-        for p in $(pgrep -f "hcstor --listen $(ip "$i"):7480"); do echo "$p" >"$T/pids/hcstor-$p"; done
-    done
-    return 0
-}
 revisions() { hcctl config history -o json | jq '.revisions | length'; }
 in_sync() { hcctl config status -o json | jq -e '[.nodes[] | select(.state == "in_sync")] | length == 3'; }
 node_state() { hcctl config status -o json | jq -r --arg n "$1" '.nodes[] | select(.name == $n) | .state'; }
 all_detail() { hcctl config status -o json | jq -e --arg p "$1" 'all(.nodes[]; (.detail // "") | test($p))'; }
 last_op() { hcctl operation list -o json | jq -r '.operations[0].id'; }
-# hcload in the background, report in NAME.json (killed by the cleanup whatever happens)
-hcload_bg() {
-    hcload --nodes "$NODES" --json "${@:2}" >"$1.json" 2>"$1.err" &
-    echo $! >"$T/pids/$1"
-}
-hcload_wait() {
-    wait "$(pid_of "$1")"
-    local rc=$?
-    rm -f "$T/pids/$1"
-    return $rc
-}
 
 test_expect_success 'three nodes run hcstor 1.3 (with settings), every node in sync at revision 0' '
     controller_init --trust-key "$BUNDLES/dev.pub" && controller_start &&

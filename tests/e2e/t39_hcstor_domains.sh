@@ -7,9 +7,8 @@
 # domain changed moves the copies (resync, then drops) so that the replicas are in distinct
 # domains again, and nothing is lost; with fewer domains than replicas the rest is filled.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/hcstor_lib.sh"
 
-PORT=$(free_port)
-url() { echo "http://127.0.0.10$1:$PORT"; }
 
 # DOMAIN[i]: node i's failure domain ("" none)
 declare -A DOMAIN=([1]=ra [2]=ra [3]=rb [4]=rb [5]=rc [6]=rc)
@@ -34,17 +33,6 @@ push() { # push FILE: FILE becomes every node's peers file, one after the other
         sleep 0.05
     done
 }
-start() {
-    mkdir -p "$T/n$1"
-    hcstor --listen "127.0.0.10$1:$PORT" --data "$T/n$1" --node "n$1" --version 1.3 \
-        >>"$T/n$1.log" 2>&1 &
-    echo $! >"$T/pids/n$1"
-    wait_for 10 "curl -sf $(url "$1")/health >/dev/null"
-}
-state() { curl -s --max-time 3 "$(url "$1")/health" | jq -r .state; }
-resync() { curl -s --max-time 3 "$(url "$1")/resync"; }
-put() { curl -sSf --max-time 10 -X PUT --data-binary "$3" "$(url "$1")/blocks/$2"; }
-get() { curl -sS --max-time 10 "$(url "$1")/blocks/$2"; }
 holders() { local i; for i in 1 2 3 4 5 6; do [ -f "$T/n$i/blocks/$1" ] && printf '%s ' "$i"; done; }
 # every block k1..k60 is on exactly 2 nodes, in 2 distinct domains (or, with fewer domains than
 # 2, on 2 nodes anyway)

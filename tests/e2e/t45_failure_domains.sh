@@ -19,24 +19,6 @@ svc() { echo "http://$(ip "$1"):7480"; }
 NODES="$(ip 1):7480,$(ip 2):7480,$(ip 3):7480"
 state() { curl -s --max-time 3 "$(svc "$1")/health" | jq -r .state; }
 serving() { [ "$(state 1)$(state 2)$(state 3)" = servingservingserving ]; }
-# the services the agents start are killed by the cleanup too (their pids, as they change)
-track_services() {
-    local i p
-    for i in 1 2 3; do
-        for p in $(pgrep -f "hcstor --listen $(ip "$i"):7480"); do echo "$p" >"$T/pids/hcstor-$p"; done
-    done
-    return 0
-}
-hcload_bg() {
-    hcload --nodes "$NODES" --json "${@:2}" >"$1.json" 2>"$1.err" &
-    echo $! >"$T/pids/$1"
-}
-hcload_wait() {
-    wait "$(pid_of "$1")"
-    local rc=$?
-    rm -f "$T/pids/$1"
-    return $rc
-}
 domain_of() { hcctl node list -o json | jq -r --arg n "$1" '.nodes[] | select(.name == $n) | .failure_domain // "-"'; }
 # max_down OP DOMAINS: the most nodes (DOMAINS=0) or failure domains (1) in maintenance at once,
 # replayed from the controller's maintenance events of operation OP (domains from node list)
