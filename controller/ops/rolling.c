@@ -221,7 +221,12 @@ static enum hc_op_result change_node(struct hc_rolling_node *n, const json_t *ro
     enum hc_op_result res = HC_OP_SUCCEEDED;
     int rc = 0;
     snprintf(n->from, sizeof(n->from), "%s", hc_json_str(row, "from", ""));
-    pthread_mutex_lock(&r->admit);
+    /* One node at a time through budget .. stop, so that the next one's budget counts this one
+     * down; a batch admitted as a whole (gated) passed its budget and ok-to-stop as a set, so
+     * its nodes drain and stop in parallel. */
+    pthread_mutex_t *admit = r->gated ? NULL : &r->admit;
+    if (admit)
+        pthread_mutex_lock(admit);
     int up = node_up(ctx, name, err);
     /* A node already down (a run resumed mid-way) is brought back first; one still up is taken
      * down unless the operation stops, pauses or aborts (honoured here, the safe point). */
@@ -230,13 +235,15 @@ static enum hc_op_result change_node(struct hc_rolling_node *n, const json_t *ro
     } else if (up && back_already(ctx, name)) {
         /* changed and back before a restart: only the bookkeeping below is left */
     } else if (up && stopping(r)) {
-        pthread_mutex_unlock(&r->admit);
+        if (admit)
+            pthread_mutex_unlock(admit);
         return HC_OP_SUCCEEDED; /* left alone: another slot stopped the operation */
     } else if (!up || (res = hc_op_checkpoint(ctx)) == HC_OP_SUCCEEDED) {
         hc_rolling_progress(ctx, name, r->change->node_state, "maintenance");
         rc = hc_maint_enter_steps(ctx, n->client, name, &mp, err);
     }
-    pthread_mutex_unlock(&r->admit);
+    if (admit)
+        pthread_mutex_unlock(admit);
     if (res != HC_OP_SUCCEEDED)
         return res;
     if (rc < 0) {

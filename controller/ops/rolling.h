@@ -15,8 +15,9 @@
  * take the next node and carry it all the way, then take the next (hc_parallel_for). Each slot
  * has its own forked operation context and agent client, made at its first node. Taking a node
  * down (budget .. stop) is done by one thread at a time under `admit`, so the budget of the next
- * node counts this one as down. Nodes already down (a restart mid-way) are taken first. The first
- * failure or pause stops the taking of new nodes; the nodes already down are brought back.
+ * node counts this one as down (except in a batch of failure domains admitted as a whole, whose
+ * nodes drain and stop in parallel). Nodes already down (a restart mid-way) are taken first. The
+ * first failure or pause stops the taking of new nodes; the nodes already down are brought back.
  */
 #ifndef HC_CONTROLLER_ROLLING_H
 #define HC_CONTROLLER_ROLLING_H
