@@ -70,8 +70,8 @@ for i in $(seq $N); do args+=(--node "198.18.0.$((10 + i))" --failure-domain "19
 hcctl -q cluster create bench "${args[@]}" --storage-interface eth1 --accept-new-host-keys
 hcctl -q software upload "$build/bundles/hcstor-1.0.tar.gz" >/dev/null
 hcctl -q software upload "$build/bundles/hcstor-1.1.tar.gz" >/dev/null
-slow_bundle 1.5
-slow_bundle 1.6
+slow_bundle 1.5 2>/dev/null
+slow_bundle 1.6 2>/dev/null
 hcctl -q upgrade --rolling --to 1.0 --batch domain --yes >/dev/null
 echo "bench/domains.sh: $N lab nodes in 4 failure domains of 3, hcstor replication 2, hcload 4 workers"
 

@@ -10,7 +10,8 @@
 #   failed operations, 0 lost writes;
 # - three domains of one node with --max-unavailable 2: the first batch holds both replicas of
 #   blocks, the service refuses the set naming such a block, and the batch goes one node at a time
-#   (event rolling.batch_fallback): no two nodes down at once, nothing lost.
+#   (event rolling.batch_fallback): no two nodes down at once, nothing lost;
+# - a restart-class configuration change with --batch domain goes by the same batches.
 . "$(dirname "$0")/lib.sh"
 
 need_bundles
@@ -127,6 +128,21 @@ test_expect_success 'a batch whose set holds both replicas of blocks goes one no
     grep -q "block .* has every replica in the set" fb.txt &&
     [ "$(max_down "$op" 0)" = 1 ] &&
     hcctl node list -o json | jq -e "all(.nodes[]; .software_version == \"1.3\")"
+'
+
+test_expect_success 'a restart-class config change --batch domain: the same batches, under hcload' '
+    hcctl node set n2 --failure-domain ra --yes >/dev/null 2>&1 && wait_for 20 serving &&
+    { wait_for 20 checks_ok || { jq -c ".checks[] | select(.severity == \"error\")" check.json; exit 1; }; } &&
+    hcload_bg load3 --duration 300 --workers 3 --keys 60 --prefix cf &&
+    sleep 2 &&
+    hcctl config set fsync=batch --batch domain --yes -o json >cfg.json; track_services &&
+    kill -INT "$(pid_of load3)" && hcload_wait load3; cat load3.err >&2
+    jq -e ".operation.state == \"succeeded\" and .operation.kind == \"config.rolling\"" cfg.json &&
+    jq -e ".ok and .errors == 0 and .verify.lost == 0 and .corrupt_reads == 0" load3.json &&
+    op=$(jq -r .operation.id cfg.json) &&
+    hcctl events -o json --limit 1000 | jq -e --arg op "$op" "[.events[] | select(.op_id == \$op and .type == \"rolling.batch\")] | length == 2" &&
+    [ "$(max_down "$op" 0)" = 2 ] && [ "$(max_down "$op" 1)" = 1 ] &&
+    for i in 1 2 3; do curl -s $(svc $i)/health | jq -e ".store.fsync == \"batch\"" || exit 1; done
 '
 
 test_done
