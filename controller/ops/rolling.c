@@ -454,7 +454,7 @@ static enum gate batch_gate(struct hc_rolling *r, struct hc_http_client *client,
 {
     const json_t *nodes = json_object_get(batch, "nodes"), *n;
     const char *names[HC_ROLLING_MAX_PARALLEL * 8];
-    char set[1100], doms[400];
+    char set[HC_ROLLING_SET_MAX + 100], doms[400];
     size_t count = 0, i;
     json_array_foreach(nodes, i, n)
     {
@@ -467,6 +467,11 @@ static enum gate batch_gate(struct hc_rolling *r, struct hc_http_client *client,
         size_t at = strlen(doms);
         snprintf(doms + at, sizeof(doms) - at, "%s%s", i ? ", " : "",
                  json_string_value(json_array_get(json_object_get(batch, "domains"), i)));
+    }
+    if (strlen(set) > HC_ROLLING_SET_MAX) { /* what the agent takes in one question */
+        snprintf(why, len, "the batch's %zu node names take more than %d bytes in one question",
+                 json_array_size(nodes), HC_ROLLING_SET_MAX);
+        return GATE_FALLBACK;
     }
     int64_t deadline = hc_mono_ms() + r->node_timeout_ms;
     for (;;) {

@@ -31,6 +31,9 @@
 #include "db/db.h"
 
 #define HC_ROLLING_MAX_PARALLEL 32
+/* The longest set of names (comma-separated) asked ok-to-stop in one question (the agent's limit,
+ * GET /v1/service/ok-to-stop?nodes=); a batch with more goes one node at a time. */
+#define HC_ROLLING_SET_MAX 1000
 
 struct hc_rolling;
 struct hc_svc_node; /* controller/remote/service_client.h: the kinds' steps call the node */

@@ -60,6 +60,30 @@ test_expect_success 'hostile node set: bad name, too long, unknown node, read-on
     [ "$(domain_of n1)" = - ] && [ "$(domain_of n2)" = - ]
 '
 
+# ctl_post PATH JSON: the controller API with the admin token; prints the HTTP status.
+ctl_post() {
+    curl -sS -o body.json -w "%{http_code}" --cacert "$CTL_DIR/ca.pem" \
+        -H "Authorization: Bearer $(cat "$CTL_DIR/admin.token")" \
+        -H "Content-Type: application/json" --data-binary "$2" "$CTL_URL$1"
+}
+
+test_expect_success 'hostile --failure-domain at node add / cluster create: exit 2 or 400, nothing started' '
+    ops=$(hcctl operation list -o json | jq ".operations | length") &&
+    expect_exit 2 hcctl node add root@127.0.0.99 --failure-domain root@127.0.0.98=ra 2>err &&
+    grep -q "names no host given to this command" err &&
+    expect_exit 2 hcctl node add 127.0.0.99 --failure-domain "Bad!" 2>err && grep -q "invalid failure domain" err &&
+    expect_exit 2 hcctl cluster create e2e --node 127.0.0.99 --failure-domain 127.0.0.99= 2>err &&
+    for case in "400:invalid_argument:{\"nodes\": [\"127.0.0.99\"], \"failure_domains\": {\"127.0.0.98\": \"ra\"}}" \
+        "400:invalid_failure_domain:{\"nodes\": [\"127.0.0.99\"], \"failure_domains\": {\"127.0.0.99\": \"Bad!\"}}" \
+        "400:invalid_argument:{\"nodes\": [\"127.0.0.99\"], \"failure_domains\": [\"ra\"]}" \
+        "400:invalid_failure_domain:{\"nodes\": [\"127.0.0.99\"], \"failure_domains\": {\"127.0.0.99\": 7}}"; do
+        want=${case%%:*} rest=${case#*:} code=${rest%%:*} body=${rest#*:}
+        got=$(ctl_post /v1/nodes "$body") && [ "$got" = "$want" ] &&
+        jq -e --arg c "$code" ".error.code == \$c" body.json || { echo "$body -> $got $(cat body.json)"; exit 1; }
+    done &&
+    [ "$(hcctl operation list -o json | jq ".operations | length")" = "$ops" ]
+'
+
 test_expect_success 'node set: shown in node list, sent to the agents, in hcstor' '
     hcctl node set n1 --failure-domain ra --yes >set.out 2>&1 &&
     hcctl node set n2 --failure-domain ra -o json >set2.json &&
