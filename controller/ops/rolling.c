@@ -495,11 +495,10 @@ static enum gate batch_gate(struct hc_rolling *r, struct hc_http_client *client,
                 continue; /* down already (a resumed batch): it cannot answer, nor needs to */
             if (hc_svc_ok_to_stop_set(&svc, set, &a, err) < 0)
                 return GATE_ERROR;
-            if (!a.answered) {
+            if (!a.answered) { /* an older version, or one that refused the question */
                 snprintf(why, len,
-                         "the storage service on %s answers ok-to-stop for one node only, not "
-                         "for a set",
-                         svc.name);
+                         "the storage service on %s did not answer ok-to-stop for the set (%s)",
+                         svc.name, a.reason[0] ? a.reason : "no reason given");
                 return GATE_FALLBACK;
             }
             if (!a.ok && a.set_blocks > 0) {
