@@ -485,6 +485,16 @@ static enum gate batch_gate(struct hc_rolling *r, struct hc_http_client *client,
                 return GATE_ERROR;
             snprintf(blocked, sizeof(blocked), "%s", err->message);
             hc_error_clear(err);
+            /* a node that stopped answering will not come back by waiting: pause until it is
+             * back (as the per-node budget does, op_maintenance.c other_unreachable) */
+            char other[128];
+            if (hc_avail_unreachable(hc_op_db(r->ctx), NULL, other, sizeof(other), err) > 0)
+                return hc_error_set(err, HC_E(OTHER_UNREACHABLE),
+                                    "%s is unreachable while the batch of domain(s) %s waits to "
+                                    "go down (%s)",
+                                    other, doms, blocked),
+                       GATE_ERROR;
+            hc_error_clear(err);
         }
         json_array_foreach(nodes, i, n)
         {

@@ -169,4 +169,25 @@ test_expect_success 'a restart-class config change --batch domain: the same batc
     for i in 1 2 3; do curl -s $(svc $i)/health | jq -e ".store.fsync == \"batch\"" || exit 1; done
 '
 
+# Batches ra (n1), rb (n2), rc (n3); n3's agent killed first: the first batch's budget counts rc
+# as down, so it cannot go; rather than wait out the node timeout the operation pauses on n3, and
+# resumes by itself once n3 answers again.
+test_expect_success 'an agent unreachable while a batch waits for the budget: paused, resumed when back' '
+    hcctl node set n2 --failure-domain rb --yes >/dev/null 2>&1 && wait_for 20 serving &&
+    agent_kill n3 &&
+    wait_for 20 "[ \"\$(node_health n3)\" = unreachable ]" &&
+    hcctl config set fsync=always --batch domain --skip-checks=node_unreachable,service_unhealthy --yes --no-wait -o json >cfg2.json &&
+    id=$(jq -r .operation.id cfg2.json) &&
+    wait_for 30 "hcctl operation show $id -o json | jq -e \".operation.state == \\\"paused\\\"\"" &&
+    hcctl operation show "$id" -o json >paused.json &&
+    jq -r .operation.waiting_on paused.json &&
+    jq -e ".operation.waiting_on | test(\"n3 is unreachable while the batch of domain\\\\(s\\\\) ra waits\")" paused.json &&
+    hcctl events -o json --limit 1000 | jq -e --arg op "$id" "[.events[] | select(.op_id == \$op and .type == \"rolling.batch\")] | length == 0" &&
+    hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")" &&
+    agent_start n3 &&
+    hcctl operation wait "$id" --timeout 2m >/dev/null; track_services &&
+    hcctl operation show "$id" -o json | jq -e ".operation.state == \"succeeded\"" &&
+    for i in 1 2 3; do curl -s $(svc $i)/health | jq -e ".store.fsync == \"always\"" || exit 1; done
+'
+
 test_done
