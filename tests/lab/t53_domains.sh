@@ -50,6 +50,15 @@ spread() {
     awk '$2 != 2 || $3 == $4 {print "bad:", $0; bad = 1} END {exit bad}' per_block.txt
 }
 
+# figure COMMAND...: runs it; its output also goes to the figures printed at the end (TAP comments)
+figure() {
+    local rc
+    "$@" >fig.out 2>&1
+    rc=$?
+    cat fig.out && cat fig.out >>"$T/figures.txt"
+    return $rc
+}
+
 # the cluster as the issue gives it: --failure-domain HOST=DOMAIN at create
 hcctld init --data-dir "$CTL_DIR" --listen "198.18.0.1:$CTL_PORT" --cluster-name dom \
     --trust-key "$BUNDLES/dev.pub" >"$T/init.out" 2>"$T/init.log" || { cat "$T/init.log"; exit 1; }
@@ -90,10 +99,10 @@ test_expect_success 'a set holding both replicas of a block is refused, the bloc
 test_expect_success '1.0 -> 1.4 --batch domain under hcload: a domain at a time, never two; 0 failed, 0 lost' '
     load_start u1 && sleep 2 &&
     t0=$(now_ms) && hcctl upgrade --rolling --to 1.4 --batch domain --yes >/dev/null && t1=$(now_ms) &&
-    sleep 1 && load_stop u1 && all_on 1.4 &&
+    sleep 1 && figure load_stop u1 && all_on 1.4 &&
     n=$(max_down_from_histories "$t0" "$t1") && d=$(domains_down_histories "$t0" "$t1") &&
     e=$(domains_down_events) && m=$(max_down_from_events) &&
-    echo "services down at once: $n (histories), $m (events); domains down at once: $d (histories), $e (events); $((t1 - t0)) ms" &&
+    figure echo "1.0 -> 1.4 by domains: services down at once: $n (histories), $m (events); domains down at once: $d (histories), $e (events); $((t1 - t0)) ms" &&
     [ "$n" = 3 ] && [ "$m" = 3 ] && [ "$d" = 1 ] && [ "$e" = 1 ] &&
     id=$(up_id) && hcctl events --type rolling.batch --limit 100 -o json |
         jq -e --arg id "$id" "[.events[] | select(.op_id == \$id)] | length == 4"
@@ -105,10 +114,12 @@ test_expect_success 'hcctld SIGKILLed mid-batch resumes; never two domains down,
     hcctl upgrade --rolling --to 1.0 --batch domain --yes --no-wait >/dev/null && id=$(up_id) &&
     kill_when "$id" "$(step_seen hcd-n5 stop)" "$(step_seen hcd-n8 activate)" &&
     hcctl operation wait "$id" --timeout 5m >/dev/null && t1=$(now_ms) &&
-    sleep 1 && load_stop u2 && all_on 1.0 &&
-    d=$(domains_down_histories "$t0" "$t1") && e=$(domains_down_events) && echo "domains down at once: $d / $e" &&
+    sleep 1 && figure load_stop u2 && all_on 1.0 &&
+    d=$(domains_down_histories "$t0" "$t1") && e=$(domains_down_events) &&
+    figure echo "1.4 -> 1.0 by domains, hcctld killed twice: domains down at once: $d (histories), $e (events)" &&
     [ "$d" = 1 ] && [ "$e" = 1 ] &&
     hcctl maintenance status -o json | jq -e "all(.nodes[]; .maintenance == \"none\")"
 '
 
+[ -f "$T/figures.txt" ] && sed 's/^/# /' "$T/figures.txt"
 test_done
