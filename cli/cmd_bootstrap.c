@@ -6,17 +6,62 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/exit_codes.h"
 #include "cli/groups.h"
 #include "common/json_util.h"
 #include "common/ssh_target.h"
+#include "common/util.h"
 
 /* A local path as the controller must see it: absolute (the controller has another cwd). */
 static json_t *abs_path(const char *path)
 {
     char buf[PATH_MAX];
     return json_string(realpath(path, buf) ? buf : path);
+}
+
+/* --failure-domain [HOST=]DOMAIN...: {"HOST": DOMAIN} for the request (a bare DOMAIN is every
+ * host's; a HOST=DOMAIN after it overrides it for that host), or NULL with a usage error in err
+ * (a bad name, a host not among the nodes). *out NULL when none was given. */
+static int domains_body(struct hc_cmd_ctx *ctx, const char *const *nodes, size_t n, json_t **out,
+                        struct hc_error *err)
+{
+    size_t k;
+    const char *const *vals = hc_cmd_opt_list(ctx, "failure-domain", &k);
+    *out = NULL;
+    if (k == 0)
+        return 0;
+    json_t *map = json_object();
+    for (size_t i = 0; i < k; i++) {
+        const char *eq = strrchr(vals[i], '='), *domain = eq ? eq + 1 : vals[i];
+        if (!hc_failure_domain_valid(domain)) {
+            hc_error_set(err, HC_E(INVALID_ARGUMENT), "invalid failure domain '%.80s'", domain);
+            hc_error_hint(err, "lowercase letters, digits, '.', '-', '_', starting with a letter "
+                               "or digit; up to 63 characters");
+            goto bad;
+        }
+        size_t matched = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (eq && (strlen(nodes[j]) != (size_t)(eq - vals[i]) ||
+                       strncmp(nodes[j], vals[i], (size_t)(eq - vals[i])) != 0))
+                continue;
+            json_object_set_new(map, nodes[j], json_string(domain));
+            matched++;
+        }
+        if (!matched) {
+            hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                         "--failure-domain '%.120s' names no host given to this command", vals[i]);
+            hc_error_hint(err, "write HOST exactly as given, e.g. --node root@10.0.0.11 "
+                               "--failure-domain root@10.0.0.11=rack1");
+            goto bad;
+        }
+    }
+    *out = map;
+    return 0;
+bad:
+    json_decref(map);
+    return -1;
 }
 
 static json_t *bootstrap_body(struct hc_cmd_ctx *ctx, const char *name, const char *const *nodes,
@@ -59,7 +104,12 @@ int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const
         if (hc_ssh_target_parse(nodes[i], &t, &err) < 0)
             return hc_cmd_usage(ctx, err.hint, "%s", err.message);
     }
+    json_t *domains;
+    if (domains_body(ctx, nodes, n, &domains, &err) < 0)
+        return hc_cmd_usage(ctx, err.hint, "%s", err.message);
     json_t *body = bootstrap_body(ctx, name, nodes, n);
+    if (domains)
+        json_object_set_new(body, "failure_domains", domains);
     json_t *doc = hc_cmd_request(ctx, "POST", name ? "/v1/cluster" : "/v1/nodes", body, &err);
     json_decref(body);
     if (!doc)

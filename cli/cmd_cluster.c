@@ -251,6 +251,20 @@ int hc_cmd_skip_checks(struct hc_cmd_ctx *ctx, json_t *body)
     return HC_EXIT_OK;
 }
 
+int hc_cmd_batch(struct hc_cmd_ctx *ctx, json_t *body)
+{
+    const char *batch = hc_cmd_opt_str(ctx, "batch");
+    if (!batch)
+        return HC_EXIT_OK;
+    if (strcmp(batch, "node") != 0 && strcmp(batch, "domain") != 0)
+        return hc_cmd_usage(ctx,
+                            "node (one node, or --max-unavailable nodes, at a time) or "
+                            "domain (whole failure domains)",
+                            "invalid --batch '%.40s'", batch);
+    json_object_set_new(body, "batch", json_string(batch));
+    return HC_EXIT_OK;
+}
+
 void hc_cmd_checks_render(struct hc_cmd_ctx *ctx, const json_t *report)
 {
     const json_t *c, *sum = json_object_get(report, "summary");

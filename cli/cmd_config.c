@@ -1,13 +1,14 @@
 /*
  * `hcctl config`: the storage service's configuration, a revision at a time (docs/config.md).
  *   config show [--node NODE] [--defaults]
- *   config set KEY=VALUE... [-m MESSAGE] [--max-unavailable N] [--dry-run] [--no-wait] [--yes]
+ *   config set KEY=VALUE... [-m MESSAGE] [--max-unavailable N] [--batch node|domain] [--dry-run]
+ * [--no-wait] [--yes]
  *     [--skip-checks ID,...]
  *   config unset KEY... [same options]
  *   config revert REV [same options]
- *   config history | diff [REV [REV]] | status | apply [--max-unavailable N] [--dry-run]
- * A change that touches a restart setting restarts the service node by node: disruptive, so it
- * asks (or needs --yes); a live one is handed to every node at once.
+ *   config history | diff [REV [REV]] | status | apply [--max-unavailable N] [--batch node|domain]
+ * [--dry-run] A change that touches a restart setting restarts the service node by node:
+ * disruptive, so it asks (or needs --yes); a live one is handed to every node at once.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,8 @@ static int change(struct hc_cmd_ctx *ctx, json_t *body, const char *what)
                         json_integer(hc_cmd_opt_ms(ctx, "node-timeout") / 1000));
     json_object_set_new(body, "dry_run", json_boolean(1));
     int skip_rc = hc_cmd_skip_checks(ctx, body);
+    if (skip_rc == HC_EXIT_OK)
+        skip_rc = hc_cmd_batch(ctx, body);
     if (skip_rc != HC_EXIT_OK) {
         json_decref(body);
         return skip_rc;
@@ -252,8 +255,12 @@ static int cmd_apply(struct hc_cmd_ctx *ctx)
     json_t *body =
         json_pack("{s:I, s:I, s:b}", "max_unavailable", (json_int_t)maxu, "node_timeout_seconds",
                   (json_int_t)(hc_cmd_opt_ms(ctx, "node-timeout") / 1000), "dry_run", 1);
+    int rc = hc_cmd_batch(ctx, body);
+    if (rc != HC_EXIT_OK) {
+        json_decref(body);
+        return rc;
+    }
     json_t *plan = hc_cmd_request(ctx, "POST", "/v1/config/apply", body, &err), *doc = NULL;
-    int rc = HC_EXIT_OK;
     if (!plan) {
         rc = hc_cmd_fail(ctx, &err, NULL);
         goto done;
@@ -295,6 +302,7 @@ done:
         HC_OPT(.name = "max-unavailable", .type = HC_OPT_INT,                                      \
                .help = "nodes restarted at once for a restart setting, counting those down",       \
                .value_name = "N", .def = "1"),                                                     \
+        HC_BATCH_OPT,                                                                              \
         HC_OPT(.name = "node-timeout", .type = HC_OPT_DURATION,                                    \
                .help = "how long each wait on one node may take", .value_name = "DUR",             \
                .def = "5m"),                                                                       \
@@ -319,6 +327,7 @@ static const struct hc_cmd_opt show_opts[] = {
 static const struct hc_cmd_opt apply_opts[] = {
     HC_OPT(.name = "max-unavailable", .type = HC_OPT_INT,
            .help = "nodes restarted at once, counting those down", .value_name = "N", .def = "1"),
+    HC_BATCH_OPT,
     HC_OPT(.name = "node-timeout", .type = HC_OPT_DURATION,
            .help = "how long each wait on one node may take", .value_name = "DUR", .def = "5m"),
     HC_OPT(.name = "dry-run", .type = HC_OPT_BOOL, .help = "print the nodes it would change"),

@@ -1,5 +1,6 @@
 /*
- * `hcctl node`: list, show and remove nodes. Removal is disruptive: it asks on a TTY, needs
+ * `hcctl node`: list, show, set (the failure domain) and remove nodes. Removal is disruptive: it
+ * asks on a TTY, needs
  * --yes otherwise, and follows the node.remove operation unless --no-wait. It passes the gates
  * of maintenance (availability budget, the storage service's ok-to-stop: refused, exit 5)
  * unless --force --reason TEXT, and keeps the service's data on the node unless --purge.
@@ -24,6 +25,7 @@ static const struct hc_col list_cols[] = {
     {"API", "api_compat", NULL},
     {"SERVICE", "service_state", NULL},
     {"CERT", "cert_state", NULL},
+    {"DOMAIN", "failure_domain", NULL},
     {"LAST SEEN", "last_seen", hc_fmt_age},
     {NULL, NULL, NULL},
 };
@@ -38,6 +40,7 @@ static const struct hc_col show_fields[] = {
     {"Hostname", "hostname", NULL},
     {"Address", "address", NULL},
     {"Agent URL", "agent_url", NULL},
+    {"Domain", "failure_domain", NULL},
     {"State", "state", NULL},
     {"Health", "health", hc_fmt_health},
     {"Health detail", "health_detail", NULL},
@@ -205,6 +208,37 @@ static int cmd_renew_cert(struct hc_cmd_ctx *ctx)
     return rc;
 }
 
+/* node set NODE --failure-domain NAME (or "" for none): a node.set operation, followed. */
+static int cmd_set(struct hc_cmd_ctx *ctx)
+{
+    struct hc_error err = {0};
+    const char *name = ctx->argv[0], *domain = hc_cmd_opt_str(ctx, "failure-domain");
+    char path[1024];
+    if (!hc_cmd_opt_set(ctx, "failure-domain"))
+        return hc_cmd_usage(ctx, "e.g. hcctl node set n1 --failure-domain rack1",
+                            "nothing to set: give --failure-domain NAME");
+    if (*domain && !hc_failure_domain_valid(domain))
+        return hc_cmd_usage(ctx,
+                            "lowercase letters, digits, '.', '-', '_', starting with a letter or "
+                            "digit; up to 63 characters ('' for none)",
+                            "invalid failure domain '%.80s'", domain);
+    if (hc_cmd_path(path, sizeof(path), "/v1/nodes/", name) < 0 ||
+        strlen(path) + sizeof("/failure-domain") > sizeof(path))
+        return hc_cmd_usage(ctx, NULL, "node name '%.64s...' is too long", name);
+    strcat(path, "/failure-domain");
+    json_t *body = json_pack("{s:s?}", "failure_domain", *domain ? domain : NULL);
+    if (!*domain)
+        json_object_set_new(body, "failure_domain", json_null());
+    json_t *doc = hc_cmd_request(ctx, "PUT", path, body, &err);
+    json_decref(body);
+    if (!doc)
+        return hc_cmd_fail(ctx, &err, NULL);
+    int rc = hc_cmd_follow(ctx, doc, hc_cmd_opt_ms(ctx, "timeout"),
+                           "setting the failure domain of '%s'", name);
+    json_decref(doc);
+    return rc;
+}
+
 static int cmd_add(struct hc_cmd_ctx *ctx)
 {
     return hc_cmd_bootstrap(ctx, NULL, (const char *const *)ctx->argv, (size_t)ctx->argc);
@@ -236,6 +270,18 @@ static const struct hc_cmd_opt renew_opts[] = {
     {.name = NULL},
 };
 
+static const struct hc_cmd_opt set_opts[] = {
+    HC_OPT(.name = "failure-domain", .type = HC_OPT_STRING,
+           .help = "the rack, chassis or power feed the node shares with others ('' for none: the "
+                   "node is a domain of its own); replicas are moved to match",
+           .value_name = "NAME"),
+    HC_OPT(.name = "no-wait", .type = HC_OPT_BOOL,
+           .help = "return once the operation is accepted (prints its id)"),
+    HC_OPT(.name = "timeout", .type = HC_OPT_DURATION,
+           .help = "how long to wait for the operation to end", .value_name = "DUR", .def = "10m"),
+    {.name = NULL},
+};
+
 static const struct hc_cmd_verb node_verbs[] = {
     HC_VERB(.name = "list", .handler = cmd_list, .summary = "list the nodes with their health"),
     HC_VERB(.name = "show", .handler = cmd_show, .min_args = 1, .max_args = 1,
@@ -245,6 +291,9 @@ static const struct hc_cmd_verb node_verbs[] = {
             .max_args = HC_ARGS_MANY,
             .summary = "bring hosts in over SSH: push, enroll and start the agent on each",
             .usage = "[USER@]HOST[:PORT]..."),
+    HC_VERB(.name = "set", .handler = cmd_set, .opts = set_opts, .min_args = 1, .max_args = 1,
+            .summary = "set a node's failure domain (the storage service moves replicas to match)",
+            .usage = "NODE", .arg_completer = HC_COMPLETE_NODE),
     HC_VERB(.name = "remove", .handler = cmd_remove, .opts = remove_opts, .min_args = 1,
             .max_args = 1,
             .summary = "remove a node from the cluster (disruptive: asks, or needs --yes)",

@@ -1,6 +1,7 @@
 /*
  * `hcctl upgrade`: the rolling upgrade of the storage software.
- *   upgrade --rolling --to VERSION [--max-unavailable N] [--node-timeout DUR] [--dry-run]
+ *   upgrade --rolling --to VERSION [--max-unavailable N] [--batch node|domain] [--node-timeout DUR]
+ * [--dry-run]
  *     [--skip-checks ID,...]
  *           [--yes] [--no-wait] [--timeout DUR]
  *   upgrade status | pause | resume | abort
@@ -18,13 +19,24 @@ static const struct hc_col plan_cols[] = {
     {NULL, NULL, NULL},
 };
 
+static const struct hc_col batch_cols[] = {
+    {"DOMAINS", "domains", NULL},
+    {"NODES", "nodes", NULL},
+    {NULL, NULL, NULL},
+};
+
 static const struct hc_section plan_view[] = {
     {HC_SECTION_FIELDS, NULL, NULL,
      (const struct hc_col[]){{"To version", "to_version", NULL},
                              {"Min upgrade from", "min_upgrade_from", NULL},
                              {"Max unavailable", "max_unavailable", NULL},
+                             {"Batch", "batch", NULL},
                              {NULL, NULL, NULL}}},
     {HC_SECTION_TABLE, "Plan (in this order; nothing is changed by --dry-run)", "nodes", plan_cols},
+    {HC_SECTION_TABLE,
+     "Batches (--batch domain: each at once when the storage service answers ok-to-stop for it "
+     "as a set, else one node at a time)",
+     "batches", batch_cols},
     {0, NULL, NULL, NULL},
 };
 
@@ -43,14 +55,18 @@ static int cmd_rolling(struct hc_cmd_ctx *ctx)
                   "max_unavailable", (json_int_t)maxu, "node_timeout_seconds",
                   (json_int_t)(hc_cmd_opt_ms(ctx, "node-timeout") / 1000), "dry_run", dry);
     int rc = hc_cmd_skip_checks(ctx, body);
+    if (rc == HC_EXIT_OK)
+        rc = hc_cmd_batch(ctx, body);
     if (rc != HC_EXIT_OK) {
         json_decref(body);
         return rc;
     }
+    int domains = !strcmp(hc_json_str(body, "batch", "node"), "domain");
     if (!dry && hc_cmd_confirm(ctx, &err,
                                "upgrade the storage software on every node to %s, "
-                               "%lld node(s) at a time",
-                               hc_cmd_opt_str(ctx, "to"), (long long)maxu) < 0) {
+                               "%lld %s at a time",
+                               hc_cmd_opt_str(ctx, "to"), (long long)maxu,
+                               domains ? "failure domain(s)" : "node(s)") < 0) {
         json_decref(body);
         return hc_cmd_fail(ctx, &err, NULL);
     }
@@ -167,8 +183,10 @@ static const struct hc_cmd_opt rolling_opts[] = {
            .help = "the uploaded version to run everywhere", .value_name = "VERSION",
            .completer = HC_COMPLETE_BUNDLE),
     HC_OPT(.name = "max-unavailable", .type = HC_OPT_INT,
-           .help = "nodes down at once, counting those already down", .value_name = "N",
-           .def = "1"),
+           .help = "nodes (with --batch domain: failure domains) down at once, counting those "
+                   "already down",
+           .value_name = "N", .def = "1"),
+    HC_BATCH_OPT,
     HC_OPT(.name = "node-timeout", .type = HC_OPT_DURATION,
            .help = "how long each wait on one node may take", .value_name = "DUR", .def = "5m"),
     HC_OPT(.name = "dry-run", .type = HC_OPT_BOOL,

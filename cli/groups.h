@@ -51,6 +51,10 @@ int hc_cmd_bootstrap(struct hc_cmd_ctx *ctx, const char *name, const char *const
         HC_OPT(.name = "storage-interface", .type = HC_OPT_STRING,                                 \
                .help = "storage network interface (default: the one carrying the node's address)", \
                .value_name = "IFACE"),                                                             \
+        HC_OPT(.name = "failure-domain", .type = HC_OPT_LIST,                                      \
+               .help = "HOST=DOMAIN: the host's failure domain (rack, chassis, power feed); a "    \
+                       "bare DOMAIN is every host's (repeat for each host)",                       \
+               .value_name = "[HOST=]DOMAIN"),                                                     \
         HC_OPT(.name = "mtu", .type = HC_OPT_INT, .help = "the cluster's storage MTU",             \
                .value_name = "N"),                                                                 \
         HC_OPT(.name = "parallel", .type = HC_OPT_INT, .help = "nodes bootstrapped at once",       \
@@ -76,6 +80,16 @@ void hc_cmd_checks_render(struct hc_cmd_ctx *ctx, const json_t *report);
            .help = "go on despite these pre-flight checks at error (comma-separated ids; "         \
                    "see 'hcctl cluster check')",                                                   \
            .value_name = "ID,...")
+
+/* --batch node|domain of the rolling operations (upgrade, config set/apply): "batch" into body
+ * when given; a usage error (exit 2) for any other word. Returns the exit code. */
+int hc_cmd_batch(struct hc_cmd_ctx *ctx, json_t *body);
+#define HC_BATCH_OPT                                                                               \
+    HC_OPT(.name = "batch", .type = HC_OPT_STRING,                                                 \
+           .help =                                                                                 \
+               "node (default) or domain: whole failure domains at a time, --max-unavailable "     \
+               "then counting domains (one node at a time where the storage refuses a domain)",    \
+           .value_name = "node|domain")
 
 /* After a request that started an operation (doc has "operation"): with --no-wait (the verb
  * must declare it) prints the id (or doc with -o json) and returns 0; otherwise says what

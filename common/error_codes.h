@@ -26,6 +26,7 @@ enum hc_exit {
 #define HC_ERR_INVALID_ARGUMENT "invalid_argument"
 #define HC_ERR_INVALID_JSON "invalid_json"
 #define HC_ERR_INVALID_SETTING "invalid_setting"
+#define HC_ERR_INVALID_DOMAIN "invalid_failure_domain"
 #define HC_ERR_BODY_TOO_LARGE "body_too_large"
 #define HC_ERR_NOT_FOUND "not_found"
 #define HC_ERR_METHOD_NOT_ALLOWED "method_not_allowed"
@@ -74,6 +75,8 @@ enum hc_exit {
     X(INVALID_ARGUMENT, HC_ERR_INVALID_ARGUMENT, 400, 1, 1, "a field or parameter is invalid")     \
     X(INVALID_SETTING, HC_ERR_INVALID_SETTING, 400, 2, 1,                                          \
       "a setting's name or value is not what the service's schema allows")                         \
+    X(INVALID_DOMAIN, HC_ERR_INVALID_DOMAIN, 400, 2, 1,                                            \
+      "a failure domain name, or a count of domains, the cluster cannot take")                     \
     X(INVALID_JSON, HC_ERR_INVALID_JSON, 400, 1, 1,                                                \
       "the body (or a file) is not the JSON expected")                                             \
     X(BODY_TOO_LARGE, HC_ERR_BODY_TOO_LARGE, 413, 1, 1,                                            \

@@ -438,6 +438,11 @@ int hc_node_name_valid(const char *name)
     return 1;
 }
 
+int hc_failure_domain_valid(const char *name)
+{
+    return hc_node_name_valid(name);
+}
+
 long hc_nofile_raise(void)
 {
     struct rlimit rl;

@@ -78,6 +78,10 @@ char *hc_text_clean(char *dst, size_t len, const char *src);
 /* Node names, the same for agents and the controller: ^[a-z0-9][a-z0-9._-]{0,62}$.
  * Returns 1 when valid. */
 int hc_node_name_valid(const char *name);
+/* Failure domain names (a rack, a chassis, a power feed): the same rule as node names,
+ * ^[a-z0-9][a-z0-9._-]{0,62}$, so that they travel in URLs, peers files and tables unquoted.
+ * Returns 1 when valid. */
+int hc_failure_domain_valid(const char *name);
 
 /* Raises the soft limit of open files (RLIMIT_NOFILE) to the hard limit, which the unit sets
  * (LimitNOFILE=) or the shell's ulimit -Hn: a 1,000-node fan-out needs thousands of sockets and

@@ -110,7 +110,7 @@ char **hc_service_environ(const struct hc_service_env *env)
     size_t n = 0;
     while (environ && environ[n])
         n++;
-    char **out = calloc(n + 7, sizeof(*out));
+    char **out = calloc(n + 8, sizeof(*out));
     if (!out)
         return NULL;
     size_t k = 0;
@@ -119,9 +119,10 @@ char **hc_service_environ(const struct hc_service_env *env)
         if (strncmp(environ[i], "HC_", 3) != 0)
             failed |= !(out[k++] = strdup(environ[i]));
     const char *const keys[] = {"HC_NODE_NAME",    "HC_SERVICE_VERSION", "HC_SERVICE_DATA_DIR",
-                                "HC_SERVICE_HOST", "HC_STORAGE_HOST",    "HC_BUNDLE_DIR"};
-    const char *values[] = {env->node,         env->version,      env->data_dir,
-                            env->service_host, env->storage_host, env->bundle_dir};
+                                "HC_SERVICE_HOST", "HC_STORAGE_HOST",    "HC_BUNDLE_DIR",
+                                "HC_STOP_SET"};
+    const char *values[] = {env->node,         env->version,    env->data_dir, env->service_host,
+                            env->storage_host, env->bundle_dir, env->stop_set};
     for (size_t i = 0; i < HC_ARRAY_LEN(keys); i++)
         if (asprintf(&out[k++], "%s=%s", keys[i], values[i]) < 0) {
             out[k - 1] = NULL;
@@ -175,6 +176,12 @@ static void read_answer(enum hc_hook_kind kind, int ok, const char *out, struct 
     res->ok = ok;
     if (kind == HC_HOOK_OK_TO_STOP && json_is_boolean(v))
         res->ok = ok && json_is_true(v);
+    if (kind == HC_HOOK_OK_TO_STOP) {
+        res->set_answered = json_is_array(json_object_get(doc, "nodes"));
+        res->set_blocks = json_is_integer(json_object_get(doc, "set_blocks"))
+                              ? json_integer_value(json_object_get(doc, "set_blocks"))
+                              : -1;
+    }
     if (kind == HC_HOOK_RESYNC) {
         char *end = NULL;
         long long n = strtoll(out, &end, 10);
@@ -380,7 +387,13 @@ void hc_hook_run(enum hc_hook_kind kind, const json_t *hook, const struct hc_ser
         hook_command(kind, json_object_get(hook, "command"), timeout, env, res);
         return;
     }
-    char *url = hc_service_expand(http, env);
+    char *url = hc_service_expand(http, env), *full = NULL;
+    /* the set travels as a query (names are [a-z0-9._-] and commas: nothing to escape) */
+    if (url && kind == HC_HOOK_OK_TO_STOP && env->stop_set[0] &&
+        asprintf(&full, "%s%cnodes=%s", url, strchr(url, '?') ? '&' : '?', env->stop_set) >= 0) {
+        free(url);
+        url = full;
+    }
     if (url)
         hook_http(kind, url, timeout, res);
     else

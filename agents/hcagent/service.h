@@ -41,6 +41,9 @@ struct hc_service_env {
     char bundle_dir[1100];     /* DIR/software/VERSION */
     char settings_file[1100];  /* DIR/service-settings.json: the service's settings, if any */
     char settings_state[1100]; /* DIR/service-settings.state.json (service_settings.h) */
+    /* ok-to-stop for a set (GET /v1/service/ok-to-stop?nodes=A,B): the names, comma-separated,
+     * "" for this node alone. An http hook gets them as ?nodes=, a command as HC_STOP_SET. */
+    char stop_set[1100];
 };
 
 /* text with the placeholders replaced (malloc'd), NULL when out of memory. */
@@ -50,7 +53,7 @@ char *hc_service_expand(const char *text, const struct hc_service_env *env);
 int hc_service_env_check(const json_t *manifest, const struct hc_service_env *env,
                          struct hc_error *err);
 /* HC_NODE_NAME, HC_SERVICE_VERSION, HC_SERVICE_DATA_DIR, HC_SERVICE_HOST, HC_STORAGE_HOST,
- * HC_BUNDLE_DIR plus the agent's environment, NULL-terminated (free with
+ * HC_BUNDLE_DIR, HC_STOP_SET plus the agent's environment, NULL-terminated (free with
  * hc_service_env_free). */
 char **hc_service_environ(const struct hc_service_env *env);
 void hc_service_env_free(char **envp);
@@ -68,6 +71,10 @@ struct hc_hook_result {
     int ok;          /* healthy / ok to stop / drained / resync status known */
     int64_t pending; /* resync: blocks still to fetch */
     long status;     /* HTTP status or exit status; -1 without an answer */
+    /* ok-to-stop for a set: the service answered for the set (it echoed "nodes"), and how
+     * many of its blocks have every replica in the set ("set_blocks", -1: not said) */
+    int set_answered;
+    int64_t set_blocks;
     char detail[512];
 };
 /* Runs a manifest hook (hook may be NULL: res->defined = 0) within its timeout_ms (default 5 s,

@@ -394,6 +394,11 @@ static void hook_reply(struct hc_deferred *d, struct hc_request *req, enum hc_ho
                          version, "state", state);
     } else if (kind == HC_HOOK_OK_TO_STOP) {
         body = json_pack("{s:b, s:s}", "ok_to_stop", r->ok, "reason", r->detail);
+        /* whether the service answered for the set asked about (an older one answers for this
+         * node alone), and its blocks whose every replica is in the set */
+        json_object_set_new(body, "set", json_boolean(r->set_answered));
+        if (r->set_answered && r->set_blocks >= 0)
+            json_object_set_new(body, "set_blocks", json_integer(r->set_blocks));
     } else if (kind == HC_HOOK_DRAIN && r->ok) {
         body = json_pack("{s:b, s:s}", "drained", 1, "detail", r->detail);
     } else if (kind == HC_HOOK_DRAIN) {
@@ -437,12 +442,13 @@ static void hook_done(void *arg)
 /* Without a running service the answers are known: not healthy, ok to stop, nothing to drain;
  * the resync state is unknown (409). Returns 1 after having replied. */
 static int hook_without_service(struct hc_request *req, struct hc_agent_software *sw,
-                                enum hc_hook_kind kind)
+                                enum hc_hook_kind kind, const char *stop_set)
 {
     enum hc_service_state s = hc_service_state(sw->svc);
     if (s == HC_SVC_STARTING || s == HC_SVC_RUNNING)
         return 0;
-    struct hc_hook_result r = {.ok = kind != HC_HOOK_HEALTH};
+    /* a stopped service serves nothing: stopping it with a set changes nothing either */
+    struct hc_hook_result r = {.ok = kind != HC_HOOK_HEALTH, .set_answered = stop_set != NULL};
     snprintf(r.detail, sizeof(r.detail), "the service is %s", hc_service_state_name(s));
     if (kind == HC_HOOK_RESYNC) {
         char msg[128];
@@ -456,10 +462,10 @@ static int hook_without_service(struct hc_request *req, struct hc_agent_software
 }
 
 static void hook_route(struct hc_request *req, struct hc_agent_software *sw, enum hc_hook_kind kind,
-                       const char *field)
+                       const char *field, const char *stop_set)
 {
     struct hc_error err = {0};
-    if (hook_without_service(req, sw, kind))
+    if (hook_without_service(req, sw, kind, stop_set))
         return;
     const char *version = hc_service_version(sw->svc);
     json_t *m = hc_agent_sw_manifest(sw, version, &err);
@@ -476,6 +482,7 @@ static void hook_route(struct hc_request *req, struct hc_agent_software *sw, enu
     c->hook = json_deep_copy(json_object_get(m, field));
     json_decref(m);
     hc_agent_sw_env(sw, version, &c->env);
+    snprintf(c->env.stop_set, sizeof(c->env.stop_set), "%s", stop_set ? stop_set : "");
     snprintf(c->state, sizeof(c->state), "%s", hc_service_state_name(hc_service_state(sw->svc)));
     if (!(c->d = hc_req_defer(req)) || hc_jobs_start(sw->jobs, hook_work, hook_done, c, &err) < 0) {
         if (!err.code[0])
@@ -491,22 +498,43 @@ static void hook_route(struct hc_request *req, struct hc_agent_software *sw, enu
 
 static void health_route(struct hc_request *req, void *arg)
 {
-    hook_route(req, arg, HC_HOOK_HEALTH, "health");
+    hook_route(req, arg, HC_HOOK_HEALTH, "health", NULL);
 }
 
+/* ?nodes=A,B,...: ok-to-stop for this node stopped together with those (node names, at most
+ * 1,000 bytes); anything else is 400. */
 static void ok_to_stop_route(struct hc_request *req, void *arg)
 {
-    hook_route(req, arg, HC_HOOK_OK_TO_STOP, "ok_to_stop");
+    const char *set = hc_req_query(req, "nodes");
+    if (set) {
+        char name[64];
+        int ok = strlen(set) > 0 && strlen(set) <= 1000;
+        for (const char *p = set; ok && *p;) {
+            size_t l = strcspn(p, ",");
+            ok = l > 0 && l < sizeof(name);
+            if (ok) {
+                snprintf(name, sizeof(name), "%.*s", (int)l, p);
+                ok = hc_node_name_valid(name);
+            }
+            p += l + (p[l] == ',');
+        }
+        if (!ok) {
+            reply_error(req, HC_E(INVALID_ARGUMENT),
+                        "expected ?nodes=NAME,NAME... (node names, at most 1000 bytes)");
+            return;
+        }
+    }
+    hook_route(req, arg, HC_HOOK_OK_TO_STOP, "ok_to_stop", set);
 }
 
 static void drain_route(struct hc_request *req, void *arg)
 {
-    hook_route(req, arg, HC_HOOK_DRAIN, "drain");
+    hook_route(req, arg, HC_HOOK_DRAIN, "drain", NULL);
 }
 
 static void resync_route(struct hc_request *req, void *arg)
 {
-    hook_route(req, arg, HC_HOOK_RESYNC, "resync_status");
+    hook_route(req, arg, HC_HOOK_RESYNC, "resync_status", NULL);
 }
 
 /* ---------------------------------------------------------------- the storage peers */

@@ -80,27 +80,64 @@ int hcstor_effective_rf(const struct hcstor *s)
     return s->replication < members ? s->replication : members;
 }
 
-/* The rf of names[0..n) with the highest hash(name, key), best first, as indexes into names. */
-static size_t rank(const char *const *names, size_t n, size_t rf, const char *key, int *out)
+/* Members a and b are in one failure domain: both have one and it is the same ("": a domain of
+ * its own). */
+static int same_domain(const char *a, const char *b)
+{
+    return a[0] && b[0] && !strcmp(a, b);
+}
+
+/* The rf replicas of key among names[0..n) (domains[i] the failure domain of names[i]), best
+ * first, as indexes into names. Rendezvous hashing ranks every member by hash(name, key); the
+ * replicas are the best-ranked member of each domain, best domains first, as long as there are
+ * domains left; only when there are fewer domains than rf are the remaining places filled by
+ * the best-ranked members not yet taken. Without domains this is the plain top rf. */
+static size_t rank(const char *const *names, const char *const *domains, size_t n, size_t rf,
+                   const char *key, int *out)
 {
     uint64_t score[HCSTOR_PEERS_MAX + 1];
+    int order[HCSTOR_PEERS_MAX + 1];
+    unsigned char taken[HCSTOR_PEERS_MAX + 1] = {0};
     size_t got = 0;
-    for (size_t m = 0; m < n; m++) {
+    for (size_t m = 0; m < n; m++) { /* insertion sort of every member, best first */
         uint64_t h = mix_hash(names[m], key);
-        size_t at = got < rf ? got++ : rf;
-        if (at == rf && h <= score[rf - 1])
-            continue;
-        if (at == rf)
-            at = rf - 1;
+        size_t at = m;
         while (at > 0 && score[at - 1] < h) {
             score[at] = score[at - 1];
-            out[at] = out[at - 1];
+            order[at] = order[at - 1];
             at--;
         }
         score[at] = h;
-        out[at] = (int)m;
+        order[at] = (int)m;
     }
+    for (size_t i = 0; i < n && got < rf; i++) { /* one a domain */
+        int dup = 0;
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = taken[j] && same_domain(domains[order[i]], domains[order[j]]);
+        if (!dup)
+            taken[i] = 1, got++;
+    }
+    for (size_t i = 0; i < n && got < rf; i++) /* fewer domains than rf: the best of the rest */
+        if (!taken[i])
+            taken[i] = 1, got++;
+    got = 0;
+    for (size_t i = 0; i < n; i++)
+        if (taken[i])
+            out[got++] = order[i];
     return got;
+}
+
+size_t hcstor_domain_count(const struct hcstor *s)
+{
+    size_t count = 0;
+    for (size_t i = 0; i <= s->npeers; i++) {
+        const char *d = i == 0 ? s->domain : s->peers[i - 1].domain;
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = same_domain(d, j == 0 ? s->domain : s->peers[j - 1].domain);
+        count += !seen;
+    }
+    return count;
 }
 
 /* The index of the peer named name, -1 when it is this node or no member. */
@@ -115,12 +152,15 @@ static int peer_index(const struct hcstor *s, const char *name)
 /* Fills out[] with the replicas of key, best first: -1 is this node, i >= 0 is peers[i]. */
 size_t hcstor_replicas(const struct hcstor *s, const char *key, int *out, size_t max)
 {
-    const char *names[HCSTOR_PEERS_MAX + 1];
+    const char *names[HCSTOR_PEERS_MAX + 1], *domains[HCSTOR_PEERS_MAX + 1];
     size_t rf = (size_t)hcstor_effective_rf(s), n;
     names[0] = s->node;
-    for (size_t i = 0; i < s->npeers; i++)
+    domains[0] = s->domain;
+    for (size_t i = 0; i < s->npeers; i++) {
         names[i + 1] = s->peers[i].name;
-    n = rank(names, s->npeers + 1, rf < max ? rf : max, key, out);
+        domains[i + 1] = s->peers[i].domain;
+    }
+    n = rank(names, domains, s->npeers + 1, rf < max ? rf : max, key, out);
     for (size_t i = 0; i < n; i++)
         out[i] -= 1; /* names[0] is this node (-1), names[i] is peers[i - 1] */
     return n;
@@ -136,14 +176,16 @@ int hcstor_members_settled(const struct hcstor *s)
 
 size_t hcstor_write_targets(const struct hcstor *s, const char *key, int *out, size_t max)
 {
-    const char *names[HCSTOR_PEERS_MAX + 1];
+    const char *names[HCSTOR_PEERS_MAX + 1], *domains[HCSTOR_PEERS_MAX + 1];
     int old[HCSTOR_PEERS_MAX + 1];
     size_t n = hcstor_replicas(s, key, out, max);
     if (s->nprev == 0 || hcstor_members_settled(s))
         return n;
-    for (size_t i = 0; i < s->nprev; i++)
+    for (size_t i = 0; i < s->nprev; i++) {
         names[i] = s->prev[i];
-    size_t k = rank(names, s->nprev, (size_t)s->prev_rf, key, old);
+        domains[i] = s->prev_domain[i];
+    }
+    size_t k = rank(names, domains, s->nprev, (size_t)s->prev_rf, key, old);
     for (size_t i = 0; i < k && n < max; i++) {
         int idx = peer_index(s, s->prev[old[i]]), known = idx < 0;
         for (size_t j = 0; j < n && !known; j++)
@@ -736,24 +778,45 @@ static int peer_open(struct hcstor *s, struct hcstor_peer *p)
 static void members_save(struct hcstor *s)
 {
     snprintf(s->prev[0], sizeof(s->prev[0]), "%s", s->node);
-    for (size_t i = 0; i < s->npeers; i++)
+    snprintf(s->prev_domain[0], sizeof(s->prev_domain[0]), "%s", s->domain);
+    for (size_t i = 0; i < s->npeers; i++) {
         snprintf(s->prev[i + 1], sizeof(s->prev[i + 1]), "%s", s->peers[i].name);
+        snprintf(s->prev_domain[i + 1], sizeof(s->prev_domain[i + 1]), "%s", s->peers[i].domain);
+    }
     s->nprev = s->npeers + 1;
     s->prev_rf = hcstor_effective_rf(s);
 }
 
+/* 1 when any member has a failure domain, now or before the latest change. */
+static int domains_used(const struct hcstor *s)
+{
+    for (size_t i = 0; i < s->nprev; i++)
+        if (s->prev_domain[i][0])
+            return 1;
+    for (size_t i = 0; i < s->npeers; i++)
+        if (s->peers[i].domain[0])
+            return 1;
+    return s->domain[0] != '\0';
+}
+
 /* 1 when the latest change may have placed blocks here that were placed elsewhere before: a
- * member left, or the replication factor grew. When members were only added, rendezvous
- * hashing moves blocks to the new members and to no node that stays: what this node serves is
- * still all here. */
+ * member left, the replication factor grew, or a failure domain changed (the one-a-domain rule
+ * can then pick any member). When members were only added and no member has a domain,
+ * rendezvous hashing moves blocks to the new members and to no node that stays: what this node
+ * serves is still all here. With domains, any change of members counts (a new member can make
+ * its domain rank higher, which moves a block between members that stay). */
 static int members_gain(const struct hcstor *s)
 {
     if (hcstor_effective_rf(s) > s->prev_rf)
         return 1;
-    for (size_t i = 1; i < s->nprev; i++)
-        if (peer_index(s, s->prev[i]) < 0)
+    if (strcmp(s->domain, s->prev_domain[0]) != 0)
+        return 1;
+    for (size_t i = 1; i < s->nprev; i++) {
+        int at = peer_index(s, s->prev[i]);
+        if (at < 0 || strcmp(s->peers[at].domain, s->prev_domain[i]) != 0)
             return 1;
-    return 0;
+    }
+    return domains_used(s) && s->npeers + 1 != s->nprev;
 }
 
 static void relist_all(struct hcstor *s)
@@ -773,6 +836,11 @@ static int apply_members(struct hcstor *s, json_t *nodes)
     {
         const char *name = json_string_value(json_object_get(node, "name"));
         const char *host = json_string_value(json_object_get(node, "host"));
+        const char *domain = json_string_value(json_object_get(node, "domain"));
+        if (!domain || strlen(domain) >= HCSTOR_NAME_MAX)
+            domain = "";
+        if (name && !strcmp(name, s->node))
+            snprintf(s->domain, sizeof(s->domain), "%s", domain);
         if (!name || !host || !strcmp(name, s->node) || strlen(name) >= HCSTOR_NAME_MAX ||
             n == HCSTOR_PEERS_MAX)
             continue;
@@ -788,6 +856,7 @@ static int apply_members(struct hcstor *s, json_t *nodes)
             if (peer_open(s, &next[n]) < 0)
                 return -1;
         }
+        snprintf(next[n].domain, sizeof(next[n].domain), "%s", domain);
         n++;
     }
     for (i = 0; i < s->npeers; i++)
@@ -819,6 +888,7 @@ static int load_peers(struct hcstor *s)
         s->replication = (int)json_integer_value(json_object_get(j, "replication"));
     s->peers_epoch = json_integer_value(json_object_get(j, "epoch"));
     members_save(s);
+    s->domain[0] = '\0'; /* this node's entry in the list sets it again */
     int rc = apply_members(s, nodes);
     json_decref(j);
     if (rc < 0) {
@@ -826,8 +896,9 @@ static int load_peers(struct hcstor *s)
         return 0;
     }
     hcstor_log(s, HCSTOR_INFO,
-               "members (epoch %" PRId64 "): this node and %zu peers, replication %d",
-               s->peers_epoch, s->npeers, hcstor_effective_rf(s));
+               "members (epoch %" PRId64 "): this node and %zu peers in %zu failure domain(s), "
+               "replication %d",
+               s->peers_epoch, s->npeers, hcstor_domain_count(s), hcstor_effective_rf(s));
     return 1;
 }
 

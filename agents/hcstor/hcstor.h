@@ -69,6 +69,7 @@ struct hcstor_settings {
 
 struct hcstor_peer {
     char name[HCSTOR_NAME_MAX];
+    char domain[HCSTOR_NAME_MAX]; /* its failure domain, "" when none (a domain of its own) */
     char host[256];
     int port;
     enum hcstor_state state;
@@ -108,6 +109,7 @@ struct hcstor_peer {
 struct hcstor {
     struct event_base *base;
     char node[HCSTOR_NAME_MAX];
+    char domain[HCSTOR_NAME_MAX]; /* this node's failure domain from the peers file, "" none */
     char data[1024];
     char blocks[1100];
     char version[65];
@@ -133,6 +135,7 @@ struct hcstor {
      * while the change is unsettled, a coordinated write goes to the replicas of both, because
      * a member still on the old list serves the block by the old placement. */
     char prev[HCSTOR_PEERS_MAX + 1][HCSTOR_NAME_MAX];
+    char prev_domain[HCSTOR_PEERS_MAX + 1][HCSTOR_NAME_MAX]; /* their failure domains then */
     size_t nprev;
     int prev_rf;
     /* Copies held here that the members no longer place here: dropped once every owner said it
@@ -197,6 +200,9 @@ const char *hcstor_fsync_name(int mode);
 
 /* cluster.c */
 int hcstor_cluster_init(struct hcstor *s);
+/* The number of distinct failure domains among the members (a member without one counts as
+ * one of its own). */
+size_t hcstor_domain_count(const struct hcstor *s);
 size_t hcstor_replicas(const struct hcstor *s, const char *key, int *out, size_t max);
 int hcstor_is_replica(const struct hcstor *s, const char *key);
 /* Where a coordinated write of key goes besides this node: its replicas (as hcstor_replicas)

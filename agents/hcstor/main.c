@@ -546,6 +546,9 @@ static void health(struct hcstor *s, struct evhttp_request *req)
     const char *name;
     json_object_foreach(pending, name, v) json_array_append_new(names, json_string(name));
     json_decref(pending);
+    /* the failure domains: this node's (null: none) and how many the members span */
+    json_object_set_new(body, "domain", s->domain[0] ? json_string(s->domain) : json_null());
+    json_object_set_new(body, "domains", json_integer((json_int_t)hcstor_domain_count(s)));
     /* the settings in effect; those changed in the file that wait for a restart, by name */
     json_object_set_new(body, "settings", hcstor_settings_json(&s->set));
     json_object_set_new(body, "pending_restart", names);
@@ -560,7 +563,9 @@ static void health(struct hcstor *s, struct evhttp_request *req)
 
 /* An ok-to-stop being decided: answered when every peer answered a fresh probe, or after
  * HCSTOR_OK_TO_STOP_MS, whichever comes first; a peer not heard from since the question was
- * asked is not counted as a serving replica (a hung peer cannot be relied on). */
+ * asked is not counted as a serving replica (a hung peer cannot be relied on). With a set
+ * (?nodes=A,B,...: the nodes to stop together with this one), a replica in the set does not
+ * count either. */
 struct verdict {
     struct hcstor *s;
     struct evhttp_request *req;
@@ -568,37 +573,69 @@ struct verdict {
     int refs; /* the probes' batch and the timer */
     int answered;
     struct event *timer;
+    json_t *set; /* the names asked about (this node's included), NULL: this node alone */
 };
 
-/* The blocks held here with no other replica that is serving and answered since asked_ms; the
- * first is described in why. */
-static size_t unprotected_blocks(struct hcstor *s, int64_t asked_ms, char *why, size_t len)
+static int in_set(const json_t *set, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(set, i, v)
+    {
+        if (!strcmp(json_string_value(v), name))
+            return 1;
+    }
+    return 0;
+}
+
+/* The blocks held here with no other replica that is serving, answered since asked_ms and is
+ * not in the set; *in_set_blocks of them have no replica outside the set at all (stopping the
+ * set loses them whatever the states: waiting does not help). The first such block, else the
+ * first unprotected one, is described in why. */
+static size_t unprotected_blocks(struct hcstor *s, const struct verdict *v, size_t *in_set_blocks,
+                                 char *why, size_t len)
 {
     const char *key;
-    json_t *v;
+    json_t *val;
     size_t count = 0;
     int rs[HCSTOR_PEERS_MAX + 1];
-    json_object_foreach(s->index, key, v)
+    *in_set_blocks = 0;
+    json_object_foreach(s->index, key, val)
     {
         size_t n = hcstor_replicas(s, key, rs, HC_ARRAY_LEN(rs)), others = 0, serving = 0;
+        size_t outside = 0;
         char names[400] = "";
         for (size_t i = 0; i < n; i++) {
             if (rs[i] < 0)
                 continue;
             struct hcstor_peer *p = &s->peers[rs[i]];
-            int silent = p->heard_ms < asked_ms;
+            int silent = p->heard_ms < v->asked_ms, stops = v->set && in_set(v->set, p->name);
             others++;
-            serving += p->state == HCSTOR_SERVING && !silent;
+            outside += !stops;
+            serving += p->state == HCSTOR_SERVING && !silent && !stops;
             size_t at = strlen(names);
-            snprintf(names + at, sizeof(names) - at, "%s%s is %s", at ? ", " : "", p->name,
-                     silent && p->state != HCSTOR_DOWN ? "not answering"
-                                                       : hcstor_state_name(p->state));
+            snprintf(names + at, sizeof(names) - at, "%s%s %s", at ? ", " : "", p->name,
+                     stops                               ? "stops with it (in the set)"
+                     : silent && p->state != HCSTOR_DOWN ? "is not answering"
+                     : p->state == HCSTOR_SERVING        ? "is serving"
+                     : p->state == HCSTOR_DOWN           ? "is down"
+                     : p->state == HCSTOR_RESYNCING      ? "is resyncing"
+                                                         : "is draining");
         }
         if (serving > 0)
             continue;
-        if (count++ == 0)
-            snprintf(why, len, "block '%s' has no other in-sync serving replica (%s)", key,
-                     others ? names : "replication factor 1: no other replica exists");
+        int lost = v->set && others > 0 && outside == 0;
+        if (count++ == 0 || (lost && *in_set_blocks == 0)) {
+            if (lost)
+                snprintf(why, len,
+                         "block '%s' has every replica in the set: stopping %s with %s leaves "
+                         "it no copy (%s)",
+                         key, s->node, others > 1 ? "them" : "it", names);
+            else
+                snprintf(why, len, "block '%s' has no other in-sync serving replica (%s)", key,
+                         others ? names : "replication factor 1: no other replica exists");
+        }
+        *in_set_blocks += lost;
     }
     return count;
 }
@@ -606,23 +643,65 @@ static size_t unprotected_blocks(struct hcstor *s, int64_t asked_ms, char *why, 
 static void verdict_answer(struct verdict *v)
 {
     struct hcstor *s = v->s;
-    char why[600] = "", reason[800];
+    char why[900] = "", reason[1000];
+    size_t lost = 0;
     if (v->answered)
         return;
     v->answered = 1;
-    size_t n = unprotected_blocks(s, v->asked_ms, why, sizeof(why));
+    size_t n = unprotected_blocks(s, v, &lost, why, sizeof(why));
     if (n == 0)
         snprintf(reason, sizeof(reason),
                  "each of the %zu blocks held here has another in-sync "
-                 "serving replica",
-                 json_object_size(s->index));
+                 "serving replica%s",
+                 json_object_size(s->index), v->set ? " outside the set" : "");
     else
         snprintf(reason, sizeof(reason), "%s%s", why,
                  n > 1 ? " and more blocks are in the same case" : "");
-    hcstor_reply_json(v->req, 200,
-                      json_pack("{s:b, s:s, s:I}", "ok_to_stop", n == 0, "reason", reason,
-                                "unprotected_blocks", (json_int_t)n));
+    json_t *body = json_pack("{s:b, s:s, s:I}", "ok_to_stop", n == 0, "reason", reason,
+                             "unprotected_blocks", (json_int_t)n);
+    if (v->set) {
+        json_object_set(body, "nodes", v->set);
+        json_object_set_new(body, "set_blocks", json_integer((json_int_t)lost));
+    }
+    hcstor_reply_json(v->req, 200, body);
     request_finished(s);
+}
+
+/* ?nodes=A,B,... into a new array of the names with this node's added; NULL (no set) when the
+ * query has none, -1 in *bad when a name is not a member or the list is malformed. */
+static json_t *stop_set(struct hcstor *s, struct evhttp_request *req, char *bad, size_t len)
+{
+    struct evkeyvalq q;
+    const char *query = strchr(evhttp_request_get_uri(req), '?');
+    bad[0] = '\0';
+    if (!query || evhttp_parse_query_str(query + 1, &q) != 0)
+        return NULL;
+    const char *list = evhttp_find_header(&q, "nodes");
+    json_t *set = list ? json_array() : NULL;
+    if (list && !*list)
+        snprintf(bad, len, "expected ?nodes=NAME,NAME...");
+    char name[HCSTOR_NAME_MAX];
+    for (const char *p = list; p && *p && !bad[0];) {
+        size_t l = strcspn(p, ",");
+        if (l == 0 || l >= sizeof(name)) {
+            snprintf(bad, len, "expected ?nodes=NAME,NAME...");
+            break;
+        }
+        snprintf(name, sizeof(name), "%.*s", (int)l, p);
+        if (strcmp(name, s->node) != 0 && !hcstor_peer_by_name(s, name))
+            snprintf(bad, len, "'%s' is not a member", name);
+        else if (!in_set(set, name))
+            json_array_append_new(set, json_string(name));
+        p += l + (p[l] == ',');
+    }
+    evhttp_clear_headers(&q);
+    if (set && !bad[0] && !in_set(set, s->node))
+        json_array_append_new(set, json_string(s->node));
+    if (bad[0]) {
+        json_decref(set);
+        return NULL;
+    }
+    return set;
 }
 
 static void verdict_unref(struct verdict *v)
@@ -630,6 +709,7 @@ static void verdict_unref(struct verdict *v)
     if (--v->refs > 0)
         return;
     event_free(v->timer);
+    json_decref(v->set);
     free(v);
 }
 
@@ -665,6 +745,12 @@ static void ok_to_stop(struct hcstor *s, struct evhttp_request *req)
         hcstor_reply_json(req, 200, json_pack("{s:b, s:s}", "ok_to_stop", 0, "reason", reason));
         return;
     }
+    char bad[200];
+    json_t *set = stop_set(s, req, bad, sizeof(bad));
+    if (bad[0]) {
+        hcstor_reply_error(req, HC_E(INVALID_ARGUMENT), "%s", bad);
+        return;
+    }
     struct verdict *v = calloc(1, sizeof(*v));
     struct timeval tv = {0, HCSTOR_OK_TO_STOP_MS * 1000};
     if (v)
@@ -673,10 +759,11 @@ static void ok_to_stop(struct hcstor *s, struct evhttp_request *req)
         if (v && v->timer)
             event_free(v->timer);
         free(v);
+        json_decref(set);
         hcstor_reply_error(req, HC_E(INTERNAL), "out of memory");
         return;
     }
-    *v = (struct verdict){s, req, hc_mono_ms(), 2, 0, v->timer};
+    *v = (struct verdict){s, req, hc_mono_ms(), 2, 0, v->timer, set};
     s->in_flight++;
     hcstor_probe_all(s, verdict_probed, v);
 }

@@ -47,6 +47,7 @@ static const struct {
     {"GET", "/v1/nodes/{name}", HC_API_READ, hc_res_node_get},
     {"DELETE", "/v1/nodes/{name}", HC_API_ADMIN, hc_res_node_delete},
     {"POST", "/v1/nodes/{name}/renew-cert", HC_API_ADMIN, hc_res_node_renew_cert},
+    {"PUT", "/v1/nodes/{name}/failure-domain", HC_API_ADMIN, hc_res_node_set_domain},
     {"GET", "/v1/operations", HC_API_READ, hc_res_ops_list},
     {"GET", "/v1/operations/{id}", HC_API_READ, hc_res_op_get},
     {"POST", "/v1/operations/{id}/pause", HC_API_ADMIN, hc_res_op_pause},

@@ -141,6 +141,7 @@ void hc_res_nodes_list(struct hc_request *req, void *arg);        /* res_nodes.c
 void hc_res_node_get(struct hc_request *req, void *arg);          /* res_nodes.c */
 void hc_res_node_delete(struct hc_request *req, void *arg);       /* res_nodes.c */
 void hc_res_node_renew_cert(struct hc_request *req, void *arg);   /* res_nodes.c */
+void hc_res_node_set_domain(struct hc_request *req, void *arg);   /* res_nodes.c */
 void hc_res_cluster_create(struct hc_request *req, void *arg);    /* res_bootstrap.c */
 void hc_res_maintenance_enter(struct hc_request *req, void *arg); /* res_maintenance.c */
 void hc_res_maintenance_exit(struct hc_request *req, void *arg);  /* res_maintenance.c */

@@ -4,7 +4,8 @@
  *
  * Body: {"name" (create only), "nodes":["[USER@]HOST[:PORT]",...], "ssh_key"?, "known_hosts"?,
  *        "accept_new_host_keys"?, "storage_interface"?, "mtu"?, "parallel"?,
- *        "join_timeout_seconds"?}
+ *        "join_timeout_seconds"?, "failure_domains"?: {"[USER@]HOST[:PORT]": DOMAIN}}
+ * failure_domains names hosts as in "nodes" (compared as user@host:port) and is stored keyed so.
  * Paths (ssh_key, known_hosts) are files on the controller's host.
  */
 #include <string.h>
@@ -40,6 +41,58 @@ static int iface_name_valid(const char *s)
                      "0123456789_.-@:") == n;
 }
 
+/* "failure_domains" {host: domain} checked (every host one of nodes, every domain a valid name)
+ * and keyed by the canonical user@host:port (what the operation names each host by); a new
+ * object in *out (NULL when absent). 0 or -1 with 400. */
+static int domains_param(const json_t *body, const json_t *nodes, json_t **out,
+                         struct hc_error *err)
+{
+    const json_t *fd = json_object_get(body, "failure_domains"), *v, *n;
+    const char *host;
+    size_t i;
+    *out = NULL;
+    if (!fd || json_is_null(fd))
+        return 0;
+    if (!json_is_object(fd))
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                            "'failure_domains' must be an object {host: domain}");
+    json_t *keyed = json_object();
+    json_object_foreach((json_t *)fd, host, v)
+    {
+        struct hc_ssh_target t, u;
+        char want[400], have[400];
+        int listed = 0;
+        if (hc_ssh_target_parse(host, &t, err) < 0)
+            goto bad;
+        hc_ssh_target_format(&t, want, sizeof(want));
+        json_array_foreach(nodes, i, n)
+        {
+            hc_ssh_target_parse(json_string_value(n), &u, NULL);
+            hc_ssh_target_format(&u, have, sizeof(have));
+            listed |= !strcmp(want, have);
+        }
+        if (!listed) {
+            hc_error_set(err, HC_E(INVALID_ARGUMENT),
+                         "failure domain given for '%.100s', which is not one of the nodes", host);
+            hc_error_hint(err, "give --failure-domain HOST=DOMAIN for a host given with --node");
+            goto bad;
+        }
+        if (!json_is_string(v) || !hc_failure_domain_valid(json_string_value(v))) {
+            hc_error_set(err, HC_E(INVALID_DOMAIN), "invalid failure domain '%.80s' for '%.100s'",
+                         json_is_string(v) ? json_string_value(v) : "(not a string)", host);
+            hc_error_hint(err, "lowercase letters, digits, '.', '-', '_', starting with a letter "
+                               "or digit; up to 63 characters");
+            goto bad;
+        }
+        json_object_set_new(keyed, want, json_string(json_string_value(v)));
+    }
+    *out = keyed;
+    return 0;
+bad:
+    json_decref(keyed);
+    return -1;
+}
+
 /* Validates the body and turns it into operation params (new reference) or NULL with err. */
 static json_t *bootstrap_params(const json_t *body, int create, struct hc_error *err)
 {
@@ -73,7 +126,12 @@ static json_t *bootstrap_params(const json_t *body, int create, struct hc_error 
         hc_api_body_int(body, "parallel", 1, HC_BOOTSTRAP_MAX_PARALLEL, 0, NULL, err) < 0 ||
         hc_api_body_int(body, "join_timeout_seconds", 1, 3600, 0, NULL, err) < 0)
         return NULL;
+    json_t *domains;
+    if (domains_param(body, nodes, &domains, err) < 0)
+        return NULL;
     json_t *p = json_deep_copy(body);
+    if (domains)
+        json_object_set_new(p, "failure_domains", domains);
     if (json_object_get(body, "join_timeout_seconds"))
         json_object_set_new(p, "join_timeout_ms",
                             json_integer(hc_json_int(body, "join_timeout_seconds", 60) * 1000));

@@ -2,13 +2,13 @@
  * The configuration resources (docs/api.md "Configuration", docs/config.md):
  *   GET  /v1/config[?node=NAME][&defaults=1]  the desired revision and its effective values
  *   POST /v1/config {"set": {NAME: value}, "unset": [NAME], "revert": REV, "message",
- *                    "max_unavailable", "node_timeout_seconds", "dry_run"}
+ *                    "max_unavailable", "node_timeout_seconds", "dry_run", "batch"}
  *                   -> 202 {"revision", "changes", "restart", "operation"} (a new revision and
  *                   the operation applying it), or 200 for a dry run or no change
- *   POST /v1/config/apply {"max_unavailable", "dry_run"}  the desired revision again, to the
- *                   nodes not in sync
- *   GET  /v1/config/history, GET /v1/config/diff?from=&to=, GET /v1/config/status
- * Nothing here calls an agent: a node's values come from what the poller recorded.
+ *   POST /v1/config/apply {"max_unavailable", "batch", "dry_run"}  the desired revision again, to
+ * the nodes not in sync GET  /v1/config/history, GET /v1/config/diff?from=&to=, GET
+ * /v1/config/status Nothing here calls an agent: a node's values come from what the poller
+ * recorded.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +19,7 @@
 #include "controller/ops/op_config.h"
 #include "controller/ops/op_upgrade.h"
 #include "controller/ops/ops.h"
+#include "controller/ops/rolling.h"
 #include "controller/state/checks.h"
 #include "controller/state/config.h"
 #include "controller/state/nodes.h"
@@ -217,10 +218,12 @@ static json_t *requested(struct hc_db *db, const json_t *body, const json_t *cur
 
 struct apply_params {
     int64_t max_unavailable, node_timeout_s;
+    const char *batch; /* node | domain (controller/ops/rolling.h) */
 };
 
 /* The options of a change, checked before anything else. 0 or -1 with err (400). */
-static int params_check(const json_t *body, struct apply_params *p, struct hc_error *err)
+static int params_check(struct hc_db *db, const json_t *body, struct apply_params *p,
+                        struct hc_error *err)
 {
     const json_t *message = json_object_get(body, "message");
     if (message && (!json_is_string(message) || strlen(json_string_value(message)) > MESSAGE_MAX))
@@ -228,7 +231,8 @@ static int params_check(const json_t *body, struct apply_params *p, struct hc_er
                             "message must be a string of at most %d bytes", MESSAGE_MAX);
     if (hc_api_body_int(body, "max_unavailable", 1, 1000, 1, &p->max_unavailable, err) < 0 ||
         hc_api_body_int(body, "node_timeout_seconds", 1, 86400, HC_UPGRADE_NODE_TIMEOUT_MS / 1000,
-                        &p->node_timeout_s, err) < 0)
+                        &p->node_timeout_s, err) < 0 ||
+        hc_rolling_batch_check(db, body, p->max_unavailable, &p->batch, err) < 0)
         return -1;
     return 0;
 }
@@ -259,9 +263,10 @@ static void record_and_apply(struct hc_request *req, struct hc_api *api, const j
             return;
         json_decref(ignored);
     }
-    json_t *params = json_pack("{s:I, s:I, s:I, s:O?}", "revision", (json_int_t)rev,
-                               "max_unavailable", (json_int_t)p->max_unavailable, "node_timeout_ms",
-                               (json_int_t)(p->node_timeout_s * 1000), "nodes", only);
+    json_t *params =
+        json_pack("{s:I, s:I, s:I, s:O?, s:s}", "revision", (json_int_t)rev, "max_unavailable",
+                  (json_int_t)p->max_unavailable, "node_timeout_ms",
+                  (json_int_t)(p->node_timeout_s * 1000), "nodes", only, "batch", p->batch);
     const char *kind = restart ? HC_CONFIG_ROLLING_KIND : HC_CONFIG_APPLY_KIND;
     if (hc_ops_submit(api->db, api->ctl->cluster_id, kind, params, hc_api_actor(req), op_id, err) ==
         0) {
@@ -293,7 +298,7 @@ void hc_res_config_set(struct hc_request *req, void *arg)
         return;
     const json_t *skip;
     json_t *checks = NULL;
-    if (params_check(body, &p, &err) < 0 || hc_checks_skip_arg(body, &skip, &err) < 0 ||
+    if (params_check(api->db, body, &p, &err) < 0 || hc_checks_skip_arg(body, &skip, &err) < 0 ||
         hc_config_desired(api->db, &rev, &current, &err) < 0 ||
         !(want = requested(api->db, body, current, &action, &reverted_to, &err)) ||
         !(norm = hc_config_check(api->db, want, &err)) ||
@@ -338,7 +343,7 @@ void hc_res_config_apply(struct hc_request *req, void *arg)
     struct apply_params p;
     if (!body)
         return;
-    if (params_check(body, &p, &err) < 0 || !(status = hc_config_status(api->db, &err)))
+    if (params_check(api->db, body, &p, &err) < 0 || !(status = hc_config_status(api->db, &err)))
         goto done;
     only = json_array();
     json_array_foreach(json_object_get(status, "nodes"), i, node)

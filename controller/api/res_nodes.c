@@ -2,9 +2,10 @@
  * /v1/nodes: list and show from the database, and DELETE, which starts a node.remove operation
  * (the removal itself runs on the operation workers). DELETE takes an optional body
  * {"force","reason","purge","max_unavailable"} (controller/ops/op_node_remove.h), like
- * DELETE /v1/nodes/{name}/maintenance takes one. POST /v1/nodes/{name}/renew-cert asks the poller
- * to renew the node's certificate at its next cycle, also one that has expired
- * (controller/remote/cert_renew.h).
+ * DELETE /v1/nodes/{name}/maintenance takes one. PUT /v1/nodes/{name}/failure-domain
+ * {"failure_domain": NAME|null} starts a node.set operation (controller/ops/op_node_set.h).
+ * POST /v1/nodes/{name}/renew-cert asks the poller to renew the node's certificate at its next
+ * cycle, also one that has expired (controller/remote/cert_renew.h).
  */
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "controller/api/api.h"
 #include "controller/ops/op_node_remove.h"
+#include "controller/ops/op_node_set.h"
 #include "controller/ops/ops.h"
 #include "controller/state/nodes.h"
 
@@ -45,9 +47,11 @@ void hc_res_node_get(struct hc_request *req, void *arg)
     hc_api_reply_etag(api, req, deps, hc_node_get(api->db, hc_req_param(req, "name"), &err), &err);
 }
 
-void hc_res_node_delete(struct hc_request *req, void *arg)
+/* A node operation of `kind` whose params make_params draws from the request's body: 202 with
+ * the operation, or 404 (unknown node), 400 (bad body), 409 (another disruptive operation). */
+static void node_op(struct hc_request *req, struct hc_api *api, const char *kind,
+                    json_t *(*make_params)(const char *, const json_t *, struct hc_error *))
 {
-    struct hc_api *api = arg;
     struct hc_error err = {0};
     const char *name = hc_req_param(req, "name");
     json_t *body = NULL, *params = NULL;
@@ -58,10 +62,10 @@ void hc_res_node_delete(struct hc_request *req, void *arg)
     if (!in)
         return;
     json_t *node = hc_node_json(api->db, name, &err); /* 404 with its hint when unknown */
-    if (!node || !(params = hc_node_remove_params(name, in, &err)))
+    if (!node || !(params = make_params(name, in, &err)))
         goto cleanup;
-    if (hc_ops_submit(api->db, api->ctl->cluster_id, HC_OP_NODE_REMOVE, params, hc_api_actor(req),
-                      op_id, &err) < 0)
+    if (hc_ops_submit(api->db, api->ctl->cluster_id, kind, params, hc_api_actor(req), op_id, &err) <
+        0)
         goto cleanup;
     if (api->ctl->ops)
         hc_ops_pool_kick(api->ctl->ops);
@@ -94,4 +98,14 @@ void hc_res_node_renew_cert(struct hc_request *req, void *arg)
 reply:
     json_decref(node);
     hc_api_reply(req, 202, body, &err);
+}
+
+void hc_res_node_delete(struct hc_request *req, void *arg)
+{
+    node_op(req, arg, HC_OP_NODE_REMOVE, hc_node_remove_params);
+}
+
+void hc_res_node_set_domain(struct hc_request *req, void *arg)
+{
+    node_op(req, arg, HC_OP_NODE_SET, hc_node_set_params);
 }

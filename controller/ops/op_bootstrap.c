@@ -588,15 +588,20 @@ static int step_pin(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
     struct hc_db *db = hc_op_db(ctx);
     if (hc_db_begin(db, err) < 0)
         return -1;
+    /* params.failure_domains is keyed by the canonical user@host:port (res_bootstrap.c) */
+    const char *domain =
+        hc_json_str(json_object_get(hc_op_params(ctx), "failure_domains"), h->label, NULL);
     if (hc_node_set_bootstrap(db, h->name, h->label, h->fingerprint[0] ? h->fingerprint : NULL,
                               h->pf.iface, h->pf.init[0] ? h->pf.init : NULL, err) < 0 ||
+        (domain && hc_node_set_failure_domain(db, h->name, domain, err) < 0) ||
         hc_event_add(db, "node.pinned", h->name, hc_op_id(ctx), "controller", NULL, err,
                      "ssh host key of %s pinned: %s", h->label, h->fingerprint) < 0 ||
         hc_db_commit(db, err) < 0) {
         hc_db_rollback(db);
         return -1;
     }
-    snprintf(detail, len, "%s %s", h->name, h->fingerprint);
+    snprintf(detail, len, "%s %s%s%s", h->name, h->fingerprint, domain ? " failure domain " : "",
+             domain ? domain : "");
     return 0;
 }
 

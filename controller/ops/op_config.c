@@ -239,6 +239,7 @@ static enum hc_op_result config_run(struct hc_op_ctx *ctx, int rolling, struct h
     a.outcome = json_object();
     hc_rolling_init(&a.r, ctx, &change, a.to, (int)hc_json_int(p, "max_unavailable", 1),
                     hc_json_int(p, "node_timeout_ms", HC_UPGRADE_NODE_TIMEOUT_MS));
+    a.r.batch_domain = hc_rolling_params_domain(p);
     int found = hc_config_revision(hc_op_db(ctx), a.revision, &a.overrides, err);
     if (found == 0)
         hc_error_set(err, HC_E(NOT_FOUND), "revision %lld is not recorded", (long long)a.revision);

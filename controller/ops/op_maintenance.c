@@ -5,6 +5,7 @@
 #include "controller/ops/op_maintenance.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -80,6 +81,80 @@ int hc_avail_check(struct hc_db *db, const char *node, int max_unavailable, stru
                  "taking '%s' down would leave %d node(s) down, more "
                  "than max_unavailable %d: already down: %s",
                  node, down + 1, max_unavailable, who);
+    return hc_error_hint(err, "bring the other node(s) back first (hcctl maintenance exit), or "
+                              "raise --max-unavailable if the data tolerates it");
+}
+
+/* 1 when name is one of names[0..n). */
+static int listed(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(names[i], name))
+            return 1;
+    return 0;
+}
+
+/* Adds key to the distinct keys[0..*n) (each up to 128 bytes); returns 1 when it was new. */
+static int domain_add(char (*keys)[128], size_t *n, size_t cap, const char *key)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp(keys[i], key))
+            return 0;
+    if (*n < cap)
+        snprintf(keys[(*n)++], sizeof(keys[0]), "%s", key);
+    return 1;
+}
+
+int hc_avail_check_set(struct hc_db *db, const char *const *names, size_t n, int max_unavailable,
+                       int domains, struct hc_error *err)
+{
+    struct hc_node_row *rows;
+    size_t nrows, ndown = 0, nkeys = 0, used = 0;
+    char who[512] = "", key[128];
+    if (hc_nodes_rows(db, NULL, &rows, &nrows, err) < 0)
+        return -1;
+    char(*keys)[128] = calloc(nrows + 1, sizeof(*keys));
+    if (!keys) {
+        hc_node_rows_free(rows, nrows);
+        return hc_error_set(err, HC_E(INTERNAL), "out of memory");
+    }
+    for (size_t i = 0; i < nrows; i++) { /* the domains down for other reasons */
+        const char *why = down_reason(&rows[i]);
+        if (!why || listed(names, n, rows[i].name))
+            continue;
+        hc_node_domain_key(rows[i].name, rows[i].failure_domain, key, sizeof(key));
+        domain_add(keys, &nkeys, nrows, key);
+        ndown++;
+        if (used < sizeof(who))
+            used += (size_t)snprintf(
+                who + used, sizeof(who) - used, "%s%s (%s%s%s)", ndown > 1 ? ", " : "",
+                rows[i].name, why, domains ? ", domain " : "",
+                domains ? (rows[i].failure_domain ? rows[i].failure_domain : "of its own") : "");
+    }
+    size_t down_before = domains ? nkeys : ndown, after = down_before;
+    for (size_t i = 0; i < nrows; i++) /* and the set's */
+        if (listed(names, n, rows[i].name))
+            after +=
+                domains
+                    ? (size_t)domain_add(keys, &nkeys, nrows,
+                                         hc_node_domain_key(rows[i].name, rows[i].failure_domain,
+                                                            key, sizeof(key)))
+                    : 1;
+    hc_node_rows_free(rows, nrows);
+    free(keys);
+    if (after <= (size_t)max_unavailable)
+        return 0;
+    const char *unit = domains ? "failure domain(s)" : "node(s)";
+    if (n == 1)
+        hc_error_set(err, HC_E(BUDGET),
+                     "taking '%s' down would leave %zu %s down, more than max_unavailable %d: "
+                     "already down: %s",
+                     names[0], after, unit, max_unavailable, who);
+    else
+        hc_error_set(err, HC_E(BUDGET),
+                     "taking %s and %zu more down would leave %zu %s down, more than "
+                     "max_unavailable %d: already down: %s",
+                     names[0], n - 1, after, unit, max_unavailable, who);
     return hc_error_hint(err, "bring the other node(s) back first (hcctl maintenance exit), or "
                               "raise --max-unavailable if the data tolerates it");
 }
@@ -284,7 +359,10 @@ static int step_budget(struct hc_op_ctx *ctx, void *arg, char *detail, size_t le
 {
     struct maint_step *s = arg;
     int64_t deadline = hc_mono_ms() + s->p->wait_budget_ms;
-    while (hc_avail_check(hc_op_db(ctx), s->svc.name, s->p->max_unavailable, err) < 0) {
+    const char *self = s->svc.name;
+    while ((s->p->budget_domains
+                ? hc_avail_check_set(hc_op_db(ctx), &self, 1, s->p->max_unavailable, 1, err)
+                : hc_avail_check(hc_op_db(ctx), s->svc.name, s->p->max_unavailable, err)) < 0) {
         if (strcmp(err->code, HC_ERR_BUDGET) != 0)
             return -1;
         if (s->p->wait_budget_ms <= 0)
@@ -307,7 +385,17 @@ static int step_budget(struct hc_op_ctx *ctx, void *arg, char *detail, size_t le
         if (admit_tick(ctx, s, err) < 0)
             return -1;
     }
-    snprintf(detail, len, "within max_unavailable %d", s->p->max_unavailable);
+    snprintf(detail, len, "within max_unavailable %d%s", s->p->max_unavailable,
+             s->p->budget_domains ? " failure domain(s)" : "");
+    return 0;
+}
+
+/* The node was let through with its batch: the batch's gate answered (rolling.c). */
+static int step_gated(struct hc_op_ctx *ctx, void *arg, char *detail, size_t len,
+                      struct hc_error *err)
+{
+    const struct maint_step *s = arg;
+    snprintf(detail, len, "%s", s->p->gated);
     return 0;
 }
 
@@ -489,6 +577,11 @@ static int load_step(struct hc_op_ctx *ctx, struct hc_http_client *client, const
 static int gate_steps(struct hc_op_ctx *ctx, const char *node, struct maint_step *s,
                       struct hc_error *err)
 {
+    if (s->p->gated)
+        return hc_op_step_observe(ctx, node, "budget", step_gated, s, err) < 0 ||
+                       hc_op_step_observe(ctx, node, "ok_to_stop", step_gated, s, err) < 0
+                   ? -1
+                   : 0;
     if (hc_op_step_observe(ctx, node, "budget", step_budget, s, err) < 0 ||
         hc_op_step_observe(ctx, node, "ok_to_stop", step_ok_to_stop, s, err) < 0)
         return -1;
@@ -518,7 +611,8 @@ int hc_maint_enter_steps(struct hc_op_ctx *ctx, struct hc_http_client *client, c
     int up = !strcmp(mn.maintenance, "none");
     if (up && gate_steps(ctx, node, &s, err) < 0)
         return -1;
-    if ((!up && hc_op_step(ctx, node, "ok_to_stop", step_ok_to_stop, &s, err) < 0) ||
+    if ((!up && hc_op_step(ctx, node, "ok_to_stop", p->gated ? step_gated : step_ok_to_stop, &s,
+                           err) < 0) ||
         hc_op_step(ctx, node, "drain", step_drain, &s, err) < 0 ||
         hc_op_step(ctx, node, "stop", step_stop, &s, err) < 0)
         return -1;

@@ -45,6 +45,12 @@ int hc_avail_down(struct hc_db *db, const char *except, int *count, char *who, s
 /* 0 when taking `node` down keeps the down count within max_unavailable, else -1 with 409
  * unavailable_budget naming the nodes already down. */
 int hc_avail_check(struct hc_db *db, const char *node, int max_unavailable, struct hc_error *err);
+/* 0 when taking the nodes names[0..n) down together keeps what is down within max_unavailable,
+ * else -1 with 409 unavailable_budget naming what is down already. Nodes down for any reason
+ * count; the set's own do not count twice. domains: the budget counts failure domains (a domain
+ * is down when any of its nodes is; a node without one is a domain of its own), else nodes. */
+int hc_avail_check_set(struct hc_db *db, const char *const *names, size_t n, int max_unavailable,
+                       int domains, struct hc_error *err);
 /* The first node other than except that the poller finds unreachable or stalled: 1 and its name
  * in name, 0 when every other node answers, -1 with err. */
 int hc_avail_unreachable(struct hc_db *db, const char *except, char *name, size_t len,
@@ -84,6 +90,11 @@ struct hc_maint_params {
      * ok-to-stop; the budget (which counted the others) is then the gate, and the step says
      * so. 0 (maintenance, upgrade): a transport failure fails the step. */
     int unreachable_ok;
+    /* --batch domain: max_unavailable counts failure domains (hc_avail_check_set). */
+    int budget_domains;
+    /* Non-NULL: the node's batch passed its gate as a whole (budget and ok-to-stop for the set,
+     * rolling.c); the node's budget and ok_to_stop steps record this text instead of asking. */
+    const char *gated;
 };
 /* The gates of taking `node` down, for maintenance, the rolling upgrade and node removal: the
  * availability budget (nodes already down count; step "budget") and the storage service's

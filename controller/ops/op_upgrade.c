@@ -118,9 +118,26 @@ json_t *hc_upgrade_plan(struct hc_db *db, const json_t *params, struct hc_error 
                                               done ? "none (already on target)" : "upgrade",
                                               "steps", steps));
     }
-    plan = json_pack("{s:s, s:s?, s:I, s:o}", "to_version", to, "min_upgrade_from",
+    plan = json_pack("{s:s, s:s?, s:I, s:s, s:o}", "to_version", to, "min_upgrade_from",
                      min[0] ? min : NULL, "max_unavailable",
-                     (json_int_t)hc_json_int(params, "max_unavailable", 1), "nodes", list);
+                     (json_int_t)hc_json_int(params, "max_unavailable", 1), "batch",
+                     hc_rolling_params_domain(params) ? "domain" : "node", "nodes", list);
+    if (hc_rolling_params_domain(params)) {
+        /* the batches: whole domains, max_unavailable of them at a time, of the nodes to
+         * upgrade; each goes one node at a time instead when the storage service refuses
+         * ok-to-stop for it as a set (decided when it comes, the plan cannot know) */
+        json_t *todo = json_array();
+        for (size_t i = 0; i < n; i++) {
+            const char *from = nodes[i].software_version ? nodes[i].software_version : "";
+            if (!from[0] || strcmp(from, to) != 0)
+                json_array_append_new(todo, json_pack("{s:s, s:s?}", "name", nodes[i].name,
+                                                      "failure_domain", nodes[i].failure_domain));
+        }
+        json_object_set_new(
+            plan, "batches",
+            hc_rolling_plan_batches(todo, (int)hc_json_int(params, "max_unavailable", 1)));
+        json_decref(todo);
+    }
 cleanup:
     json_decref(bundle);
     hc_node_rows_free(nodes, n);
@@ -246,6 +263,7 @@ static enum hc_op_result upgrade_run(struct hc_op_ctx *ctx, struct hc_error *err
     enum hc_op_result r = HC_OP_FAILED;
     hc_rolling_init(&u.r, ctx, &change, u.to, (int)hc_json_int(p, "max_unavailable", 1),
                     hc_json_int(p, "node_timeout_ms", HC_UPGRADE_NODE_TIMEOUT_MS));
+    u.r.batch_domain = hc_rolling_params_domain(p);
     json_t *plan = hc_upgrade_plan(hc_op_db(ctx), p, err), *rows = NULL, *row;
     size_t i;
     if (!plan || hc_sw_target_load(hc_op_db(ctx), u.to, &u.target, err) < 0)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/json_util.h"
 #include "common/log.h"
@@ -12,6 +13,8 @@
 #include "controller/ops/op_maintenance.h"
 #include "controller/remote/agent_client.h"
 #include "controller/remote/service_client.h"
+#include "controller/state/events.h"
+#include "controller/state/nodes.h"
 
 void hc_rolling_init(struct hc_rolling *r, struct hc_op_ctx *ctx,
                      const struct hc_rolling_change *change, const char *to, int max_unavailable,
@@ -212,11 +215,18 @@ static enum hc_op_result change_node(struct hc_rolling_node *n, const json_t *ro
                                  .wait_budget_ms = r->node_timeout_ms,
                                  .wait_ok_to_stop_ms = r->node_timeout_ms,
                                  .cancelled = stopping,
-                                 .cancel_arg = r};
+                                 .cancel_arg = r,
+                                 .budget_domains = r->batch_domain,
+                                 .gated = r->gated};
     enum hc_op_result res = HC_OP_SUCCEEDED;
     int rc = 0;
     snprintf(n->from, sizeof(n->from), "%s", hc_json_str(row, "from", ""));
-    pthread_mutex_lock(&r->admit);
+    /* One node at a time through budget .. stop, so that the next one's budget counts this one
+     * down; a batch admitted as a whole (gated) passed its budget and ok-to-stop as a set, so
+     * its nodes drain and stop in parallel. */
+    pthread_mutex_t *admit = r->gated ? NULL : &r->admit;
+    if (admit)
+        pthread_mutex_lock(admit);
     int up = node_up(ctx, name, err);
     /* A node already down (a run resumed mid-way) is brought back first; one still up is taken
      * down unless the operation stops, pauses or aborts (honoured here, the safe point). */
@@ -225,13 +235,15 @@ static enum hc_op_result change_node(struct hc_rolling_node *n, const json_t *ro
     } else if (up && back_already(ctx, name)) {
         /* changed and back before a restart: only the bookkeeping below is left */
     } else if (up && stopping(r)) {
-        pthread_mutex_unlock(&r->admit);
+        if (admit)
+            pthread_mutex_unlock(admit);
         return HC_OP_SUCCEEDED; /* left alone: another slot stopped the operation */
     } else if (!up || (res = hc_op_checkpoint(ctx)) == HC_OP_SUCCEEDED) {
         hc_rolling_progress(ctx, name, r->change->node_state, "maintenance");
         rc = hc_maint_enter_steps(ctx, n->client, name, &mp, err);
     }
-    pthread_mutex_unlock(&r->admit);
+    if (admit)
+        pthread_mutex_unlock(admit);
     if (res != HC_OP_SUCCEEDED)
         return res;
     if (rc < 0) {
@@ -328,16 +340,274 @@ enum hc_op_result hc_rolling_each(struct hc_rolling *r, json_t *queue, hc_rollin
     return r->result;
 }
 
+/* --- batches of failure domains ------------------------------------------------------------ */
+
+int hc_rolling_batch_check(struct hc_db *db, const json_t *body, int64_t max_unavailable,
+                           const char **batch, struct hc_error *err)
+{
+    const json_t *v = json_object_get(body, "batch");
+    *batch = "node";
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) ||
+        (strcmp(json_string_value(v), "node") != 0 && strcmp(json_string_value(v), "domain") != 0))
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "'batch' must be \"node\" or \"domain\"");
+    if (!strcmp(json_string_value(v), "node"))
+        return 0;
+    int64_t domains = hc_nodes_domain_count(db, err);
+    if (domains < 0)
+        return -1;
+    *batch = "domain";
+    if (max_unavailable <= domains)
+        return 0;
+    hc_error_set(err, HC_E(INVALID_DOMAIN),
+                 "--max-unavailable %lld counts failure domains with --batch domain, and the "
+                 "cluster has %lld",
+                 (long long)max_unavailable, (long long)domains);
+    return hc_error_hint(err,
+                         "give --max-unavailable 1 (one domain at a time) up to %lld; see "
+                         "the domains with 'hcctl node list'",
+                         (long long)domains);
+}
+
+json_t *hc_rolling_plan_batches(const json_t *nodes, int max_domains)
+{
+    json_t *batches = hc_rolling_batches(nodes, max_domains), *b, *n;
+    size_t i, j;
+    json_array_foreach(batches, i, b)
+    {
+        json_t *names = json_array();
+        json_array_foreach(json_object_get(b, "nodes"), j, n)
+            json_array_append_new(names, json_string(hc_json_str(n, "name", "")));
+        json_object_set_new(b, "nodes", names);
+    }
+    return batches;
+}
+
+int hc_rolling_params_domain(const json_t *params)
+{
+    return !strcmp(hc_json_str(params, "batch", "node"), "domain");
+}
+
+json_t *hc_rolling_batches(const json_t *rows, int max_domains)
+{
+    json_t *batches = json_array(), *row;
+    size_t i;
+    json_array_foreach(rows, i, row)
+    {
+        const char *domain = hc_json_str(row, "failure_domain", NULL);
+        const char *name = hc_json_str(row, "name", "");
+        json_t *b, *home = NULL;
+        size_t j;
+        json_array_foreach(batches, j, b) /* the batch holding this domain already */
+        {
+            size_t k;
+            json_t *n;
+            json_array_foreach(json_object_get(b, "nodes"), k, n)
+            {
+                const char *d = hc_json_str(n, "failure_domain", NULL);
+                if (domain && d && !strcmp(domain, d))
+                    home = b;
+            }
+        }
+        json_t *last = json_array_get(batches, json_array_size(batches) - 1);
+        if (!home && last &&
+            json_array_size(json_object_get(last, "domains")) < (size_t)max_domains)
+            home = last;
+        if (!home) {
+            home = json_pack("{s:[], s:[]}", "domains", "nodes");
+            json_array_append_new(batches, home);
+        }
+        json_t *domains = json_object_get(home, "domains");
+        const char *key = domain ? domain : name;
+        int known = 0;
+        json_array_foreach(domains, j, b) known |= !strcmp(json_string_value(b), key);
+        if (!known)
+            json_array_append_new(domains, json_string(key));
+        json_array_append(json_object_get(home, "nodes"), row);
+    }
+    return batches;
+}
+
+/* The names of a batch's nodes, comma-separated, into buf. */
+static void batch_names(const json_t *nodes, char *buf, size_t len)
+{
+    size_t i, at = 0;
+    const json_t *n;
+    buf[0] = '\0';
+    json_array_foreach(nodes, i, n)
+    {
+        if (at < len)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? "," : "",
+                                   hc_json_str(n, "name", ""));
+    }
+}
+
+enum gate { GATE_ADMIT, GATE_FALLBACK, GATE_ERROR };
+
+/* Asks every node of the batch still up whether the batch may stop as a set: GATE_ADMIT, or
+ * GATE_FALLBACK with why (a block whose every replica is in the batch, a service that answers
+ * for one node only, or refusals that outlast the node timeout), GATE_ERROR with err (transport:
+ * the caller pauses). The availability budget (domains) is waited on first. */
+static enum gate batch_gate(struct hc_rolling *r, struct hc_http_client *client,
+                            const json_t *batch, char *why, size_t len, struct hc_error *err)
+{
+    const json_t *nodes = json_object_get(batch, "nodes"), *n;
+    const char *names[HC_ROLLING_MAX_PARALLEL * 8];
+    char set[HC_ROLLING_SET_MAX + 100], doms[400];
+    size_t count = 0, i;
+    json_array_foreach(nodes, i, n)
+    {
+        if (count < HC_ARRAY_LEN(names))
+            names[count++] = hc_json_str(n, "name", "");
+    }
+    batch_names(nodes, set, sizeof(set));
+    doms[0] = '\0';
+    for (i = 0; i < json_array_size(json_object_get(batch, "domains")); i++) {
+        size_t at = strlen(doms);
+        snprintf(doms + at, sizeof(doms) - at, "%s%s", i ? ", " : "",
+                 json_string_value(json_array_get(json_object_get(batch, "domains"), i)));
+    }
+    if (strlen(set) > HC_ROLLING_SET_MAX) { /* what the agent takes in one question */
+        snprintf(why, len, "the batch's %zu node names take more than %d bytes in one question",
+                 json_array_size(nodes), HC_ROLLING_SET_MAX);
+        return GATE_FALLBACK;
+    }
+    int64_t deadline = hc_mono_ms() + r->node_timeout_ms;
+    for (;;) {
+        if (hc_op_checkpoint(r->ctx) != HC_OP_SUCCEEDED)
+            return hc_error_set(err, HC_E(INTERRUPTED), "operation %s was paused or aborted",
+                                hc_op_id(r->ctx)),
+                   GATE_ERROR;
+        char blocked[700] = "";
+        if (hc_avail_check_set(hc_op_db(r->ctx), names, count, r->max_unavailable, 1, err) < 0) {
+            if (strcmp(err->code, HC_ERR_BUDGET) != 0 || hc_mono_ms() >= deadline)
+                return GATE_ERROR;
+            snprintf(blocked, sizeof(blocked), "%s", err->message);
+            hc_error_clear(err);
+            /* a node that stopped answering will not come back by waiting: pause until it is
+             * back (as the per-node budget does, op_maintenance.c other_unreachable) */
+            char other[128];
+            if (hc_avail_unreachable(hc_op_db(r->ctx), NULL, other, sizeof(other), err) > 0)
+                return hc_error_set(err, HC_E(OTHER_UNREACHABLE),
+                                    "%s is unreachable while the batch of domain(s) %s waits to "
+                                    "go down (%s)",
+                                    other, doms, blocked),
+                       GATE_ERROR;
+            hc_error_clear(err);
+        }
+        json_array_foreach(nodes, i, n)
+        {
+            struct hc_svc_set_answer a = {0};
+            struct hc_svc_node svc = {client, hc_json_str(n, "name", ""),
+                                      hc_json_str(n, "agent_url", ""), r->node_timeout_ms};
+            if (blocked[0] || strcmp(hc_json_str(n, "maintenance", "none"), "none") != 0)
+                continue; /* down already (a resumed batch): it cannot answer, nor needs to */
+            if (hc_svc_ok_to_stop_set(&svc, set, &a, err) < 0)
+                return GATE_ERROR;
+            if (!a.answered) { /* an older version, or one that refused the question */
+                snprintf(why, len,
+                         "the storage service on %s did not answer ok-to-stop for the set (%s)",
+                         svc.name, a.reason[0] ? a.reason : "no reason given");
+                return GATE_FALLBACK;
+            }
+            if (!a.ok && a.set_blocks > 0) {
+                snprintf(why, len, "ok-to-stop for the set refused by %s: %s", svc.name, a.reason);
+                return GATE_FALLBACK;
+            }
+            if (!a.ok) {
+                snprintf(blocked, sizeof(blocked),
+                         "the storage service refuses ok-to-stop for the set on %s: %s", svc.name,
+                         a.reason);
+                break;
+            }
+        }
+        if (!blocked[0])
+            break;
+        if (hc_mono_ms() >= deadline) {
+            snprintf(why, len, "still blocked after %lld s: %s",
+                     (long long)(r->node_timeout_ms / 1000), blocked);
+            return GATE_FALLBACK;
+        }
+        hc_op_waiting(r->ctx, "blocked: batch of domain(s) %s (%s): %s", doms, set, blocked);
+        usleep(250 * 1000);
+    }
+    snprintf(r->gate_text, sizeof(r->gate_text),
+             "with its batch, domain(s) %s (%s): within max_unavailable %d failure domain(s), "
+             "ok-to-stop for the set",
+             doms, set, r->max_unavailable);
+    return GATE_ADMIT;
+}
+
+/* One batch: admitted as a whole (every node down at once, within the budget), or one node at a
+ * time when its gate falls back. */
+static enum hc_op_result run_batch(struct hc_rolling *r, struct hc_http_client *client,
+                                   json_t *batch, size_t nth, size_t total, struct hc_error *err)
+{
+    char why[800] = "";
+    json_t *nodes = json_object_get(batch, "nodes");
+    enum gate g = batch_gate(r, client, batch, why, sizeof(why), err);
+    if (g == GATE_ERROR) {
+        if (!strcmp(err->code, "interrupted"))
+            return hc_op_checkpoint(r->ctx) == HC_OP_ABORTED ? HC_OP_ABORTED : HC_OP_PAUSED;
+        return hc_rolling_classify(r->ctx, hc_json_str(json_array_get(nodes, 0), "name", ""), err);
+    }
+    struct hc_error e = {0};
+    if (g == GATE_FALLBACK) {
+        HC_INFO("%s %s: batch %zu of %zu goes one node at a time: %s", r->change->what,
+                hc_op_id(r->ctx), nth, total, why);
+        hc_event_add(hc_op_db(r->ctx), "rolling.batch_fallback", NULL, hc_op_id(r->ctx),
+                     "controller", json_pack("{s:O, s:s}", "batch", batch, "reason", why), &e,
+                     "batch %zu of %zu goes one node at a time: %s", nth, total, why);
+        hc_op_waiting(r->ctx, "batch %zu of %zu one node at a time: %s", nth, total, why);
+        r->gated = NULL;
+        return hc_rolling_each(r, json_incref(nodes), change_node, 1, err);
+    }
+    hc_event_add(hc_op_db(r->ctx), "rolling.batch", NULL, hc_op_id(r->ctx), "controller",
+                 json_pack("{s:O}", "batch", batch), &e, "batch %zu of %zu admitted: %s", nth,
+                 total, r->gate_text);
+    hc_op_waiting(r->ctx, "batch %zu of %zu: %zu node(s) at once", nth, total,
+                  json_array_size(nodes));
+    r->gated = r->gate_text;
+    enum hc_op_result res =
+        hc_rolling_each(r, json_incref(nodes), change_node, json_array_size(nodes), err);
+    r->gated = NULL;
+    return res;
+}
+
+static enum hc_op_result rolling_domains(struct hc_rolling *r, json_t *queue, struct hc_error *err)
+{
+    json_t *batches = hc_rolling_batches(queue, r->max_unavailable);
+    json_decref(queue);
+    struct hc_http_client *client =
+        hc_agent_client_new(hc_op_controller(r->ctx), hc_op_db(r->ctx), err);
+    enum hc_op_result res = client ? HC_OP_SUCCEEDED : HC_OP_FAILED;
+    size_t i, total = json_array_size(batches);
+    json_t *b;
+    json_array_foreach(batches, i, b)
+    {
+        if (res != HC_OP_SUCCEEDED)
+            break;
+        res = run_batch(r, client, b, i + 1, total, err);
+    }
+    hc_http_client_free(client);
+    json_decref(batches);
+    return res;
+}
+
 enum hc_op_result hc_rolling_nodes(struct hc_rolling *r, struct hc_error *err)
 {
     json_t *queue = hc_db_query_json(hc_op_db(r->ctx), err,
-                                     "SELECT n.name, n.agent_url, un.from_version AS \"from\" "
+                                     "SELECT n.name, n.agent_url, un.from_version AS \"from\", "
+                                     "n.failure_domain, n.maintenance "
                                      "FROM upgrade_nodes un JOIN nodes n ON n.name = un.node "
                                      "WHERE un.op_id = ? AND un.state != 'done' "
                                      "ORDER BY n.maintenance = 'none', un.seq",
                                      "s", hc_op_id(r->ctx));
     if (!queue)
         return HC_OP_FAILED;
+    if (r->batch_domain)
+        return rolling_domains(r, queue, err);
     size_t want = (size_t)r->max_unavailable, n = json_array_size(queue);
     hc_op_waiting(r->ctx, "%zu node(s) to change, up to %zu at a time", n, want < n ? want : n);
     return hc_rolling_each(r, queue, change_node, want, err);

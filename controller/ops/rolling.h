@@ -15,8 +15,9 @@
  * take the next node and carry it all the way, then take the next (hc_parallel_for). Each slot
  * has its own forked operation context and agent client, made at its first node. Taking a node
  * down (budget .. stop) is done by one thread at a time under `admit`, so the budget of the next
- * node counts this one as down. Nodes already down (a restart mid-way) are taken first. The first
- * failure or pause stops the taking of new nodes; the nodes already down are brought back.
+ * node counts this one as down (except in a batch of failure domains admitted as a whole, whose
+ * nodes drain and stop in parallel). Nodes already down (a restart mid-way) are taken first. The
+ * first failure or pause stops the taking of new nodes; the nodes already down are brought back.
  */
 #ifndef HC_CONTROLLER_ROLLING_H
 #define HC_CONTROLLER_ROLLING_H
@@ -27,8 +28,12 @@
 #include "common/error.h"
 #include "common/error_codes.h"
 #include "controller/ops/ops.h"
+#include "db/db.h"
 
 #define HC_ROLLING_MAX_PARALLEL 32
+/* The longest set of names (comma-separated) asked ok-to-stop in one question (the agent's limit,
+ * GET /v1/service/ok-to-stop?nodes=); a batch with more goes one node at a time. */
+#define HC_ROLLING_SET_MAX 1000
 
 struct hc_rolling;
 struct hc_svc_node; /* controller/remote/service_client.h: the kinds' steps call the node */
@@ -77,7 +82,14 @@ struct hc_rolling {
     const char *to; /* the target, for progress rows and messages */
     int max_unavailable;
     int64_t node_timeout_ms;
+    /* --batch domain (params "batch": "domain"): max_unavailable counts failure domains, and
+     * the nodes go in batches of whole domains (hc_rolling_batches) when the storage service
+     * answers ok-to-stop for the batch as a set; otherwise that batch goes one node at a time,
+     * and the operation says why. */
+    int batch_domain;
     /* private */
+    const char *gated; /* the running batch's gate answer (NULL: each node asks its own) */
+    char gate_text[800];
     hc_rolling_work_fn work;
     json_t *queue;
     struct hc_rolling_slot slots[HC_ROLLING_MAX_PARALLEL];
@@ -104,7 +116,23 @@ void hc_rolling_progress(struct hc_op_ctx *ctx, const char *node, const char *st
  * outcome of theirs (failed > aborted > paused > succeeded), err the first failure's. */
 enum hc_op_result hc_rolling_each(struct hc_rolling *r, json_t *queue, hc_rolling_work_fn work,
                                   size_t parallel, struct hc_error *err);
-/* Changes every node whose progress row is not done, up to max_unavailable at a time. */
+/* The batches of --batch domain: rows [{"name", "failure_domain"?, ...}] (in the order to
+ * take them) grouped by failure domain (a node without one is a domain of its own), domains in
+ * the order of their first node, up to max_domains domains a batch: [{"domains": [NAME...],
+ * "nodes": [row...]}] (new reference; a node without a domain is named by itself in domains). */
+json_t *hc_rolling_batches(const json_t *rows, int max_domains);
+/* The request's "batch" ("node", the default, or "domain") checked against max_unavailable:
+ * with "domain" it counts failure domains and may not exceed the members' domains. *batch gets
+ * the word (static). 0, or -1 with 400 invalid_argument. */
+int hc_rolling_batch_check(struct hc_db *db, const json_t *body, int64_t max_unavailable,
+                           const char **batch, struct hc_error *err);
+/* The plan's batches for --batch domain: nodes [{"name", "failure_domain"?}] to change, in
+ * order: [{"domains": [...], "nodes": [NAME...]}] (new reference). */
+json_t *hc_rolling_plan_batches(const json_t *nodes, int max_domains);
+/* 1 when the operation's params ask for --batch domain. */
+int hc_rolling_params_domain(const json_t *params);
+/* Changes every node whose progress row is not done, up to max_unavailable at a time (with
+ * batch_domain: a batch of up to max_unavailable whole domains at a time). */
 enum hc_op_result hc_rolling_nodes(struct hc_rolling *r, struct hc_error *err);
 
 /* A failed step's outcome: paused (the agent vanished: resumes when it is back; or the user

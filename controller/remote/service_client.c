@@ -45,6 +45,24 @@ int hc_svc_ok_to_stop(const struct hc_svc_node *n, int *ok, char *reason, size_t
     return 0;
 }
 
+int hc_svc_ok_to_stop_set(const struct hc_svc_node *n, const char *set, struct hc_svc_set_answer *a,
+                          struct hc_error *err)
+{
+    json_t *b = NULL;
+    char path[1200];
+    if ((size_t)snprintf(path, sizeof(path), "/v1/service/ok-to-stop?nodes=%s", set) >=
+        sizeof(path))
+        return hc_error_set(err, HC_E(INVALID_ARGUMENT), "the set of nodes is too long");
+    if (call(n, "GET", path, NULL, &b, err) < 0)
+        return -1;
+    a->ok = answer_bool(b, "ok_to_stop", "ok");
+    a->answered = json_is_true(json_object_get(b, "set"));
+    a->set_blocks = hc_json_int(b, "set_blocks", 0);
+    hc_text_clean(a->reason, sizeof(a->reason), hc_json_str(b, "reason", ""));
+    json_decref(b);
+    return 0;
+}
+
 int hc_svc_drain(const struct hc_svc_node *n, struct hc_error *err)
 {
     return call(n, "POST", "/v1/service/drain", NULL, NULL, err);

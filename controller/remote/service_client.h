@@ -30,6 +30,18 @@ struct hc_svc_node {
  * ok) the service's words. A node without an installed service is ok (it serves nothing). */
 int hc_svc_ok_to_stop(const struct hc_svc_node *n, int *ok, char *reason, size_t len,
                       struct hc_error *err);
+/* The service's answer to "may this node stop together with the set?" (set: node names,
+ * comma-separated; GET /v1/service/ok-to-stop?nodes=SET). answered is 0 when the service
+ * answered for this node alone (a version that knows no sets): the answer then says nothing
+ * about the set. set_blocks counts the blocks held here whose every replica is in the set. */
+struct hc_svc_set_answer {
+    int ok;
+    int answered;
+    int64_t set_blocks;
+    char reason[600];
+};
+int hc_svc_ok_to_stop_set(const struct hc_svc_node *n, const char *set, struct hc_svc_set_answer *a,
+                          struct hc_error *err);
 int hc_svc_drain(const struct hc_svc_node *n, struct hc_error *err);
 /* Stop/start persist on the agent: a stopped service stays stopped across agent restarts
  * (that is what keeps a node in maintenance). */

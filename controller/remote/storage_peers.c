@@ -62,7 +62,8 @@ static void member_host(const struct hc_node_row *row, const struct hc_http_call
         }
 }
 
-/* {"epoch", "nodes": [{"name", "host"}]} from the member rows, each host where that member's
+/* {"epoch", "nodes": [{"name", "host", "domain"?}]} from the member rows (domain: the failure
+ * domain, absent when the node has none), each host where that member's
  * service serves (member_host), asking every agent at once (new reference; NULL when out of
  * memory). Notes about members not named by their own agent go to notes. */
 static json_t *peers_list(struct hc_op_ctx *ctx, struct hc_http_client *client,
@@ -92,8 +93,8 @@ static json_t *peers_list(struct hc_op_ctx *ctx, struct hc_http_client *client,
         if (note[0] && at < notes_len)
             at += (size_t)snprintf(notes + at, notes_len - at, "%s%s", at ? "; " : "", note);
         if (host[0])
-            json_array_append_new(nodes,
-                                  json_pack("{s:s, s:s}", "name", rows[i].name, "host", host));
+            json_array_append_new(nodes, json_pack("{s:s, s:s, s:s*}", "name", rows[i].name, "host",
+                                                   host, "domain", rows[i].failure_domain));
     }
     list = json_pack("{s:I, s:O}", "epoch", (json_int_t)hc_now_ms(), "nodes", nodes);
 cleanup:

@@ -17,7 +17,9 @@
 #include "controller/ops/ops.h"
 
 /* A step ("storage_peers") of the running operation that sends the members,
- * {"epoch", "nodes": [{"name", "host"}]}, to every member's agent. Each host is where that
+ * {"epoch", "nodes": [{"name", "host", "domain"?}]}, to every member's agent (domain: the
+ * member's failure domain, absent when it has none: the service places replicas in distinct
+ * domains, docs/hcstor.md). Each host is where that
  * member's service serves: its storage address as its agent reports it (GET /v1/status
  * "storage_host", asked of every member at once), the management host of an agent configured
  * without a storage interface, the recorded storage address of one that does not answer. A node

@@ -8,6 +8,7 @@
 #include "controller/state/nodes.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@
     "COALESCE(config_state, 'unknown') AS config_state, config_detail, "                           \
     "cert_not_after, " HC_NODE_CERT_STATE_SQL                                                      \
     " AS cert_state, cert_renew_error, " HC_NODE_API_VERSION_SQL                                   \
-    " AS api_version, " HC_NODE_API_COMPAT_SQL " AS api_compat FROM nodes "
+    " AS api_version, " HC_NODE_API_COMPAT_SQL " AS api_compat, failure_domain FROM nodes "
 
 #define IFACE_SELECT                                                                               \
     "SELECT i.name AS name, i.mtu AS mtu, i.state AS state, i.kind AS kind, "                      \
@@ -246,7 +247,8 @@ json_t *hc_nodes_health_counts(struct hc_db *db, struct hc_error *err)
     I(service_observed_at)                                                                         \
     I(config_revision)                                                                             \
     T(config_state)                                                                                \
-    T(config_detail)
+    T(config_detail)                                                                               \
+    T(failure_domain)
 /* clang-format on */
 
 #define ROW_SQL_NAME(c) ", " #c
@@ -533,6 +535,37 @@ int hc_node_set_removing(struct hc_db *db, const char *name, struct hc_error *er
                      "s", name) < 0
                ? -1
                : 0;
+}
+
+int hc_node_set_failure_domain(struct hc_db *db, const char *name, const char *domain,
+                               struct hc_error *err)
+{
+    return hc_db_run(db, err, "UPDATE nodes SET failure_domain = ? WHERE name = ?", "ss",
+                     domain && *domain ? domain : NULL, name) < 0
+               ? -1
+               : 0;
+}
+
+int64_t hc_nodes_domain_count(struct hc_db *db, struct hc_error *err)
+{
+    json_t *rows = hc_db_query_json(db, err,
+                                    "SELECT COUNT(DISTINCT COALESCE(failure_domain, 'node/' || "
+                                    "name)) AS n FROM nodes WHERE desired_state = 'member'",
+                                    "");
+    if (!rows)
+        return -1;
+    int64_t n = hc_json_int(json_array_get(rows, 0), "n", 0);
+    json_decref(rows);
+    return n;
+}
+
+const char *hc_node_domain_key(const char *name, const char *domain, char *buf, size_t len)
+{
+    if (domain && *domain)
+        snprintf(buf, len, "%s", domain);
+    else
+        snprintf(buf, len, "node/%s", name);
+    return buf;
 }
 
 int hc_node_set_cert_pin(struct hc_db *db, int64_t id, const char *pin, struct hc_error *err)

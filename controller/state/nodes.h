@@ -78,6 +78,7 @@ struct hc_node_row {
     int64_t config_revision; /* what the agent reported (controller/state/config.h) */
     char *config_state;      /* in_sync | drift | pending_restart | unreachable | not_applied */
     char *config_detail;
+    char *failure_domain; /* NULL: the node is a domain of its own (migration 0013) */
 };
 
 /* Which rows hc_nodes_rows returns: every non-NULL field must match (NULL: any). */
@@ -196,6 +197,16 @@ int hc_node_set_service_state(struct hc_db *db, const char *name, const char *se
 int hc_node_set_software_version(struct hc_db *db, const char *name, const char *version,
                                  int64_t observed_at, struct hc_error *err);
 int hc_node_set_removing(struct hc_db *db, const char *name, struct hc_error *err);
+/* The node's failure domain (NULL or "": none, the node is its own domain). The caller has
+ * validated the name (hc_failure_domain_valid). */
+int hc_node_set_failure_domain(struct hc_db *db, const char *name, const char *domain,
+                               struct hc_error *err);
+/* The failure domains the member nodes span (a node without one is a domain of its own), or
+ * -1 with err. */
+int64_t hc_nodes_domain_count(struct hc_db *db, struct hc_error *err);
+/* The domain a node counts in, into buf: its failure domain, or "node/NAME" when it has none
+ * (a domain of its own; '/' is in no domain name, so it never meets a named one). Returns buf. */
+const char *hc_node_domain_key(const char *name, const char *domain, char *buf, size_t len);
 int hc_node_set_cert_pin(struct hc_db *db, int64_t id, const char *pin, struct hc_error *err);
 int hc_node_delete(struct hc_db *db, const char *name, struct hc_error *err);
 

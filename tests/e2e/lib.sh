@@ -224,3 +224,12 @@ hcload_wait() {
     rm -f "$T/pids/$1"
     return $rc
 }
+# track_services [N...]: every hcstor serving on $(ip N):7480 (default nodes 1 2 3), as its pid
+# is now, is killed by the cleanup too (the agents start them; a restart gives new pids).
+track_services() {
+    local i p
+    for i in ${*:-1 2 3}; do
+        for p in $(pgrep -f "hcstor --listen $(ip "$i"):7480"); do echo "$p" >"$T/pids/hcstor-$p"; done
+    done
+    return 0
+}

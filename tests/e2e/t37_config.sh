@@ -23,13 +23,6 @@ hcpid() { pgrep -f "hcstor --listen $(ip "$1"):7480" | head -1; }
 pids() { echo "$(hcpid 1) $(hcpid 2) $(hcpid 3)"; }
 setting() { curl -s --max-time 3 "$(svc "$1")/settings" | jq -r ".settings.$2"; }
 state() { curl -s --max-time 3 "$(svc "$1")/health" | jq -r .state; }
-track_services() {
-    local i p
-    for i in 1 2 3; do
-        for p in $(pgrep -f "hcstor --listen $(ip "$i"):7480"); do echo "$p" >"$T/pids/hcstor-$p"; done
-    done
-    return 0
-}
 revisions() { hcctl config history -o json | jq '.revisions | length'; }
 in_sync() { hcctl config status -o json | jq -e '[.nodes[] | select(.state == "in_sync")] | length == 3'; }
 node_state() { hcctl config status -o json | jq -r --arg n "$1" '.nodes[] | select(.name == $n) | .state'; }

@@ -7,9 +7,8 @@
 # block ends on exactly its replication factor of nodes, and a node added under hcload costs no
 # failed operation, no stale read and no lost write.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/hcstor_lib.sh"
 
-PORT=$(free_port)
-url() { echo "http://127.0.0.10$1:$PORT"; }
 
 # peers_file N...: the members list of those nodes, with a new epoch each time.
 EPOCH=1
@@ -30,17 +29,6 @@ push() {
         sleep 0.1
     done
 }
-start() { # start N: hcstor n N with whatever peers file its directory holds (none: alone)
-    mkdir -p "$T/n$1"
-    hcstor --listen "127.0.0.10$1:$PORT" --data "$T/n$1" --node "n$1" --version 1.3 \
-        >>"$T/n$1.log" 2>&1 &
-    echo $! >"$T/pids/n$1"
-    wait_for 10 "curl -sf $(url "$1")/health >/dev/null"
-}
-state() { curl -s --max-time 3 "$(url "$1")/health" | jq -r .state; }
-resync() { curl -s --max-time 3 "$(url "$1")/resync"; }
-put() { curl -sSf --max-time 10 -X PUT --data-binary "$3" "$(url "$1")/blocks/$2"; }
-get() { curl -sS --max-time 10 "$(url "$1")/blocks/$2"; }
 copies() { local i n=0; for i in "$@"; do [ -f "$T/n$i/blocks/$K" ] && n=$((n + 1)); done; echo $n; }
 # every block k1..k40 reads back as PREFIX-kN from every node given
 all_read() {

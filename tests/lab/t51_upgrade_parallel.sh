@@ -33,24 +33,6 @@ agent_api() { # NODE METHOD PATH
     agent_call "$(hcctl node show "$1" -o json | jq -r .node.agent_url)" "$2" "$3"
 }
 
-# slow_bundle VERSION: hcstor 1.1's binary behind a wrapper that waits 2 s before it starts (a real
-# storage service takes that long and more), so that a node's restart surely spans the next
-# node's stop: the overlap of two nodes is then visible in the agents' histories.
-slow_bundle() {
-    local v=$1
-    rm -rf "slow-$v" && mkdir -p "slow-$v/bin" &&
-    cp "$BUNDLES/stage-1.1/bin/hcstor" "slow-$v/bin/" &&
-    printf '#!/bin/sh\nsleep 2\nexec "$(dirname "$0")/hcstor" "$@"\n' >"slow-$v/bin/slow-start" &&
-    chmod 755 "slow-$v/bin/slow-start" &&
-    jq --arg v "$v" '.version = $v | .entrypoint = "bin/slow-start"
-        | .description = "hcstor that takes 2 s to start (tests)"
-        | .args |= map(if . == "1.1" then $v else . end)' \
-        "$HC_SRC/agents/hcstor/bundle/1.1.json" >"slow-$v.json" &&
-    hcctl software build --manifest "slow-$v.json" --dir "slow-$v" --key "$BUNDLES/dev.key" \
-        -o "hcstor-$v.tar.gz" >/dev/null &&
-    hcctl software upload "hcstor-$v.tar.gz" >/dev/null
-}
-
 upgrade_lab_up upp hcp $NODES $NODES
 
 test_expect_success 'bundles: 1.0, 1.1, 1.2-broken, and 1.3 and 1.4 that start in 2 s' '
@@ -94,18 +76,6 @@ test_expect_success 'a node already down for other reasons takes one of the two 
     hcctl node list -o json | jq -e "all(.nodes[]; .service_state == \"running\")"
 '
 
-# SIGKILL of hcctld at chosen moments of one upgrade: WHEN... are jq tests on 'operation show'.
-kill_when() {
-    local id=$1 when
-    shift
-    for when in "$@"; do
-        wait_for 90 "hcctl operation show $id -o json | jq -e '$when'" || return 1
-        echo "killing hcctld when: $when"
-        hcctl maintenance status -o json | jq -c "[.nodes[] | select(.maintenance != \"none\") | .name]"
-        controller_stop KILL && POLL=500ms controller_start || return 1
-    done
-}
-step_seen() { echo "[.steps[] | select(.node == \"$1\" and .step == \"$2\")] | length > 0"; }
 
 test_expect_success 'hcctld killed with SIGKILL mid-batch resumes; never more than two down' '
     t0=$(now_ms) &&

@@ -340,7 +340,7 @@ static void assert_node_shape(json_t *node)
         "health",        "health_detail",    "maintenance",     "agent_version", "software_version",
         "service_state", "uptime_seconds",   "poll_latency_ms", "last_seen",     "joined_at",
         "cert_serial",   "config_revision",  "config_state",    "config_detail", "cert_not_after",
-        "cert_state",    "cert_renew_error", "api_version",     "api_compat"};
+        "cert_state",    "cert_renew_error", "api_version",     "api_compat",    "failure_domain"};
     assert_int_equal(json_object_size(node), HC_ARRAY_LEN(keys));
     for (size_t i = 0; i < HC_ARRAY_LEN(keys); i++)
         if (!json_object_get(node, keys[i]))

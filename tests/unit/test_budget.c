@@ -22,6 +22,8 @@
 #include "common/util.h"
 #include "controller/ops/op_maintenance.h"
 #include "controller/ops/ops.h"
+#include "controller/ops/rolling.h"
+#include "controller/state/nodes.h"
 #include "db/db.h"
 #include "tests/unit/support/svc_standin.h"
 #include "tests/unit/testdir.h"
@@ -100,6 +102,95 @@ static const char *node_col(struct fixture *f, const char *node, const char *col
     snprintf(buf, len, "%s", hc_json_str(json_array_get(rows, 0), "v", ""));
     json_decref(rows);
     return buf;
+}
+
+/* --- failure domains (issue 19) ------------------------------------------------------------- */
+
+static int set_admitted(struct fixture *f, const char *const *names, size_t n, int max, int domains,
+                        char *msg, size_t len)
+{
+    struct hc_error err = {0};
+    int rc = hc_avail_check_set(f->db, names, n, max, domains, &err);
+    snprintf(msg, len, "%s", err.message);
+    if (rc < 0) {
+        assert_int_equal(err.status, 409);
+        assert_string_equal(err.code, HC_ERR_BUDGET);
+    }
+    return rc == 0;
+}
+
+static void test_budget_counts_domains(void **state)
+{
+    struct fixture *f = *state;
+    struct hc_error err = {0};
+    char msg[600];
+    static const char *const domain[] = {"ra", "ra", "ra", "rb", "rb", NULL};
+    for (int i = 0; i < 6; i++) {
+        char name[8];
+        snprintf(name, sizeof(name), "n%d", i + 1);
+        add_node(f, name);
+        assert_int_equal(hc_node_set_failure_domain(f->db, name, domain[i], &err), 0);
+    }
+    set_col(f, "n1", "maintenance", "active");
+    /* the rest of ra goes with n1's domain already down: still one domain */
+    const char *ra[] = {"n2", "n3"}, *rb[] = {"n4", "n5"}, *n6[] = {"n6"};
+    assert_true(set_admitted(f, ra, 2, 1, 1, msg, sizeof(msg)));
+    /* counted in nodes, the same set is three down */
+    assert_false(set_admitted(f, ra, 2, 2, 0, msg, sizeof(msg)));
+    assert_non_null(strstr(msg, "leave 3 node(s) down"));
+    assert_true(set_admitted(f, ra, 2, 3, 0, msg, sizeof(msg)));
+    /* another domain would be the second */
+    assert_false(set_admitted(f, rb, 2, 1, 1, msg, sizeof(msg)));
+    assert_non_null(strstr(msg, "leave 2 failure domain(s) down, more than max_unavailable 1"));
+    assert_non_null(strstr(msg, "n1 (in maintenance, domain ra)"));
+    assert_true(set_admitted(f, rb, 2, 2, 1, msg, sizeof(msg)));
+    /* a node without a domain is a domain of its own */
+    assert_false(set_admitted(f, n6, 1, 1, 1, msg, sizeof(msg)));
+    /* and never the same as a named domain that has its name */
+    set_col(f, "n1", "maintenance", "none");
+    set_col(f, "n6", "maintenance", "active");
+    assert_int_equal(hc_node_set_failure_domain(f->db, "n4", "n6", &err), 0);
+    const char *n4[] = {"n4"};
+    assert_false(set_admitted(f, n4, 1, 1, 1, msg, sizeof(msg)));
+    assert_non_null(strstr(msg, "n6 (in maintenance, domain of its own)"));
+    /* the cluster's domains: ra, rb, n6 (named "n6" by n4), n6 alone */
+    assert_int_equal(hc_nodes_domain_count(f->db, &err), 4);
+}
+
+static void test_rolling_batches(void **state)
+{
+    (void)state;
+    json_t *rows =
+        json_pack("[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}, {s:s}, {s:s, s:s}]", "name", "n1",
+                  "failure_domain", "ra", "name", "n2", "failure_domain", "rb", "name", "n3",
+                  "failure_domain", "ra", "name", "n4", "name", "n5", "failure_domain", "rb");
+    json_t *one = hc_rolling_plan_batches(rows, 1), *two = hc_rolling_plan_batches(rows, 2);
+    json_t *want1 = json_loads("[{\"domains\": [\"ra\"], \"nodes\": [\"n1\", \"n3\"]},"
+                               " {\"domains\": [\"rb\"], \"nodes\": [\"n2\", \"n5\"]},"
+                               " {\"domains\": [\"n4\"], \"nodes\": [\"n4\"]}]",
+                               0, NULL);
+    json_t *want2 = json_loads("[{\"domains\": [\"ra\", \"rb\"], \"nodes\": [\"n1\", \"n2\", "
+                               "\"n3\", \"n5\"]}, {\"domains\": [\"n4\"], \"nodes\": [\"n4\"]}]",
+                               0, NULL);
+    assert_true(json_equal(one, want1));
+    assert_true(json_equal(two, want2));
+    /* the engine's batches keep the whole rows */
+    json_t *full = hc_rolling_batches(rows, 1);
+    assert_string_equal(
+        hc_json_str(json_array_get(json_object_get(json_array_get(full, 0), "nodes"), 1),
+                    "failure_domain", ""),
+        "ra");
+    json_t *params = json_pack("{s:s}", "batch", "domain");
+    assert_true(hc_rolling_params_domain(params));
+    json_object_set_new(params, "batch", json_string("node"));
+    assert_false(hc_rolling_params_domain(params));
+    json_decref(params);
+    json_decref(full);
+    json_decref(one);
+    json_decref(two);
+    json_decref(want1);
+    json_decref(want2);
+    json_decref(rows);
 }
 
 /* --- what counts as down -------------------------------------------------------------------- */
@@ -330,6 +421,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_down_reason),
+        cmocka_unit_test(test_rolling_batches),
+        cmocka_unit_test_setup_teardown(test_budget_counts_domains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget_counts_every_reason, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_already_down_is_not_counted_twice, setup,
                                         teardown),

@@ -110,7 +110,7 @@ static void test_groups_and_verbs(void **state)
     (void)state;
     ASSERT_COMPLETES("cl", "cluster");
     ASSERT_COMPLETES("no", "node");
-    ASSERT_COMPLETES("node ", "list show add remove renew-cert");
+    ASSERT_COMPLETES("node ", "list show add set remove renew-cert");
     ASSERT_COMPLETES("node rem", "remove");
     ASSERT_COMPLETES("node re", "remove renew-cert");
     ASSERT_COMPLETES("operation w", "wait");
@@ -159,8 +159,8 @@ static void test_options(void **state)
 static void test_abbreviations(void **state)
 {
     (void)state;
-    ASSERT_COMPLETES("--contr https://127.0.0.1:1 node ", "list show add remove renew-cert");
-    ASSERT_COMPLETES("--contr=https://127.0.0.1:1 node s", "show");
+    ASSERT_COMPLETES("--contr https://127.0.0.1:1 node ", "list show add set remove renew-cert");
+    ASSERT_COMPLETES("--contr=https://127.0.0.1:1 node s", "show set");
     ASSERT_COMPLETES("--outp ", "text json");
     ASSERT_COMPLETES("operation list --sta ", "pending running paused succeeded failed aborted");
     ASSERT_COMPLETES("operation list --sta=f", "--sta=failed");
@@ -237,7 +237,7 @@ static void test_values(void **state)
     assert_true(has_word(topics, "durations"));
     free(topics);
     ASSERT_COMPLETES("help ex", "exit-codes");
-    ASSERT_COMPLETES("help node s", "show");
+    ASSERT_COMPLETES("help node s", "show set");
     ASSERT_COMPLETES("help exit-codes ", "");
 }
 
@@ -349,6 +349,8 @@ static void test_complete_verb(void **state)
                                "show\tshow one node and its network interfaces\n"
                                "add\tbring hosts in over SSH: push, enroll and start the agent on "
                                "each\n"
+                               "set\tset a node's failure domain (the storage service moves "
+                               "replicas to match)\n"
                                "remove\tremove a node from the cluster (disruptive: asks, or "
                                "needs --yes)\n"
                                "renew-cert\trenew the node's certificate now (also one that has "
