@@ -992,6 +992,19 @@ static const struct hc_cmdline_text command_texts[] = {
              "and keys, controller.json, ssh/, trusted-keys/ and bundles/. Not admin.token: the\n"
              "database holds the hash of every token, which goes on working. An HA data\n"
              "directory is refused: its backup is 'hcctld ha export'.\n"},
+    {.name = "ca rotate",
+     .text = "Starts a CA rotation that the hcctld running on DIR carries out, one step per poll\n"
+             "cycle: every node is given the old and the new CA to trust; then the new CA signs,\n"
+             "the controller's certificates are reissued and every agent's renewed; then every\n"
+             "node is given the new CA alone and the old key is deleted. No node is unreachable\n"
+             "at any point; a node that does not answer holds the rotation in its phase. Prints\n"
+             "each phase and waits for the end (--no-wait: returns once started); keeps the CLI\n"
+             "config init wrote (or --cli-config) trusting the controller. Refused while a\n"
+             "rotation runs and in HA mode. docs/certificates.md.\n"},
+    {.name = "ca status",
+     .text = "The rotation under way: its phase, when it started, both CAs' fingerprints, how\n"
+             "many nodes trust this phase's CAs and hold a certificate of the new one, and the\n"
+             "nodes it waits on; or 'no CA rotation is under way'.\n"},
     {.name = "restore",
      .text = "Checks the whole archive (gzip, manifest, every entry's size and SHA-256, no\n"
              "entry outside the data directory's files, no link or device, no schema newer than\n"
