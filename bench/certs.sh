@@ -40,23 +40,11 @@ stop_all() {
 }
 trap 'trap "" INT TERM; stop_all; rm -rf "$work"' EXIT
 
-ms() { date +%s%3N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
-pct() { sort -n "$2" | awk -v p="$1" '{ v[NR] = $1 } END { i = int((NR * p + 99) / 100); if (i < 1) i = 1; print v[i] }'; }
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+. "$src/bench/hollow_lib.sh"
+rss_mb() { echo $(($(rss_kb "$1") / 1024)); }
 cpu_pct() { awk -v d="$1" -v w="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f", d * 100 / hz / (w / 1000) }'; }
 db="$work/c/hcctld.db"
 q() { sqlite3 -readonly "$db" "$1"; }
-node_count() { hcctl -o json node list | jq "[.nodes[] | select($1)] | length"; }
-wait_nodes() { # FILTER N TIMEOUT_S
-    local i
-    for i in $(seq $(($3 * 5))); do
-        [ "$(node_count "$1" 2>/dev/null || echo 0)" -ge "$2" ] && return 0
-        sleep 0.2
-    done
-    echo "certs: only $(node_count "$1") nodes match $1 after $3 s" >&2
-    return 1
-}
 # The poller's cycles, sampled from /metrics every 0.25 s into FILE: "ms cycles_total
 # last_cycle_seconds". The loop's period is measured from the counter.
 sample_start() {
@@ -102,6 +90,8 @@ t0=$t_settled
 sleep "${STEADY:-30}"
 t1=$(ms)
 cycles "$t0" "$t1" steady
+echo "hcctld_rss_mb_steady $(rss_mb "$ctl_pid")"
+echo "hchollow_rss_mb_steady $(rss_mb "$hollow_pid")"
 
 # (a) renewal of every node, all asked at once
 for i in $(seq 0 $((n - 1))); do
@@ -156,3 +146,5 @@ for i in $(seq 0 $((n - 1))); do
 done
 echo "nodes_trusting_and_on_the_new_ca $on_new"
 echo "unreachable_nodes_since_settled $(unreachable "$t_settled")"
+echo "hcctld_rss_mb_end $(rss_mb "$ctl_pid")"
+echo "hchollow_rss_mb_end $(rss_mb "$hollow_pid")"
