@@ -58,9 +58,10 @@ sample_start() {
 # cycles FROM_MS TO_MS LABEL: p50/p99 of the cycles completed in the window, and the period
 cycles() {
     awk -v a="$1" -v b="$2" '$1 >= a && $1 <= b && !seen[$2]++ { print $3 * 1000 }' "$work/cycles" >"$work/cyc"
-    # the period: between the first sightings of the first and last counter values
+    # the period: between the first sightings of counter values (the first one in the window
+    # began before it)
     local period
-    period=$(awk -v a="$1" -v b="$2" '$1 >= a && $1 <= b && !seen[$2]++ { if (c0 == "") { c0 = $2; t0 = $1 } c1 = $2; t1 = $1 }
+    period=$(awk -v a="$1" -v b="$2" '$1 >= a && $1 <= b && !seen[$2]++ { if (first == "") { first = $2; next } if (c0 == "") { c0 = $2; t0 = $1 } c1 = $2; t1 = $1 }
         END { printf "%.0f", (c1 > c0 ? (t1 - t0) / (c1 - c0) : 0) }' "$work/cycles")
     echo "poll_cycle_p50_ms_$3 $(pct 50 "$work/cyc" | cut -d. -f1)"
     echo "poll_cycle_p99_ms_$3 $(pct 99 "$work/cyc" | cut -d. -f1)"
