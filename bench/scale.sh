@@ -37,26 +37,11 @@ stop_all() {
 }
 trap 'trap "" INT TERM; stop_all; rm -rf "$work"' EXIT
 
-ms() { date +%s%3N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1000 }'; }
-# pct P FILE: the P-th percentile of the numbers in FILE (one a line)
-pct() { sort -n "$2" | awk -v p="$1" '{ v[NR] = $1 } END { i = int((NR * p + 99) / 100); if (i < 1) i = 1; print v[i] }'; }
+. "$src/bench/hollow_lib.sh"
 metric() { # NAME{labels} -> value, from hcctld's /metrics
     curl -s --cacert "$work/c/ca.pem" -H "Authorization: Bearer $token" "$url/metrics" |
         awk -v m="$1" '$1 == m { print $2 }'
 }
-node_count() { hcctl -o json node list | jq "[.nodes[] | select($1)] | length"; }
-wait_nodes() { # FILTER N TIMEOUT_S
-    local i
-    for i in $(seq $(($3 * 5))); do
-        [ "$(node_count "$1" 2>/dev/null || echo 0)" -ge "$2" ] && return 0
-        sleep 0.2
-    done
-    echo "scale: only $(node_count "$1") nodes match $1 after $3 s" >&2
-    return 1
-}
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 # op_span OP_ID STEP: seconds from the first start to the last finish of that step's rows
 op_span() {
     hcctl -o json operation show "$1" | jq -r --arg s "$2" '

@@ -334,7 +334,7 @@ fail_count:
 
 int64_t hc_pki_lifetime_s(X509 *cert)
 {
-    int64_t nb = 0, na = 0;
+    int64_t nb = 0, na = 0; /* -O3 cannot see hc_pki_cert_validity set both on success */
     struct hc_error ignored = {0};
     if (hc_pki_cert_validity(cert, &nb, &na, &ignored) < 0)
         return 0;

@@ -1,10 +1,12 @@
 /*
- * The identities of hchollow (hollow.h): DIR/NAME/{key.pem, cert.pem, node.json} when a previous
- * run enrolled them, else the real join flow, from the identity's own address: an admin API token
- * mints a one-time join token (POST /v1/join-tokens), and POST /v1/enroll sends a CSR for a key
- * made here, from a connection whose source address is the identity's, as `hcagent join` does
- * (agents/hcagent/join.c): the controller binds the certificate to that address. K identities at
- * a time, each on its own thread with its own connections.
+ * The identities of hchollow (hollow.h): DIR/NAME/{agent.key, agent.pem, ca.pem, node.json} (the
+ * key, certificate and trusted CAs under hcagent's own names, so that its certificate code
+ * serves them: agents/hcagent/cert.h) when a previous run enrolled them, else the real join
+ * flow, from the identity's own address: an admin API token mints a one-time join token
+ * (POST /v1/join-tokens), and POST /v1/enroll sends a CSR for a key made here, from a connection
+ * whose source address is the identity's, as `hcagent join` does (agents/hcagent/join.c): the
+ * controller binds the certificate to that address. K identities at a time, each on its own
+ * thread with its own connections.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -13,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents/hcagent/agent.h"
+#include "agents/hcagent/cert.h"
 #include "agents/hcagent/fence.h"
 #include "common/constants.h"
 #include "common/https_client.h"
@@ -25,14 +29,31 @@
 
 #define ENROLL_TIMEOUT_MS 30000
 
-static int load_identity(struct hollow_node *n)
+/* The trusted CAs an identity starts with: the --ca file's bytes (hcagent's join writes the CA
+ * it pinned). Later only PUT /v1/cert/ca changes them. */
+static int ca_write(const struct hollow *h, const struct hollow_node *n, struct hc_error *err)
+{
+    char path[1200], *pem = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof(path), "%s/%s", n->dir, HC_AGENT_FILE_CA);
+    int rc = hc_file_read(h->ca_file, &pem, &len, err) < 0
+                 ? -1
+                 : hc_file_write_atomic(path, pem, len, 0644, err);
+    free(pem);
+    return rc;
+}
+
+/* 1 when DIR/NAME holds this identity (an install a crash interrupted finished or undone, as
+ * hcagent does at start), 0 when it must join, -1 with err. */
+static int load_identity(struct hollow *h, struct hollow_node *n, struct hc_error *err)
 {
     char path[1200], *text = NULL;
     size_t len;
-    struct hc_error err = {0};
     snprintf(path, sizeof(path), "%s/node.json", n->dir);
-    if (access(path, R_OK) != 0 || hc_file_read(path, &text, &len, &err) < 0)
+    if (access(path, R_OK) != 0 || hc_file_read(path, &text, &len, err) < 0) {
+        hc_error_clear(err);
         return 0;
+    }
     json_t *doc = json_loads(text, 0, NULL);
     free(text);
     const char *pin = hc_json_str(doc, "controller_client_pin", "");
@@ -42,6 +63,8 @@ static int load_identity(struct hollow_node *n)
     if (ok)
         snprintf(n->client_pin, sizeof(n->client_pin), "%s", pin);
     json_decref(doc);
+    if (ok && hc_agent_cert_recover(n->dir, err) < 0)
+        return hc_error_prefix(err, "identity %s", n->name);
     return ok;
 }
 
@@ -101,12 +124,15 @@ static int enroll_one(struct hollow *h, struct hollow_node *n, struct hc_error *
     /* A new identity owes nothing to the controller an earlier one saw. */
     if (hc_mkdir_p(n->dir, 0700, err) < 0 || hc_agent_fence_forget(n->dir, err) < 0)
         goto cleanup;
-    snprintf(path, sizeof(path), "%s/key.pem", n->dir);
+    snprintf(path, sizeof(path), "%s/%s", n->dir, HC_AGENT_FILE_KEY);
     if (hc_pki_key_save(key, path, err) < 0)
         goto cleanup;
-    snprintf(path, sizeof(path), "%s/cert.pem", n->dir);
-    if (hc_pki_cert_save(cert, path, err) < 0)
+    snprintf(path, sizeof(path), "%s/%s", n->dir, HC_AGENT_FILE_CERT);
+    if (hc_pki_cert_save(cert, path, err) < 0 || ca_write(h, n, err) < 0)
         goto cleanup;
+    /* a key asked for by an earlier identity of this name is not this one's */
+    snprintf(path, sizeof(path), "%s/%s", n->dir, HC_AGENT_FILE_KEY_NEXT);
+    unlink(path);
     meta = json_pack("{s:s, s:s, s:s}", "name", n->name, "address", n->addr,
                      "controller_client_pin", pin);
     char *text = hc_json_dump(meta);
@@ -167,7 +193,8 @@ int hollow_identities(struct hollow *h, struct hc_error *err)
     int missing = 0;
     for (int i = 0; i < h->count; i++) {
         struct hollow_node *n = &h->nodes[i];
-        n->enrolled = load_identity(n);
+        if ((n->enrolled = load_identity(h, n, err)) < 0)
+            return -1;
         missing += !n->enrolled;
     }
     if (!missing) {

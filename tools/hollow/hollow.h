@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "agents/hcagent/cert.h"
 #include "agents/hcagent/fence.h"
 #include "common/bundle.h"
 #include "common/error.h"
@@ -40,11 +41,12 @@ struct hollow_node {
     char name[64];
     char addr[INET_ADDRSTRLEN];
     struct in_addr in;
-    char dir[1100]; /* DATA_DIR/NAME: key.pem, cert.pem, node.json, controller-term */
+    char dir[1100]; /* DATA_DIR/NAME: agent.key, agent.pem, ca.pem, node.json, controller-term */
     char client_pin[128];
     int enrolled;
     struct hc_agent_fence *fence; /* the highest controller term seen (agents/hcagent/fence.h) */
     struct hc_http_server *srv;   /* NULL while unreachable or stalled */
+    struct hc_agent_cert *cert;   /* its certificate routes, hcagent's code (cert.h); with srv */
     struct evconnlistener *stall_lev;
     int stalled_fds[HOLLOW_MAX_STALLED]; /* connections a stalled node holds without reading */
     int nstalled;

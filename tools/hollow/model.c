@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agents/hcagent/agent.h"
 #include "common/bundle.h"
 #include "common/constants.h"
 #include "common/https_client.h"
@@ -314,6 +315,7 @@ static void status_route(struct hc_request *req, void *arg)
     json_object_set_new(b, "data_dir_free_bytes",
                         json_integer(HOLLOW_DISK_TOTAL / 100 * n->disk_free_percent));
     json_object_set_new(b, "data_dir_total_bytes", json_integer(HOLLOW_DISK_TOTAL));
+    hc_agent_cert_status(n->cert, b); /* cert_serial, cert_not_after_ms, ca_digest */
     reply(n, req, 200, b);
 }
 
@@ -357,8 +359,10 @@ static void *stage_thread(void *arg)
 {
     struct stage_job *j = arg;
     struct hollow *h = j->n->h;
+    char ca[1200];
+    snprintf(ca, sizeof(ca), "%s/%s", j->n->dir, HC_AGENT_FILE_CA); /* what it trusts, as hcagent */
     struct hc_tls_client_config tls = {
-        .ca_file = h->ca_file, .source_address = j->n->addr, .max_response = HC_BUNDLE_MAX_BYTES};
+        .ca_file = ca, .source_address = j->n->addr, .max_response = HC_BUNDLE_MAX_BYTES};
     struct hc_http_response resp = {0};
     struct hc_http_client *c = hc_http_client_new(&tls, &j->err);
     json_t *known = NULL;
@@ -843,15 +847,11 @@ int hollow_serve(struct hollow_node *n, struct hc_error *err)
         {"POST", "/v1/net/bench/server", unsupported_route},
         {"POST", "/v1/net/bench/client", unsupported_route},
     };
-    char cert[1200], key[1200];
-    snprintf(cert, sizeof(cert), "%s/cert.pem", n->dir);
-    snprintf(key, sizeof(key), "%s/key.pem", n->dir);
-    struct hc_tls_server_config tls = {.cert_file = cert,
-                                       .key_file = key,
-                                       .client_ca_file = n->h->ca_file,
-                                       .required_client_cn = HC_CONTROLLER_CLIENT_CN,
-                                       .required_client_pin = n->client_pin};
-    if (!(n->srv = hc_http_server_new(n->h->base, &tls, err)))
+    /* hcagent's TLS configuration from the identity's own files, and its certificate routes
+     * (agents/hcagent/cert.h): renewal and CA rotation are the real agent's code */
+    struct hc_agent_tls t;
+    if (hc_agent_tls_config(&t, n->dir, n->client_pin, err) < 0 ||
+        !(n->srv = hc_http_server_new(n->h->base, &t.tls, err)))
         return hc_error_prefix(err, "node %s", n->name);
     hc_http_server_set_guard(n->srv, 64, 0);
     hc_http_server_set_hooks(n->srv, fence_before, NULL, n);
@@ -861,6 +861,10 @@ int hollow_serve(struct hollow_node *n, struct hc_error *err)
             hollow_unserve(n);
             return hc_error_set(err, HC_E(INTERNAL), "cannot add route %s", routes[i].pattern);
         }
+    if (!(n->cert = hc_agent_cert_new(n->srv, n->dir, n->name, n->client_pin, err))) {
+        hollow_unserve(n);
+        return hc_error_prefix(err, "node %s", n->name);
+    }
     if (hc_http_server_listen(n->srv, n->addr, n->h->port, err) < 0) {
         hollow_unserve(n);
         return hc_error_prefix(err, "node %s", n->name);
@@ -880,6 +884,8 @@ void hollow_unserve(struct hollow_node *n)
         hc_http_server_free(n->srv);
         n->srv = NULL;
     }
+    hc_agent_cert_free(n->cert);
+    n->cert = NULL;
 }
 
 /* A stalled node's connections are accepted and never read: kept open, like a peer behind an
