@@ -114,12 +114,6 @@ static void progress_line(const json_t *op, char *buf, size_t len)
              waiting ? " (waiting on " : "", waiting ? waiting : "", waiting ? ")" : "");
 }
 
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* The end of a wait: the final document, or the operation's error (exit 1, or 5 when the
  * operation refused an unsafe precondition). */
 static int op_finished(struct hc_cmd_ctx *ctx, const json_t *doc)
@@ -261,7 +255,7 @@ int hc_cmd_op_wait(struct hc_cmd_ctx *ctx, const char *id, int64_t timeout_ms)
             rc = op_timed_out(ctx, id, timeout_ms, last);
             goto cleanup;
         }
-        sleep_ms(interval < left ? interval : left);
+        hc_sleep_ms(interval < left ? interval : left);
     }
 cleanup:
     hc_progress_free(progress);

@@ -40,12 +40,6 @@
 #define BENCH_DEFAULT_S 3
 #define BENCH_GRACE_MS 15000
 
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* One call to node n's agent: the body (new reference) of a 2xx answer, or NULL with err;
  * *status receives the HTTP status (0 on a transport failure). body is borrowed. */
 static json_t *agent_do(struct hc_http_client *client, const struct hc_net_node *n,
@@ -232,7 +226,7 @@ static int wait_revert(struct mtu_job *j, size_t i, const char *change_id, int p
         json_decref(st);
         if (st && (mine || !pending))
             return mine;
-        sleep_ms(MTU_POLL_MS);
+        hc_sleep_ms(MTU_POLL_MS);
     }
     hc_error_set(err, HC_E(TIMEOUT), "%s did not report reverting %s to MTU %d", n->name, n->iface,
                  previous);

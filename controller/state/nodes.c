@@ -15,6 +15,16 @@
 #include "common/json_util.h"
 #include "common/util.h"
 
+/* A node's "cert_state" in the API (docs/certificates.md): expired, renewing (a renewal under
+ * way), expiring (past hc_pki_warn_at_ms: its renewal is overdue), valid, or unknown (no expiry
+ * recorded). */
+#define HC_NODE_CERT_STATE_SQL                                                                     \
+    "(CASE WHEN cert_not_after IS NULL THEN 'unknown' "                                            \
+    "WHEN cert_not_after <= unixepoch() * 1000 THEN 'expired' "                                    \
+    "WHEN cert_next_serial IS NOT NULL THEN 'renewing' "                                           \
+    "WHEN cert_warn_at <= unixepoch() * 1000 THEN 'expiring' "                                     \
+    "ELSE 'valid' END)"
+
 #define NODE_SELECT                                                                                \
     "SELECT name, address, agent_url, hostname, state, health, health_detail, maintenance, "       \
     "agent_version, software_version, service_state, uptime_s AS uptime_seconds, "                 \

@@ -109,7 +109,7 @@ int hc_node_row_by_url(struct hc_db *db, const char *agent_url, struct hc_node_r
 int hc_nodes_rows(struct hc_db *db, const struct hc_node_filter *filter, struct hc_node_row **rows,
                   size_t *n, struct hc_error *err);
 /* [{"v": value, "n": count}] of one column, "health", "state", "maintenance" or "cert_state"
- * (HC_NODE_CERT_STATE_SQL) (grouped, in
+ * (valid, renewing, expiring, expired, unknown: docs/certificates.md) (grouped, in
  * the order of the values). New reference or NULL with err. */
 json_t *hc_nodes_count_by(struct hc_db *db, const char *column, struct hc_error *err);
 
@@ -138,16 +138,6 @@ struct hc_node_poll {
     const char *agent_ca_digest;   /* sha256 of the CAs it trusts, NULL likewise */
 };
 #define HC_NODE_UNREPORTED INT64_MIN
-
-/* A node's "cert_state" in the API (docs/certificates.md): expired, renewing (a renewal under
- * way), expiring (past hc_pki_warn_at_ms: its renewal is overdue), valid, or unknown (no expiry
- * recorded). */
-#define HC_NODE_CERT_STATE_SQL                                                                     \
-    "(CASE WHEN cert_not_after IS NULL THEN 'unknown' "                                            \
-    "WHEN cert_not_after <= unixepoch() * 1000 THEN 'expired' "                                    \
-    "WHEN cert_next_serial IS NOT NULL THEN 'renewing' "                                           \
-    "WHEN cert_warn_at <= unixepoch() * 1000 THEN 'expiring' "                                     \
-    "ELSE 'valid' END)"
 
 /* Certificates (controller/remote/cert_renew.h, controller/state/certs.h). Readers: the node
  * whose certificate ends first ({"name", "cert_not_after"}, or JSON null when none);

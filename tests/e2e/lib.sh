@@ -224,6 +224,16 @@ hcload_wait() {
     rm -f "$T/pids/$1"
     return $rc
 }
+# watch_health FILE: "NAME HEALTH DETAIL" of every node, every 200 ms, appended to FILE until
+# `stop_daemon watch KILL` (the certificate tests: no sample may be anything but reachable)
+watch_health() {
+    while :; do
+        hcctl node list -o json 2>/dev/null |
+            jq -r '.nodes[] | "\(.name) \(.health) \(.health_detail // "")"' >>"$1"
+        sleep 0.2
+    done &
+    echo $! >"$T/pids/watch"
+}
 # track_services [N...]: every hcstor serving on $(ip N):7480 (default nodes 1 2 3), as its pid
 # is now, is killed by the cleanup too (the agents start them; a restart gives new pids).
 track_services() {

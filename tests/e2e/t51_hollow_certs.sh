@@ -35,14 +35,6 @@ in_step() {
     want=$(recorded "$1") && [ "$(served "$1")" = "$want" ] &&
         [ "$(openssl x509 -in "$(dir "$1")/agent.pem" -noout -serial | sed s/^serial=// | tr A-F a-f)" = "$want" ]
 }
-# watch_health FILE: every node's health, at every 200 ms, into FILE until killed
-watch_health() {
-    while :; do
-        hcctl node list -o json 2>/dev/null | jq -r '.nodes[] | "\(.name) \(.health) \(.health_detail)"' >>"$1"
-        sleep 0.2
-    done &
-    echo $! >"$T/pids/watch"
-}
 issued_by() { openssl verify -partial_chain -CAfile "$1" "$2" >/dev/null 2>&1; }
 AGENT=
 

@@ -14,13 +14,6 @@ pids() {
     local i
     for i in 1 2 3; do pgrep -f "hcstor --listen 198.18.1.$((10 + i)):7480" | head -1; done | tr '\n' ' '
 }
-watch_health() {
-    while :; do
-        hcctl node list -o json 2>/dev/null | jq -r '.nodes[] | "\(.name) \(.health) \(.health_detail // "")"' >>"$T/health.txt"
-        sleep 0.2
-    done &
-    echo $! >"$T/pids/watch"
-}
 
 test_expect_success 'hcstor 1.0 on every node, hcload running' '
     hcctl -q software upload "$BUNDLES/hcstor-1.0.tar.gz" &&
@@ -30,7 +23,7 @@ test_expect_success 'hcstor 1.0 on every node, hcload running' '
 '
 
 test_expect_success 'hcctld ca rotate under hcload: every certificate on the new CA, no node unreachable' '
-    watch_health &&
+    watch_health "$T/health.txt" &&
     hcctld ca rotate --data-dir "$CTL_DIR" --timeout 3m >rotate.out 2>rotate.err &&
     stop_daemon watch KILL && cat rotate.out && grep -q "^CA rotation done" rotate.out &&
     [ "$(wc -l <"$T/health.txt")" -ge 9 ] && ! grep -v " reachable $" "$T/health.txt" &&
