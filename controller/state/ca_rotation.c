@@ -29,13 +29,6 @@ json_t *hc_ca_rotation_row(struct hc_db *db, struct hc_error *err)
     return row ? row : json_null();
 }
 
-static int key_path(const struct hc_controller *ctl, const json_t *row, const char *which,
-                    char *buf, size_t len)
-{
-    hc_ca_key_path(ctl, hc_json_str(row, which, ""), buf, len);
-    return 0;
-}
-
 /* Replaces path with text when it differs; 1 when written, 0 when it was so, -1 with err. */
 static int file_want(const char *path, const char *text, size_t len, int mode, struct hc_error *err)
 {
@@ -67,7 +60,8 @@ int hc_ca_rotate_files(const struct hc_controller *ctl, struct hc_db *db, struct
                *new_pem = hc_json_str(row, "new_pem", "");
     int old_signs = strcmp(phase, "trust") == 0;
     char kpath[1200];
-    key_path(ctl, row, old_signs ? "old_fingerprint" : "new_fingerprint", kpath, sizeof(kpath));
+    hc_ca_key_path(ctl, hc_json_str(row, old_signs ? "old_fingerprint" : "new_fingerprint", ""),
+                   kpath, sizeof(kpath));
     if (strcmp(phase, "drop") == 0)
         pem = strdup(new_pem);
     else if (asprintf(&pem, "%s%s", old_signs ? old_pem : new_pem, old_signs ? new_pem : old_pem) <
@@ -275,8 +269,8 @@ int hc_ca_rotation_finish(const struct hc_controller *ctl, struct hc_db *db, con
                           struct hc_error *err)
 {
     char old_key[1200], new_key[1200], dir[1200];
-    key_path(ctl, row, "old_fingerprint", old_key, sizeof(old_key));
-    key_path(ctl, row, "new_fingerprint", new_key, sizeof(new_key));
+    hc_ca_key_path(ctl, hc_json_str(row, "old_fingerprint", ""), old_key, sizeof(old_key));
+    hc_ca_key_path(ctl, hc_json_str(row, "new_fingerprint", ""), new_key, sizeof(new_key));
     if (hc_db_begin(db, err) < 0)
         return -1;
     if (hc_db_run(db, err, "DELETE FROM ca_rotation WHERE id = 1", "") < 0 ||
