@@ -162,6 +162,16 @@ node_health() {
     hcctl node show "$1" -o json | jq -r .node.health
 }
 
+# hollow_serving SOCK N: after a start of hchollow, it answers on its control socket SOCK (its
+# listeners are bound before it), then all N nodes are reachable as polled since. The node list
+# alone is not enough: right after a restart it still shows the polls before the stop, and a
+# poll made while hchollow was starting may yet turn nodes unreachable.
+hollow_serving() {
+    wait_for 20 "hchollow ctl --control '$1' stats" || return 1
+    local since
+    since=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+    wait_for 20 "[ \$(hcctl node list -o json | jq --arg t $since '[.nodes[] | select(.health == \"reachable\" and .last_seen > \$t)] | length') = $2 ]"
+}
 reachable_count() {
     hcctl node list -o json | jq '[.nodes[] | select(.health == "reachable")] | length'
 }

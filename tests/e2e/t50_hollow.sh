@@ -81,9 +81,7 @@ test_expect_success 'a slow node still answers, a stalled one does not block the
 
 test_expect_success 'restarted with the same data dir: the same identities, no new join' '
     stop_daemon hollow TERM &&
-    hollow_start &&
-    wait_for 20 "ctl stats" &&
-    wait_for 20 "[ \$(reachable_count) = $N ]" &&
+    hollow_start && hollow_serving "$SOCK" $N &&
     hcctl events --type node.joined -o json | jq -e ".events | length == $N" &&
     grep -q "$N identities loaded" "$T/hollow.log"
 '
@@ -115,8 +113,7 @@ test_expect_success 'a corrupt term file of one identity keeps hchollow from sta
     echo "3 4" >"$f" && hollow_start &&
     wait_for 20 "! kill -0 $(pid_of hollow)" &&
     grep -q "controller term file .$f. is corrupt" "$T/hollow.log" &&
-    cp term.saved "$f" && hollow_start &&
-    wait_for 20 "[ \$(reachable_count) = $N ]"
+    cp term.saved "$f" && hollow_start && hollow_serving "$SOCK" $N
 '
 
 test_expect_success 'hostile input: control socket garbage, a client without the controller certificate' '

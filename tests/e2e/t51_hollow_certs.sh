@@ -111,8 +111,7 @@ test_expect_success 'hcctld ca rotate completes against them, none ever unreacha
 '
 
 test_expect_success 'restarted, hchollow keeps the renewed certificates and the new CA' '
-    stop_daemon hollow TERM && hollow_start &&
-    wait_for 20 "[ \$(reachable_count) = $N ]" && grep -q "$N identities loaded" "$T/hollow.log" &&
+    stop_daemon hollow TERM && hollow_start && hollow_serving "$SOCK" $N && grep -q "$N identities loaded" "$T/hollow.log" &&
     hcctl events --type node.joined -o json | jq -e ".events | length == $N" &&
     for i in 2 9; do
         cmp "$CTL_DIR/ca.pem" "$(dir $i)/ca.pem" && wait_for 5 "in_step $i" || exit 1
