@@ -79,7 +79,7 @@ test_done() {
     echo "1..$test_count"
     if [ "$test_failed" -ne 0 ]; then
         echo "# failed $test_failed of $test_count"
-        for f in "$T"/*.log; do [ -f "$f" ] && { echo "# --- $f"; tail -n 30 "$f" | sed 's/^/#   /'; }; done
+        for f in "$T"/*.log $(! type -t extra_logs >/dev/null || extra_logs); do [ -f "$f" ] && { echo "# --- $f"; tail -n 30 "$f" | sed 's/^/#   /'; }; done
         exit 1
     fi
     exit 0

@@ -5,6 +5,9 @@ if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces, sshd)"
 . "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
 . "$HC_SRC/tests/lab/lab.sh"
 lab_trap_teardown 'e2e_cleanup'
+# test_done prints these too when a test failed: each lab node's agent log (its /var/lib/hcctl is
+# LAB_STATE/nI/var-lib-hcctl), read before the trap tears the lab down.
+extra_logs() { ls "$LAB_STATE"/n*/var-lib-hcctl/agent.log 2>/dev/null; }
 
 CTL_URL=https://198.18.0.1:$CTL_PORT
 node_ip() { echo "198.18.0.$((10 + $1))"; }
