@@ -7,9 +7,15 @@
  * timeout: a peer that accepts but never answers ends as HC_ERR_TIMEOUT.
  *
  * With a CRL file, libcurl loads it into a fresh certificate store for every new connection
- * (it does not cache a store that has a CRL), but connections in the cache and TLS sessions in
- * the share handle were verified against the old list: when the file changes, both handles
- * are replaced before the next request.
+ * (it does not cache a store that has a CRL), so a handshake is verified against the list as
+ * it is. A kept-alive connection was verified against the list of its day: so the client keeps
+ * the lists in memory, read again when the file changes, and checks the peer's certificate of
+ * every request's connection against them before the request goes out (hc_call_prereq), a
+ * revoked one aborts the request and closes that connection. Connections to the other peers
+ * stay: the controller's CRL changes with every certificate renewal, and dropping the whole
+ * cache then made every node reconnect (1,000 TLS handshakes a poll cycle). TLS sessions are
+ * dropped on a change (the share handle is replaced): a resumed session is not verified again,
+ * and one with a revoked peer would be refused on every use instead of making a new handshake.
  */
 #include "common/https_client.h"
 
@@ -25,6 +31,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
@@ -43,8 +51,8 @@ struct hc_http_client {
     char *cert_file;
     char *key_file;
     char *crl_file;
-    struct stat crl_seen; /* the CRL file the cached connections were verified against; all
-                             zero when it was missing */
+    struct stat crl_seen;       /* the CRL file crls was read from; all zero when missing */
+    STACK_OF(X509_CRL) * crls; /* its lists; NULL when it could not be read (fail closed) */
     char *pinned_pubkey;
     char *source_address; /* "host!ADDR" for CURLOPT_INTERFACE */
     hc_http_pin_fn pinner;
@@ -60,6 +68,8 @@ struct hc_http_client {
 /* State of one call while its easy handle is in the multi handle. */
 struct hc_call_ctx {
     struct hc_http_call *call;
+    const struct hc_http_client *client;
+    char revoked[80]; /* the serial (hex) of the peer's certificate when the CRL lists it */
     CURL *easy;
     struct curl_slist *headers;
     char *body;
@@ -132,16 +142,23 @@ static int hc_client_copy_config(struct hc_http_client *c, const struct hc_tls_c
     return 0;
 }
 
-/* The multi handle (connection cache) and the share handle (TLS sessions, DNS). */
+/* The share handle (TLS sessions, DNS). One thread per client: no lock callbacks. */
+static int hc_client_share_new(struct hc_http_client *c)
+{
+    c->share = curl_share_init();
+    if (!c->share)
+        return -1;
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    return 0;
+}
+
+/* The multi handle (connection cache) and the share handle. */
 static int hc_client_handles_new(struct hc_http_client *c)
 {
     c->multi = curl_multi_init();
-    c->share = curl_share_init();
-    if (!c->multi || !c->share)
+    if (!c->multi || hc_client_share_new(c) != 0)
         return -1;
-    /* One thread per client, so the share handle needs no lock callbacks. */
-    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
     /* Keep every agent's connection from one fan-out to the next: left to itself the cache
      * holds 4 x the transfers in flight, which falls to a handful as a fan-out drains, so that
      * a 1,000-node poll closed nearly all its connections each cycle and opened them again with
@@ -177,10 +194,32 @@ static int hc_client_crl_same(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-/* Between requests (no easy handle is attached): a changed CRL drops every cached connection
- * and TLS session, so the next request to any peer is verified against the new list. A missing
- * file is no reason to keep them either; the next connection then fails (fail closed). Handles
- * that could not be made last time are made again here. */
+/* Every list in the CRL file (one per CA while a CA rotation runs); NULL when there is none. */
+static STACK_OF(X509_CRL) * hc_client_crl_read(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    STACK_OF(X509_CRL) *crls = f ? sk_X509_CRL_new_null() : NULL;
+    X509_CRL *crl;
+    while (crls && (crl = PEM_read_X509_CRL(f, NULL, NULL, NULL)))
+        if (!sk_X509_CRL_push(crls, crl)) {
+            X509_CRL_free(crl);
+            break;
+        }
+    ERR_clear_error(); /* the end of the file reads as an error */
+    if (f)
+        fclose(f);
+    if (crls && sk_X509_CRL_num(crls) == 0) {
+        sk_X509_CRL_free(crls);
+        crls = NULL;
+    }
+    return crls;
+}
+
+/* Between requests (no easy handle is attached): a changed CRL is read again and the TLS
+ * sessions are dropped; cached connections stay, each request checks its own (header comment).
+ * A missing or unreadable file fails closed: every request is refused, a new handshake by
+ * libcurl, a kept connection by hc_call_prereq. Handles that could not be made last time are
+ * made again here. */
 static int hc_client_crl_refresh(struct hc_http_client *c)
 {
     struct stat now;
@@ -188,10 +227,16 @@ static int hc_client_crl_refresh(struct hc_http_client *c)
         hc_client_crl_stat(c, &now);
         if (!hc_client_crl_same(&now, &c->crl_seen)) {
             c->crl_seen = now;
-            hc_client_handles_free(c);
+            sk_X509_CRL_pop_free(c->crls, X509_CRL_free);
+            c->crls = hc_client_crl_read(c->crl_file);
+            if (c->share)
+                curl_share_cleanup(c->share);
+            c->share = NULL;
         }
     }
     if (c->multi && c->share)
+        return 0;
+    if (c->multi && !c->share && hc_client_share_new(c) == 0)
         return 0;
     hc_client_handles_free(c);
     return hc_client_handles_new(c);
@@ -215,6 +260,8 @@ struct hc_http_client *hc_http_client_new(const struct hc_tls_client_config *tls
     if (hc_client_copy_config(c, tls ? tls : &none, err) != 0)
         goto fail;
     hc_client_crl_stat(c, &c->crl_seen);
+    if (c->crl_file)
+        c->crls = hc_client_crl_read(c->crl_file);
     if (hc_client_handles_new(c) != 0) {
         hc_error_set_transport(err, HC_E(INTERNAL), "cannot create https client: out of memory");
         goto fail;
@@ -230,6 +277,7 @@ void hc_http_client_free(struct hc_http_client *c)
     if (!c)
         return;
     hc_client_handles_free(c);
+    sk_X509_CRL_pop_free(c->crls, X509_CRL_free);
     free(c->ca_file);
     free(c->ca_pem);
     free(c->cert_file);
@@ -303,7 +351,45 @@ static CURLcode hc_call_no_time_check(CURL *e, void *ssl_ctx, void *arg)
     return CURLE_OK;
 }
 
-static int hc_call_set_tls(struct hc_http_client *c, CURL *e)
+/* Called once the request's connection is up, new or kept, before the request goes out: the
+ * peer's certificate must not be in the CRL as read last (a connection kept from before it was
+ * revoked is refused too). An abort fails the request and libcurl closes the connection. */
+static int hc_call_prereq(void *arg, char *peer_ip, char *local_ip, int peer_port, int local_port)
+{
+    struct hc_call_ctx *ctx = arg;
+    const STACK_OF(X509_CRL) *crls = ctx->client->crls;
+    struct curl_tlssessioninfo *tls = NULL;
+    (void)peer_ip;
+    (void)local_ip;
+    (void)peer_port;
+    (void)local_port;
+    if (!crls) {
+        snprintf(ctx->revoked, sizeof(ctx->revoked), "?"); /* no list to check against */
+        return CURL_PREREQFUNC_ABORT;
+    }
+    if (curl_easy_getinfo(ctx->easy, CURLINFO_TLS_SSL_PTR, &tls) != CURLE_OK || !tls ||
+        tls->backend != CURLSSLBACKEND_OPENSSL || !tls->internals)
+        return CURL_PREREQFUNC_OK; /* not TLS: verify_peer is off, nothing was verified */
+    X509 *peer = SSL_get0_peer_certificate(tls->internals);
+    if (!peer)
+        return CURL_PREREQFUNC_OK;
+    for (int i = 0; i < sk_X509_CRL_num(crls); i++) {
+        X509_CRL *crl = sk_X509_CRL_value(crls, i);
+        X509_REVOKED *entry = NULL;
+        if (X509_NAME_cmp(X509_CRL_get_issuer(crl), X509_get_issuer_name(peer)) != 0 ||
+            X509_CRL_get0_by_serial(crl, &entry, X509_get0_serialNumber(peer)) != 1)
+            continue;
+        BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(peer), NULL);
+        char *hex = bn ? BN_bn2hex(bn) : NULL;
+        snprintf(ctx->revoked, sizeof(ctx->revoked), "%s", hex ? hex : "?");
+        OPENSSL_free(hex);
+        BN_free(bn);
+        return CURL_PREREQFUNC_ABORT;
+    }
+    return CURL_PREREQFUNC_OK;
+}
+
+static int hc_call_set_tls(struct hc_http_client *c, CURL *e, struct hc_call_ctx *ctx)
 {
     int rc = 0;
     if (c->ca_file) {
@@ -320,8 +406,11 @@ static int hc_call_set_tls(struct hc_http_client *c, CURL *e)
     if (c->key_file)
         rc |= curl_easy_setopt(e, CURLOPT_SSLKEY, c->key_file);
     /* OpenSSL then checks the peer's certificate (the leaf) against the list. */
-    if (c->crl_file)
+    if (c->crl_file) {
         rc |= curl_easy_setopt(e, CURLOPT_CRLFILE, c->crl_file);
+        rc |= curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, hc_call_prereq);
+        rc |= curl_easy_setopt(e, CURLOPT_PREREQDATA, ctx);
+    }
     if (c->pinned_pubkey && !c->pinner)
         rc |= curl_easy_setopt(e, CURLOPT_PINNEDPUBLICKEY, c->pinned_pubkey);
     if (c->source_address)
@@ -442,7 +531,7 @@ static int hc_call_configure(struct hc_http_client *c, struct hc_call_ctx *ctx)
         rc |= curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, hc_call_progress);
         rc |= curl_easy_setopt(e, CURLOPT_XFERINFODATA, ctx);
     }
-    rc |= hc_call_set_tls(c, e);
+    rc |= hc_call_set_tls(c, e, ctx);
     rc |= hc_call_set_method(ctx, call->method ? call->method : "GET");
     rc |= hc_call_set_headers(ctx);
     return rc ? -1 : 0;
@@ -465,6 +554,7 @@ static int hc_call_start(struct hc_http_client *c, struct hc_call_ctx *ctx,
                          struct hc_http_call *call)
 {
     ctx->call = call;
+    ctx->client = c;
     ctx->max_response = c->max_response;
     ctx->max_json_values = c->max_json_values;
     ctx->started_ms = hc_mono_ms();
@@ -627,6 +717,17 @@ static void hc_call_error(struct hc_call_ctx *ctx, CURLcode rc, struct hc_error 
         hc_error_set_transport(err, HC_E(UNREACHABLE), "cannot reach '%s': %s", url, detail);
     } else if (rc == CURLE_OPERATION_TIMEDOUT) {
         hc_call_timeout_error(ctx, err);
+    } else if (ctx->revoked[0] == '?') {
+        hc_error_set_transport(err, HC_E(TLS),
+                               "no request to '%s': the revocation list '%s' cannot be read", url,
+                               ctx->client->crl_file);
+        hc_error_hint(err, "it is rewritten when a certificate is revoked or renewed");
+    } else if (ctx->revoked[0]) {
+        hc_error_set_transport(err, HC_E(TLS),
+                               "no request to '%s': its certificate (serial %s) is revoked", url,
+                               ctx->revoked);
+        hc_error_hint(err, "the certificate was renewed or the node removed; a node that still "
+                           "serves it must be enrolled again");
     } else if (hc_curl_is_tls(rc) || hc_call_peer_aborted_tls(ctx, rc)) {
         hc_tls_detail(ctx->errbuf, rc, detail, sizeof(detail));
         hc_error_set_transport(err, HC_E(TLS), "tls handshake with '%s' failed: %s", url, detail);
@@ -678,8 +779,11 @@ static int hc_json_values_over(const char *text, size_t len, size_t max)
 static void hc_call_finish(struct hc_http_client *c, struct hc_call_ctx *ctx, CURLcode rc)
 {
     struct hc_http_call *call = ctx->call;
+    long connects = 0;
     call->elapsed_ms = (long)(hc_mono_ms() - ctx->started_ms);
     call->finished_wall_ms = hc_now_ms();
+    curl_easy_getinfo(ctx->easy, CURLINFO_NUM_CONNECTS, &connects);
+    call->new_connection = connects > 0;
     if (rc != CURLE_OK) {
         /* libcurl stamps the TLS handshake's end on a new connection and on a reused one alike
          * (at least 1 us), and the request goes out only after it. */
@@ -755,6 +859,7 @@ static void hc_fanout_reset(struct hc_http_call *calls, size_t n)
         memset(&calls[i].resp, 0, sizeof(calls[i].resp));
         hc_error_clear(&calls[i].err);
         calls[i].elapsed_ms = 0;
+        calls[i].new_connection = 0;
     }
 }
 

@@ -138,6 +138,7 @@ struct hc_http_call {
                                      so the request may have reached the peer; 0 when it never
                                      left (refused, no route, no name, the handshake failed or
                                      timed out), so sending it elsewhere cannot do it twice */
+    int new_connection; /* 1 when the call opened a connection, 0 when it used a kept one */
     long elapsed_ms;
     int64_t finished_wall_ms; /* the wall clock (epoch ms) when the call ended: with elapsed_ms,
                                  when the peer answered (the poller's clock-skew estimate) */

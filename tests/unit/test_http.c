@@ -873,6 +873,19 @@ static void expect_revoked(struct hc_http_client *c, const struct server *s)
     assert_non_null(strstr(err.message, "revoked"));
 }
 
+/* GET /v1/whoami of s through a fan-out, answered 200: 1 when it opened a new connection. */
+static int whoami_new_connection(struct hc_http_client *c, const struct server *s)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/v1/whoami", s->url);
+    struct hc_http_call one = {.method = "GET", .url = url, .timeout_ms = 5000};
+    if (hc_http_fanout(c, &one, 1, 1) != 1)
+        fail_msg("%s: %s", url, one.err.message);
+    assert_int_equal(one.resp.status, 200);
+    hc_http_response_clear(&one.resp);
+    return one.new_connection;
+}
+
 /* server.pem (serial 01) stays good; server2.pem (serial 05) is revoked half-way. */
 static void test_crl(void **state)
 {
@@ -882,16 +895,26 @@ static void test_crl(void **state)
     /* An empty list breaks nothing. */
     write_crl(NULL, 0);
     struct hc_http_client *c = controller_like_client();
-    expect_ok(c, good);
+    assert_int_equal(whoami_new_connection(c, good), 1);
     expect_ok(c, gone);
+    assert_int_equal(whoami_new_connection(c, good), 0);
 
-    /* Revoked while this client holds a kept-alive connection and a TLS session to it: both
-     * are dropped, the next request is a new handshake, refused. */
+    /* Revoked while this client holds a kept-alive connection and a TLS session to it: the
+     * request on the kept connection is refused before it goes out (and the connection
+     * closed), the next one is a new handshake, refused by it. The kept connection to the
+     * other peer stays. */
     const char *serials[] = {"05"};
     write_crl(serials, 1);
-    expect_revoked(c, gone);
-    expect_ok(c, good);
-    expect_revoked(c, gone);
+    struct hc_http_response resp = {0};
+    struct hc_error err;
+    assert_int_equal(call(c, "GET", gone, "/v1/whoami", NULL, NULL, &resp, &err), -1);
+    assert_string_equal(err.code, HC_ERR_TLS);
+    assert_non_null(strstr(err.message, "its certificate (serial 05) is revoked"));
+    assert_int_equal(whoami_new_connection(c, good), 0);
+    assert_int_equal(call(c, "GET", gone, "/v1/whoami", NULL, NULL, &resp, &err), -1);
+    assert_string_equal(err.code, HC_ERR_TLS);
+    assert_non_null(strstr(err.message, "tls handshake"));
+    assert_non_null(strstr(err.message, "revoked"));
 
     /* A fan-out (the poller's way) refuses the revoked one only. */
     char url_good[256], url_gone[256];
@@ -914,10 +937,9 @@ static void test_crl(void **state)
 
     /* A list that disappears fails closed: no connection, old or new, goes on without it. */
     assert_int_equal(unlink(cert("crl.pem")), 0);
-    struct hc_http_response resp = {0};
-    struct hc_error err;
     assert_int_equal(call(c, "GET", good, "/v1/whoami", NULL, NULL, &resp, &err), -1);
     assert_string_equal(err.code, HC_ERR_TLS);
+    assert_non_null(strstr(err.message, "cannot be read"));
     hc_http_client_free(c);
     struct hc_tls_client_config tls = {.ca_file = cert("ca.pem"), .crl_file = cert("crl.pem")};
     assert_null(hc_http_client_new(&tls, &err));
