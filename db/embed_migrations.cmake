@@ -7,6 +7,13 @@ foreach(f ${FILES})
   get_filename_component(name ${f} NAME_WE)
   string(REGEX MATCH "^[0-9]+" num ${name})
   math(EXPR num "${num} + 0")
+  # db.c applies every migration above the database's user_version, in order: a gap or a
+  # duplicate number (two branches each adding the next one) would skip or reorder one.
+  math(EXPR expected "${count} + 1")
+  if(NOT num EQUAL expected)
+    message(FATAL_ERROR "db/migrations: ${name}.sql is number ${num}, expected ${expected}: "
+                        "migrations are numbered 0001, 0002, ... without gaps or duplicates")
+  endif()
   file(READ ${f} sql HEX)
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "\\\\x\\1" sql "${sql}")
   string(APPEND body "    {${num}, \"${name}\", \"${sql}\"},\n")

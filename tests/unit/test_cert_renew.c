@@ -3,7 +3,8 @@
  * renewal makes the new certificate the node's with the name and address the controller
  * records (not what the CSR asks), revokes the old serial and records cert.renewed; a garbage
  * CSR, no CSR, or a CSR without a usable key change nothing; an agent that refuses the install
- * leaves the old certificate and the issued serial revoked; an unknown node is 404. */
+ * leaves the old certificate and the issued serial revoked; an unknown node is 404; an agent
+ * that answers the install but keeps serving its old certificate is refused from then on. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -167,6 +168,17 @@ static void test_good_renewal(void **state)
         count(f, "SELECT COUNT(*) AS n FROM revoked_certs WHERE serial = ?", f->serial), 1);
     assert_int_equal(count(f, "SELECT COUNT(*) AS n FROM events WHERE type = ?", "cert.renewed"),
                      1);
+    /* This stand-in answered the install but kept serving the old certificate (as a lying or
+     * broken agent would): the controller no longer talks to it, on the connection it keeps
+     * from before or on a new one. */
+    struct hc_http_response resp = {0};
+    for (int i = 0; i < 2; i++) {
+        char url[128];
+        snprintf(url, sizeof(url), "https://127.0.0.1:%d", f->srv.port);
+        assert_int_equal(
+            hc_agent_call(f->client, url, "POST", "/v1/cert/csr", NULL, 3000, &resp, &err), -1);
+        assert_string_equal(err.code, HC_ERR_TLS);
+    }
 }
 
 /* A hostile CSR: nothing issued, nothing recorded, the node keeps its certificate. */
