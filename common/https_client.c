@@ -6,16 +6,19 @@
  * sessions and DNS answers across easy handles. Each request carries a connect and a total
  * timeout: a peer that accepts but never answers ends as HC_ERR_TIMEOUT.
  *
- * With a CRL file, libcurl loads it into a fresh certificate store for every new connection
- * (it does not cache a store that has a CRL), so a handshake is verified against the list as
- * it is. A kept-alive connection was verified against the list of its day: so the client keeps
- * the lists in memory, read again when the file changes, and checks the peer's certificate of
- * every request's connection against them before the request goes out (hc_call_prereq), a
- * revoked one aborts the request and closes that connection. Connections to the other peers
- * stay: the controller's CRL changes with every certificate renewal, and dropping the whole
- * cache then made every node reconnect (1,000 TLS handshakes a poll cycle). TLS sessions are
- * dropped on a change (the share handle is replaced): a resumed session is not verified again,
- * and one with a revoked peer would be refused on every use instead of making a new handshake.
+ * Revocation (a client with a CRL file: the controller's agent client) is checked by the client
+ * itself, not by OpenSSL in the handshake: it keeps the file's lists in memory, read again when
+ * the file changes, and checks the peer's certificate of every request's connection, new or
+ * kept, against them before the request goes out (hc_call_prereq); a revoked one aborts the
+ * request and libcurl closes that connection. Connections to the other peers stay: the
+ * controller's CRL changes with every certificate renewal, and dropping the whole cache then
+ * made every node reconnect (1,000 TLS handshakes a poll cycle). TLS sessions are dropped on a
+ * change (the share handle is replaced): one with a revoked peer would be refused on every use
+ * instead of making a new handshake. Given CURLOPT_CRLFILE instead, libcurl would load the list
+ * into a certificate store of every connection's own (a 1,000-entry list cost ~2 MB a
+ * connection, 2.5 GB at 1,000 nodes); without it, the store built from the CA file is made once
+ * and shared by the multi handle's connections (CURLOPT_CA_CACHE_TIMEOUT), so a changed CA file
+ * (a CA rotation) replaces both handles: every connection is made again against it.
  */
 #include "common/https_client.h"
 
@@ -51,6 +54,7 @@ struct hc_http_client {
     char *cert_file;
     char *key_file;
     char *crl_file;
+    struct stat ca_seen;        /* the CA file the connections were verified against */
     struct stat crl_seen;       /* the CRL file crls was read from; all zero when missing */
     STACK_OF(X509_CRL) * crls; /* its lists; NULL when it could not be read (fail closed) */
     char *pinned_pubkey;
@@ -180,14 +184,14 @@ static void hc_client_handles_free(struct hc_http_client *c)
 
 /* What identifies one version of the CRL file: a rewrite renames a new file into place (a new
  * inode), an edit in place changes the size or the change time. */
-static void hc_client_crl_stat(const struct hc_http_client *c, struct stat *st)
+static void hc_client_file_stat(const char *path, struct stat *st)
 {
     memset(st, 0, sizeof(*st));
-    if (c->crl_file && stat(c->crl_file, st) != 0)
+    if (path && stat(path, st) != 0)
         memset(st, 0, sizeof(*st));
 }
 
-static int hc_client_crl_same(const struct stat *a, const struct stat *b)
+static int hc_client_file_same(const struct stat *a, const struct stat *b)
 {
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec &&
@@ -215,17 +219,24 @@ static STACK_OF(X509_CRL) * hc_client_crl_read(const char *path)
     return crls;
 }
 
-/* Between requests (no easy handle is attached): a changed CRL is read again and the TLS
- * sessions are dropped; cached connections stay, each request checks its own (header comment).
- * A missing or unreadable file fails closed: every request is refused, a new handshake by
- * libcurl, a kept connection by hc_call_prereq. Handles that could not be made last time are
- * made again here. */
-static int hc_client_crl_refresh(struct hc_http_client *c)
+/* Between requests (no easy handle is attached): a changed CA file drops every connection and
+ * session (the shared certificate store was built from the old one); a changed CRL is read
+ * again and the TLS sessions are dropped, while cached connections stay: each request checks
+ * its own (header comment). A missing or unreadable CRL fails closed: hc_call_prereq refuses
+ * every request. Handles that could not be made last time are made again here. */
+static int hc_client_files_refresh(struct hc_http_client *c)
 {
     struct stat now;
+    if (c->ca_file) {
+        hc_client_file_stat(c->ca_file, &now);
+        if (!hc_client_file_same(&now, &c->ca_seen)) {
+            c->ca_seen = now;
+            hc_client_handles_free(c);
+        }
+    }
     if (c->crl_file) {
-        hc_client_crl_stat(c, &now);
-        if (!hc_client_crl_same(&now, &c->crl_seen)) {
+        hc_client_file_stat(c->crl_file, &now);
+        if (!hc_client_file_same(&now, &c->crl_seen)) {
             c->crl_seen = now;
             sk_X509_CRL_pop_free(c->crls, X509_CRL_free);
             c->crls = hc_client_crl_read(c->crl_file);
@@ -259,7 +270,8 @@ struct hc_http_client *hc_http_client_new(const struct hc_tls_client_config *tls
     }
     if (hc_client_copy_config(c, tls ? tls : &none, err) != 0)
         goto fail;
-    hc_client_crl_stat(c, &c->crl_seen);
+    hc_client_file_stat(c->ca_file, &c->ca_seen);
+    hc_client_file_stat(c->crl_file, &c->crl_seen);
     if (c->crl_file)
         c->crls = hc_client_crl_read(c->crl_file);
     if (hc_client_handles_new(c) != 0) {
@@ -407,7 +419,6 @@ static int hc_call_set_tls(struct hc_http_client *c, CURL *e, struct hc_call_ctx
         rc |= curl_easy_setopt(e, CURLOPT_SSLKEY, c->key_file);
     /* OpenSSL then checks the peer's certificate (the leaf) against the list. */
     if (c->crl_file) {
-        rc |= curl_easy_setopt(e, CURLOPT_CRLFILE, c->crl_file);
         rc |= curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, hc_call_prereq);
         rc |= curl_easy_setopt(e, CURLOPT_PREREQDATA, ctx);
     }
@@ -868,7 +879,7 @@ size_t hc_http_fanout(struct hc_http_client *c, struct hc_http_call *calls, size
 {
     hc_fanout_reset(calls, n);
     struct hc_call_ctx *ctxs = NULL;
-    if (hc_client_crl_refresh(c) == 0)
+    if (hc_client_files_refresh(c) == 0)
         ctxs = n ? calloc(n, sizeof(*ctxs)) : NULL;
     for (size_t i = 0; n && !ctxs && i < n; i++)
         hc_error_set_transport(&calls[i].err, HC_E(INTERNAL),
