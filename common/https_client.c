@@ -54,8 +54,8 @@ struct hc_http_client {
     char *cert_file;
     char *key_file;
     char *crl_file;
-    struct stat ca_seen;        /* the CA file the connections were verified against */
-    struct stat crl_seen;       /* the CRL file crls was read from; all zero when missing */
+    struct stat ca_seen;       /* the CA file the connections were verified against */
+    struct stat crl_seen;      /* the CRL file crls was read from; all zero when missing */
     STACK_OF(X509_CRL) * crls; /* its lists; NULL when it could not be read (fail closed) */
     char *pinned_pubkey;
     char *source_address; /* "host!ADDR" for CURLOPT_INTERFACE */

@@ -12,6 +12,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -639,6 +640,7 @@ static void test_client_checks_leader(void **state)
 
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* as in hcctld and hcagent: a peer that closes first */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_rule),

@@ -38,7 +38,6 @@
 #include "db/db.h"
 #include "tests/unit/ports.h"
 #include "tests/unit/support/support.h"
-#include "tests/unit/support/support.h"
 #include "tests/unit/testdir.h"
 
 #define WAIT_MS 15000
