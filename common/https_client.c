@@ -198,22 +198,27 @@ static int hc_client_file_same(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-/* Every list in the CRL file (one per CA while a CA rotation runs); NULL when there is none. */
+/* Every list in the CRL file (one per CA while a CA rotation runs); NULL when there is none or
+ * any part of the file is not one (a list lost would let its revoked certificates through). */
 static STACK_OF(X509_CRL) * hc_client_crl_read(const char *path)
 {
     FILE *f = fopen(path, "re");
     STACK_OF(X509_CRL) *crls = f ? sk_X509_CRL_new_null() : NULL;
     X509_CRL *crl;
+    ERR_clear_error();
     while (crls && (crl = PEM_read_X509_CRL(f, NULL, NULL, NULL)))
         if (!sk_X509_CRL_push(crls, crl)) {
             X509_CRL_free(crl);
             break;
         }
-    ERR_clear_error(); /* the end of the file reads as an error */
+    /* The end of the file reads as "no start line"; anything else is a broken list. */
+    unsigned long e = ERR_peek_last_error();
+    int whole = ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
+    ERR_clear_error();
     if (f)
         fclose(f);
-    if (crls && sk_X509_CRL_num(crls) == 0) {
-        sk_X509_CRL_free(crls);
+    if (crls && (!whole || sk_X509_CRL_num(crls) == 0)) {
+        sk_X509_CRL_pop_free(crls, X509_CRL_free);
         crls = NULL;
     }
     return crls;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes one target, or all in turn, for SECONDS each (docs/fuzzing.md):
 #   scripts/fuzz.sh TARGET|all SECONDS
-# Targets: controller_api agent_api bundle_manifest bundle_tar cli probe_packet
+# Targets: every tests/fuzz/fuzz_TARGET.c (controller_api agent_api backup_archive
+# bundle_manifest bundle_tar cli probe_packet settings)
 # Builds the clang/libFuzzer build in build-fuzz/ (HC_FUZZ_BUILD_DIR) first when needed. The
 # corpus grows in BUILD/corpus/TARGET, seeded from tests/fuzz/corpus/TARGET (never written);
 # reproducers of crashes land in BUILD/corpus/artifacts-fuzz_TARGET. Prints executions,

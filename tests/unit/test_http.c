@@ -941,15 +941,30 @@ static void test_crl(void **state)
     /* A CA file written again: the connections verified against the old one are dropped. */
     assert_int_equal(whoami_new_connection(c, good), 0);
     char *ca = hc_test_file_text(cert("ca.pem"));
+    struct hc_http_response resp = {0};
     struct hc_error err;
     assert_int_equal(hc_file_write_atomic(cert("ca.pem"), ca, strlen(ca), 0644, &err), 0);
     free(ca);
     assert_int_equal(whoami_new_connection(c, good), 1);
     assert_int_equal(whoami_new_connection(c, good), 0);
 
+    /* A list followed by a broken one fails closed too (the broken one may be another CA's),
+     * and the whole list written again is taken again. */
+    char *crl = hc_test_file_text(cert("crl.pem"));
+    char *broken = NULL;
+    assert_true(asprintf(&broken, "%s-----BEGIN X509 CRL-----\nMIIB!!!!\n-----END X509 CRL-----\n",
+                         crl) > 0);
+    assert_int_equal(hc_file_write_atomic(cert("crl.pem"), broken, strlen(broken), 0644, &err), 0);
+    assert_int_equal(call(c, "GET", good, "/v1/whoami", NULL, NULL, &resp, &err), -1);
+    assert_string_equal(err.code, HC_ERR_TLS);
+    assert_non_null(strstr(err.message, "cannot be read"));
+    assert_int_equal(hc_file_write_atomic(cert("crl.pem"), crl, strlen(crl), 0644, &err), 0);
+    expect_ok(c, good);
+    free(broken);
+    free(crl);
+
     /* A list that disappears fails closed: no connection, old or new, goes on without it. */
     assert_int_equal(unlink(cert("crl.pem")), 0);
-    struct hc_http_response resp = {0};
     assert_int_equal(call(c, "GET", good, "/v1/whoami", NULL, NULL, &resp, &err), -1);
     assert_string_equal(err.code, HC_ERR_TLS);
     assert_non_null(strstr(err.message, "cannot be read"));
