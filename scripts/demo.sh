@@ -45,7 +45,10 @@ lab_info
 
 hcctld run --data-dir "$work/controller" --poll-interval 1s >"$work/hcctld.log" 2>&1 &
 ctl_pid=$!
-for _ in $(seq 50); do hcctl -q version >/dev/null 2>&1 && break; sleep 0.1; done
+# `hcctl version` exits 0 without a controller too: wait for the controller's own version
+answers() { hcctl version -o json 2>/dev/null | jq -e '.controller.version' >/dev/null; }
+for _ in $(seq 100); do answers && break; sleep 0.1; done
+answers || { echo "demo: hcctld does not answer; its log:" >&2; cat "$work/hcctld.log" >&2; exit 1; }
 
 args=()
 for i in $(seq "$nodes"); do args+=(--node "root@198.18.0.$((10 + i))"); done
