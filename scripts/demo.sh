@@ -25,9 +25,11 @@ export XDG_CONFIG_HOME=$work/config HC_TEST_TMP=$work
 . "$src/tests/lab/lab.sh"
 ctl_pid=
 load_pid=
+# Under set -e: a daemon killed before it handles the signal makes wait fail (143), which must
+# not end the clean-up before the lab and the scratch directory are gone.
 cleanup() {
-    [ -n "$load_pid" ] && kill "$load_pid" 2>/dev/null && wait "$load_pid" 2>/dev/null
-    [ -n "$ctl_pid" ] && kill "$ctl_pid" 2>/dev/null && wait "$ctl_pid" 2>/dev/null
+    [ -n "$load_pid" ] && kill "$load_pid" 2>/dev/null && wait "$load_pid" 2>/dev/null || true
+    [ -n "$ctl_pid" ] && kill "$ctl_pid" 2>/dev/null && wait "$ctl_pid" 2>/dev/null || true
     lab_down >/dev/null 2>&1 || true
     if [ "${HC_DEMO_KEEP:-0}" = 1 ]; then echo "demo files kept in $work"; else rm -rf "$work"; fi
 }
