@@ -34,12 +34,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
 #include "common/json_util.h"
+#include "common/pki.h"
 #include "common/util.h"
 
 #define HC_HTTP_DEFAULT_CONNECT_MS 3000L
@@ -73,7 +72,8 @@ struct hc_http_client {
 struct hc_call_ctx {
     struct hc_http_call *call;
     const struct hc_http_client *client;
-    char revoked[80]; /* the serial (hex) of the peer's certificate when the CRL lists it */
+    enum { HC_CALL_SENT, HC_CALL_REVOKED, HC_CALL_NO_CRL } refused; /* by hc_call_prereq */
+    char revoked[41]; /* HC_CALL_REVOKED: the peer certificate's serial */
     CURL *easy;
     struct curl_slist *headers;
     char *body;
@@ -198,32 +198,6 @@ static int hc_client_file_same(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-/* Every list in the CRL file (one per CA while a CA rotation runs); NULL when there is none or
- * any part of the file is not one (a list lost would let its revoked certificates through). */
-static STACK_OF(X509_CRL) * hc_client_crl_read(const char *path)
-{
-    FILE *f = fopen(path, "re");
-    STACK_OF(X509_CRL) *crls = f ? sk_X509_CRL_new_null() : NULL;
-    X509_CRL *crl;
-    ERR_clear_error();
-    while (crls && (crl = PEM_read_X509_CRL(f, NULL, NULL, NULL)))
-        if (!sk_X509_CRL_push(crls, crl)) {
-            X509_CRL_free(crl);
-            break;
-        }
-    /* The end of the file reads as "no start line"; anything else is a broken list. */
-    unsigned long e = ERR_peek_last_error();
-    int whole = ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
-    ERR_clear_error();
-    if (f)
-        fclose(f);
-    if (crls && (!whole || sk_X509_CRL_num(crls) == 0)) {
-        sk_X509_CRL_pop_free(crls, X509_CRL_free);
-        crls = NULL;
-    }
-    return crls;
-}
-
 /* Between requests (no easy handle is attached): a changed CA file drops every connection and
  * session (the shared certificate store was built from the old one); a changed CRL is read
  * again and the TLS sessions are dropped, while cached connections stay: each request checks
@@ -244,7 +218,7 @@ static int hc_client_files_refresh(struct hc_http_client *c)
         if (!hc_client_file_same(&now, &c->crl_seen)) {
             c->crl_seen = now;
             sk_X509_CRL_pop_free(c->crls, X509_CRL_free);
-            c->crls = hc_client_crl_read(c->crl_file);
+            c->crls = hc_pki_crl_list_load(c->crl_file);
             if (c->share)
                 curl_share_cleanup(c->share);
             c->share = NULL;
@@ -278,7 +252,7 @@ struct hc_http_client *hc_http_client_new(const struct hc_tls_client_config *tls
     hc_client_file_stat(c->ca_file, &c->ca_seen);
     hc_client_file_stat(c->crl_file, &c->crl_seen);
     if (c->crl_file)
-        c->crls = hc_client_crl_read(c->crl_file);
+        c->crls = hc_pki_crl_list_load(c->crl_file);
     if (hc_client_handles_new(c) != 0) {
         hc_error_set_transport(err, HC_E(INTERNAL), "cannot create https client: out of memory");
         goto fail;
@@ -380,30 +354,18 @@ static int hc_call_prereq(void *arg, char *peer_ip, char *local_ip, int peer_por
     (void)local_ip;
     (void)peer_port;
     (void)local_port;
-    if (!crls) {
-        snprintf(ctx->revoked, sizeof(ctx->revoked), "?"); /* no list to check against */
+    if (!crls) { /* no list to check against */
+        ctx->refused = HC_CALL_NO_CRL;
         return CURL_PREREQFUNC_ABORT;
     }
     if (curl_easy_getinfo(ctx->easy, CURLINFO_TLS_SSL_PTR, &tls) != CURLE_OK || !tls ||
         tls->backend != CURLSSLBACKEND_OPENSSL || !tls->internals)
         return CURL_PREREQFUNC_OK; /* not TLS: verify_peer is off, nothing was verified */
     X509 *peer = SSL_get0_peer_certificate(tls->internals);
-    if (!peer)
+    if (!peer || !hc_pki_crl_list_revoked(crls, peer, ctx->revoked))
         return CURL_PREREQFUNC_OK;
-    for (int i = 0; i < sk_X509_CRL_num(crls); i++) {
-        X509_CRL *crl = sk_X509_CRL_value(crls, i);
-        X509_REVOKED *entry = NULL;
-        if (X509_NAME_cmp(X509_CRL_get_issuer(crl), X509_get_issuer_name(peer)) != 0 ||
-            X509_CRL_get0_by_serial(crl, &entry, X509_get0_serialNumber(peer)) != 1)
-            continue;
-        BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(peer), NULL);
-        char *hex = bn ? BN_bn2hex(bn) : NULL;
-        snprintf(ctx->revoked, sizeof(ctx->revoked), "%s", hex ? hex : "?");
-        OPENSSL_free(hex);
-        BN_free(bn);
-        return CURL_PREREQFUNC_ABORT;
-    }
-    return CURL_PREREQFUNC_OK;
+    ctx->refused = HC_CALL_REVOKED;
+    return CURL_PREREQFUNC_ABORT;
 }
 
 static int hc_call_set_tls(struct hc_http_client *c, CURL *e, struct hc_call_ctx *ctx)
@@ -733,12 +695,12 @@ static void hc_call_error(struct hc_call_ctx *ctx, CURLcode rc, struct hc_error 
         hc_error_set_transport(err, HC_E(UNREACHABLE), "cannot reach '%s': %s", url, detail);
     } else if (rc == CURLE_OPERATION_TIMEDOUT) {
         hc_call_timeout_error(ctx, err);
-    } else if (ctx->revoked[0] == '?') {
+    } else if (ctx->refused == HC_CALL_NO_CRL) {
         hc_error_set_transport(err, HC_E(TLS),
                                "no request to '%s': the revocation list '%s' cannot be read", url,
                                ctx->client->crl_file);
         hc_error_hint(err, "it is rewritten when a certificate is revoked or renewed");
-    } else if (ctx->revoked[0]) {
+    } else if (ctx->refused == HC_CALL_REVOKED) {
         hc_error_set_transport(err, HC_E(TLS),
                                "no request to '%s': its certificate (serial %s) is revoked", url,
                                ctx->revoked);

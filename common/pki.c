@@ -711,6 +711,45 @@ X509_CRL *hc_pki_crl_load(const char *path, struct hc_error *err)
     return crl;
 }
 
+STACK_OF(X509_CRL) * hc_pki_crl_list_load(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    STACK_OF(X509_CRL) *lists = f ? sk_X509_CRL_new_null() : NULL;
+    X509_CRL *crl;
+    ERR_clear_error();
+    while (lists && (crl = PEM_read_X509_CRL(f, NULL, NULL, NULL)))
+        if (!sk_X509_CRL_push(lists, crl)) {
+            X509_CRL_free(crl);
+            break;
+        }
+    /* The end of the file reads as "no start line"; anything else is a broken list. */
+    unsigned long e = ERR_peek_last_error();
+    int whole = ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
+    ERR_clear_error();
+    if (f)
+        fclose(f);
+    if (lists && (!whole || sk_X509_CRL_num(lists) == 0)) {
+        sk_X509_CRL_pop_free(lists, X509_CRL_free);
+        lists = NULL;
+    }
+    return lists;
+}
+
+int hc_pki_crl_list_revoked(const STACK_OF(X509_CRL) * lists, X509 *cert, char serial[41])
+{
+    for (int i = 0; i < sk_X509_CRL_num(lists); i++) {
+        X509_CRL *crl = sk_X509_CRL_value(lists, i);
+        X509_REVOKED *entry = NULL;
+        if (X509_NAME_cmp(X509_CRL_get_issuer(crl), X509_get_issuer_name(cert)) == 0 &&
+            X509_CRL_get0_by_serial(crl, &entry, X509_get0_serialNumber(cert)) == 1) {
+            if (hc_pki_cert_serial(cert, serial) < 0)
+                snprintf(serial, 41, "?");
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int asn1_time_ms(const ASN1_TIME *t, int64_t *out)
 {
     struct tm tm;

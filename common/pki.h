@@ -124,6 +124,13 @@ X509_CRL *hc_pki_crl_new(X509 *ca, EVP_PKEY *ca_key, const struct hc_pki_revoked
 char *hc_pki_crl_to_pem(X509_CRL *crl);
 int hc_pki_crl_save(X509_CRL *crl, const char *path, struct hc_error *err); /* mode 0644 */
 X509_CRL *hc_pki_crl_load(const char *path, struct hc_error *err);
+/* Every list in a PEM file (hcctld's crl.pem holds one per CA while a CA rotation runs); NULL
+ * when there is none or any part of the file is not one (a list lost would let its revoked
+ * certificates through). Free with sk_X509_CRL_pop_free(l, X509_CRL_free). */
+STACK_OF(X509_CRL) * hc_pki_crl_list_load(const char *path);
+/* 1 when a list of the certificate's issuer names its serial (then its serial in serial, as
+ * hc_pki_cert_serial writes it), else 0. */
+int hc_pki_crl_list_revoked(const STACK_OF(X509_CRL) * lists, X509 *cert, char serial[41]);
 /* Like hc_pki_verify, and cert must not be listed in crl, which must be issued by ca, signed by
  * it and current. A listed certificate fails with "certificate revoked". 0 or -1 with err. */
 int hc_pki_verify_crl(X509 *ca, X509_CRL *crl, X509 *cert, struct hc_error *err);
