@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "common/util.h"
 #include "controller/backup.h"
@@ -32,29 +31,6 @@ static void cleanup(void)
     free(g.dir);
 }
 
-/* gzip of data (a malloc'd buffer in *out), or -1. */
-static int gzip(const uint8_t *data, size_t size, uint8_t **out, size_t *out_len)
-{
-    z_stream z;
-    memset(&z, 0, sizeof(z));
-    if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return -1;
-    size_t cap = deflateBound(&z, size) + 64;
-    *out = malloc(cap);
-    z.next_in = (Bytef *)data;
-    z.avail_in = (uInt)size;
-    z.next_out = *out;
-    z.avail_out = (uInt)cap;
-    int rc = *out ? deflate(&z, Z_FINISH) : Z_MEM_ERROR;
-    *out_len = z.total_out;
-    deflateEnd(&z);
-    if (rc != Z_STREAM_END) {
-        free(*out);
-        return -1;
-    }
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!g.dir) {
@@ -66,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size;
     const uint8_t *archive = data;
     if (!(size >= 2 && data[0] == 0x1f && data[1] == 0x8b)) {
-        if (gzip(data, size, &gz, &len) < 0)
+        if (fuzz_gzip(data, size, &gz, &len) < 0)
             return 0;
         archive = gz;
     }

@@ -4,10 +4,12 @@
 
 #include <ftw.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "common/log.h"
 
@@ -56,6 +58,30 @@ static inline void fuzz_rmtree(const char *path)
 {
     if (path)
         nftw(path, fuzz_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* gzip of data (a malloc'd buffer in *out), or -1: the archive targets compress a plain tar
+ * input so that the mutations hit tar headers rather than deflate streams. */
+static inline int fuzz_gzip(const uint8_t *data, size_t size, uint8_t **out, size_t *out_len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return -1;
+    size_t cap = deflateBound(&z, size) + 64;
+    *out = malloc(cap);
+    z.next_in = (Bytef *)data;
+    z.avail_in = (uInt)size;
+    z.next_out = *out;
+    z.avail_out = (uInt)cap;
+    int rc = *out ? deflate(&z, Z_FINISH) : Z_MEM_ERROR;
+    *out_len = z.total_out;
+    deflateEnd(&z);
+    if (rc != Z_STREAM_END) {
+        free(*out);
+        return -1;
+    }
+    return 0;
 }
 
 #endif
