@@ -34,13 +34,9 @@ ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d /tmp/hcctl-certs.XXXXXX)
 export XDG_CONFIG_HOME=$work/config
 ctl_pid= hollow_pid= sampler_pid=
-stop_all() {
-    for p in $sampler_pid $hollow_pid $ctl_pid; do kill "$p" 2>/dev/null || true; done
-    for p in $sampler_pid $hollow_pid $ctl_pid; do wait "$p" 2>/dev/null || true; done
-}
-trap 'trap "" INT TERM; stop_all; rm -rf "$work"' EXIT
-
 . "$src/bench/hollow_lib.sh"
+stop_all() { stop_pids $sampler_pid $hollow_pid $ctl_pid; }
+trap 'trap "" INT TERM; stop_all; rm -rf "$work"' EXIT
 rss_mb() { echo $(($(rss_kb "$1") / 1024)); }
 cpu_pct() { awk -v d="$1" -v w="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f", d * 100 / hz / (w / 1000) }'; }
 db="$work/c/hcctld.db"

@@ -17,3 +17,9 @@ wait_nodes() { # FILTER N TIMEOUT_S
 }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# stop_pids PID...: each process is sent TERM, then waited for (unset or gone ones are skipped)
+stop_pids() {
+    local p
+    for p in "$@"; do kill "$p" 2>/dev/null || true; done
+    for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}

@@ -30,14 +30,12 @@ ulimit -n "$(ulimit -Hn)" # hcctld and hchollow also raise their own soft limit
 work=$(mktemp -d /tmp/hcctl-scale.XXXXXX)
 export XDG_CONFIG_HOME=$work/config
 ctl_pid= hollow_pid= nginx_pid=
+. "$src/bench/hollow_lib.sh"
 stop_all() {
-    for p in $hollow_pid $ctl_pid $nginx_pid; do kill "$p" 2>/dev/null || true; done
-    for p in $hollow_pid $ctl_pid $nginx_pid; do wait "$p" 2>/dev/null || true; done
+    stop_pids $hollow_pid $ctl_pid $nginx_pid
     ctl_pid= hollow_pid= nginx_pid=
 }
 trap 'trap "" INT TERM; stop_all; rm -rf "$work"' EXIT
-
-. "$src/bench/hollow_lib.sh"
 metric() { # NAME{labels} -> value, from hcctld's /metrics
     curl -s --cacert "$work/c/ca.pem" -H "Authorization: Bearer $token" "$url/metrics" |
         awk -v m="$1" '$1 == m { print $2 }'
