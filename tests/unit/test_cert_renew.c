@@ -170,8 +170,8 @@ static void test_good_renewal(void **state)
     assert_int_equal(count(f, "SELECT COUNT(*) AS n FROM events WHERE type = ?", "cert.renewed"),
                      1);
     /* This stand-in answered the install but kept serving the old certificate (as a lying or
-     * broken agent would): the controller no longer talks to it, on the connection it keeps
-     * from before or on a new one. */
+     * broken agent would): the controller no longer talks to it, now or on a later try (its pin
+     * names the new key, and the old serial is revoked). */
     struct hc_http_response resp = {0};
     for (int i = 0; i < 2; i++) {
         char url[128];
